@@ -1,0 +1,240 @@
+/*
+ * animegan.h - the public API of libanimegan.
+ *
+ * The data path: encoded image bytes -> ag_image (8-bit sRGB) -> tensor -> AnimeGANv2
+ * generator -> tensor -> ag_image -> encoded bytes. The CLI (cli/) and the HTTP service
+ * (server/) are thin front ends over this header and include nothing else of the library.
+ *
+ * Objects and threads:
+ *   ag_model   immutable weights, loaded once; shared read-only by any number of engines.
+ *   ag_engine  one worker: an activation arena planned per image size, the compute backend's
+ *              prepared state and a thread count. Use one engine from one thread at a time.
+ *
+ * Errors: every call that can fail returns 0 or a negative AG_E_* code and fills the
+ * caller's ag_error (code + one line naming the file or field and the reason).
+ * Destroy functions accept NULL.
+ */
+#ifndef ANIMEGAN_H
+#define ANIMEGAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AG_VERSION "0.1.0"
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+enum {
+    AG_OK = 0,
+    AG_E_ARG = -1,         /* invalid argument or option value */
+    AG_E_IO = -2,          /* file not found, unreadable or unwritable */
+    AG_E_FORMAT = -3,      /* corrupt or wrong file (model or image) */
+    AG_E_UNSUPPORTED = -4, /* valid file of a kind we do not handle */
+    AG_E_NOMEM = -5,       /* allocation failed */
+    AG_E_LIMIT = -6,       /* input exceeds a configured limit (pixels, bytes) */
+    AG_E_NOTFOUND = -7,    /* unknown model name */
+    AG_E_INTERNAL = -8,    /* a backend failure that is our bug, not the input's */
+};
+
+#define AG_ERROR_MESSAGE_BYTES 256
+
+typedef struct ag_error {
+    int code;                              /* AG_OK or AG_E_* */
+    char message[AG_ERROR_MESSAGE_BYTES]; /* one line, no trailing newline */
+} ag_error;
+
+/* Short stable name of a code ("io", "format", ...), for JSON error bodies. */
+const char *ag_error_name(int code);
+
+/* ---- models ---------------------------------------------------------------------------- */
+
+typedef struct ag_model ag_model;
+
+/* How the generator upsamples in blocks D and E (bilinear). */
+typedef enum ag_resize_mode {
+    AG_RESIZE_DEFAULT = 0,   /* whatever the model file says */
+    AG_RESIZE_ASYMMETRIC,    /* TF legacy: src = dst * in / out */
+    AG_RESIZE_ALIGN_CORNERS, /* src = dst * (in - 1) / (out - 1) */
+    AG_RESIZE_HALF_PIXEL,    /* src = (dst + 0.5) * in / out - 0.5 */
+} ag_resize_mode;
+
+typedef struct ag_model_info {
+    const char *name;         /* "hayao", or the file's base name */
+    const char *path;         /* file it was loaded from */
+    const char *format;       /* "safetensors" or "pytorch" */
+    const char *architecture; /* "animeganv2" */
+    const char *style;        /* e.g. "Hayao"; "" when unknown */
+    const char *license;      /* licence terms of the weights; "" when unknown */
+    float norm_eps;           /* LayerNorm / GroupNorm(1) epsilon */
+    ag_resize_mode resize;    /* default upsampling mode of this model */
+    size_t param_count;       /* number of weights */
+    size_t weight_bytes;      /* bytes of fp32 weights in memory */
+} ag_model_info;
+
+/*
+ * Load a model by bundled name ("hayao") or by path (.safetensors, or a PyTorch .pt
+ * state_dict of bryandlee/animegan2-pytorch). Names are looked up in $ANIMEGAN_MODEL_PATH
+ * (colon-separated), then <directory of the executable>/../models, then the install data
+ * directory. On success *out owns the weights; free with ag_model_destroy.
+ */
+int ag_model_load(const char *name_or_path, ag_model **out, ag_error *err);
+
+/* Load from bytes already in memory (e.g. for fuzzing); `label` names it in messages. */
+int ag_model_load_memory(const void *data, size_t size, const char *label, ag_model **out,
+                         ag_error *err);
+
+void ag_model_destroy(ag_model *model);
+const ag_model_info *ag_model_get_info(const ag_model *model);
+
+/* Bundled models found on the search path: fills up to `max` names, returns the count. */
+int ag_model_list_bundled(const char **names, int max);
+
+/* Parse "asymmetric", "align-corners", "half-pixel"; returns -1 when unknown. */
+int ag_resize_mode_parse(const char *text);
+const char *ag_resize_mode_name(ag_resize_mode mode);
+
+/* ---- engines --------------------------------------------------------------------------- */
+
+typedef struct ag_engine ag_engine;
+
+typedef enum ag_backend {
+    AG_BACKEND_ONEDNN = 0, /* oneDNN convolutions + fused C passes (default) */
+    AG_BACKEND_REFERENCE,  /* plain C loops, one op at a time: the test oracle */
+} ag_backend;
+
+typedef enum ag_precision {
+    AG_PRECISION_FP32 = 0,
+    AG_PRECISION_BF16,
+    AG_PRECISION_INT8,
+} ag_precision;
+
+typedef struct ag_engine_options {
+    ag_backend backend;
+    ag_precision precision;
+    int threads;           /* <= 0: all cores */
+    ag_resize_mode resize; /* AG_RESIZE_DEFAULT: the model's own */
+} ag_engine_options;
+
+/* Minimum image side the generator accepts. */
+#define AG_MIN_SIDE 8
+
+/*
+ * Create an engine over `model` (which must outlive it). Nothing is planned until the first
+ * image; the arena is then planned for that size and reused while the size stays the same.
+ */
+int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag_engine **out,
+                     ag_error *err);
+void ag_engine_destroy(ag_engine *engine);
+
+/*
+ * Plan (or keep) the arena for an image of width x height. Called by the run functions;
+ * callable up front so a server can reserve before admitting work.
+ */
+int ag_engine_prepare(ag_engine *engine, int width, int height, ag_error *err);
+
+/*
+ * Run the generator on a float image: `in` and `out` are (height, width, 3) RGB in [-1, 1],
+ * both owned by the caller. `out` may not alias `in`.
+ */
+int ag_engine_run_f32(ag_engine *engine, const float *in, int width, int height, float *out,
+                      ag_error *err);
+
+/* Bytes of the arena currently planned (0 before the first image). */
+size_t ag_engine_arena_bytes(const ag_engine *engine);
+
+/* Bytes of the arena an engine with `options` would plan for width x height. */
+size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options *options,
+                                 int width, int height);
+
+/* Floating-point operations (multiply-add = 2) of one generator pass at width x height. */
+double ag_model_flop(const ag_model *model, int width, int height);
+
+/* ---- images ---------------------------------------------------------------------------- */
+
+/* An 8-bit interleaved image: bands 3 (RGB) or 4 (RGBA). Owns `pixels` (ag_image_fini). */
+typedef struct ag_image {
+    int width, height, bands;
+    uint8_t *pixels; /* (height, width, bands) */
+} ag_image;
+
+void ag_image_fini(ag_image *image);
+
+/* Must be called once before any image function (starts libvips); 0 on success. */
+int ag_image_startup(const char *argv0, ag_error *err);
+void ag_image_shutdown(void);
+
+/* Width and height from the header only, without decoding pixels. */
+int ag_image_probe(const void *data, size_t size, int *width, int *height, ag_error *err);
+
+typedef struct ag_decode_options {
+    int max_side;         /* downscale (Lanczos) when the long side exceeds this; 0 = never */
+    int portrait;         /* face2paint: centre square crop, resized to portrait_size */
+    int portrait_size;    /* default 512 */
+    size_t max_pixels;    /* refuse images whose header has more pixels; 0 = no limit */
+} ag_decode_options;
+
+/*
+ * Decode JPEG, PNG, WebP, TIFF, GIF (first frame), HEIF: EXIF orientation applied, converted
+ * to 8-bit sRGB; alpha kept as a 4th band. `label` names the input in messages.
+ */
+int ag_image_decode(const void *data, size_t size, const char *label,
+                    const ag_decode_options *options, ag_image *out, ag_error *err);
+int ag_image_decode_file(const char *path, const ag_decode_options *options, ag_image *out,
+                         ag_error *err);
+
+typedef enum ag_format {
+    AG_FORMAT_PNG = 0,
+    AG_FORMAT_JPEG,
+    AG_FORMAT_WEBP,
+} ag_format;
+
+/* "png", "jpg"/"jpeg", "webp" (case-insensitive); -1 when unknown. */
+int ag_format_parse(const char *text);
+/* Format from a file name's extension; -1 when unknown. */
+int ag_format_from_path(const char *path);
+const char *ag_format_mime(ag_format format);
+const char *ag_format_extension(ag_format format);
+
+/* Encode to a buffer the caller frees with ag_free. quality 1..100 (JPEG, WebP). */
+int ag_image_encode(const ag_image *image, ag_format format, int quality, void **data,
+                    size_t *size, ag_error *err);
+
+/*
+ * Write `image` to `path` (format from `format`): written to a temporary file in the same
+ * directory, then renamed, so a failure never leaves a partial file.
+ */
+int ag_image_save_file(const ag_image *image, const char *path, ag_format format, int quality,
+                       ag_error *err);
+
+/* ---- the whole conversion -------------------------------------------------------------- */
+
+/*
+ * Stylise an 8-bit image: RGB(A) in, same size and bands out (alpha copied back). With
+ * side_by_side the output is the input and the result next to each other (2*width).
+ * `out` is initialised by the call and owned by the caller.
+ */
+int ag_stylize(ag_engine *engine, const ag_image *in, int side_by_side, ag_image *out,
+               ag_error *err);
+
+/* ---- memory accounting ----------------------------------------------------------------- */
+
+/* Every heap allocation of the library goes through these; counts feed metrics. */
+void *ag_malloc(size_t size);  /* NULL on failure */
+void *ag_calloc(size_t count, size_t size);
+void *ag_realloc(void *ptr, size_t size);
+void ag_free(void *ptr);
+size_t ag_allocated_bytes(void); /* live bytes allocated through ag_malloc */
+size_t ag_allocated_peak_bytes(void);
+
+/* Resident set size of the process now / at its peak, in bytes (from /proc). */
+size_t ag_process_rss_bytes(void);
+size_t ag_process_peak_rss_bytes(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

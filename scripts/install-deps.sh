@@ -1,0 +1,31 @@
+#!/bin/sh
+# Install the Debian packages animegan.c needs to build, run and test. Idempotent: runs
+# apt-get (after apt-get update) only when a package is missing. Needs root or sudo.
+set -eu
+
+BUILD_PKGS="build-essential pkg-config libdnnl-dev libvips-dev libmicrohttpd-dev libzip-dev libcjson-dev"
+TEST_PKGS="valgrind clang libclang-rt-14-dev curl python3 chromium"
+TOOLS_PKGS="gnuplot-nox wrk nginx-light"
+
+pkgs="$BUILD_PKGS"
+case "${1:-}" in
+    --test) pkgs="$BUILD_PKGS $TEST_PKGS" ;;
+    --all) pkgs="$BUILD_PKGS $TEST_PKGS $TOOLS_PKGS python3-torch python3-numpy" ;;
+esac
+
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+# Node.js comes with the machine image here (npm from Debian conflicts with it); install
+# Debian's only when there is none.
+if [ "$pkgs" != "$BUILD_PKGS" ] && ! command -v npm >/dev/null 2>&1; then
+    missing="$missing nodejs npm"
+fi
+[ -z "$missing" ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "installing:$missing"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing

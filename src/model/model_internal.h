@@ -1,0 +1,115 @@
+/*
+ * model_internal.h - the in-memory AnimeGANv2 generator and the contract between the file
+ * loaders (safetensors.c, pytorch.c) and the network builder (model.c).
+ *
+ * A loader parses a file into an ag_tensor_set: named tensors in PyTorch layout with the
+ * names of bryandlee/animegan2-pytorch's state_dict ("block_a.0.1.weight", ...), plus
+ * string metadata. model.c then checks every shape against the architecture and copies the
+ * weights, dequantized to fp32, into one allocation that the layers point into.
+ */
+#ifndef AG_MODEL_INTERNAL_H
+#define AG_MODEL_INTERNAL_H
+
+#include "../util/util_internal.h"
+
+typedef enum ag_dtype {
+    AG_DTYPE_F32 = 0,
+    AG_DTYPE_F16,
+    AG_DTYPE_BF16,
+    AG_DTYPE_F64,
+    AG_DTYPE_I8,
+} ag_dtype;
+
+#define AG_TENSOR_NAME_BYTES 96
+#define AG_TENSOR_MAX_DIMS 4
+
+/* A tensor inside a parsed file. `data` is contiguous, row-major, little-endian, possibly
+ * unaligned (read it with memcpy); it points into the file buffer or a blob of the set. */
+typedef struct ag_tensor_ref {
+    char name[AG_TENSOR_NAME_BYTES];
+    ag_dtype dtype;
+    int ndim;
+    int64_t shape[AG_TENSOR_MAX_DIMS];
+    const void *data;
+    size_t nbytes;
+} ag_tensor_ref;
+
+#define AG_META_MAX 32
+
+typedef struct ag_tensor_set {
+    ag_tensor_ref *tensors; /* ag_malloc'ed array */
+    int count, capacity;
+    void **blobs; /* buffers the set owns (e.g. storages copied out of a zip) */
+    int blob_count, blob_capacity;
+    char *meta_keys[AG_META_MAX]; /* ag_malloc'ed strings */
+    char *meta_values[AG_META_MAX];
+    int meta_count;
+} ag_tensor_set;
+
+void ag_tensor_set_fini(ag_tensor_set *set);
+/* Append a tensor (copied by value); AG_E_NOMEM on failure. Refuses more than 4096. */
+int ag_tensor_set_add(ag_tensor_set *set, const ag_tensor_ref *ref, ag_error *err);
+/* Take ownership of an ag_malloc'ed blob (freed with the set; freed now on failure). */
+int ag_tensor_set_own(ag_tensor_set *set, void *blob, ag_error *err);
+int ag_tensor_set_meta(ag_tensor_set *set, const char *key, const char *value, ag_error *err);
+const ag_tensor_ref *ag_tensor_set_find(const ag_tensor_set *set, const char *name);
+const char *ag_tensor_set_meta_get(const ag_tensor_set *set, const char *key);
+size_t ag_dtype_size(ag_dtype dtype);
+
+/* File parsers: fill `out` (initialised by the caller with {0}) from a whole file in memory.
+ * The set may point into `data`, which must outlive it. */
+int ag_safetensors_parse(const uint8_t *data, size_t size, const char *label, ag_tensor_set *out,
+                         ag_error *err);
+int ag_pytorch_parse(const uint8_t *data, size_t size, const char *label, ag_tensor_set *out,
+                     ag_error *err);
+
+/* ---- the network ----------------------------------------------------------------------- */
+
+typedef enum ag_act { AG_ACT_NONE = 0, AG_ACT_LRELU, AG_ACT_TANH } ag_act;
+
+/* Feature-map size a bilinear resize in front of a layer goes to. */
+typedef enum ag_resize_target {
+    AG_RESIZE_TO_NONE = 0,
+    AG_RESIZE_TO_HALF,  /* block A's output size */
+    AG_RESIZE_TO_INPUT, /* the input image's size */
+} ag_resize_target;
+
+/* Residual connection of an inverted-residual block with in == out channels. */
+typedef enum ag_residual {
+    AG_RESIDUAL_NONE = 0,
+    AG_RESIDUAL_SAVE, /* this layer's input is the block input: keep it */
+    AG_RESIDUAL_ADD,  /* add the kept input after this layer's norm */
+} ag_residual;
+
+#define AG_LRELU_SLOPE 0.2f
+#define AG_MAX_LAYERS 32
+
+/* One convolution and what follows it: [resize] -> reflect pad -> conv (+bias) -> [norm]
+ * -> [+residual] -> activation. */
+typedef struct ag_layer {
+    char name[48]; /* state_dict prefix of the conv, e.g. "block_c.1.layers.0.1" */
+    int in_c, out_c, k, stride, groups;
+    int pad_top, pad_bottom, pad_left, pad_right; /* reflection padding */
+    const float *weight; /* (OC, IC/groups, K, K) */
+    const float *bias;   /* (OC) or NULL */
+    const float *gamma;  /* (OC) norm scale, NULL when no norm follows */
+    const float *beta;   /* (OC) */
+    ag_act act;
+    ag_resize_target resize_before;
+    ag_residual residual;
+    int is_block_a_end; /* its output size is the "half" size */
+} ag_layer;
+
+struct ag_model {
+    ag_model_info info;
+    char *strings;  /* one allocation holding info's strings */
+    float *weights; /* one allocation holding every parameter, fp32 */
+    ag_layer layers[AG_MAX_LAYERS];
+    int layer_count;
+};
+
+/* Build the generator from a parsed set; `format` is "safetensors" or "pytorch". */
+int ag_model_build(const ag_tensor_set *set, const char *path, const char *format,
+                   ag_model **out, ag_error *err);
+
+#endif

@@ -1,0 +1,94 @@
+/*
+ * alloc.c - the library's allocator: malloc with byte accounting for metrics and leak
+ * checks (as redis' zmalloc). A size header in front of each block makes ag_free O(1).
+ */
+#include "animegan.h"
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The header keeps the payload aligned for any type (and for 64-byte SIMD via the arena). */
+#define AG_ALLOC_HEADER_BYTES ((size_t)alignof(max_align_t))
+
+static atomic_size_t allocated_bytes;
+static atomic_size_t allocated_peak_bytes;
+
+static void account(size_t added, size_t removed) {
+    size_t now = atomic_fetch_add(&allocated_bytes, added) + added;
+    atomic_fetch_sub(&allocated_bytes, removed);
+    size_t peak = atomic_load(&allocated_peak_bytes);
+    while (now > peak && !atomic_compare_exchange_weak(&allocated_peak_bytes, &peak, now)) {
+    }
+}
+
+void *ag_malloc(size_t size) {
+    if (size > SIZE_MAX / 2)
+        return NULL;
+    unsigned char *block = malloc(AG_ALLOC_HEADER_BYTES + size);
+    if (!block)
+        return NULL;
+    memcpy(block, &size, sizeof size);
+    account(size, 0);
+    return block + AG_ALLOC_HEADER_BYTES;
+}
+
+void *ag_calloc(size_t count, size_t size) {
+    if (size && count > SIZE_MAX / 2 / size)
+        return NULL;
+    void *p = ag_malloc(count * size);
+    if (p)
+        memset(p, 0, count * size);
+    return p;
+}
+
+void *ag_realloc(void *ptr, size_t size) {
+    if (!ptr)
+        return ag_malloc(size);
+    if (size > SIZE_MAX / 2)
+        return NULL;
+    unsigned char *block = (unsigned char *)ptr - AG_ALLOC_HEADER_BYTES;
+    size_t old_size;
+    memcpy(&old_size, block, sizeof old_size);
+    unsigned char *grown = realloc(block, AG_ALLOC_HEADER_BYTES + size);
+    if (!grown)
+        return NULL;
+    memcpy(grown, &size, sizeof size);
+    account(size, old_size);
+    return grown + AG_ALLOC_HEADER_BYTES;
+}
+
+void ag_free(void *ptr) {
+    if (!ptr)
+        return;
+    unsigned char *block = (unsigned char *)ptr - AG_ALLOC_HEADER_BYTES;
+    size_t size;
+    memcpy(&size, block, sizeof size);
+    account(0, size);
+    free(block);
+}
+
+size_t ag_allocated_bytes(void) { return atomic_load(&allocated_bytes); }
+size_t ag_allocated_peak_bytes(void) { return atomic_load(&allocated_peak_bytes); }
+
+/* Reads "<key>  <n> kB" from /proc/self/status; 0 when unavailable. */
+static size_t proc_status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t kb = 0, key_len = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, key_len) == 0) {
+            kb = strtoull(line + key_len, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+size_t ag_process_rss_bytes(void) { return proc_status_kb("VmRSS:") * 1024; }
+size_t ag_process_peak_rss_bytes(void) { return proc_status_kb("VmHWM:") * 1024; }

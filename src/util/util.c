@@ -1,0 +1,92 @@
+/*
+ * util.c - error messages, assertions, file reading and CPU count.
+ */
+#include "util_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ag_error_set(ag_error *err, int code, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+        err->code = code;
+    }
+    return code;
+}
+
+const char *ag_error_name(int code) {
+    switch (code) {
+    case AG_OK: return "ok";
+    case AG_E_ARG: return "invalid_argument";
+    case AG_E_IO: return "io";
+    case AG_E_FORMAT: return "bad_format";
+    case AG_E_UNSUPPORTED: return "unsupported";
+    case AG_E_NOMEM: return "out_of_memory";
+    case AG_E_LIMIT: return "too_large";
+    case AG_E_NOTFOUND: return "not_found";
+    default: return "internal";
+    }
+}
+
+void ag_assert_fail(const char *what, const char *file, int line) {
+    fprintf(stderr, "animegan: assertion failed: %s (%s:%d)\n", what, file, line);
+    abort();
+}
+
+int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size,
+                 ag_error *err) {
+    *data = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ag_error_set(err, AG_E_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        close(fd);
+        return ag_error_set(err, AG_E_IO, "%s: %s", path,
+                            S_ISDIR(st.st_mode) ? "is a directory" : strerror(e));
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        close(fd);
+        return ag_error_set(err, AG_E_LIMIT, "%s: file of %lld bytes exceeds the %zu byte limit",
+                            path, (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = ag_malloc(n ? n : 1);
+    if (!buf) {
+        close(fd);
+        return ag_error_set(err, AG_E_NOMEM, "%s: out of memory for %zu bytes", path, n);
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = read(fd, buf + done, n - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO;
+            ag_free(buf);
+            close(fd);
+            return ag_error_set(err, AG_E_IO, "%s: read failed: %s", path, strerror(e));
+        }
+        done += (size_t)r;
+    }
+    close(fd);
+    *data = buf;
+    *size = n;
+    return AG_OK;
+}
+
+int ag_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

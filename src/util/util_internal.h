@@ -1,0 +1,37 @@
+/*
+ * util_internal.h - helpers shared by every part of the library: error filling, checked
+ * size arithmetic, file reading. Not part of the public API.
+ */
+#ifndef AG_UTIL_INTERNAL_H
+#define AG_UTIL_INTERNAL_H
+
+#include "animegan.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Fill `err` (may be NULL) with `code` and a printf-style message; returns `code`. */
+int ag_error_set(ag_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Invariants only (never input checks): stays on in every build. */
+#define AG_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            ag_assert_fail(#cond, __FILE__, __LINE__);                                             \
+    } while (0)
+void ag_assert_fail(const char *what, const char *file, int line) __attribute__((noreturn));
+
+/* *out = a * b, false on size_t overflow. */
+static inline bool ag_mul_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* Read a whole file into an ag_malloc'ed buffer, refusing files over max_bytes. */
+int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, ag_error *err);
+
+/* Number of online CPUs (>= 1). */
+int ag_cpu_count(void);
+
+#endif

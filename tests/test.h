@@ -1,0 +1,79 @@
+/*
+ * test.h - the unit-test harness: a test is a function that returns 0 on success; CHECK
+ * prints the failing expression with file and line and fails the test. Each test binary
+ * prints one "PASS name" / "FAIL name" line per test and "N passed, N failed", and exits
+ * non-zero on any failure, so tests/run.sh can add the binaries up.
+ */
+#ifndef AG_TEST_H
+#define AG_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  %s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);             \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Check a library call returned 0; print its ag_error otherwise. */
+#define CHECK_OK(call, errp)                                                                       \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != 0) {                                                                            \
+            fprintf(stderr, "  %s:%d: %s returned %d: %s\n", __FILE__, __LINE__, #call, rc_,      \
+                    (errp)->message);                                                              \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+typedef struct test_case {
+    const char *name;
+    int (*fn)(void);
+} test_case;
+
+#define TEST(name) {#name, name}
+
+/* Directory of the repository's test data; set by the Makefile. */
+#ifndef AG_SOURCE_DIR
+#define AG_SOURCE_DIR "."
+#endif
+
+static inline int test_run_all(const test_case *tests, int count, int argc, char **argv) {
+    int passed = 0, failed = 0;
+    for (int i = 0; i < count; i++) {
+        if (argc > 1 && !strstr(tests[i].name, argv[1]))
+            continue;
+        int rc = tests[i].fn();
+        printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
+        fflush(stdout);
+        if (rc == 0)
+            passed++;
+        else
+            failed++;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
+#define TEST_MAIN(...)                                                                             \
+    int main(int argc, char **argv) {                                                              \
+        static const test_case tests_[] = {__VA_ARGS__};                                           \
+        return test_run_all(tests_, (int)(sizeof tests_ / sizeof tests_[0]), argc, argv);          \
+    }
+
+#endif
