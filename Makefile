@@ -51,7 +51,8 @@ check-deps:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libanimegan.a: $(LIB_OBJ)
 	@rm -f $@
@@ -62,7 +63,8 @@ $(BUILD)/animegan: $(APP_OBJ) $(GEN_OBJ) $(BUILD)/libanimegan.a
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libanimegan.a tests/test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(BUILD)/libanimegan.a $(ALL_LDFLAGS) $(LDLIBS)
+	@echo "  CC      $@"
+	@$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(BUILD)/libanimegan.a $(ALL_LDFLAGS) $(LDLIBS)
 
 test: all
 	BUILD=$(BUILD) tests/run.sh

@@ -81,7 +81,6 @@ typedef enum ag_residual {
     AG_RESIDUAL_ADD,  /* add the kept input after this layer's norm */
 } ag_residual;
 
-#define AG_LRELU_SLOPE 0.2f
 #define AG_MAX_LAYERS 32
 
 /* One convolution and what follows it: [resize] -> reflect pad -> conv (+bias) -> [norm]

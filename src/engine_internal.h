@@ -1,0 +1,64 @@
+/*
+ * engine_internal.h - the engine's state, shared by engine.c and stylize.c (and the tests,
+ * which reach into plans). Not part of the public API.
+ */
+#ifndef AG_ENGINE_INTERNAL_H
+#define AG_ENGINE_INTERNAL_H
+
+#include "kernels/kernels.h"
+#include "kernels/onednn.h"
+#include "model/model_internal.h"
+#include "tensor/arena.h"
+
+/* Hard ceiling on one image, whatever the front end allows: 64 Mpx. */
+#define AG_MAX_PIXELS (64 * 1024 * 1024)
+
+/* Feature-map sizes of one layer at the planned image size. */
+typedef struct ag_layer_geom {
+    int in_h, in_w;   /* after any resize, before padding */
+    int hp, wp;       /* padded input */
+    int out_h, out_w; /* conv output */
+} ag_layer_geom;
+
+/* Where a pass reads the image and writes the result: u8 (H, W, bands) or f32 (H, W, 3). */
+typedef struct ag_io {
+    const uint8_t *in_u8;
+    const float *in_f32;
+    uint8_t *out_u8;
+    float *out_f32;
+    int bands;
+} ag_io;
+
+struct ag_engine {
+    const ag_model *model;
+    ag_engine_options options;
+    int threads;
+    ag_resize_mode resize;
+
+    /* The plan for planned_w x planned_h (0 x 0: none yet). */
+    int planned_w, planned_h;
+    ag_layer_geom geom[AG_MAX_LAYERS];
+    ag_arena_buffer buffers[4 * AG_MAX_LAYERS + 8];
+    int p_ids[AG_MAX_LAYERS], y_ids[AG_MAX_LAYERS], a_ids[AG_MAX_LAYERS];
+    int ref_ids[4];
+    int scratch_id;
+    void *arena_block; /* ag_malloc'ed; arena is its 64-byte aligned start */
+    uint8_t *arena;
+    size_t arena_bytes;
+
+    /* Views into the arena bound at prepare time. */
+    double *partials;
+    ag_norm_affine affine;
+    ag_resize_tap *row_taps[AG_MAX_LAYERS], *col_taps[AG_MAX_LAYERS];
+
+    /* oneDNN state: primitives per layer and their prepared weights (one allocation). */
+    ag_dnnl *dnnl;
+    ag_dnnl_conv *convs[AG_MAX_LAYERS];
+    void *weights_block;
+    uint8_t *weights;
+    size_t weight_offsets[AG_MAX_LAYERS];
+};
+
+int ag_engine_run_io(ag_engine *e, const ag_io *io, int width, int height, ag_error *err);
+
+#endif

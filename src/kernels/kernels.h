@@ -1,0 +1,104 @@
+/*
+ * kernels.h - the generator's operations on NHWC fp32 feature maps (batch 1).
+ *
+ * Dimensions: H, W = rows and columns of a feature map, C = channels, OC = output channels,
+ * K = kernel side, HP, WP = rows and columns after padding. A (H, W, C) tensor stores
+ * element (y, x, c) at [(y * W + x) * C + c].
+ *
+ * Two families:
+ *   ag_ref_*    the reference: one plain loop nest per op, obvious rather than fast; the
+ *               oracle the fused passes and the oneDNN backend are tested against.
+ *   ag_fused_*  the production passes around the oneDNN convolutions: each reads its input
+ *               once and writes the next convolution's padded input directly.
+ */
+#ifndef AG_KERNELS_H
+#define AG_KERNELS_H
+
+#include "animegan.h"
+
+#include <stdint.h>
+
+#define AG_LRELU_SLOPE 0.2f
+
+/* Reflection padding amounts (PyTorch ReflectionPad2d order is left, right, top, bottom). */
+typedef struct ag_pad {
+    int top, bottom, left, right;
+} ag_pad;
+
+/* Source/destination coordinates of a bilinear resize along one axis. */
+typedef struct ag_resize_tap {
+    int i0, i1;  /* source indices */
+    float frac;  /* weight of i1 */
+} ag_resize_tap;
+
+/* ---- reference ops --------------------------------------------------------------------- */
+
+/* out (H+top+bottom, W+left+right, C) <- in (H, W, C) with reflected borders. */
+void ag_ref_reflect_pad(float *out, const float *in, int H, int W, int C, ag_pad pad);
+
+/* out (HO, WO, OC) <- valid convolution of in (HP, WP, IC) with weight (OC, IC/groups, K, K)
+ * and optional bias (OC); HO = (HP - K) / stride + 1. */
+void ag_ref_conv2d(float *out, const float *in, const float *weight, const float *bias, int HP,
+                   int WP, int IC, int OC, int K, int stride, int groups);
+
+/* x (H, W, C) <- GroupNorm(1): normalised over all of H, W, C, then gamma/beta per channel. */
+void ag_ref_layer_norm(float *x, const float *gamma, const float *beta, int H, int W, int C,
+                       float eps);
+
+void ag_ref_leaky_relu(float *x, size_t n, float slope);
+void ag_ref_tanh(float *x, size_t n);
+void ag_ref_add(float *x, const float *y, size_t n);
+
+/* out (HO, WO, C) <- bilinear resize of in (HI, WI, C). */
+void ag_ref_resize_bilinear(float *out, const float *in, int HI, int WI, int HO, int WO, int C,
+                            ag_resize_mode mode);
+
+/* The taps of one axis: `taps` has `out_size` entries. */
+void ag_resize_taps(ag_resize_tap *taps, int in_size, int out_size, ag_resize_mode mode);
+
+/* ---- fused passes ---------------------------------------------------------------------- */
+
+/* Per-channel affine form of a norm: z = y * scale[c] + shift[c]. */
+typedef struct ag_norm_affine {
+    float *scale; /* (C) */
+    float *shift; /* (C) */
+} ag_norm_affine;
+
+/*
+ * Mean and inverse standard deviation of x (H, W, C) over everything, accumulated in
+ * double per row and combined across rows; `partials` is scratch of 2 * H doubles.
+ * Then folds gamma/beta into `affine`.
+ */
+void ag_fused_norm_stats(ag_norm_affine affine, double *partials, const float *x,
+                         const float *gamma, const float *beta, int H, int W, int C, float eps,
+                         int threads);
+
+/*
+ * out (H+pad, W+pad, C) <- act(x * scale + shift [+ residual]) for x (H, W, C), with the
+ * borders reflected: norm-apply, residual add, LeakyReLU and the next layer's padding in one
+ * pass. `residual` is (H, W, C) or NULL. `out` may alias `residual` when pad is zero.
+ */
+void ag_fused_norm_act_pad(float *out, const float *x, const float *residual,
+                           ag_norm_affine affine, int lrelu, int H, int W, int C, ag_pad pad,
+                           int threads);
+
+/* out (HO+pad, WO+pad, C) <- bilinear resize of in (HI, WI, C), borders reflected. */
+void ag_fused_resize_pad(float *out, const float *in, const ag_resize_tap *row_taps,
+                         const ag_resize_tap *col_taps, int HI, int WI, int HO, int WO, int C,
+                         ag_pad pad, int threads);
+
+/* The image as the first layer's padded input: in (H, W, bands) u8 or (H, W, 3) f32. */
+void ag_fused_input_pad(float *out, const uint8_t *in_u8, const float *in_f32, int bands, int H,
+                        int W, ag_pad pad, int threads);
+
+/* Fill the reflected border of a padded buffer (HP, WP, C) whose interior is written. */
+void ag_fused_reflect_border(float *buf, int H, int W, int C, ag_pad pad);
+
+/* tanh of y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
+void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int H, int W,
+                     int threads);
+
+/* The 8-bit value of a [-1, 1] output: (y + 1) * 127.5, clipped, rounded to nearest. */
+uint8_t ag_output_to_u8(float y);
+
+#endif

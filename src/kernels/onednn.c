@@ -1,0 +1,231 @@
+/*
+ * onednn.c - oneDNN (v2.6 C API) convolutions: primitive creation, weight reorders, runs.
+ * The only file that includes dnnl.h. Runs on the caller's OpenMP team (Debian's oneDNN
+ * is built with the OpenMP runtime), sized by omp_set_num_threads in the engine.
+ */
+#include "onednn.h"
+
+#include "../util/util_internal.h"
+
+#include <dnnl.h>
+#include <string.h>
+
+struct ag_dnnl {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+};
+
+struct ag_dnnl_conv {
+    ag_dnnl *dnnl;
+    ag_conv_shape shape;
+    dnnl_primitive_t primitive;
+    dnnl_memory_desc_t weight_md; /* the layout the primitive chose */
+    dnnl_memory_t src, dst, weight, bias, scratch;
+};
+
+static int dnnl_fail(ag_error *err, const char *what, dnnl_status_t st) {
+    return ag_error_set(err, AG_E_INTERNAL, "oneDNN: %s failed (status %d)", what, (int)st);
+}
+
+int ag_dnnl_create(ag_dnnl **out, ag_error *err) {
+    *out = NULL;
+    ag_dnnl *d = ag_calloc(1, sizeof *d);
+    if (!d)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory");
+    dnnl_status_t st = dnnl_engine_create(&d->engine, dnnl_cpu, 0);
+    if (st == dnnl_success)
+        st = dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags);
+    if (st != dnnl_success) {
+        ag_dnnl_destroy(d);
+        return dnnl_fail(err, "engine creation", st);
+    }
+    *out = d;
+    return AG_OK;
+}
+
+void ag_dnnl_destroy(ag_dnnl *d) {
+    if (!d)
+        return;
+    if (d->stream)
+        dnnl_stream_destroy(d->stream);
+    if (d->engine)
+        dnnl_engine_destroy(d->engine);
+    ag_free(d);
+}
+
+static dnnl_status_t init_mds(const ag_conv_shape *s, dnnl_memory_desc_t *src,
+                              dnnl_memory_desc_t *weight, dnnl_memory_desc_t *bias,
+                              dnnl_memory_desc_t *dst) {
+    int HO = (s->HP - s->K) / s->stride + 1, WO = (s->WP - s->K) / s->stride + 1;
+    dnnl_dims_t src_dims = {1, s->IC, s->HP, s->WP}, dst_dims = {1, s->OC, HO, WO};
+    dnnl_dims_t bias_dims = {s->OC};
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(src, 4, src_dims, dnnl_f32, dnnl_nhwc);
+    if (st == dnnl_success)
+        st = dnnl_memory_desc_init_by_tag(dst, 4, dst_dims, dnnl_f32, dnnl_nhwc);
+    if (st == dnnl_success)
+        st = dnnl_memory_desc_init_by_tag(bias, 1, bias_dims, dnnl_f32, dnnl_x);
+    if (st != dnnl_success)
+        return st;
+    if (s->groups == 1) {
+        dnnl_dims_t w = {s->OC, s->IC, s->K, s->K};
+        return dnnl_memory_desc_init_by_tag(weight, 4, w, dnnl_f32, dnnl_format_tag_any);
+    }
+    dnnl_dims_t w = {s->groups, s->OC / s->groups, s->IC / s->groups, s->K, s->K};
+    return dnnl_memory_desc_init_by_tag(weight, 5, w, dnnl_f32, dnnl_format_tag_any);
+}
+
+/* The primitive with a user-managed scratchpad, so its scratch comes from our plan. */
+static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd) {
+    const ag_conv_shape *s = &c->shape;
+    dnnl_memory_desc_t src, weight, bias, dst;
+    dnnl_status_t st = init_mds(s, &src, &weight, &bias, &dst);
+    dnnl_convolution_desc_t desc;
+    dnnl_dims_t strides = {s->stride, s->stride}, zero = {0, 0};
+    if (st == dnnl_success)
+        st = dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
+                                                dnnl_convolution_direct, &src, &weight,
+                                                s->has_bias ? &bias : NULL, &dst, strides, zero,
+                                                zero);
+    dnnl_primitive_attr_t attr = NULL;
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(pd, &desc, attr, c->dnnl->engine, NULL);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(&c->primitive, *pd);
+    return st;
+}
+
+static dnnl_status_t create_memories(ag_dnnl_conv *c, dnnl_primitive_desc_t pd) {
+    dnnl_engine_t e = c->dnnl->engine;
+    const dnnl_memory_desc_t *md[5] = {
+        dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
+        dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
+        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
+        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0),
+    };
+    dnnl_memory_t *mem[5] = {&c->src, &c->dst, &c->weight, &c->bias, &c->scratch};
+    c->weight_md = *md[2];
+    for (int i = 0; i < 5; i++) {
+        if (i == 3 && !c->shape.has_bias)
+            continue;
+        dnnl_status_t st = dnnl_memory_create(mem[i], md[i], e, DNNL_MEMORY_NONE);
+        if (st != dnnl_success)
+            return st;
+    }
+    return dnnl_success;
+}
+
+int ag_dnnl_conv_create(ag_dnnl *dnnl, const ag_conv_shape *shape, ag_dnnl_conv **out,
+                        size_t *scratch_bytes, size_t *weight_bytes, ag_error *err) {
+    *out = NULL;
+    ag_dnnl_conv *c = ag_calloc(1, sizeof *c);
+    if (!c)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory");
+    c->dnnl = dnnl;
+    c->shape = *shape;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = create_primitive(c, &pd);
+    if (st == dnnl_success)
+        st = create_memories(c, pd);
+    if (st == dnnl_success) {
+        *scratch_bytes = dnnl_memory_desc_get_size(
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+        *weight_bytes = dnnl_memory_desc_get_size(&c->weight_md);
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success) {
+        ag_dnnl_conv_destroy(c);
+        return dnnl_fail(err, "convolution creation", st);
+    }
+    *out = c;
+    return AG_OK;
+}
+
+void ag_dnnl_conv_destroy(ag_dnnl_conv *c) {
+    if (!c)
+        return;
+    dnnl_memory_t mems[5] = {c->src, c->dst, c->weight, c->bias, c->scratch};
+    for (int i = 0; i < 5; i++)
+        if (mems[i])
+            dnnl_memory_destroy(mems[i]);
+    if (c->primitive)
+        dnnl_primitive_destroy(c->primitive);
+    ag_free(c);
+}
+
+int ag_dnnl_conv_same_weights(const ag_dnnl_conv *conv, const ag_dnnl_conv *other) {
+    return conv && other && dnnl_memory_desc_equal(&conv->weight_md, &other->weight_md);
+}
+
+int ag_dnnl_conv_prepare_weights(ag_dnnl_conv *c, const float *weight, void *prepared,
+                                 ag_error *err) {
+    const ag_conv_shape *s = &c->shape;
+    dnnl_memory_desc_t user_md;
+    dnnl_status_t st;
+    if (s->groups == 1) {
+        dnnl_dims_t w = {s->OC, s->IC, s->K, s->K};
+        st = dnnl_memory_desc_init_by_tag(&user_md, 4, w, dnnl_f32, dnnl_oihw);
+    } else {
+        dnnl_dims_t w = {s->groups, s->OC / s->groups, s->IC / s->groups, s->K, s->K};
+        st = dnnl_memory_desc_init_by_tag(&user_md, 5, w, dnnl_f32, dnnl_goihw);
+    }
+    dnnl_memory_t user = NULL, dst = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_engine_t e = c->dnnl->engine;
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&user, &user_md, e, (void *)weight);
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&dst, &c->weight_md, e, prepared);
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(&pd, &user_md, e, &c->weight_md, e, NULL);
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(&reorder, pd);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, dst}};
+        st = dnnl_primitive_execute(reorder, c->dnnl->stream, 2, args);
+    }
+    if (st == dnnl_success)
+        st = dnnl_stream_wait(c->dnnl->stream);
+    if (reorder)
+        dnnl_primitive_destroy(reorder);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (dst)
+        dnnl_memory_destroy(dst);
+    if (user)
+        dnnl_memory_destroy(user);
+    return st == dnnl_success ? AG_OK : dnnl_fail(err, "weight reorder", st);
+}
+
+void ag_dnnl_conv_bind(ag_dnnl_conv *c, const float *src, float *dst, const float *bias,
+                       void *prepared_weights, void *scratch) {
+    dnnl_memory_set_data_handle(c->src, (void *)src);
+    dnnl_memory_set_data_handle(c->dst, dst);
+    dnnl_memory_set_data_handle(c->weight, prepared_weights);
+    dnnl_memory_set_data_handle(c->scratch, scratch);
+    if (c->bias)
+        dnnl_memory_set_data_handle(c->bias, (void *)bias);
+}
+
+int ag_dnnl_conv_run(ag_dnnl_conv *c, ag_error *err) {
+    dnnl_exec_arg_t args[5] = {
+        {DNNL_ARG_SRC, c->src},
+        {DNNL_ARG_WEIGHTS, c->weight},
+        {DNNL_ARG_DST, c->dst},
+        {DNNL_ARG_SCRATCHPAD, c->scratch},
+        {DNNL_ARG_BIAS, c->bias},
+    };
+    dnnl_status_t st =
+        dnnl_primitive_execute(c->primitive, c->dnnl->stream, c->bias ? 5 : 4, args);
+    if (st == dnnl_success)
+        st = dnnl_stream_wait(c->dnnl->stream);
+    return st == dnnl_success ? AG_OK : dnnl_fail(err, "convolution", st);
+}

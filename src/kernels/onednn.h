@@ -1,0 +1,44 @@
+/*
+ * onednn.h - the convolutions on oneDNN. Every oneDNN call of the project is in onednn.c;
+ * the engine sees only these functions.
+ *
+ * A conv is created for one layer at one feature-map size: its source is the layer's
+ * reflection-padded input (HP, WP, IC) NHWC and oneDNN pads nothing. Its scratchpad and
+ * its prepared weights live in memory the caller plans and owns; the source and destination
+ * are bound to arena offsets before each run, so running allocates nothing.
+ */
+#ifndef AG_ONEDNN_H
+#define AG_ONEDNN_H
+
+#include "animegan.h"
+
+typedef struct ag_dnnl ag_dnnl;
+typedef struct ag_dnnl_conv ag_dnnl_conv;
+
+typedef struct ag_conv_shape {
+    int HP, WP, IC, OC, K, stride, groups;
+    int has_bias;
+} ag_conv_shape;
+
+int ag_dnnl_create(ag_dnnl **out, ag_error *err);
+void ag_dnnl_destroy(ag_dnnl *dnnl);
+
+/* Create the primitive; reports the scratchpad and prepared-weight sizes it needs. */
+int ag_dnnl_conv_create(ag_dnnl *dnnl, const ag_conv_shape *shape, ag_dnnl_conv **out,
+                        size_t *scratch_bytes, size_t *weight_bytes, ag_error *err);
+void ag_dnnl_conv_destroy(ag_dnnl_conv *conv);
+
+/* Whether `conv` wants its weights in the same layout as `other` (so they can be kept). */
+int ag_dnnl_conv_same_weights(const ag_dnnl_conv *conv, const ag_dnnl_conv *other);
+
+/* Reorder weight (OC, IC/groups, K, K) into `prepared` (weight_bytes, 64-byte aligned). */
+int ag_dnnl_conv_prepare_weights(ag_dnnl_conv *conv, const float *weight, void *prepared,
+                                 ag_error *err);
+
+/* Bind the buffers of one run: src (HP, WP, IC), dst (HO, WO, OC), bias (OC) or NULL. */
+void ag_dnnl_conv_bind(ag_dnnl_conv *conv, const float *src, float *dst, const float *bias,
+                       void *prepared_weights, void *scratch);
+
+int ag_dnnl_conv_run(ag_dnnl_conv *conv, ag_error *err);
+
+#endif
