@@ -87,7 +87,7 @@ static float bf16_to_f32(uint16_t b) {
 }
 
 /* Convert `n` elements of `ref` to fp32. I8 weights are scaled per output channel (the
- * first dimension) by the companion tensor "<name>.scale", exactly as float(q) * scale. */
+ * first dimension) by the companion tensor "<conv>.scale", exactly as float(q) * scale. */
 static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, float *dst,
                          size_t n, const char *path, ag_error *err) {
     const uint8_t *src = ref->data;
@@ -106,8 +106,12 @@ static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, flo
             dst[i] = (float)d;
         }
     } else if (ref->dtype == AG_DTYPE_I8) {
+        /* "<conv>.weight" is scaled by "<conv>.scale". */
         char scale_name[AG_TENSOR_NAME_BYTES + 8];
-        snprintf(scale_name, sizeof scale_name, "%s.scale", ref->name);
+        size_t len = strlen(ref->name);
+        if (len > 7 && !strcmp(ref->name + len - 7, ".weight"))
+            len -= 7;
+        snprintf(scale_name, sizeof scale_name, "%.*s.scale", (int)len, ref->name);
         const ag_tensor_ref *scale = ag_tensor_set_find(set, scale_name);
         int64_t oc = ref->shape[0];
         if (!scale || scale->dtype != AG_DTYPE_F32 || scale->ndim != 1 || scale->shape[0] != oc)
