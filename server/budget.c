@@ -1,0 +1,82 @@
+/*
+ * budget.c - the worst-case memory of the service as a formula of its settings, printed at
+ * start-up and reported by /api/v1/status and /metrics. Every buffer the service holds
+ * belongs to one of these terms, and each term has a bound by construction:
+ *
+ *   bound = base                          RSS measured after start-up (code, libraries,
+ *                                         weights, engines before their first image)
+ *         + runtime                       allowance: thread stacks, allocator and libvips
+ *                                         state, 32 MiB + 8 MiB per worker
+ *         + W x worker                    one conversion in flight per worker:
+ *               arena(S, S) per model       ag_engine_arena_bytes_for at the largest side S
+ *             + decode                      full-size pixels (max_pixels x 4) + S^2 x 4
+ *             + stylize                     float in/out (2 x S^2 x 3 x 4) + 8-bit result
+ *                                           (side by side: 2 x S^2 x 4)
+ *             + encode                      encoder working copy (2 x S^2 x 4)
+ *         + (queue + W) x request         admitted requests: upload (max_upload) + encoded
+ *                                         response (2 x S^2 x 4 + 1%) + bookkeeping
+ *         + connections x pool            MHD per-connection memory + a small response
+ *         + cache                         --cache-mb
+ *
+ * S = max(--max-side, portrait size). Admission makes "(queue + W)" exact: a slot is taken
+ * when a convert request's headers arrive and given back when its response completes.
+ */
+#include "server.h"
+
+#include <stdio.h>
+
+#define MIB ((size_t)1 << 20)
+
+static size_t mul_sat(size_t a, size_t b) {
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+static size_t add_sat(size_t a, size_t b) { return a + b < a ? SIZE_MAX : a + b; }
+
+void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *const *models,
+                       int model_count, size_t base_rss_bytes) {
+    size_t side = (size_t)(c->max_side > c->portrait_size ? c->max_side : c->portrait_size);
+    size_t px = side * side;
+
+    b->workers = c->workers;
+    b->admitted = c->queue + c->workers;
+    b->connections = c->max_connections;
+    b->base_bytes = base_rss_bytes;
+    b->runtime_bytes = 32 * MIB + (size_t)c->workers * 8 * MIB;
+
+    b->arena_bytes = 0;
+    for (int i = 0; i < model_count; i++)
+        b->arena_bytes = add_sat(b->arena_bytes, ag_engine_arena_bytes_for(
+                                                     models[i], &c->engine, (int)side, (int)side));
+    b->decode_bytes = add_sat(mul_sat(c->max_pixels, 4), px * 4);
+    size_t stylize = px * 3 * 4 * 2 + px * 4 * 2;
+    size_t encode = px * 4 * 2;
+    b->worker_bytes = add_sat(add_sat(b->arena_bytes, b->decode_bytes), stylize + encode);
+
+    size_t response = px * 4 * 2 + px * 4 * 2 / 100 + 64 * 1024;
+    b->request_bytes = c->max_upload_bytes + response + 4096;
+    b->connection_bytes = c->connection_memory_bytes + 64 * 1024;
+    b->cache_bytes = c->cache_bytes;
+
+    size_t total = add_sat(b->base_bytes, b->runtime_bytes);
+    total = add_sat(total, mul_sat((size_t)b->workers, b->worker_bytes));
+    total = add_sat(total, mul_sat((size_t)b->admitted, b->request_bytes));
+    total = add_sat(total, mul_sat((size_t)b->connections, b->connection_bytes));
+    total = add_sat(total, b->cache_bytes);
+    b->total_bytes = total;
+}
+
+void ag_budget_format(const ag_budget *b, char *buf, size_t cap) {
+    double m = (double)MIB;
+    snprintf(buf, cap,
+             "%.1f MiB = base %.1f + runtime %.1f + %d workers x %.1f (arena %.1f + decode %.1f "
+             "+ images %.1f) + %d admitted x %.1f (upload + response) + %d connections x %.2f + "
+             "cache %.1f",
+             (double)b->total_bytes / m, (double)b->base_bytes / m, (double)b->runtime_bytes / m,
+             b->workers, (double)b->worker_bytes / m, (double)b->arena_bytes / m,
+             (double)b->decode_bytes / m,
+             (double)(b->worker_bytes - b->arena_bytes - b->decode_bytes) / m, b->admitted,
+             (double)b->request_bytes / m, b->connections, (double)b->connection_bytes / m,
+             (double)b->cache_bytes / m);
+}

@@ -1,0 +1,820 @@
+/*
+ * http.c - libmicrohttpd glue: the daemon, routing, and the life of one request.
+ *
+ * Threading: one internal polling thread with epoll (MHD_USE_INTERNAL_POLLING_THREAD |
+ * MHD_USE_EPOLL). Everything it does is short (parse headers, copy body bytes, format small
+ * JSON), so one thread serves many slow clients without a thread (and stack) per connection;
+ * the image work runs on the workers and the connection is suspended meanwhile
+ * (MHD_suspend_connection / MHD_resume_connection), so this thread never waits for inference.
+ *
+ * A convert request, call by call of the access handler:
+ *   1. headers: allocate the owner (ag_request), check method, options, Content-Type and
+ *      Content-Length (413 before a byte of body is read), then take an admission slot
+ *      (503 + Retry-After when queue + workers are taken). A response queued here makes MHD
+ *      discard the body and close the connection.
+ *   2. body chunks: copied into one buffer sized from Content-Length (or grown up to the
+ *      limit for chunked bodies; going over closes the connection at once).
+ *   3. body complete: find the image (multipart or raw), check its signature (415), take a
+ *      job reference, suspend, push to the queue.
+ *   4. after the worker resumes us: queue the response it prepared.
+ *   5. completion callback (every path: success, error, client gone, timeout): count, log,
+ *      give the admission slot back, drop the connection's reference - the release point.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SMALL_BODY_MAX ((size_t)256 * 1024) /* /metrics, /status, /models */
+#define CHUNKED_INITIAL ((size_t)256 * 1024)
+
+uint64_t ag_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- the request owner ------------------------------------------------------------------ */
+
+static void request_free(ag_request *r) {
+    ag_free(r->body);
+    r->body = NULL;
+    ag_free(r->out);
+    r->out = NULL;
+    ag_free(r);
+}
+
+void ag_request_ref(ag_request *r) { atomic_fetch_add(&r->refs, 1); }
+
+void ag_request_unref(ag_request *r) {
+    if (atomic_fetch_sub(&r->refs, 1) == 1)
+        request_free(r);
+}
+
+static int valid_request_id(const char *s) {
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        if (n >= AG_REQUEST_ID_BYTES - 1)
+            return 0;
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              c == '-' || c == '_' || c == '.'))
+            return 0;
+    }
+    return n > 0;
+}
+
+static ag_route route_of(const char *url) {
+    if (!strcmp(url, "/api/v1/convert"))
+        return AG_ROUTE_CONVERT;
+    if (!strcmp(url, "/api/v1/models"))
+        return AG_ROUTE_MODELS;
+    if (!strcmp(url, "/api/v1/status"))
+        return AG_ROUTE_STATUS;
+    if (!strcmp(url, "/healthz"))
+        return AG_ROUTE_HEALTHZ;
+    if (!strcmp(url, "/readyz"))
+        return AG_ROUTE_READYZ;
+    if (!strcmp(url, "/metrics"))
+        return AG_ROUTE_METRICS;
+    if (ag_web_find(url))
+        return AG_ROUTE_PAGE;
+    return AG_ROUTE_OTHER;
+}
+
+static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const char *url,
+                               const char *method) {
+    ag_request *r = ag_calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    atomic_init(&r->refs, 1);
+    atomic_init(&r->state, AG_REQ_HEADERS);
+    r->connection = conn;
+    r->start_us = ag_now_us();
+    r->rss_start_bytes = ag_process_rss_bytes();
+    r->route = route_of(url);
+    r->cache_hit = -1;
+    snprintf(r->method, sizeof r->method, "%s", method);
+    const char *given = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (given && valid_request_id(given)) {
+        snprintf(r->id, sizeof r->id, "%s", given);
+    } else {
+        uint64_t n = atomic_fetch_add(&s->next_id, 1);
+        snprintf(r->id, sizeof r->id, "%08x%08llx", (unsigned)s->id_prefix, (unsigned long long)n);
+    }
+    return r;
+}
+
+/* ---- replies: every body lives in the request (or in the binary) ------------------------ */
+
+static const char fallback_nomem[] =
+    "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"the server is out of memory; try "
+    "again\"}}\n";
+
+static void reply_clear(ag_request *r) {
+    ag_free(r->out);
+    r->out = NULL;
+    r->out_static = NULL;
+    r->out_size = 0;
+}
+
+static void reply_error(ag_request *r, int status, const char *code, const char *message) {
+    reply_clear(r);
+    r->status = status;
+    r->error_code = code;
+    r->content_type = "application/json";
+    size_t cap = 64 + 2 * strlen(code) + 6 * strlen(message);
+    char *buf = ag_malloc(cap);
+    if (!buf) {
+        r->out_static = (const uint8_t *)fallback_nomem;
+        r->out_size = sizeof fallback_nomem - 1;
+        return;
+    }
+    r->out = (uint8_t *)buf;
+    r->out_size = ag_json_error(buf, cap, code, message);
+}
+
+static void reply_reply_error(ag_request *r, const ag_reply_error *e) {
+    reply_error(r, e->status, e->code, e->message);
+}
+
+/* Take ownership of an ag_malloc'ed body (NULL: out of memory -> 503). */
+static void reply_owned(ag_request *r, int status, const char *content_type, char *body,
+                        size_t size) {
+    if (!body) {
+        reply_error(r, 503, "out_of_memory", "the server is out of memory; try again");
+        r->retry_after_s = 1;
+        return;
+    }
+    reply_clear(r);
+    r->status = status;
+    r->content_type = content_type;
+    r->out = (uint8_t *)body;
+    r->out_size = size;
+}
+
+static void reply_text(ag_request *r, int status, const char *content_type, const char *text) {
+    size_t n = strlen(text);
+    char *copy = ag_malloc(n + 1);
+    if (copy)
+        memcpy(copy, text, n + 1);
+    reply_owned(r, status, content_type, copy, n);
+}
+
+void ag_job_finish(ag_server *s, ag_request *r) {
+    (void)s;
+    struct MHD_Connection *conn = r->connection;
+    atomic_store(&r->state, AG_REQ_DONE);
+    /* The connection's reference keeps r alive until the completion callback, which cannot
+     * run before the resume below; after it, this thread must not touch r. */
+    ag_request_unref(r);
+    MHD_resume_connection(conn);
+}
+
+void ag_job_fail(ag_server *s, ag_request *r, int status, const char *code, const char *message) {
+    reply_error(r, status, code, message);
+    if (status == 503)
+        r->retry_after_s = ag_server_retry_after_s(s);
+    ag_job_finish(s, r);
+}
+
+static void add_header(struct MHD_Response *resp, const char *name, const char *value) {
+    /* Only fails on out of memory or invalid characters; the response still goes out. */
+    (void)MHD_add_response_header(resp, name, value);
+}
+
+static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_request *r) {
+    const void *body = r->out_static ? (const void *)r->out_static : (const void *)r->out;
+    /* PERSISTENT: MHD does not copy or free; the buffer belongs to r, freed at completion,
+     * after MHD has finished sending. */
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->out_size, (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    char num[32];
+    add_header(resp, "X-Request-Id", r->id);
+    if (r->content_type)
+        add_header(resp, "Content-Type", r->content_type);
+    add_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->route != AG_ROUTE_PAGE)
+        add_header(resp, "Cache-Control", "no-store");
+    if (r->route == AG_ROUTE_CONVERT && r->enqueued_us) {
+        snprintf(num, sizeof num, "%.1f", r->queue_ms);
+        add_header(resp, "X-Queue-Ms", num);
+        snprintf(num, sizeof num, "%.1f", r->inference_ms);
+        add_header(resp, "X-Inference-Ms", num);
+        if (r->cache_hit >= 0)
+            add_header(resp, "X-Cache", r->cache_hit ? "hit" : "miss");
+        if (r->status == 200) {
+            char disp[64];
+            snprintf(disp, sizeof disp, "inline; filename=\"anime.%s\"",
+                     ag_format_extension(r->options.format));
+            add_header(resp, "Content-Disposition", disp);
+        }
+    }
+    if (r->retry_after_s > 0) {
+        snprintf(num, sizeof num, "%d", r->retry_after_s);
+        add_header(resp, "Retry-After", num);
+    }
+    if (r->status == 405)
+        add_header(resp, "Allow", r->route == AG_ROUTE_CONVERT ? "POST" : "GET, HEAD");
+    if (!atomic_load(&s->accepting))
+        add_header(resp, "Connection", "close");
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    atomic_store(&r->state, AG_REQ_REPLIED);
+    return ret;
+}
+
+/* ---- small endpoints -------------------------------------------------------------------- */
+
+static void gauges_sample(ag_server *s, ag_metrics_gauges *g) {
+    memset(g, 0, sizeof *g);
+    g->queue_depth = ag_queue_depth(&s->queue);
+    g->queue_capacity = s->config.queue;
+    g->admitted = atomic_load(&s->admitted);
+    g->admit_limit = s->admit_limit;
+    g->workers = s->config.workers;
+    g->busy_workers = atomic_load(&s->busy_workers);
+    g->accepting = atomic_load(&s->accepting);
+    g->ready = atomic_load(&s->ready);
+    g->rss_bytes = ag_process_rss_bytes();
+    g->peak_rss_bytes = ag_process_peak_rss_bytes();
+    g->allocated_bytes = ag_allocated_bytes();
+    g->allocated_peak_bytes = ag_allocated_peak_bytes();
+    for (int i = 0; s->workers && i < s->config.workers; i++)
+        g->arena_bytes += atomic_load(&s->workers[i].arena_bytes);
+    g->memory_bound_bytes = s->budget.total_bytes;
+    g->max_upload_bytes = s->config.max_upload_bytes;
+    g->uptime_s = (double)(ag_now_us() - s->start_us) / 1e6;
+    g->cache_enabled = s->cache != NULL;
+    ag_cache_get_stats(s->cache, &g->cache);
+    g->model_names = s->model_names;
+    g->model_count = s->model_count;
+}
+
+static void handle_metrics(ag_server *s, ag_request *r) {
+    ag_metrics_gauges g;
+    char *buf = NULL;
+    size_t size = 0;
+    gauges_sample(s, &g);
+    if (ag_metrics_render(&s->metrics, &g, &buf, &size, SMALL_BODY_MAX) != 0)
+        buf = NULL;
+    reply_owned(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, size);
+}
+
+static void handle_models(ag_server *s, ag_request *r) {
+    ag_text t;
+    ag_text_init(&t, SMALL_BODY_MAX);
+    ag_text_append(&t, "{\"default\":", 11);
+    ag_text_json_string(&t, s->model_names[0]);
+    ag_text_append(&t, ",\"models\":[", 11);
+    for (int i = 0; i < s->model_count; i++) {
+        const ag_model_info *info = ag_model_get_info(s->models[i]);
+        ag_text_append(&t, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8);
+        ag_text_json_string(&t, s->model_names[i]);
+        ag_text_append(&t, ",\"style\":", 9);
+        ag_text_json_string(&t, info->style);
+        ag_text_append(&t, ",\"architecture\":", 16);
+        ag_text_json_string(&t, info->architecture);
+        ag_text_append(&t, ",\"format\":", 10);
+        ag_text_json_string(&t, info->format);
+        ag_text_append(&t, ",\"license\":", 11);
+        ag_text_json_string(&t, info->license);
+        ag_text_printf(&t, ",\"param_count\":%zu,\"weight_bytes\":%zu}", info->param_count,
+                       info->weight_bytes);
+    }
+    ag_text_printf(&t,
+                   "],\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
+                   "d,\"max\":%d},\"format\":[\"png\",\"jpeg\",\"webp\"],\"quality\":{\"min\":1,"
+                   "\"max\":100,\"default\":%d}}}\n",
+                   AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY);
+    size_t size = 0;
+    char *buf = ag_text_take(&t, &size);
+    reply_owned(r, 200, "application/json", buf, size);
+}
+
+static int match_id(const void *item, const void *arg) {
+    return !strcmp(((const ag_request *)item)->id, (const char *)arg);
+}
+
+static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request *r) {
+    ag_metrics_gauges g;
+    gauges_sample(s, &g);
+    const ag_server_config *c = &s->config;
+    const ag_budget *b = &s->budget;
+    char formula[512];
+    ag_budget_format(b, formula, sizeof formula);
+    uint64_t served = atomic_load(&s->metrics.converted);
+    uint64_t requests = 0;
+    for (int i = 0; i < AG_ROUTE_COUNT; i++)
+        requests += atomic_load(&s->metrics.latency[i].count);
+
+    ag_text t;
+    ag_text_init(&t, SMALL_BODY_MAX);
+    ag_text_printf(&t,
+                   "{\"version\":\"%s\",\"uptime_s\":%.1f,\"accepting\":%s,\"ready\":%s,"
+                   "\"models\":[",
+                   AG_VERSION, g.uptime_s, g.accepting ? "true" : "false",
+                   g.ready ? "true" : "false");
+    for (int i = 0; i < s->model_count; i++) {
+        if (i)
+            ag_text_append(&t, ",", 1);
+        ag_text_json_string(&t, s->model_names[i]);
+    }
+    ag_text_printf(&t,
+                   "],\"workers\":%d,\"threads_per_worker\":%d,\"busy_workers\":%d,"
+                   "\"queue\":{\"depth\":%d,\"capacity\":%d,\"timeout_s\":%g},"
+                   "\"inflight\":{\"admitted\":%d,\"limit\":%d},"
+                   "\"served\":%llu,\"requests\":%llu,",
+                   c->workers, c->threads_per_worker, g.busy_workers, g.queue_depth, c->queue,
+                   c->queue_timeout_s, g.admitted, g.admit_limit, (unsigned long long)served,
+                   (unsigned long long)requests);
+    ag_text_printf(&t,
+                   "\"memory\":{\"rss_bytes\":%zu,\"peak_rss_bytes\":%zu,\"allocated_bytes\":%zu,"
+                   "\"arena_bytes\":%zu,\"bound_bytes\":%zu,\"bound\":{\"base_bytes\":%zu,"
+                   "\"runtime_bytes\":%zu,\"workers\":%d,\"per_worker_bytes\":%zu,"
+                   "\"arena_bytes\":%zu,\"decode_bytes\":%zu,\"admitted\":%d,"
+                   "\"per_request_bytes\":%zu,\"connections\":%d,\"per_connection_bytes\":%zu,"
+                   "\"cache_bytes\":%zu},\"formula\":",
+                   g.rss_bytes, g.peak_rss_bytes, g.allocated_bytes, g.arena_bytes,
+                   b->total_bytes, b->base_bytes, b->runtime_bytes, b->workers, b->worker_bytes,
+                   b->arena_bytes, b->decode_bytes, b->admitted, b->request_bytes,
+                   b->connections, b->connection_bytes, b->cache_bytes);
+    ag_text_json_string(&t, formula);
+    ag_text_printf(&t,
+                   "},\"limits\":{\"max_upload_bytes\":%zu,\"max_pixels\":%zu,\"max_side\":%d,"
+                   "\"max_connections\":%d,\"timeout_s\":%d},"
+                   "\"cache\":{\"enabled\":%s,\"capacity_bytes\":%zu,\"bytes\":%zu,"
+                   "\"entries\":%d,\"hits\":%llu,\"misses\":%llu}",
+                   c->max_upload_bytes, c->max_pixels, c->max_side, c->max_connections,
+                   c->timeout_s, g.cache_enabled ? "true" : "false", g.cache.capacity_bytes,
+                   g.cache.bytes, g.cache.entries, (unsigned long long)g.cache.hits,
+                   (unsigned long long)g.cache.misses);
+
+    /* ?request_id=ID: where that conversion is (the web page polls this while it waits). */
+    const char *want = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "request_id");
+    if (want && valid_request_id(want)) {
+        const char *state = "unknown";
+        int position = ag_queue_position(&s->queue, match_id, want);
+        if (position > 0) {
+            state = "queued";
+        } else {
+            for (int i = 0; i < c->workers; i++) {
+                ag_worker *w = &s->workers[i];
+                pthread_mutex_lock(&w->current_lock);
+                int hit = !strcmp(w->current_id, want);
+                pthread_mutex_unlock(&w->current_lock);
+                if (hit) {
+                    state = "working";
+                    break;
+                }
+            }
+        }
+        ag_text_append(&t, ",\"request\":{\"id\":", 17);
+        ag_text_json_string(&t, want);
+        ag_text_printf(&t, ",\"state\":\"%s\",\"position\":%d}", state, position);
+    }
+    ag_text_append(&t, "}\n", 2);
+    size_t size = 0;
+    char *buf = ag_text_take(&t, &size);
+    reply_owned(r, 200, "application/json", buf, size);
+}
+
+static void handle_page(struct MHD_Connection *conn, const char *url, ag_request *r) {
+    const ag_web_asset *a = ag_web_find(url);
+    const char *etag = ag_web_etag(a);
+    const char *inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "If-None-Match");
+    reply_clear(r);
+    r->content_type = a->mime;
+    if (inm && !strcmp(inm, etag)) {
+        r->status = 304;
+        return;
+    }
+    r->status = 200;
+    r->out_static = a->data;
+    r->out_size = a->size;
+}
+
+/* Page responses carry caching and a content security policy that forbids any origin but
+ * this one: the page cannot load anything from the network, by construction. */
+static enum MHD_Result send_page(ag_server *s, struct MHD_Connection *conn, const char *url,
+                                 ag_request *r) {
+    const ag_web_asset *a = ag_web_find(url);
+    const void *body = r->out_static;
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->status == 200 ? r->out_size : 0, (void *)body,
+                                        MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    add_header(resp, "X-Request-Id", r->id);
+    add_header(resp, "Content-Type", a->mime);
+    add_header(resp, "ETag", ag_web_etag(a));
+    add_header(resp, "Cache-Control", "no-cache");
+    add_header(resp, "X-Content-Type-Options", "nosniff");
+    add_header(resp, "Referrer-Policy", "no-referrer");
+    add_header(resp, "Content-Security-Policy",
+               "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; "
+               "script-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+               "form-action 'self'; frame-ancestors 'none'");
+    if (!atomic_load(&s->accepting))
+        add_header(resp, "Connection", "close");
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    atomic_store(&r->state, AG_REQ_REPLIED);
+    return ret;
+}
+
+/* ---- convert ---------------------------------------------------------------------------- */
+
+typedef struct option_walk {
+    ag_server *s;
+    ag_convert_options *opts;
+    unsigned seen;
+    int failed;
+    ag_reply_error err;
+} option_walk;
+
+static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+    (void)kind;
+    option_walk *w = cls;
+    if (ag_convert_option_set(w->opts, &w->seen, key, value, w->s->model_names,
+                              w->s->model_count, w->s->config.max_side, &w->err) != 0) {
+        w->failed = 1;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+/* Content-Length as a size; -1 when malformed. */
+static int parse_length(const char *s, size_t *out) {
+    size_t v = 0;
+    if (!s || !*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (SIZE_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (size_t)(*s - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+static int admit(ag_server *s) {
+    int n = atomic_load(&s->admitted);
+    while (n < s->admit_limit)
+        if (atomic_compare_exchange_weak(&s->admitted, &n, n + 1))
+            return 1;
+    return 0;
+}
+
+int ag_server_retry_after_s(ag_server *s) {
+    double ewma_s = (double)atomic_load(&s->inference_ewma_us) / 1e6;
+    if (ewma_s <= 0)
+        ewma_s = 2;
+    int waiting = ag_queue_depth(&s->queue) + atomic_load(&s->busy_workers);
+    double t = ewma_s * (waiting > 0 ? waiting : 1) / s->config.workers;
+    int secs = (int)(t + 0.999);
+    return secs < 1 ? 1 : secs > 60 ? 60 : secs;
+}
+
+static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_request *r) {
+    const ag_server_config *c = &s->config;
+    ag_reply_error e;
+    char msg[200];
+    if (strcmp(r->method, "POST") != 0) {
+        reply_error(r, 405, "method_not_allowed", "use POST to convert an image");
+        return;
+    }
+    if (!atomic_load(&s->accepting)) {
+        reply_error(r, 503, "shutting_down", "the server is shutting down; try again");
+        r->retry_after_s = 5;
+        return;
+    }
+    option_walk w = {.s = s, .opts = &r->options};
+    ag_convert_options_init(&r->options, c->max_side);
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &w);
+    if (w.failed) {
+        reply_reply_error(r, &w.err);
+        return;
+    }
+    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+    if (ag_upload_content_type(ct, &r->body_kind, r->boundary, &e) != 0) {
+        reply_reply_error(r, &e);
+        return;
+    }
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+    if (te && strcasecmp(te, "identity") != 0) {
+        r->declared_size = SIZE_MAX; /* chunked: checked as it arrives */
+    } else if (cl) {
+        if (parse_length(cl, &r->declared_size) != 0) {
+            reply_error(r, 400, "bad_request", "malformed Content-Length");
+            return;
+        }
+        if (r->declared_size > c->max_upload_bytes) {
+            snprintf(msg, sizeof msg,
+                     "the upload is %.1f MiB; the limit is %zu MiB (--max-upload-mb)",
+                     (double)r->declared_size / 1048576.0, c->max_upload_bytes >> 20);
+            reply_error(r, 413, "too_large", msg);
+            return;
+        }
+    } else {
+        r->declared_size = 0;
+    }
+    if (r->declared_size == 0) {
+        reply_error(r, 400, "bad_request", "the request has no image (empty body)");
+        return;
+    }
+    if (!admit(s)) {
+        atomic_fetch_add(&s->metrics.rejected_full, 1);
+        reply_error(r, 503, "queue_full", "the server is busy; try again shortly");
+        r->retry_after_s = ag_server_retry_after_s(s);
+        return;
+    }
+    r->admitted = 1;
+    size_t want = r->declared_size == SIZE_MAX
+                      ? (CHUNKED_INITIAL < c->max_upload_bytes ? CHUNKED_INITIAL
+                                                               : c->max_upload_bytes)
+                      : r->declared_size;
+    r->body = ag_malloc(want);
+    if (!r->body) {
+        reply_error(r, 503, "out_of_memory", "the server is out of memory; try again");
+        r->retry_after_s = ag_server_retry_after_s(s);
+        return;
+    }
+    r->body_capacity = want;
+    atomic_store(&r->state, AG_REQ_BODY);
+}
+
+/* Returns 0, or -1 to close the connection (a chunked body over the limit: MHD cannot queue
+ * a response while a body is arriving, and reading the rest would be unbounded). */
+static int convert_chunk(ag_server *s, ag_request *r, const char *data, size_t n) {
+    if (r->body_too_large)
+        return -1;
+    if (n > s->config.max_upload_bytes - r->body_size) {
+        r->body_too_large = 1;
+        r->status = 413;
+        r->error_code = "too_large_closed";
+        ag_free(r->body);
+        r->body = NULL;
+        r->body_capacity = 0;
+        return -1;
+    }
+    if (r->body_size + n > r->body_capacity) {
+        size_t cap = r->body_capacity * 2;
+        while (cap < r->body_size + n)
+            cap *= 2;
+        if (cap > s->config.max_upload_bytes)
+            cap = s->config.max_upload_bytes;
+        uint8_t *grown = ag_realloc(r->body, cap);
+        if (!grown) {
+            r->status = 503;
+            r->error_code = "out_of_memory_closed";
+            return -1;
+        }
+        r->body = grown;
+        r->body_capacity = cap;
+    }
+    memcpy(r->body + r->body_size, data, n);
+    r->body_size += n;
+    return 0;
+}
+
+static void convert_complete(ag_server *s, struct MHD_Connection *conn, ag_request *r) {
+    ag_reply_error e;
+    if (ag_upload_image(r->body, r->body_size, r->body_kind, r->boundary, &r->image,
+                        &r->image_size, &e) != 0) {
+        reply_reply_error(r, &e);
+        atomic_store(&r->state, AG_REQ_DONE);
+        return;
+    }
+    r->enqueued_us = ag_now_us();
+    r->deadline_us = r->enqueued_us + (uint64_t)(s->config.queue_timeout_s * 1e6);
+    atomic_store(&r->state, AG_REQ_QUEUED);
+    ag_request_ref(r); /* the job's reference, dropped by ag_job_finish */
+    /* Suspend before the push: a worker may finish and resume before we return. */
+    MHD_suspend_connection(conn);
+    if (ag_queue_push(&s->queue, r, r->deadline_us) != 0) {
+        /* Cannot happen while admission holds (capacity = queue + workers); the queue is only
+         * closed after every admitted request completed. Fail safe anyway. */
+        ag_job_fail(s, r, 503, "queue_full", "the server is busy; try again shortly");
+    }
+}
+
+/* ---- MHD callbacks ---------------------------------------------------------------------- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)version;
+    ag_server *s = cls;
+    ag_request *r = *con_cls;
+    if (!r) {
+        r = request_new(s, conn, url, method);
+        if (!r)
+            return MHD_NO; /* no memory even for the owner: close */
+        *con_cls = r;
+        int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+        switch (r->route) {
+        case AG_ROUTE_CONVERT:
+            convert_headers(s, conn, r);
+            if (atomic_load(&r->state) == AG_REQ_BODY)
+                return MHD_YES;
+            return send_reply(s, conn, r);
+        case AG_ROUTE_OTHER:
+            reply_error(r, 404, "not_found", "no such path");
+            return send_reply(s, conn, r);
+        default:
+            break;
+        }
+        if (!get) {
+            reply_error(r, 405, "method_not_allowed", "use GET");
+            return send_reply(s, conn, r);
+        }
+        switch (r->route) {
+        case AG_ROUTE_PAGE:
+            handle_page(conn, url, r);
+            return send_page(s, conn, url, r);
+        case AG_ROUTE_MODELS:
+            handle_models(s, r);
+            break;
+        case AG_ROUTE_STATUS:
+            handle_status(s, conn, r);
+            break;
+        case AG_ROUTE_HEALTHZ:
+            reply_text(r, 200, "application/json", "{\"status\":\"ok\"}\n");
+            break;
+        case AG_ROUTE_READYZ:
+            if (atomic_load(&s->ready) && atomic_load(&s->accepting)) {
+                reply_text(r, 200, "application/json", "{\"status\":\"ready\"}\n");
+            } else {
+                reply_error(r, 503, atomic_load(&s->ready) ? "shutting_down" : "not_ready",
+                            atomic_load(&s->ready) ? "the server is shutting down"
+                                                   : "models are still loading");
+                r->retry_after_s = 1;
+            }
+            break;
+        case AG_ROUTE_METRICS:
+            handle_metrics(s, r);
+            break;
+        default:
+            reply_error(r, 404, "not_found", "no such path");
+            break;
+        }
+        return send_reply(s, conn, r);
+    }
+
+    switch (atomic_load(&r->state)) {
+    case AG_REQ_BODY:
+        if (*upload_data_size) {
+            if (convert_chunk(s, r, upload_data, *upload_data_size) != 0)
+                return MHD_NO;
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        convert_complete(s, conn, r);
+        if (atomic_load(&r->state) == AG_REQ_DONE && !r->enqueued_us)
+            return send_reply(s, conn, r);
+        return MHD_YES;
+    case AG_REQ_DONE:
+        return send_reply(s, conn, r);
+    default:
+        /* Suspended states are never called; a replied request gets no more calls. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    ag_server *s = cls;
+    ag_request *r = *con_cls;
+    if (!r)
+        return;
+    *con_cls = NULL;
+    int state = atomic_load(&r->state);
+    int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && state == AG_REQ_REPLIED;
+    if (!ok) {
+        if (!r->status)
+            r->status = 499; /* client closed the request (nginx's convention) */
+        if (!r->error_code)
+            r->error_code = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout"
+                                                                           : "client_gone";
+        if (!r->body_too_large)
+            atomic_fetch_add(&s->metrics.client_gone, 1);
+    }
+    uint64_t end = ag_now_us();
+    r->total_ms = (double)(end - r->start_us) / 1000.0;
+    size_t out = ok ? r->out_size : 0;
+    if (!strcmp(r->method, "HEAD"))
+        out = 0;
+    if (r->route == AG_ROUTE_CONVERT && r->status == 200 && ok)
+        atomic_fetch_add(&s->metrics.converted, 1);
+    ag_metrics_count_request(&s->metrics, r->route, r->status, end - r->start_us, r->body_size,
+                             out);
+    if (!s->config.quiet)
+        ag_log_request(s->config.log_format, r, r->body_size, out, ag_process_rss_bytes());
+    if (r->admitted)
+        atomic_fetch_sub(&s->admitted, 1);
+    ag_request_unref(r); /* the connection's reference: normally the last one */
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    (void)conn;
+    (void)socket_context;
+    ag_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        atomic_fetch_add(&s->metrics.connections, 1);
+    else
+        atomic_fetch_sub(&s->metrics.connections, 1);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    ag_server *s = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    ag_log_event(s->config.log_format, "warn", "libmicrohttpd: %s", msg);
+}
+
+/* ---- daemon ----------------------------------------------------------------------------- */
+
+int ag_http_start(ag_server *s, ag_error *err) {
+    const ag_server_config *c = &s->config;
+    struct addrinfo hints = {0}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", c->port);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int gai = getaddrinfo(c->host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        err->code = AG_E_ARG;
+        snprintf(err->message, sizeof err->message, "--host %s: %s", c->host,
+                 gai ? gai_strerror(gai) : "no address");
+        return -1;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL
+                                                                     : MHD_USE_POLL;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)c->timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->connection_memory_bytes,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+        MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->daemon) {
+        err->code = AG_E_IO;
+        snprintf(err->message, sizeof err->message,
+                 "cannot listen on %s port %d (in use, or no permission)", c->host, c->port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info && info->port ? info->port : c->port;
+    return 0;
+}
+
+static MHD_socket quiesced_fd = MHD_INVALID_SOCKET;
+
+void ag_http_quiesce(ag_server *s) {
+    if (!s->daemon)
+        return;
+    quiesced_fd = MHD_quiesce_daemon(s->daemon);
+    /* MHD no longer polls the listening socket, but it must stay open until
+     * MHD_stop_daemon; shutting it down makes new connections fail at once (a load balancer
+     * moves on) instead of waiting in the backlog. */
+    if (quiesced_fd != MHD_INVALID_SOCKET)
+        shutdown(quiesced_fd, SHUT_RDWR);
+}
+
+void ag_http_stop(ag_server *s) {
+    if (!s->daemon)
+        return;
+    MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+    if (quiesced_fd != MHD_INVALID_SOCKET) {
+        close(quiesced_fd);
+        quiesced_fd = MHD_INVALID_SOCKET;
+    }
+}

@@ -1,0 +1,191 @@
+/*
+ * metrics.c - counters and histograms in fixed arrays of atomics (no allocation, no lock on
+ * the request path) and their Prometheus text exposition (format 0.0.4). Labels come from
+ * fixed tables: route names and the status codes the service produces, so the series count
+ * is bounded whatever clients send.
+ */
+#include "server.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Upper bounds in seconds, shared by every histogram: 1 ms to 1 minute. */
+static const double bucket_le_s[AG_HIST_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                    0.5,   1,     2.5,  5,     10,   30,  60};
+
+static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 408, 413,
+                                                  415, 422, 431, 500, 503, 504, 0};
+
+static const char *const route_names[AG_ROUTE_COUNT] = {
+    "page", "convert", "models", "status", "healthz", "readyz", "metrics", "other"};
+
+const char *ag_route_name(ag_route route) {
+    return (unsigned)route < AG_ROUTE_COUNT ? route_names[route] : "other";
+}
+
+int ag_metrics_status_slot(int status) {
+    for (int i = 0; i < AG_STATUS_SLOTS - 1; i++)
+        if (status_codes[i] == status)
+            return i;
+    return AG_STATUS_SLOTS - 1;
+}
+
+void ag_metrics_observe(ag_histogram *h, uint64_t us) {
+    int i = 0;
+    while (i < AG_HIST_BUCKETS && (double)us > bucket_le_s[i] * 1e6)
+        i++;
+    atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_us, us, memory_order_relaxed);
+}
+
+void ag_metrics_count_request(ag_metrics *m, ag_route route, int status, uint64_t duration_us,
+                              size_t bytes_in, size_t bytes_out) {
+    if ((unsigned)route >= AG_ROUTE_COUNT)
+        route = AG_ROUTE_OTHER;
+    atomic_fetch_add_explicit(&m->requests[route][ag_metrics_status_slot(status)], 1,
+                              memory_order_relaxed);
+    ag_metrics_observe(&m->latency[route], duration_us);
+    atomic_fetch_add_explicit(&m->bytes_in, bytes_in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->bytes_out, bytes_out, memory_order_relaxed);
+}
+
+static uint64_t load(const atomic_uint_fast64_t *a) {
+    return atomic_load_explicit((atomic_uint_fast64_t *)a, memory_order_relaxed);
+}
+
+static void header(ag_text *t, const char *name, const char *type, const char *help) {
+    ag_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void gauge(ag_text *t, const char *name, const char *help, double value) {
+    header(t, name, "gauge", help);
+    ag_text_printf(t, "%s %.17g\n", name, value);
+}
+
+static void counter(ag_text *t, const char *name, const char *help, uint64_t value) {
+    header(t, name, "counter", help);
+    ag_text_printf(t, "%s %llu\n", name, (unsigned long long)value);
+}
+
+/* One histogram series; `labels` is "" or `key="value",` (with the trailing comma). */
+static void histogram_series(ag_text *t, const char *name, const char *labels,
+                             const ag_histogram *h) {
+    uint64_t cumulative = 0;
+    for (int i = 0; i < AG_HIST_BUCKETS; i++) {
+        cumulative += load(&h->buckets[i]);
+        ag_text_printf(t, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, bucket_le_s[i],
+                       (unsigned long long)cumulative);
+    }
+    cumulative += load(&h->buckets[AG_HIST_BUCKETS]);
+    ag_text_printf(t, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels,
+                   (unsigned long long)cumulative);
+    size_t len = strlen(labels);
+    /* Drop the trailing comma for the plain series. */
+    ag_text_printf(t, "%s_sum%s%.*s%s %.6f\n", name, len ? "{" : "", len ? (int)len - 1 : 0,
+                   labels, len ? "}" : "", (double)load(&h->sum_us) / 1e6);
+    ag_text_printf(t, "%s_count%s%.*s%s %llu\n", name, len ? "{" : "", len ? (int)len - 1 : 0,
+                   labels, len ? "}" : "", (unsigned long long)load(&h->count));
+}
+
+int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **buf, size_t *size,
+                      size_t max_bytes) {
+    ag_text t;
+    ag_text_init(&t, max_bytes);
+
+    header(&t, "animegan_http_requests_total", "counter",
+           "HTTP requests completed, by route and status code.");
+    for (int r = 0; r < AG_ROUTE_COUNT; r++) {
+        for (int s = 0; s < AG_STATUS_SLOTS; s++) {
+            uint64_t n = load(&m->requests[r][s]);
+            /* Always expose the convert outcomes dashboards plot, even at zero. */
+            int always = r == AG_ROUTE_CONVERT &&
+                         (status_codes[s] == 200 || status_codes[s] == 503 ||
+                          status_codes[s] == 504 || status_codes[s] == 500);
+            if (!n && !always)
+                continue;
+            if (status_codes[s])
+                ag_text_printf(&t, "animegan_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+                               route_names[r], status_codes[s], (unsigned long long)n);
+            else
+                ag_text_printf(&t,
+                               "animegan_http_requests_total{route=\"%s\",code=\"other\"} %llu\n",
+                               route_names[r], (unsigned long long)n);
+        }
+    }
+
+    header(&t, "animegan_http_request_duration_seconds", "histogram",
+           "Time from request headers to the response completed, by route.");
+    for (int r = 0; r < AG_ROUTE_COUNT; r++) {
+        if (!load(&m->latency[r].count) && r != AG_ROUTE_CONVERT)
+            continue;
+        char labels[48];
+        snprintf(labels, sizeof labels, "route=\"%s\",", route_names[r]);
+        histogram_series(&t, "animegan_http_request_duration_seconds", labels, &m->latency[r]);
+    }
+    header(&t, "animegan_queue_wait_seconds", "histogram",
+           "Time a conversion waited in the queue for a worker.");
+    histogram_series(&t, "animegan_queue_wait_seconds", "", &m->queue_wait);
+    header(&t, "animegan_inference_seconds", "histogram",
+           "Time a worker spent on one conversion (decode, stylize, encode).");
+    histogram_series(&t, "animegan_inference_seconds", "", &m->inference);
+
+    counter(&t, "animegan_http_received_bytes_total", "Request body bytes received.",
+            load(&m->bytes_in));
+    counter(&t, "animegan_http_sent_bytes_total", "Response body bytes sent.",
+            load(&m->bytes_out));
+    counter(&t, "animegan_images_converted_total", "Images converted successfully.",
+            load(&m->converted));
+    counter(&t, "animegan_rejected_queue_full_total", "Conversions refused with 503: queue full.",
+            load(&m->rejected_full));
+    counter(&t, "animegan_queue_timeouts_total", "Conversions that waited too long (504).",
+            load(&m->timed_out));
+    counter(&t, "animegan_client_gone_total",
+            "Requests whose client closed the connection before the response was sent.",
+            load(&m->client_gone));
+
+    gauge(&t, "animegan_queue_depth", "Conversions waiting for a worker.", g->queue_depth);
+    gauge(&t, "animegan_queue_capacity", "Conversions that may wait (--queue).",
+          g->queue_capacity);
+    gauge(&t, "animegan_inflight_requests",
+          "Conversions admitted (uploading, queued, running or sending).", g->admitted);
+    gauge(&t, "animegan_inflight_limit", "Admission limit: queue + workers.", g->admit_limit);
+    gauge(&t, "animegan_workers", "Inference workers.", g->workers);
+    gauge(&t, "animegan_workers_busy", "Workers converting an image now.", g->busy_workers);
+    gauge(&t, "animegan_http_connections", "Open HTTP connections.",
+          atomic_load((atomic_int *)&m->connections));
+    gauge(&t, "animegan_accepting", "1 while accepting work, 0 while draining.", g->accepting);
+    gauge(&t, "animegan_ready", "1 when models are loaded and workers are up.", g->ready);
+    gauge(&t, "animegan_process_resident_memory_bytes", "Resident set size of the process.",
+          (double)g->rss_bytes);
+    gauge(&t, "animegan_process_peak_resident_memory_bytes", "Peak resident set size.",
+          (double)g->peak_rss_bytes);
+    gauge(&t, "animegan_memory_bound_bytes",
+          "Worst-case memory from the start-up formula (RSS should stay below).",
+          (double)g->memory_bound_bytes);
+    gauge(&t, "animegan_allocated_bytes", "Live bytes allocated through the library allocator.",
+          (double)g->allocated_bytes);
+    gauge(&t, "animegan_allocated_peak_bytes", "Peak of animegan_allocated_bytes.",
+          (double)g->allocated_peak_bytes);
+    gauge(&t, "animegan_engine_arena_bytes", "Activation arenas planned, summed over engines.",
+          (double)g->arena_bytes);
+    gauge(&t, "animegan_max_upload_bytes", "Largest accepted request body.",
+          (double)g->max_upload_bytes);
+    counter(&t, "animegan_cache_hits_total", "Result cache hits.", g->cache.hits);
+    counter(&t, "animegan_cache_misses_total", "Result cache misses.", g->cache.misses);
+    counter(&t, "animegan_cache_evictions_total", "Result cache evictions.", g->cache.evictions);
+    gauge(&t, "animegan_cache_bytes", "Bytes held by the result cache.", (double)g->cache.bytes);
+    gauge(&t, "animegan_cache_capacity_bytes", "Result cache bound (--cache-mb).",
+          (double)g->cache.capacity_bytes);
+    gauge(&t, "animegan_cache_entries", "Results in the cache.", g->cache.entries);
+    gauge(&t, "animegan_uptime_seconds", "Seconds since start-up.", g->uptime_s);
+    header(&t, "animegan_build_info", "gauge", "Version and loaded models.");
+    for (int i = 0; i < g->model_count; i++) {
+        ag_text_append(&t, "animegan_build_info{version=\"" AG_VERSION "\",model=",
+                       strlen("animegan_build_info{version=\"" AG_VERSION "\",model="));
+        ag_text_json_string(&t, g->model_names[i]); /* same escaping as Prometheus labels */
+        ag_text_append(&t, "} 1\n", 4);
+    }
+    *buf = ag_text_take(&t, size);
+    return *buf ? 0 : -1;
+}

@@ -1,0 +1,155 @@
+/*
+ * options.c - the query parameters of POST /api/v1/convert, validated at the boundary before
+ * any body is read: model, portrait, side_by_side, max_side, format, quality. Unknown or
+ * repeated parameters are refused (400) so a typo never silently falls back to a default.
+ */
+#include "server.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void ag_reply_error_set(ag_reply_error *err, int status, const char *code, const char *fmt, ...) {
+    va_list ap;
+    err->status = status;
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
+    memset(opts, 0, sizeof *opts);
+    opts->model = 0;
+    opts->max_side = server_max_side;
+    opts->format = AG_FORMAT_PNG;
+    opts->quality = AG_DEFAULT_QUALITY;
+}
+
+/* A decimal integer with no sign, spaces or trailing text, at most 9 digits. */
+static int parse_uint(const char *s, int *out) {
+    int v = 0, n = 0;
+    if (!s)
+        return -1;
+    for (; s[n]; n++) {
+        if (s[n] < '0' || s[n] > '9' || n >= 9)
+            return -1;
+        v = v * 10 + (s[n] - '0');
+    }
+    if (n == 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_flag(const char *s, int *out) {
+    if (s && (!strcmp(s, "1") || !strcmp(s, "true")))
+        return *out = 1, 0;
+    if (s && (!strcmp(s, "0") || !strcmp(s, "false")))
+        return *out = 0, 0;
+    return -1;
+}
+
+/* Quote a client-supplied value into a message: printable ASCII only, truncated. */
+static const char *printable(const char *s, char *buf, size_t cap) {
+    size_t j = 0;
+    if (!s)
+        s = "";
+    for (size_t i = 0; s[i] && j + 4 < cap; i++)
+        buf[j++] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\') ? s[i] : '?';
+    if (s[0] && j + 4 >= cap) {
+        buf[j++] = '.';
+        buf[j++] = '.';
+        buf[j++] = '.';
+    }
+    buf[j] = '\0';
+    return buf;
+}
+
+enum {
+    SEEN_MODEL = 1u << 0,
+    SEEN_PORTRAIT = 1u << 1,
+    SEEN_SIDE_BY_SIDE = 1u << 2,
+    SEEN_MAX_SIDE = 1u << 3,
+    SEEN_FORMAT = 1u << 4,
+    SEEN_QUALITY = 1u << 5,
+};
+
+int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *key,
+                          const char *value, const char *const *names, int name_count,
+                          int server_max_side, ag_reply_error *err) {
+    static const struct {
+        const char *key;
+        unsigned bit;
+    } keys[] = {{"model", SEEN_MODEL},       {"portrait", SEEN_PORTRAIT},
+                {"side_by_side", SEEN_SIDE_BY_SIDE}, {"max_side", SEEN_MAX_SIDE},
+                {"format", SEEN_FORMAT},     {"quality", SEEN_QUALITY}};
+    char kq[48], vq[48];
+    unsigned bit = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (key && !strcmp(key, keys[i].key))
+            bit = keys[i].bit;
+    if (!bit) {
+        ag_reply_error_set(err, 400, "unknown_option",
+                           "unknown query parameter '%s' (known: model, portrait, side_by_side, "
+                           "max_side, format, quality)",
+                           printable(key, kq, sizeof kq));
+        return -1;
+    }
+    if (*seen & bit) {
+        ag_reply_error_set(err, 400, "bad_option", "query parameter '%s' given twice", key);
+        return -1;
+    }
+    *seen |= bit;
+    printable(value, vq, sizeof vq);
+    int v;
+    switch (bit) {
+    case SEEN_MODEL:
+        for (int i = 0; i < name_count; i++) {
+            if (value && !strcmp(value, names[i])) {
+                opts->model = i;
+                return 0;
+            }
+        }
+        ag_reply_error_set(err, 404, "model_not_found",
+                           "unknown model '%s' (GET /api/v1/models lists them)", vq);
+        return -1;
+    case SEEN_PORTRAIT:
+        if (parse_flag(value, &opts->portrait) == 0)
+            return 0;
+        ag_reply_error_set(err, 400, "bad_option", "portrait must be 0 or 1, not '%s'", vq);
+        return -1;
+    case SEEN_SIDE_BY_SIDE:
+        if (parse_flag(value, &opts->side_by_side) == 0)
+            return 0;
+        ag_reply_error_set(err, 400, "bad_option", "side_by_side must be 0 or 1, not '%s'", vq);
+        return -1;
+    case SEEN_MAX_SIDE:
+        if (parse_uint(value, &v) == 0 && v >= AG_MIN_SIDE && v <= server_max_side) {
+            opts->max_side = v;
+            return 0;
+        }
+        ag_reply_error_set(err, 400, "bad_option",
+                           "max_side must be a whole number from %d to %d (the server's "
+                           "--max-side), not '%s'",
+                           AG_MIN_SIDE, server_max_side, vq);
+        return -1;
+    case SEEN_FORMAT:
+        if (value && (v = ag_format_parse(value)) >= 0) {
+            opts->format = (ag_format)v;
+            return 0;
+        }
+        ag_reply_error_set(err, 400, "bad_option", "format must be png, jpeg or webp, not '%s'",
+                           vq);
+        return -1;
+    case SEEN_QUALITY:
+        if (parse_uint(value, &v) == 0 && v >= 1 && v <= 100) {
+            opts->quality = v;
+            return 0;
+        }
+        ag_reply_error_set(err, 400, "bad_option",
+                           "quality must be a whole number from 1 to 100, not '%s'", vq);
+        return -1;
+    }
+    return -1;
+}

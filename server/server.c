@@ -1,0 +1,254 @@
+/*
+ * server.c - `animegan serve`: start-up (models, workers, memory bound, HTTP), the main
+ * thread's loop (signals and queue expiry), and the drain on SIGTERM/SIGINT:
+ *
+ *   stop accepting (readyz 503, listening socket shut) -> wait for admitted requests to
+ *   complete, up to --drain-seconds -> fail what is still queued with 503 -> join the
+ *   workers (each finishes its current image) -> let MHD flush -> stop MHD -> exit 0.
+ *
+ * A second signal skips the rest of the wait. Exit 1 only when start-up fails.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+static int signal_pipe[2] = {-1, -1};
+static volatile sig_atomic_t signal_count;
+
+static void on_signal(int sig) {
+    int saved = errno;
+    signal_count++;
+    unsigned char b = (unsigned char)sig;
+    if (signal_pipe[1] >= 0 && write(signal_pipe[1], &b, 1) < 0) {
+        /* the pipe is full: a wake-up is already pending */
+    }
+    errno = saved;
+}
+
+/* A handler (not a blocked mask + sigwait): libvips may have started threads before us with
+ * the default disposition, and a process-directed signal can land on any of them. */
+static int install_signals(void) {
+    if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        return -1;
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static void restore_signals(void) {
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    for (int i = 0; i < 2; i++) {
+        if (signal_pipe[i] >= 0)
+            close(signal_pipe[i]);
+        signal_pipe[i] = -1;
+    }
+}
+
+/* Wait up to timeout_ms for a signal; returns 1 when one arrived. */
+static int wait_signal(int timeout_ms) {
+    struct pollfd p = {.fd = signal_pipe[0], .events = POLLIN};
+    int rc = poll(&p, 1, timeout_ms);
+    if (rc > 0) {
+        unsigned char buf[16];
+        while (read(signal_pipe[0], buf, sizeof buf) > 0) {
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static int cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n < 4096 ? (int)n : 1;
+}
+
+/* Fail queued jobs whose wait is over (504): done here so the client hears back on time
+ * even when every worker is busy with a long image. */
+static void expire_queue(ag_server *s) {
+    void *expired[64];
+    int n;
+    while ((n = ag_queue_take_expired(&s->queue, ag_now_us(), expired, 64)) > 0) {
+        for (int i = 0; i < n; i++) {
+            ag_request *r = expired[i];
+            r->queue_ms = (double)(ag_now_us() - r->enqueued_us) / 1000.0;
+            atomic_fetch_add(&s->metrics.timed_out, 1);
+            ag_job_fail(s, r, 504, "queue_timeout",
+                        "the server was too busy to start this image in time; try again");
+        }
+        if (n < 64)
+            break;
+    }
+}
+
+static void cancel_queue(ag_server *s) {
+    void *left[64];
+    int n;
+    while ((n = ag_queue_take_all(&s->queue, left, 64)) > 0)
+        for (int i = 0; i < n; i++)
+            ag_job_fail(s, left[i], 503, "shutting_down",
+                        "the server is shutting down; try again");
+}
+
+/* Wait until no convert request is admitted, a deadline passes or (when `interruptible`) a
+ * signal arrives. Returns 1 when everything completed. */
+static int wait_idle(ag_server *s, uint64_t deadline_us, int interruptible) {
+    while (atomic_load(&s->admitted) > 0) {
+        if (ag_now_us() >= deadline_us)
+            return 0;
+        if (wait_signal(20) && interruptible)
+            return 0;
+        expire_queue(s);
+    }
+    return 1;
+}
+
+static void drain(ag_server *s) {
+    const ag_server_config *c = &s->config;
+    ag_log_format lf = c->log_format;
+    atomic_store(&s->accepting, 0);
+    ag_http_quiesce(s);
+    ag_log_event(lf, "info", "draining: %d admitted request(s), up to %g s",
+                 atomic_load(&s->admitted), c->drain_s);
+    uint64_t deadline = ag_now_us() + (uint64_t)(c->drain_s * 1e6);
+    if (!wait_idle(s, deadline, 1)) {
+        ag_log_event(lf, "warn", "drain: %d request(s) still admitted; failing the queued ones",
+                     atomic_load(&s->admitted));
+        cancel_queue(s);
+    }
+    /* Workers finish the image they hold; the queue is closed and empty. */
+    ag_workers_stop(s);
+    cancel_queue(s);
+    /* Responses prepared by the workers still have to be sent. */
+    wait_idle(s, ag_now_us() + 5000000, 0);
+    ag_http_stop(s);
+}
+
+int ag_server_main(int argc, char **argv) {
+    int exit_code = AG_SERVER_EXIT_FAILED;
+    ag_error err = {0};
+    ag_server *s = ag_calloc(1, sizeof *s);
+    if (!s) {
+        fputs("animegan: out of memory\n", stderr);
+        return AG_SERVER_EXIT_FAILED;
+    }
+    int ncpu = cpu_count();
+    int rc = ag_config_parse(&s->config, argc, argv, ncpu);
+    if (rc != 0) {
+        ag_free(s);
+        return rc > 0 ? AG_SERVER_EXIT_OK : AG_SERVER_EXIT_USAGE;
+    }
+    const ag_server_config *c = &s->config;
+    ag_log_format lf = c->log_format;
+    s->start_us = ag_now_us();
+
+    /* Large buffers (uploads, images, arenas) come from mmap and go back to the kernel when
+     * freed, so RSS returns to its base after each request instead of staying at the
+     * high-water mark in the heap; few malloc arenas keep fragmentation across threads
+     * bounded. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+    mallopt(M_ARENA_MAX, 2 + c->workers);
+
+    if (install_signals() != 0) {
+        fprintf(stderr, "animegan: cannot install signal handlers: %s\n", strerror(errno));
+        goto out;
+    }
+    uint32_t prefix = 0;
+    if (getrandom(&prefix, sizeof prefix, 0) != (ssize_t)sizeof prefix)
+        prefix = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+    s->id_prefix = prefix;
+
+    for (int i = 0; i < c->model_count; i++) {
+        ag_model *m = NULL;
+        if (ag_model_load(c->models[i], &m, &err) != 0) {
+            fprintf(stderr, "animegan: %s\n", err.message[0] ? err.message : "cannot load model");
+            goto out;
+        }
+        s->models[i] = m;
+        s->model_count = i + 1;
+        s->model_names[i] = ag_model_get_info(m)->name;
+        for (int j = 0; j < i; j++) {
+            if (!strcmp(s->model_names[j], s->model_names[i])) {
+                fprintf(stderr, "animegan: two models are named '%s'; rename one file\n",
+                        s->model_names[i]);
+                goto out;
+            }
+        }
+    }
+    s->admit_limit = c->queue + c->workers;
+    if (ag_queue_init(&s->queue, s->admit_limit) != 0) {
+        fputs("animegan: out of memory\n", stderr);
+        goto out;
+    }
+    if (ag_cache_create(c->cache_bytes, &s->cache) != 0) {
+        fputs("animegan: out of memory for the cache\n", stderr);
+        goto out;
+    }
+    if (ag_workers_start(s, &err) != 0) {
+        fprintf(stderr, "animegan: %s\n", err.message);
+        goto out;
+    }
+    ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
+    char formula[512];
+    ag_budget_format(&s->budget, formula, sizeof formula);
+
+    if (ag_http_start(s, &err) != 0) {
+        fprintf(stderr, "animegan: %s\n", err.message);
+        ag_workers_stop(s);
+        goto out;
+    }
+    atomic_store(&s->accepting, 1);
+    atomic_store(&s->ready, 1);
+    char models[256] = "";
+    for (int i = 0; i < s->model_count; i++)
+        snprintf(models + strlen(models), sizeof models - strlen(models), "%s%s", i ? "," : "",
+                 s->model_names[i]);
+    const char *shown = c->host;
+    int v6 = strchr(shown, ':') != NULL;
+    ag_log_event(lf, "info",
+                 "listening on http://%s%s%s:%d/ models=%s workers=%d threads_per_worker=%d "
+                 "queue=%d max_upload_mb=%zu max_side=%d cache_mb=%zu",
+                 v6 ? "[" : "", shown, v6 ? "]" : "", s->port, models, c->workers,
+                 c->threads_per_worker, c->queue, c->max_upload_bytes >> 20, c->max_side,
+                 c->cache_bytes >> 20);
+    ag_log_event(lf, "info", "memory bound %s", formula);
+
+    while (!wait_signal(50))
+        expire_queue(s);
+    ag_log_event(lf, "info", "signal received: stopping");
+    drain(s);
+    ag_log_event(lf, "info", "stopped: served %llu image(s)",
+                 (unsigned long long)atomic_load(&s->metrics.converted));
+    exit_code = AG_SERVER_EXIT_OK;
+
+out:
+    ag_http_stop(s);
+    ag_workers_free(s);
+    ag_cache_destroy(s->cache);
+    ag_queue_fini(&s->queue);
+    for (int i = 0; i < s->model_count; i++)
+        ag_model_destroy((ag_model *)s->models[i]);
+    restore_signals();
+    ag_free(s);
+    return exit_code;
+}

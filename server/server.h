@@ -1,0 +1,467 @@
+/*
+ * server.h - `animegan serve`: the HTTP service over the public API (include/animegan.h).
+ *
+ * The data path of one conversion:
+ *
+ *   MHD polling thread                 worker thread (W of them)          MHD polling thread
+ *   headers: route, options, admit --> queue (bounded) --> probe, decode, --> resume: queue the
+ *   body: buffer (<= max upload)                           stylize, encode     response; the
+ *   complete: pick image, suspend                          (own ag_engine)     completion callback
+ *                                                                              releases the request
+ *
+ * Files, one concern each (as in redis): config.c (command line), options.c (query options),
+ * upload.c (content types, multipart, image sniffing), queue.c (bounded job queue), worker.c
+ * (engines and the conversion), cache.c (LRU result cache), metrics.c (Prometheus counters),
+ * budget.c (the worst-case memory formula), log.c (one line per request), json.c (bounded JSON
+ * writer), web.c (the embedded page), http.c (libmicrohttpd, routes, request lifecycle) and
+ * server.c (start-up, signals, drain).
+ *
+ * Threads: one MHD polling thread (epoll) does all HTTP work, which is cheap (headers, memcpy
+ * of the body, small JSON); W workers do everything image-shaped; the main thread waits for
+ * signals and expires queued jobs. Shared counters are atomics; the queue and the cache have
+ * their own mutexes; nothing else is shared.
+ */
+#ifndef AG_SERVER_H
+#define AG_SERVER_H
+
+#include "animegan.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* `animegan serve ...` (argv[0] is "serve"). Exit status 0 ok, 1 failed, 2 bad command line. */
+int ag_server_main(int argc, char **argv);
+
+enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 2 };
+
+#define AG_SERVER_MAX_MODELS 8
+#define AG_REQUEST_ID_BYTES 40 /* up to 36 characters + NUL: fits a UUID or nginx $request_id */
+
+/* ---- configuration (config.c) ---------------------------------------------------------- */
+
+typedef enum ag_log_format { AG_LOG_LOGFMT = 0, AG_LOG_JSON } ag_log_format;
+
+typedef struct ag_server_config {
+    const char *host;
+    int port; /* 0: any free port (printed at start-up) */
+    const char *models[AG_SERVER_MAX_MODELS];
+    int model_count;
+    int workers;
+    int threads;             /* total compute threads; W x threads_per_worker <= threads */
+    int threads_per_worker;  /* derived */
+    int queue;               /* jobs admitted beyond the ones running */
+    double queue_timeout_s;  /* waiting longer in the queue -> 504 */
+    size_t max_upload_bytes; /* request body limit */
+    size_t max_pixels;       /* image header limit (width x height) */
+    int max_side;            /* downscale so the long side is at most this */
+    int portrait_size;       /* face2paint crop size */
+    size_t cache_bytes;      /* LRU result cache; 0 = off */
+    int max_connections;
+    int timeout_s;           /* idle connection timeout */
+    double drain_s;          /* SIGTERM: finish admitted work within this */
+    size_t connection_memory_bytes; /* MHD per-connection pool (headers + read buffer) */
+    ag_engine_options engine;
+    ag_log_format log_format;
+    int quiet; /* no per-request lines (start-up and errors still print) */
+} ag_server_config;
+
+void ag_config_defaults(ag_server_config *config, int cpu_count);
+/*
+ * Parse `serve` arguments into `config` (which holds pointers into argv). Returns 0 to run,
+ * 1 when --help was printed, -1 on a usage error (message printed, with the help hint).
+ */
+int ag_config_parse(ag_server_config *config, int argc, char **argv, int cpu_count);
+void ag_config_usage(void);
+
+/* ---- per-request options (options.c) --------------------------------------------------- */
+
+typedef struct ag_convert_options {
+    int model;        /* index into the loaded models */
+    int portrait;     /* 0/1 */
+    int side_by_side; /* 0/1 */
+    int max_side;     /* <= the server's --max-side */
+    ag_format format;
+    int quality; /* 1..100 */
+} ag_convert_options;
+
+#define AG_DEFAULT_QUALITY 90
+
+/* Bounded message for a failed request: what the JSON error body carries. */
+typedef struct ag_reply_error {
+    int status;       /* HTTP status */
+    const char *code; /* stable machine name ("bad_option", "queue_full", ...) */
+    char message[200];
+} ag_reply_error;
+
+void ag_convert_options_init(ag_convert_options *opts, int server_max_side);
+/*
+ * Apply one query parameter. `names` are the loaded model names. Returns 0, or fills `err`
+ * (400 bad option / unknown parameter / duplicate, 404 unknown model) and returns -1.
+ * `seen` is a bit set the caller zeroes per request (duplicates are refused).
+ */
+int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *key,
+                          const char *value, const char *const *names, int name_count,
+                          int server_max_side, ag_reply_error *err);
+
+void ag_reply_error_set(ag_reply_error *err, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- uploads (upload.c, multipart.c) --------------------------------------------------- */
+
+typedef enum ag_body_kind {
+    AG_BODY_RAW = 0,   /* image/... or application/octet-stream (or no Content-Type) */
+    AG_BODY_MULTIPART, /* multipart/form-data; the file is field "image" */
+} ag_body_kind;
+
+#define AG_BOUNDARY_BYTES 72 /* RFC 2046: 1..70 characters */
+
+/*
+ * Classify a request Content-Type (NULL allowed). Returns 0 and sets *kind (and `boundary`
+ * for multipart), or fills `err` with 415 (not an image type) or 400 (bad multipart header).
+ */
+int ag_upload_content_type(const char *content_type, ag_body_kind *kind,
+                           char boundary[AG_BOUNDARY_BYTES], ag_reply_error *err);
+
+typedef struct ag_multipart_part {
+    const uint8_t *data; /* slice of the body */
+    size_t size;
+    char name[64];
+    char filename[128];
+    char content_type[96];
+} ag_multipart_part;
+
+/*
+ * Find the part whose form field name is `field` in a complete multipart body. Returns 0
+ * when found, 1 when the body is well formed but has no such field, -1 when malformed.
+ * Never allocates; every header line and the header block are bounded.
+ */
+int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, const char *field,
+                      ag_multipart_part *out);
+
+/*
+ * The image inside a complete body: the body itself (raw) or the "image" field (multipart),
+ * checked to start like a format we decode. Returns 0 with `image` and `image_size` set, or fills
+ * `err` (400 empty or missing field or malformed, 415 not an image).
+ */
+int ag_upload_image(const uint8_t *body, size_t size, ag_body_kind kind, const char *boundary,
+                    const uint8_t **image, size_t *image_size, ag_reply_error *err);
+
+/* The image format the first bytes look like ("jpeg", "png", ...), NULL when none we decode. */
+const char *ag_upload_sniff(const uint8_t *data, size_t size);
+
+/* ---- the request: one owner for every buffer (http.c) ---------------------------------- */
+
+struct MHD_Connection;
+
+typedef enum ag_route {
+    AG_ROUTE_PAGE = 0, /* the embedded web page and its assets */
+    AG_ROUTE_CONVERT,
+    AG_ROUTE_MODELS,
+    AG_ROUTE_STATUS,
+    AG_ROUTE_HEALTHZ,
+    AG_ROUTE_READYZ,
+    AG_ROUTE_METRICS,
+    AG_ROUTE_OTHER, /* unknown paths (404) */
+    AG_ROUTE_COUNT
+} ag_route;
+
+typedef enum ag_request_state {
+    AG_REQ_HEADERS = 0, /* first call: headers only */
+    AG_REQ_BODY,        /* receiving the upload */
+    AG_REQ_QUEUED,      /* in the queue; the connection is suspended */
+    AG_REQ_RUNNING,     /* a worker owns the job */
+    AG_REQ_DONE,        /* result ready; resumed, waiting to be queued by MHD */
+    AG_REQ_REPLIED,     /* response queued with MHD */
+} ag_request_state;
+
+typedef struct ag_request {
+    /* Lifetime: one reference for the MHD connection (dropped in the completion callback)
+     * plus one while a job is queued or running. The worker drops its reference before
+     * resuming the connection, so the completion callback is the release point. */
+    atomic_int refs;
+    _Atomic int state; /* ag_request_state */
+    struct MHD_Connection *connection;
+    char id[AG_REQUEST_ID_BYTES];
+    ag_route route;
+    char method[8];
+    uint64_t start_us;    /* headers received */
+    uint64_t enqueued_us; /* body complete, job queued */
+    uint64_t deadline_us; /* queue wait limit */
+    size_t rss_start_bytes;
+    int admitted; /* holds an admission slot (released at completion) */
+
+    /* upload */
+    ag_body_kind body_kind;
+    char boundary[AG_BOUNDARY_BYTES];
+    uint8_t *body; /* ag_malloc'ed, body_capacity bytes */
+    size_t body_size, body_capacity;
+    size_t declared_size; /* Content-Length, or SIZE_MAX when chunked */
+    int body_too_large;   /* a chunked body went over the limit */
+    const uint8_t *image; /* slice of body */
+    size_t image_size;
+    ag_convert_options options;
+
+    /* result, written by whoever owns the job, read by the MHD thread after resume */
+    int status;
+    const char *content_type;
+    uint8_t *out; /* ag_malloc'ed response body (or NULL) */
+    size_t out_size;
+    const uint8_t *out_static; /* embedded bytes (web page), not freed */
+    const char *error_code;    /* for the log line; NULL on success */
+    int retry_after_s;
+    double queue_ms, inference_ms, total_ms;
+    int in_width, in_height, out_width, out_height;
+    int cache_hit; /* -1 cache off or not applicable, 0 miss, 1 hit */
+} ag_request;
+
+/* ---- queue (queue.c) ------------------------------------------------------------------- */
+
+typedef struct ag_queue_entry {
+    void *item;
+    uint64_t deadline_us;
+} ag_queue_entry;
+
+typedef struct ag_queue {
+    pthread_mutex_t lock;
+    pthread_cond_t nonempty;
+    ag_queue_entry *ring; /* capacity entries */
+    int capacity, head, count;
+    int closed;
+} ag_queue;
+
+int ag_queue_init(ag_queue *q, int capacity);
+void ag_queue_fini(ag_queue *q);
+/* Append; -1 when full or closed (admission makes "full" impossible for the server). */
+int ag_queue_push(ag_queue *q, void *item, uint64_t deadline_us);
+/* Block until an item is available (returns it) or the queue is closed and empty (NULL). */
+void *ag_queue_pop(ag_queue *q, uint64_t *deadline_us);
+/* Remove entries whose deadline is <= now_us (up to max); returns how many. */
+int ag_queue_take_expired(ag_queue *q, uint64_t now_us, void **out, int max);
+/* Remove every entry (up to max); returns how many. */
+int ag_queue_take_all(ag_queue *q, void **out, int max);
+/* Wake the workers: pop returns NULL once the queue is empty. */
+void ag_queue_close(ag_queue *q);
+int ag_queue_depth(ag_queue *q);
+/* 1-based position of the first item for which match(item, arg) is true; 0 when absent. */
+int ag_queue_position(ag_queue *q, int (*match)(const void *item, const void *arg),
+                      const void *arg);
+
+/* ---- result cache (cache.c) ------------------------------------------------------------ */
+
+typedef struct ag_cache ag_cache;
+
+typedef struct ag_cache_key {
+    uint64_t hash[2]; /* two keyed SipHash-2-4 values of the input bytes and options */
+    size_t input_size;
+} ag_cache_key;
+
+typedef struct ag_cache_stats {
+    uint64_t hits, misses, insertions, evictions;
+    size_t bytes, capacity_bytes;
+    int entries;
+} ag_cache_stats;
+
+/* A cache of at most capacity_bytes (entries + bookkeeping); NULL result when capacity is 0. */
+int ag_cache_create(size_t capacity_bytes, ag_cache **out);
+void ag_cache_destroy(ag_cache *cache);
+void ag_cache_key_make(const ag_cache *cache, const void *data, size_t size, const char *model,
+                       const ag_convert_options *opts, ag_cache_key *key);
+/* On a hit: *data is a fresh ag_malloc'ed copy (the caller owns it). Returns 1 hit, 0 miss,
+ * -1 when the copy could not be allocated (counted as a miss). */
+int ag_cache_get(ag_cache *cache, const ag_cache_key *key, uint8_t **data, size_t *size,
+                 int *width, int *height);
+/* Insert a copy (evicting least recently used entries); too large entries are skipped. */
+void ag_cache_put(ag_cache *cache, const ag_cache_key *key, const uint8_t *data, size_t size,
+                  int width, int height);
+void ag_cache_get_stats(ag_cache *cache, ag_cache_stats *stats);
+
+/* Keyed 64-bit SipHash-2-4 (exposed for the unit test vectors). */
+uint64_t ag_siphash24(const uint8_t key[16], const void *data, size_t size);
+
+/* ---- metrics (metrics.c) --------------------------------------------------------------- */
+
+#define AG_HIST_BUCKETS 14
+
+typedef struct ag_histogram {
+    atomic_uint_fast64_t buckets[AG_HIST_BUCKETS + 1]; /* last: +Inf */
+    atomic_uint_fast64_t count;
+    atomic_uint_fast64_t sum_us;
+} ag_histogram;
+
+/* HTTP statuses the service produces, for the per-status counters. */
+#define AG_STATUS_SLOTS 14
+
+typedef struct ag_metrics {
+    atomic_uint_fast64_t requests[AG_ROUTE_COUNT][AG_STATUS_SLOTS];
+    ag_histogram latency[AG_ROUTE_COUNT]; /* whole request, headers to completion */
+    ag_histogram queue_wait;              /* convert: enqueue to a worker picking it up */
+    ag_histogram inference;               /* convert: decode + stylize + encode on a worker */
+    atomic_uint_fast64_t bytes_in, bytes_out;
+    atomic_uint_fast64_t converted;     /* 200 responses of /api/v1/convert */
+    atomic_uint_fast64_t rejected_full; /* 503 queue full */
+    atomic_uint_fast64_t timed_out;     /* 504 */
+    atomic_uint_fast64_t client_gone;   /* completed with an error (client closed early) */
+    atomic_int connections;             /* open TCP connections */
+} ag_metrics;
+
+/* Gauges sampled when /metrics is rendered. */
+typedef struct ag_metrics_gauges {
+    int queue_depth, queue_capacity, admitted, admit_limit, workers, busy_workers;
+    int accepting, ready;
+    size_t rss_bytes, peak_rss_bytes, allocated_bytes, allocated_peak_bytes, arena_bytes;
+    size_t memory_bound_bytes, max_upload_bytes;
+    double uptime_s;
+    ag_cache_stats cache;
+    int cache_enabled;
+    const char *const *model_names;
+    int model_count;
+} ag_metrics_gauges;
+
+void ag_metrics_observe(ag_histogram *h, uint64_t us);
+int ag_metrics_status_slot(int status);
+void ag_metrics_count_request(ag_metrics *m, ag_route route, int status, uint64_t duration_us,
+                              size_t bytes_in, size_t bytes_out);
+/* Render the Prometheus text exposition into buf (ag_malloc'ed, grown as needed up to
+ * max_bytes). Returns 0 or -1 when out of memory or over max_bytes. */
+int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **buf, size_t *size,
+                      size_t max_bytes);
+const char *ag_route_name(ag_route route);
+
+/* ---- bounded text builder (json.c) ----------------------------------------------------- */
+
+typedef struct ag_text {
+    char *data; /* ag_malloc'ed, NUL-terminated */
+    size_t size, capacity, max;
+    int failed; /* an append ran out of memory or past max: the text is unusable */
+} ag_text;
+
+void ag_text_init(ag_text *t, size_t max);
+void ag_text_fini(ag_text *t);
+void ag_text_printf(ag_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ag_text_append(ag_text *t, const char *s, size_t n);
+/* Append s as a JSON string literal (quotes included), escaping as RFC 8259 requires. */
+void ag_text_json_string(ag_text *t, const char *s);
+/* Hand the buffer to the caller (who ag_frees it); NULL when failed. */
+char *ag_text_take(ag_text *t, size_t *size);
+/* Format the error body {"error":{"code":...,"message":...}} into a fixed buffer. */
+size_t ag_json_error(char *buf, size_t cap, const char *code, const char *message);
+
+/* ---- worst-case memory (budget.c) ------------------------------------------------------ */
+
+typedef struct ag_budget {
+    size_t base_bytes;        /* RSS after start-up: code, libraries, weights, engines */
+    size_t runtime_bytes;     /* allowance: thread stacks, allocator and libvips state */
+    size_t worker_bytes;      /* one worker's conversion: arena + decode + images + encode */
+    size_t arena_bytes;       /* part of worker_bytes: all its engines' arenas at max side */
+    size_t decode_bytes;      /* part of worker_bytes */
+    size_t request_bytes;     /* one admitted request: upload + response */
+    size_t connection_bytes;  /* one connection's MHD memory pool */
+    size_t cache_bytes;
+    int workers, admitted, connections;
+    size_t total_bytes;
+} ag_budget;
+
+/* Per-worker arena bytes at the largest image for each model, from the engine options. */
+void ag_budget_compute(ag_budget *b, const ag_server_config *config, const ag_model *const *models,
+                       int model_count, size_t base_rss_bytes);
+/* One line: "N MB = base ... + W x (...) + ..." */
+void ag_budget_format(const ag_budget *b, char *buf, size_t cap);
+
+/* ---- per-request log line (log.c) ------------------------------------------------------ */
+
+void ag_log_request(ag_log_format format, const ag_request *r, size_t bytes_in, size_t bytes_out,
+                    size_t rss_bytes);
+/* Start-up, shutdown and errors: "ts=... level=... msg=..." (or JSON) on stderr. */
+void ag_log_event(ag_log_format format, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- embedded web page (web.c, generated $(BUILD)/gen/web_assets.c) -------------------- */
+
+typedef struct ag_web_asset {
+    const char *path; /* "/", "/app.js", ... */
+    const char *mime;
+    const uint8_t *data;
+    size_t size;
+} ag_web_asset;
+
+extern const ag_web_asset ag_web_assets[];
+extern const int ag_web_asset_count;
+
+/* The embedded asset for an exact request path, NULL otherwise (no file system access, so
+ * no traversal: "/../x" is simply not in the table). */
+const ag_web_asset *ag_web_find(const char *path);
+/* Strong ETag of an asset ("\"<16 hex>\""), computed once. */
+const char *ag_web_etag(const ag_web_asset *asset);
+
+/* ---- workers (worker.c) ---------------------------------------------------------------- */
+
+typedef struct ag_server ag_server;
+
+typedef struct ag_worker {
+    ag_server *server;
+    int index;
+    pthread_t thread;
+    ag_engine *engines[AG_SERVER_MAX_MODELS]; /* created and used only on this thread */
+    atomic_size_t arena_bytes;                /* sum over engines, published after each job */
+    pthread_mutex_t current_lock;             /* guards current_id */
+    char current_id[AG_REQUEST_ID_BYTES];     /* request being converted, "" when idle */
+    int started;                              /* thread created */
+    int init_status;                          /* 0 ok, else AG_E_* from engine creation */
+    char init_error[AG_ERROR_MESSAGE_BYTES];
+} ag_worker;
+
+/* Start every worker and wait until each created its engines. 0 or -1 (message in err). */
+int ag_workers_start(ag_server *s, ag_error *err);
+/* Close the queue and join (each worker finishes its current job first). */
+void ag_workers_stop(ag_server *s);
+/* Free the worker table; only once the HTTP daemon, which reads it, has stopped. */
+void ag_workers_free(ag_server *s);
+/* Finish a job that never reached a worker (expired, cancelled): status + JSON error. */
+void ag_job_fail(ag_server *s, ag_request *r, int status, const char *code, const char *message);
+/* Hand a finished job back to MHD: drop the job reference and resume the connection. */
+void ag_job_finish(ag_server *s, ag_request *r);
+
+/* ---- the server (server.c, http.c) ----------------------------------------------------- */
+
+struct ag_server {
+    ag_server_config config;
+    const ag_model *models[AG_SERVER_MAX_MODELS];
+    const char *model_names[AG_SERVER_MAX_MODELS];
+    int model_count;
+
+    ag_queue queue;
+    ag_worker *workers;
+    ag_cache *cache;
+    ag_metrics metrics;
+    ag_budget budget;
+
+    struct MHD_Daemon *daemon;
+    int port;
+    uint64_t start_us;
+    double start_unix_s;
+
+    atomic_int admitted;     /* convert requests holding a slot, headers to completion */
+    int admit_limit;         /* queue + workers */
+    atomic_int busy_workers;
+    atomic_int accepting;    /* 0 while draining */
+    atomic_int ready;        /* workers up */
+    atomic_uint_fast64_t next_id;
+    uint32_t id_prefix;
+    atomic_uint_fast64_t inference_ewma_us; /* for Retry-After */
+};
+
+uint64_t ag_now_us(void);
+void ag_request_ref(ag_request *r);
+void ag_request_unref(ag_request *r);
+
+int ag_http_start(ag_server *s, ag_error *err);
+/* Stop accepting new connections (keeps serving the open ones). */
+void ag_http_quiesce(ag_server *s);
+void ag_http_stop(ag_server *s);
+/* Seconds a client should wait before retrying when the queue is full. */
+int ag_server_retry_after_s(ag_server *s);
+
+#endif

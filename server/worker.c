@@ -1,0 +1,260 @@
+/*
+ * worker.c - the inference workers. Each is a thread that creates its own engines (one per
+ * served model, on this thread, used only here), then takes jobs from the queue until it is
+ * closed: cache lookup, probe the header (413 over --max-pixels before decoding), decode
+ * (downscaled to max_side), stylize, encode, and hand the result back to MHD. Every image
+ * buffer is released before the job is handed back, so a worker holds at most one
+ * conversion's memory at a time.
+ */
+#include "server.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Start-up rendezvous: ag_workers_start waits until every worker created its engines. */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t init_cond = PTHREAD_COND_INITIALIZER;
+static int init_done;
+
+/* Map a library failure to an HTTP status and a stable error code. */
+static void job_error(ag_server *s, ag_request *r, const ag_error *err, const char *stage) {
+    int status;
+    const char *code;
+    switch (err->code) {
+    case AG_E_LIMIT:
+        status = 413, code = "too_large";
+        break;
+    case AG_E_FORMAT:
+        status = 422, code = "undecodable_image";
+        break;
+    case AG_E_UNSUPPORTED:
+        status = 415, code = "unsupported_media_type";
+        break;
+    case AG_E_ARG:
+        status = 422, code = "unprocessable_image";
+        break;
+    case AG_E_NOMEM:
+        status = 503, code = "out_of_memory";
+        break;
+    default:
+        status = 500, code = "internal";
+        break;
+    }
+    char msg[AG_ERROR_MESSAGE_BYTES + 32];
+    snprintf(msg, sizeof msg, "%s: %s", stage, err->message[0] ? err->message : ag_error_name(err->code));
+    ag_job_fail(s, r, status, code, msg);
+}
+
+/* Convert r's image; on any failure the job is finished here with an error. Returns 1 when
+ * the caller still has to finish the job (success). */
+static int convert(ag_worker *w, ag_request *r) {
+    ag_server *s = w->server;
+    const ag_server_config *c = &s->config;
+    const ag_convert_options *o = &r->options;
+    ag_error err = {0};
+    ag_cache_key key;
+
+    if (s->cache) {
+        ag_cache_key_make(s->cache, r->image, r->image_size, s->model_names[o->model], o, &key);
+        uint8_t *data = NULL;
+        size_t size = 0;
+        int rc = ag_cache_get(s->cache, &key, &data, &size, &r->out_width, &r->out_height);
+        r->cache_hit = rc == 1;
+        if (rc == 1) {
+            r->status = 200;
+            r->content_type = ag_format_mime(o->format);
+            r->out = data;
+            r->out_size = size;
+            return 1;
+        }
+    }
+
+    int width = 0, height = 0;
+    if (ag_image_probe(r->image, r->image_size, &width, &height, &err) != 0) {
+        job_error(s, r, &err, "probe");
+        return 0;
+    }
+    r->in_width = width;
+    r->in_height = height;
+    if (width <= 0 || height <= 0 || (size_t)width * (size_t)height > c->max_pixels) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "the image is %dx%d = %.1f megapixels; the limit is %.1f (--max-pixels)", width,
+                 height, (double)width * height / 1e6, (double)c->max_pixels / 1e6);
+        ag_job_fail(s, r, 413, "too_many_pixels", msg);
+        return 0;
+    }
+
+    ag_decode_options d = {0};
+    d.max_side = o->max_side;
+    d.portrait = o->portrait;
+    d.portrait_size = c->portrait_size;
+    d.max_pixels = c->max_pixels;
+    ag_image in = {0}, out = {0};
+    if (ag_image_decode(r->image, r->image_size, "upload", &d, &in, &err) != 0) {
+        job_error(s, r, &err, "decode");
+        return 0;
+    }
+    int rc = ag_stylize(w->engines[o->model], &in, o->side_by_side, &out, &err);
+    ag_image_fini(&in);
+    if (rc != 0) {
+        ag_image_fini(&out);
+        job_error(s, r, &err, "stylize");
+        return 0;
+    }
+    void *data = NULL;
+    size_t size = 0;
+    rc = ag_image_encode(&out, o->format, o->quality, &data, &size, &err);
+    r->out_width = out.width;
+    r->out_height = out.height;
+    ag_image_fini(&out);
+    if (rc != 0) {
+        job_error(s, r, &err, "encode");
+        return 0;
+    }
+    if (s->cache)
+        ag_cache_put(s->cache, &key, data, size, r->out_width, r->out_height);
+    r->status = 200;
+    r->content_type = ag_format_mime(o->format);
+    r->out = data;
+    r->out_size = size;
+    return 1;
+}
+
+static void set_current(ag_worker *w, const char *id) {
+    pthread_mutex_lock(&w->current_lock);
+    snprintf(w->current_id, sizeof w->current_id, "%s", id);
+    pthread_mutex_unlock(&w->current_lock);
+}
+
+static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
+    ag_server *s = w->server;
+    uint64_t start = ag_now_us();
+    r->queue_ms = (double)(start - r->enqueued_us) / 1000.0;
+    ag_metrics_observe(&s->metrics.queue_wait, start - r->enqueued_us);
+    if (start >= deadline_us) {
+        atomic_fetch_add(&s->metrics.timed_out, 1);
+        ag_job_fail(s, r, 504, "queue_timeout",
+                    "the server was too busy to start this image in time; try again");
+        return;
+    }
+    atomic_store(&r->state, AG_REQ_RUNNING);
+    atomic_fetch_add(&s->busy_workers, 1);
+    set_current(w, r->id);
+
+    int ok = convert(w, r);
+
+    uint64_t end = ag_now_us();
+    size_t arena = 0;
+    for (int i = 0; i < s->model_count; i++)
+        arena += ag_engine_arena_bytes(w->engines[i]);
+    atomic_store(&w->arena_bytes, arena);
+    set_current(w, "");
+    atomic_fetch_sub(&s->busy_workers, 1);
+    if (!ok)
+        return; /* finished with an error inside convert */
+    r->inference_ms = (double)(end - start) / 1000.0;
+    if (r->cache_hit != 1) {
+        ag_metrics_observe(&s->metrics.inference, end - start);
+        /* Smoothed conversion time for Retry-After; a torn update only skews a hint. */
+        uint64_t old = atomic_load(&s->inference_ewma_us);
+        atomic_store(&s->inference_ewma_us, old ? (old * 4 + (end - start)) / 5 : end - start);
+    }
+    ag_job_finish(s, r);
+}
+
+static void *worker_main(void *arg) {
+    ag_worker *w = arg;
+    ag_server *s = w->server;
+    ag_error err = {0};
+    int status = 0;
+    for (int i = 0; i < s->model_count && status == 0; i++) {
+        status = ag_engine_create(s->models[i], &s->config.engine, &w->engines[i], &err);
+        if (status != 0)
+            snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
+    }
+    pthread_mutex_lock(&init_lock);
+    w->init_status = status;
+    init_done++;
+    pthread_cond_broadcast(&init_cond);
+    pthread_mutex_unlock(&init_lock);
+
+    if (status == 0) {
+        uint64_t deadline;
+        ag_request *r;
+        while ((r = ag_queue_pop(&s->queue, &deadline)) != NULL)
+            run_job(w, r, deadline);
+    }
+    for (int i = 0; i < s->model_count; i++) {
+        ag_engine_destroy(w->engines[i]);
+        w->engines[i] = NULL;
+    }
+    atomic_store(&w->arena_bytes, 0);
+    return NULL;
+}
+
+int ag_workers_start(ag_server *s, ag_error *err) {
+    int n = s->config.workers;
+    s->workers = ag_calloc((size_t)n, sizeof *s->workers);
+    if (!s->workers) {
+        err->code = AG_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory for %d workers", n);
+        return -1;
+    }
+    init_done = 0;
+    for (int i = 0; i < n; i++) {
+        s->workers[i].server = s;
+        s->workers[i].index = i;
+        pthread_mutex_init(&s->workers[i].current_lock, NULL);
+    }
+    int started = 0;
+    for (int i = 0; i < n; i++) {
+        ag_worker *w = &s->workers[i];
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            err->code = AG_E_NOMEM;
+            snprintf(err->message, sizeof err->message, "cannot start worker thread %d", i);
+            break;
+        }
+        w->started = 1;
+        started++;
+    }
+    pthread_mutex_lock(&init_lock);
+    while (init_done < started)
+        pthread_cond_wait(&init_cond, &init_lock);
+    pthread_mutex_unlock(&init_lock);
+    int failed = started < n;
+    for (int i = 0; i < started && !failed; i++) {
+        if (s->workers[i].init_status != 0) {
+            err->code = s->workers[i].init_status;
+            snprintf(err->message, sizeof err->message, "worker %d: %.200s", i,
+                     s->workers[i].init_error);
+            failed = 1;
+        }
+    }
+    if (failed) {
+        ag_workers_stop(s);
+        return -1;
+    }
+    return 0;
+}
+
+void ag_workers_stop(ag_server *s) {
+    if (!s->workers)
+        return;
+    ag_queue_close(&s->queue);
+    for (int i = 0; i < s->config.workers; i++) {
+        ag_worker *w = &s->workers[i];
+        if (w->started)
+            pthread_join(w->thread, NULL);
+        w->started = 0;
+    }
+}
+
+void ag_workers_free(ag_server *s) {
+    if (!s->workers)
+        return;
+    for (int i = 0; i < s->config.workers; i++)
+        pthread_mutex_destroy(&s->workers[i].current_lock);
+    ag_free(s->workers);
+    s->workers = NULL;
+}
