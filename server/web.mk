@@ -3,6 +3,9 @@
 # compiled and linked into build/animegan next to server/*.o; nothing is read from disk at
 # run time.
 
+# Included before the root Makefile's `all`: keep it the default goal.
+.DEFAULT_GOAL := all
+
 WEB_FILES := $(sort $(wildcard server/web/*.html server/web/*.css server/web/*.js server/web/*.svg))
 WEB_GEN := $(BUILD)/gen/web_assets.c
 WEB_OBJ := $(BUILD)/obj/gen/web_assets.o
