@@ -564,6 +564,7 @@ static int convert_chunk(ag_server *s, ag_request *r, const char *data, size_t n
         return -1;
     if (n > s->config.max_upload_bytes - r->body_size) {
         r->body_too_large = 1;
+        r->closed_by_us = 1;
         r->status = 413;
         r->error_code = "too_large_closed";
         ag_free(r->body);
@@ -580,6 +581,7 @@ static int convert_chunk(ag_server *s, ag_request *r, const char *data, size_t n
         uint8_t *grown = ag_realloc(r->body, cap);
         if (!grown) {
             r->status = 503;
+            r->closed_by_us = 1;
             r->error_code = "out_of_memory_closed";
             return -1;
         }
@@ -614,6 +616,50 @@ static void convert_complete(ag_server *s, struct MHD_Connection *conn, ag_reque
 
 /* ---- MHD callbacks ---------------------------------------------------------------------- */
 
+/* GET/HEAD endpoints, answered once the request is complete. */
+static enum MHD_Result respond_small(ag_server *s, struct MHD_Connection *conn, const char *url,
+                                     const char *method, ag_request *r) {
+    if (r->route == AG_ROUTE_OTHER) {
+        reply_error(r, 404, "not_found", "no such path");
+        return send_reply(s, conn, r);
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        reply_error(r, 405, "method_not_allowed", "use GET");
+        return send_reply(s, conn, r);
+    }
+    switch (r->route) {
+    case AG_ROUTE_PAGE:
+        handle_page(conn, url, r);
+        return send_page(s, conn, url, r);
+    case AG_ROUTE_MODELS:
+        handle_models(s, r);
+        break;
+    case AG_ROUTE_STATUS:
+        handle_status(s, conn, r);
+        break;
+    case AG_ROUTE_HEALTHZ:
+        reply_text(r, 200, "application/json", "{\"status\":\"ok\"}\n");
+        break;
+    case AG_ROUTE_READYZ:
+        if (atomic_load(&s->ready) && atomic_load(&s->accepting)) {
+            reply_text(r, 200, "application/json", "{\"status\":\"ready\"}\n");
+        } else {
+            int ready = atomic_load(&s->ready);
+            reply_error(r, 503, ready ? "shutting_down" : "not_ready",
+                        ready ? "the server is shutting down" : "models are still loading");
+            r->retry_after_s = 1;
+        }
+        break;
+    case AG_ROUTE_METRICS:
+        handle_metrics(s, r);
+        break;
+    default:
+        reply_error(r, 404, "not_found", "no such path");
+        break;
+    }
+    return send_reply(s, conn, r);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -626,57 +672,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!r)
             return MHD_NO; /* no memory even for the owner: close */
         *con_cls = r;
-        int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-        switch (r->route) {
-        case AG_ROUTE_CONVERT:
+        if (r->route == AG_ROUTE_CONVERT) {
             convert_headers(s, conn, r);
             if (atomic_load(&r->state) == AG_REQ_BODY)
                 return MHD_YES;
-            return send_reply(s, conn, r);
-        case AG_ROUTE_OTHER:
-            reply_error(r, 404, "not_found", "no such path");
-            return send_reply(s, conn, r);
-        default:
-            break;
-        }
-        if (!get) {
-            reply_error(r, 405, "method_not_allowed", "use GET");
+            /* Refused from the headers: MHD sends this without reading the body and closes. */
             return send_reply(s, conn, r);
         }
-        switch (r->route) {
-        case AG_ROUTE_PAGE:
-            handle_page(conn, url, r);
-            return send_page(s, conn, url, r);
-        case AG_ROUTE_MODELS:
-            handle_models(s, r);
-            break;
-        case AG_ROUTE_STATUS:
-            handle_status(s, conn, r);
-            break;
-        case AG_ROUTE_HEALTHZ:
-            reply_text(r, 200, "application/json", "{\"status\":\"ok\"}\n");
-            break;
-        case AG_ROUTE_READYZ:
-            if (atomic_load(&s->ready) && atomic_load(&s->accepting)) {
-                reply_text(r, 200, "application/json", "{\"status\":\"ready\"}\n");
-            } else {
-                reply_error(r, 503, atomic_load(&s->ready) ? "shutting_down" : "not_ready",
-                            atomic_load(&s->ready) ? "the server is shutting down"
-                                                   : "models are still loading");
-                r->retry_after_s = 1;
-            }
-            break;
-        case AG_ROUTE_METRICS:
-            handle_metrics(s, r);
-            break;
-        default:
-            reply_error(r, 404, "not_found", "no such path");
-            break;
-        }
-        return send_reply(s, conn, r);
+        /* Everything else answers once the request is complete, which keeps the connection
+         * alive (a response queued from the headers alone makes MHD close it). */
+        return MHD_YES;
     }
 
     switch (atomic_load(&r->state)) {
+    case AG_REQ_HEADERS:
+        if (*upload_data_size) {
+            /* A body on a GET: ignored, and only a little of it is read. */
+            r->body_size += *upload_data_size;
+            *upload_data_size = 0;
+            return r->body_size > 65536 ? MHD_NO : MHD_YES;
+        }
+        return respond_small(s, conn, url, method, r);
     case AG_REQ_BODY:
         if (*upload_data_size) {
             if (convert_chunk(s, r, upload_data, *upload_data_size) != 0)
@@ -691,7 +707,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     case AG_REQ_DONE:
         return send_reply(s, conn, r);
     default:
-        /* Suspended states are never called; a replied request gets no more calls. */
+        /* Suspended states get no calls; a replied request gets no more. */
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -707,14 +723,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     int state = atomic_load(&r->state);
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && state == AG_REQ_REPLIED;
-    if (!ok) {
-        if (!r->status)
-            r->status = 499; /* client closed the request (nginx's convention) */
-        if (!r->error_code)
-            r->error_code = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout"
-                                                                           : "client_gone";
-        if (!r->body_too_large)
-            atomic_fetch_add(&s->metrics.client_gone, 1);
+    if (!ok && !r->closed_by_us) {
+        /* The client went away (or timed out) before the response was sent: 499, nginx's
+         * "client closed request", whatever we had prepared. */
+        r->status = 499;
+        r->error_code = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout" : "client_gone";
+        atomic_fetch_add(&s->metrics.client_gone, 1);
     }
     uint64_t end = ag_now_us();
     r->total_ms = (double)(end - r->start_us) / 1000.0;
@@ -777,12 +791,12 @@ int ag_http_start(ag_server *s, ag_error *err) {
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
-        flags, (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        flags, (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)c->timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->connection_memory_bytes,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {
         err->code = AG_E_IO;

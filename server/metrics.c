@@ -13,7 +13,7 @@
 static const double bucket_le_s[AG_HIST_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                     0.5,   1,     2.5,  5,     10,   30,  60};
 
-static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 408, 413,
+static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 499, 413,
                                                   415, 422, 431, 500, 503, 504, 0};
 
 static const char *const route_names[AG_ROUTE_COUNT] = {

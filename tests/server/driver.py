@@ -1,0 +1,878 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `animegan serve`: the real binary on loopback, real requests.
+
+Standard library only (http.client, json, socket, subprocess, threading, zlib), so it runs
+on any Python 3.8+. Prints one "PASS name" / "FAIL name" line per test and a final
+"N passed, N failed"; exits non-zero on any failure. Run one test with a name filter:
+
+    python3 tests/server/driver.py [filter]
+
+Environment: BUILD (default build) picks the binary, $BUILD/animegan.
+"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import zlib
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("BUILD", "build")
+BIN = os.path.join(ROOT, BUILD, "animegan")
+DATA = os.path.join(ROOT, "tests", "data")
+
+
+def data(name):
+    with open(os.path.join(DATA, name), "rb") as f:
+        return f.read()
+
+
+CHELSEA = data("chelsea.png")  # 451 x 300 RGB
+ASTRONAUT = data("astronaut.png")  # 512 x 512
+ROCKET = data("rocket.jpg")
+TRUNCATED = data("truncated.jpg")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+# ---- a PNG decoder (8-bit RGB/RGBA/grey, non-interlaced: what the server writes) -----------
+
+
+def png_decode(blob):
+    check(blob[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG")
+    pos, idat, width = 8, [], None
+    while pos < len(blob):
+        (length,) = struct.unpack(">I", blob[pos : pos + 4])
+        kind = blob[pos + 4 : pos + 8]
+        body = blob[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            check(depth == 8 and interlace == 0, "unsupported PNG layout")
+            channels = {0: 1, 2: 3, 4: 2, 6: 4}[color]
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+    raw = zlib.decompress(b"".join(idat))
+    stride = width * channels
+    out = bytearray(height * stride)
+    prev = bytearray(stride)
+    for y in range(height):
+        ftype = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - channels] if x >= channels else 0
+            b = prev[x]
+            c = prev[x - channels] if x >= channels else 0
+            if ftype == 1:
+                line[x] = (line[x] + a) & 255
+            elif ftype == 2:
+                line[x] = (line[x] + b) & 255
+            elif ftype == 3:
+                line[x] = (line[x] + ((a + b) >> 1)) & 255
+            elif ftype == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[x] = (line[x] + pred) & 255
+        out[y * stride : (y + 1) * stride] = line
+        prev = line
+    return width, height, channels, bytes(out)
+
+
+def png_size(blob):
+    check(blob[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG: %r" % blob[:40])
+    return struct.unpack(">II", blob[16:24])
+
+
+# ---- the server under test ---------------------------------------------------------------
+
+LOGFMT = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)')
+
+
+def parse_logfmt(line):
+    out = {}
+    for k, v in LOGFMT.findall(line):
+        if v.startswith('"'):
+            v = v[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+        out[k] = v
+    return out
+
+
+class Server:
+    def __init__(self, *args):
+        self.args = ["--port", "0", *args]
+        self.proc = subprocess.Popen(
+            [BIN, "serve", *self.args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.lines = []
+        self.lock = threading.Lock()
+        self.port = None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        deadline = time.time() + 120
+        while time.time() < deadline and self.port is None and self.proc.poll() is None:
+            time.sleep(0.05)
+        if self.port is None:
+            self.proc.kill()
+            raise Failure("server did not start: " + "\n".join(self.lines[-10:]))
+
+    def _read(self):
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self.lock:
+                self.lines.append(line)
+            m = re.search(r"listening on http://\S+:(\d+)/", line)
+            if m:
+                self.port = int(m.group(1))
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def conn(self, timeout=120):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None, timeout=120):
+        c = self.conn(timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            payload = r.read()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, payload
+        finally:
+            c.close()
+
+    def get_json(self, path):
+        status, headers, body = self.request("GET", path)
+        check(headers.get("content-type", "").startswith("application/json"), path + " not JSON")
+        return status, json.loads(body)
+
+    def convert(self, image=CHELSEA, query="", ctype="image/png", headers=None, timeout=120):
+        h = {"Content-Type": ctype}
+        h.update(headers or {})
+        return self.request("POST", "/api/v1/convert" + query, image, h, timeout)
+
+    def status(self):
+        return self.get_json("/api/v1/status")[1]
+
+    def metrics(self):
+        status, _, body = self.request("GET", "/metrics")
+        check(status == 200, "/metrics status %d" % status)
+        out = {}
+        for line in body.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def rss_bytes(self):
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def log(self):
+        with self.lock:
+            return [parse_logfmt(l) for l in self.lines if " id=" in l]
+
+    def log_for(self, request_id, wait=5.0):
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            hits = [l for l in self.log() if l.get("id") == request_id]
+            if hits:
+                return hits
+            time.sleep(0.05)
+        return []
+
+    def wait_admitted(self, n, wait=30.0):
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            if self.status()["inflight"]["admitted"] >= n:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def wait_idle(self, wait=60.0):
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            if self.status()["inflight"]["admitted"] == 0:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+        finally:
+            self.reader.join(5)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def in_threads(fn, args_list):
+    """Run fn(*args) for each args concurrently; returns results (or exceptions) in order."""
+    results = [None] * len(args_list)
+
+    def run(i, args):
+        try:
+            results[i] = fn(*args)
+        except Exception as e:  # reported by the caller
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(args_list)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return results
+
+
+def error_shape(body, code=None):
+    """Errors are {"error": {"code": "...", "message": "..."}} and nothing else."""
+    doc = json.loads(body)
+    check(set(doc) == {"error"}, "error body keys: %r" % doc)
+    check(set(doc["error"]) == {"code", "message"}, "error keys: %r" % doc)
+    check(isinstance(doc["error"]["code"], str) and doc["error"]["message"], "error fields")
+    if code:
+        check(doc["error"]["code"] == code, "code %r, wanted %r" % (doc["error"]["code"], code))
+    return doc["error"]
+
+
+def multipart(fields, boundary="----animegan-test-7MA4YWxkTrZu0gW"):
+    parts = []
+    for name, filename, ctype, payload in fields:
+        head = 'Content-Disposition: form-data; name="%s"' % name
+        if filename:
+            head += '; filename="%s"' % filename
+        head += "\r\n"
+        if ctype:
+            head += "Content-Type: %s\r\n" % ctype
+        parts.append(b"--" + boundary.encode() + b"\r\n" + head.encode() + b"\r\n" + payload + b"\r\n")
+    body = b"".join(parts) + b"--" + boundary.encode() + b"--\r\n"
+    return body, "multipart/form-data; boundary=" + boundary
+
+
+# ---- tests -------------------------------------------------------------------------------
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+SERVERS = {}
+
+
+def shared(name, *args):
+    """Servers reused by several tests (start-up loads the model and creates engines)."""
+    if name not in SERVERS or SERVERS[name].proc.poll() is not None:
+        SERVERS[name] = Server(*args)
+    return SERVERS[name]
+
+
+def main_server():
+    return shared("main", "--workers", "2", "--threads", "2", "--queue", "4",
+                  "--max-upload-mb", "2")
+
+
+@test
+def usage_errors():
+    for args, code in ((["--help"], 0), (["--workers", "0"], 2), (["--bogus"], 2),
+                       (["--workers", "3", "--threads", "2"], 2), (["--max-side", "abc"], 2),
+                       (["--model", "no-such-model", "--port", "0"], 1)):
+        p = subprocess.run([BIN, "serve", *args], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=60)
+        check(p.returncode == code, "serve %s exited %d, wanted %d: %s" %
+              (" ".join(args), p.returncode, code, p.stderr[-300:]))
+
+
+@test
+def startup_prints_memory_formula():
+    s = main_server()
+    lines = "\n".join(s.lines)
+    check("memory bound" in lines and "workers x" in lines and "admitted x" in lines,
+          "no memory formula at start-up")
+    st = s.status()
+    b = st["memory"]["bound"]
+    total = (b["base_bytes"] + b["runtime_bytes"] + b["workers"] * b["per_worker_bytes"]
+             + b["admitted"] * b["per_request_bytes"]
+             + b["connections"] * b["per_connection_bytes"] + b["cache_bytes"])
+    check(total == st["memory"]["bound_bytes"], "bound terms do not add up")
+    check(b["arena_bytes"] > 0, "arena term is zero")
+    check(st["memory"]["formula"].startswith("%.1f MiB" % (total / 1048576)), "formula text")
+
+
+@test
+def page_and_assets():
+    s = main_server()
+    status, h, body = s.request("GET", "/")
+    check(status == 200 and h["content-type"].startswith("text/html"), "GET / %d" % status)
+    check(b"/app.js" in body and b"/style.css" in body, "page does not load its assets")
+    csp = h.get("content-security-policy", "")
+    check("default-src 'self'" in csp and "connect-src 'self'" in csp, "CSP: %r" % csp)
+    etag = h.get("etag")
+    check(etag, "no ETag")
+    status, _, _ = s.request("GET", "/", headers={"If-None-Match": etag})
+    check(status == 304, "If-None-Match gave %d" % status)
+    for path, ctype in (("/app.js", "text/javascript"), ("/style.css", "text/css"),
+                        ("/favicon.svg", "image/svg+xml")):
+        status, h, asset = s.request("GET", path)
+        check(status == 200 and h["content-type"].startswith(ctype), path)
+        # No external URLs anywhere in the page (the SVG namespace is an identifier).
+        text = asset.decode().replace("http://www.w3.org/2000/svg", "")
+        check(not re.search(r"https?://", text), "%s references an external URL" % path)
+    check(not re.search(rb"https?://", body), "index.html references an external URL")
+
+
+@test
+def static_paths_do_not_traverse():
+    s = main_server()
+    for path in ("/../etc/passwd", "/%2e%2e/etc/passwd", "/..%2fetc%2fpasswd", "/index.html",
+                 "/web/index.html", "/server/web/app.js", "//etc/passwd", "/app.js/..",
+                 "/./app.js", "/api/v1/convert/../../etc/passwd"):
+        status, h, body = s.request("GET", path)
+        check(status == 404, "%s gave %d" % (path, status))
+        error_shape(body, "not_found")
+
+
+@test
+def health_ready_models_status():
+    s = main_server()
+    status, doc = s.get_json("/healthz")
+    check(status == 200 and doc["status"] == "ok", "healthz")
+    status, doc = s.get_json("/readyz")
+    check(status == 200 and doc["status"] == "ready", "readyz")
+    status, doc = s.get_json("/api/v1/models")
+    check(status == 200 and doc["default"] == "hayao", "models default")
+    check([m["name"] for m in doc["models"]] == ["hayao"], "models list")
+    check(doc["models"][0]["param_count"] > 0, "model info")
+    st = s.status()
+    for key in ("uptime_s", "busy_workers", "queue", "inflight", "served", "memory", "limits"):
+        check(key in st, "status lacks " + key)
+    check(st["queue"]["capacity"] == 4 and st["workers"] == 2, "status config")
+    check(st["memory"]["rss_bytes"] > 0, "status rss")
+    status, _, body = s.request("POST", "/healthz", b"x")
+    check(status == 405, "POST /healthz gave %d" % status)
+    error_shape(body, "method_not_allowed")
+    status, h, body = s.request("GET", "/api/v1/convert")
+    check(status == 405 and h.get("allow") == "POST", "GET convert gave %d" % status)
+
+
+@test
+def metrics_exposition():
+    s = main_server()
+    s.convert(query="?max_side=64")
+    status, h, body = s.request("GET", "/metrics")
+    check(status == 200 and h["content-type"].startswith("text/plain; version=0.0.4"),
+          "metrics content type")
+    text = body.decode()
+    sample = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"'
+                        r'(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*\})? -?[0-9.eE+-]+$|^.* [+-]Inf$')
+    typed = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        check(sample.match(line), "bad sample line: " + line)
+        name = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line).group(0)
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        check(name in typed or base in typed, "no TYPE for " + name)
+    for name in ("animegan_http_requests_total", "animegan_http_request_duration_seconds_bucket",
+                 "animegan_inference_seconds_bucket", "animegan_queue_wait_seconds_bucket",
+                 "animegan_queue_depth", "animegan_inflight_requests",
+                 "animegan_http_received_bytes_total", "animegan_http_sent_bytes_total",
+                 "animegan_process_resident_memory_bytes", "animegan_engine_arena_bytes",
+                 "animegan_cache_hits_total", "animegan_cache_misses_total",
+                 "animegan_allocated_bytes", "animegan_memory_bound_bytes",
+                 "animegan_workers_busy", "animegan_http_connections"):
+        check(re.search(r"^%s[ {]" % name, text, re.M), "missing metric " + name)
+    m = s.metrics()
+    check(m['animegan_http_requests_total{route="convert",code="200"}'] >= 1, "convert count")
+    check(m["animegan_engine_arena_bytes"] > 0, "arena bytes")
+    check(m["animegan_http_received_bytes_total"] >= len(CHELSEA), "bytes in")
+
+
+@test
+def convert_raw_and_multipart():
+    s = main_server()
+    status, h, raw = s.convert(headers={"X-Request-Id": "raw-test-1"})
+    check(status == 200, "raw convert gave %d %r" % (status, raw[:200]))
+    check(h["content-type"] == "image/png", "content type " + h["content-type"])
+    check(h["x-request-id"] == "raw-test-1", "request id not echoed")
+    check(float(h["x-queue-ms"]) >= 0 and float(h["x-inference-ms"]) > 0, "timing headers")
+    check(png_size(raw) == (451, 300), "size %r" % (png_size(raw),))
+    body, ctype = multipart([("note", None, None, b"hello"),
+                             ("image", "chelsea.png", "image/png", CHELSEA)])
+    status, h, mp = s.convert(body, ctype=ctype)
+    check(status == 200, "multipart convert gave %d %r" % (status, mp[:200]))
+    check(mp == raw, "multipart and raw results differ")
+    status, h, oct_ = s.convert(ctype="application/octet-stream", query="?max_side=64")
+    check(status == 200 and png_size(oct_) == (64, 43), "octet-stream convert")
+    # chunked request body (no Content-Length)
+    c = s.conn()
+    c.putrequest("POST", "/api/v1/convert?max_side=64")
+    c.putheader("Content-Type", "image/png")
+    c.putheader("Transfer-Encoding", "chunked")
+    c.endheaders()
+    for i in range(0, len(CHELSEA), 65536):
+        piece = CHELSEA[i : i + 65536]
+        c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+    c.send(b"0\r\n\r\n")
+    r = c.getresponse()
+    chunked = r.read()
+    c.close()
+    check(r.status == 200 and png_size(chunked) == (64, 43), "chunked upload gave %d" % r.status)
+    entries = s.log_for("raw-test-1")
+    check(len(entries) == 1, "one log line per request, got %d" % len(entries))
+    e = entries[0]
+    for key in ("id", "method", "route", "status", "bytes_in", "bytes_out", "queue_ms",
+                "inference_ms", "rss_mb", "rss_delta_kb"):
+        check(key in e, "log line lacks " + key)
+    check(e["status"] == "200" and int(e["bytes_in"]) == len(CHELSEA)
+          and int(e["bytes_out"]) == len(raw), "log line values %r" % e)
+
+
+@test
+def convert_equals_cli():
+    s = main_server()  # 1 thread per worker
+    status, _, served = s.convert()
+    check(status == 200, "convert gave %d" % status)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cli.png")
+        p = subprocess.run([BIN, "convert", os.path.join(DATA, "chelsea.png"), "-o", out,
+                            "--threads", "1", "-q"], capture_output=True, timeout=300)
+        check(p.returncode == 0, "animegan convert failed: %s" % p.stderr[-300:])
+        with open(out, "rb") as f:
+            cli = f.read()
+    a, b = png_decode(served), png_decode(cli)
+    check(a[:3] == b[:3], "geometry differs: %r vs %r" % (a[:3], b[:3]))
+    diff = sum(1 for x, y in zip(a[3], b[3]) if x != y)
+    check(diff == 0, "%d of %d samples differ from animegan convert" % (diff, len(a[3])))
+
+
+@test
+def convert_options():
+    s = main_server()
+    status, h, body = s.convert(query="?format=jpeg&quality=80&max_side=96")
+    check(status == 200 and h["content-type"] == "image/jpeg" and body[:3] == b"\xff\xd8\xff",
+          "jpeg output")
+    status, h, body = s.convert(query="?format=webp&max_side=96")
+    check(status == 200 and h["content-type"] == "image/webp" and body[8:12] == b"WEBP",
+          "webp output")
+    status, h, body = s.convert(query="?side_by_side=1&max_side=96")
+    check(status == 200 and png_size(body) == (192, 64), "side by side %r" % (png_size(body),))
+    status, h, body = s.convert(query="?portrait=1&max_side=96")
+    check(status == 200 and png_size(body)[0] == png_size(body)[1], "portrait is square %r"
+          % (png_size(body),))
+    status, h, body = s.convert(ROCKET, ctype="image/jpeg", query="?max_side=100&model=hayao")
+    check(status == 200 and max(png_size(body)) == 100, "jpeg input")
+
+
+@test
+def errors_400():
+    s = main_server()
+    for query in ("?portrait=2", "?side_by_side=yes", "?quality=0", "?quality=101",
+                  "?max_side=abc", "?max_side=4", "?max_side=5000", "?format=gif",
+                  "?foo=1", "?portrait=1&portrait=0", "?portrait"):
+        status, h, body = s.convert(query=query)
+        check(status == 400, "%s gave %d" % (query, status))
+        error_shape(body)
+        check("x-request-id" in h, "error without X-Request-Id")
+    status, _, body = s.convert(b"", ctype="image/png")
+    check(status == 400, "empty body gave %d" % status)
+    error_shape(body, "bad_request")
+    body, ctype = multipart([("photo", "x.png", "image/png", CHELSEA)])
+    status, _, out = s.convert(body, ctype=ctype)
+    check(status == 400 and "image" in error_shape(out)["message"], "missing field gave %d" % status)
+    status, _, out = s.convert(b"--xyz\r\nnonsense", ctype="multipart/form-data; boundary=xyz")
+    check(status == 400, "malformed multipart gave %d" % status)
+    status, _, out = s.convert(CHELSEA, ctype="multipart/form-data")
+    check(status == 400, "multipart without boundary gave %d" % status)
+
+
+@test
+def errors_404_415_422():
+    s = main_server()
+    status, _, body = s.convert(query="?model=nope")
+    check(status == 404, "unknown model gave %d" % status)
+    error_shape(body, "model_not_found")
+    status, _, body = s.request("GET", "/nope")
+    check(status == 404, "unknown path gave %d" % status)
+    error_shape(body, "not_found")
+    for payload, ctype in ((CHELSEA, "text/plain"), (b"hello world", "application/octet-stream"),
+                           (b'{"a": 1}', "application/json"), (b"GIF", "image/gif")):
+        status, _, body = s.convert(payload, ctype=ctype)
+        check(status == 415, "%s %r gave %d" % (ctype, payload[:10], status))
+        error_shape(body, "unsupported_media_type")
+    body, ctype = multipart([("image", "x.txt", "text/plain", b"just text")])
+    status, _, out = s.convert(body, ctype=ctype)
+    check(status == 415, "multipart text part gave %d" % status)
+    status, _, body = s.convert(TRUNCATED, ctype="image/jpeg")
+    check(status == 422, "truncated JPEG gave %d: %r" % (status, body[:200]))
+    error_shape(body, "undecodable_image")
+    status, _, body = s.convert(CHELSEA[:2000], ctype="image/png")
+    check(status == 422, "truncated PNG gave %d" % status)
+
+
+@test
+def error_413_body_refused_unread():
+    s = main_server()  # --max-upload-mb 2
+    big = os.urandom(3 * 1024 * 1024)
+    t0 = time.time()
+    status, h, body = s.convert(big, ctype="image/jpeg", headers={"X-Request-Id": "big-1"})
+    check(status == 413, "oversized body gave %d" % status)
+    error_shape(body, "too_large")
+    entries = s.log_for("big-1")
+    check(entries and entries[0]["bytes_in"] == "0", "body was read: %r" % entries)
+    # Without Expect: 100-continue, over a raw socket: the 413 arrives before we finish.
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    sock.sendall(b"POST /api/v1/convert HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                 b"Content-Length: %d\r\nX-Request-Id: big-2\r\n\r\n" % len(big))
+    reply = sock.recv(65536)
+    sock.close()
+    check(reply.startswith(b"HTTP/1.1 413"), "raw oversized gave %r" % reply[:40])
+    # A chunked body that grows past the limit: the connection is closed, not read to the end.
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    sock.sendall(b"POST /api/v1/convert HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                 b"Transfer-Encoding: chunked\r\nX-Request-Id: big-3\r\n\r\n")
+    sent, closed = 0, False
+    try:
+        for _ in range(200):
+            piece = b"\0" * 65536
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sent += len(piece)
+    except OSError:
+        closed = True
+    sock.close()
+    check(closed and sent < 8 * 1024 * 1024, "chunked overflow not cut off (sent %d)" % sent)
+    entries = s.log_for("big-3")
+    check(entries and entries[0]["status"] == "413", "chunked overflow log %r" % entries)
+    check(time.time() - t0 < 30, "413 paths were slow")
+
+
+@test
+def error_413_pixels():
+    s = shared("pixels", "--workers", "1", "--max-pixels", "100000")
+    status, _, body = s.convert()  # 451 x 300 = 135300 pixels
+    check(status == 413, "too many pixels gave %d" % status)
+    err = error_shape(body, "too_many_pixels")
+    check("451x300" in err["message"], err["message"])
+    status, _, body = s.convert(query="?max_side=64")
+    check(status == 413, "max_side does not lift the pixel limit (%d)" % status)
+
+
+@test
+def burst_503_and_memory_bound():
+    s = shared("burst", "--workers", "1", "--queue", "2", "--max-side", "512",
+               "--max-upload-mb", "2")
+    bound = s.status()["memory"]["bound_bytes"]
+    peak = [0]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], s.rss_bytes())
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        results = in_threads(lambda i: s.convert(ASTRONAUT, query="?max_side=256"),
+                             [(i,) for i in range(12)])
+    finally:
+        stop.set()
+        sampler.join()
+    codes = []
+    for r in results:
+        check(not isinstance(r, Exception), "request failed: %r" % (r,))
+        codes.append(r[0])
+        if r[0] == 503:
+            check(int(r[1].get("retry-after", "0")) >= 1, "503 without Retry-After")
+            error_shape(r[2], "queue_full")
+    check(codes.count(200) >= 3, "codes %r" % codes)
+    check(codes.count(503) >= 1, "no 503 in a burst of 12 over a queue of 2: %r" % codes)
+    check(set(codes) <= {200, 503}, "unexpected statuses %r" % codes)
+    check(s.proc.poll() is None, "server died")
+    check(s.wait_idle(), "admitted requests did not drain")
+    check(peak[0] > 0 and peak[0] < bound, "RSS %.1f MiB over the bound %.1f MiB"
+          % (peak[0] / 1048576, bound / 1048576))
+    print("  burst: %r; peak RSS %.1f MiB, bound %.1f MiB" %
+          ({c: codes.count(c) for c in set(codes)}, peak[0] / 1048576, bound / 1048576))
+    m = s.metrics()
+    check(m["animegan_rejected_queue_full_total"] == codes.count(503), "503 counter")
+
+
+@test
+def queue_timeout_504_and_request_state():
+    s = shared("slow", "--workers", "1", "--threads", "1", "--queue", "4", "--queue-timeout",
+               "0.5")
+    results = {}
+
+    def send(name, delay):
+        time.sleep(delay)
+        results[name] = s.convert(headers={"X-Request-Id": name})  # full size: seconds
+
+    threads = [threading.Thread(target=send, args=(n, d)) for n, d in (("first", 0), ("second", 0.1))]
+    for t in threads:
+        t.start()
+    seen = set()
+    deadline = time.time() + 5
+    while time.time() < deadline and len(seen) < 2:
+        st = s.get_json("/api/v1/status?request_id=first")[1]
+        if st["request"]["state"] == "working":
+            seen.add("working")
+        st = s.get_json("/api/v1/status?request_id=second")[1]
+        if st["request"]["state"] == "queued" and st["request"]["position"] == 1:
+            seen.add("queued")
+        time.sleep(0.02)
+    for t in threads:
+        t.join(300)
+    check(seen == {"working", "queued"}, "request states seen: %r" % seen)
+    check(results["first"][0] == 200, "first gave %d" % results["first"][0])
+    status, h, body = results["second"]
+    check(status == 504, "queued past the timeout gave %d" % status)
+    error_shape(body, "queue_timeout")
+    check(float(h["x-queue-ms"]) >= 500, "X-Queue-Ms %s" % h.get("x-queue-ms"))
+
+
+@test
+def cache_hits():
+    s = shared("cache", "--workers", "1", "--cache-mb", "16")
+    status, h1, a = s.convert(query="?max_side=128")
+    status2, h2, b = s.convert(query="?max_side=128")
+    check(status == 200 and status2 == 200, "cache converts")
+    check(h1.get("x-cache") == "miss" and h2.get("x-cache") == "hit", "X-Cache %r %r"
+          % (h1.get("x-cache"), h2.get("x-cache")))
+    check(a == b, "cached bytes differ")
+    status, h3, c = s.convert(query="?max_side=128&format=jpeg")
+    check(h3.get("x-cache") == "miss", "options must be part of the key")
+    m = s.metrics()
+    check(m["animegan_cache_hits_total"] == 1 and m["animegan_cache_misses_total"] == 2,
+          "cache counters %r %r" % (m["animegan_cache_hits_total"], m["animegan_cache_misses_total"]))
+    check(0 < m["animegan_cache_bytes"] <= m["animegan_cache_capacity_bytes"], "cache bytes")
+
+
+def live_bytes(s):
+    """Library heap minus the engines' arenas (which follow the last image size)."""
+    m = s.metrics()
+    return m["animegan_allocated_bytes"] - m["animegan_engine_arena_bytes"]
+
+
+@test
+def client_gone_releases_everything():
+    s = shared("leak", "--workers", "1")
+    s.convert(query="?max_side=128")  # warm: arena planned for this size
+    s.wait_idle()
+    before = live_bytes(s)
+    # 1. gone while uploading
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"POST /api/v1/convert?max_side=128 HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: image/png\r\nContent-Length: %d\r\nX-Request-Id: gone-1\r\n\r\n"
+                 % len(CHELSEA) + CHELSEA[:5000])
+    time.sleep(0.2)
+    sock.close()
+    # 2. gone while queued or running
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"POST /api/v1/convert?max_side=128 HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: image/png\r\nContent-Length: %d\r\nX-Request-Id: gone-2\r\n\r\n"
+                 % len(CHELSEA) + CHELSEA)
+    sock.close()
+    e1 = s.log_for("gone-1")
+    check(len(e1) == 1 and e1[0]["status"] == "499", "gone while uploading: %r" % e1)
+    e2 = s.log_for("gone-2", wait=60)
+    check(len(e2) == 1, "gone while queued: %r" % e2)
+    # 3. errors on every path, then a success at the same size
+    s.convert(TRUNCATED, ctype="image/jpeg")
+    s.convert(b"hello", ctype="application/octet-stream")
+    s.convert(query="?portrait=7")
+    check(s.wait_idle(), "admission slots not given back")
+    s.convert(query="?max_side=128")
+    s.wait_idle()
+    after = live_bytes(s)
+    check(after == before, "live bytes %d -> %d: a request leaked" % (before, after))
+
+
+@test
+def connection_limit_and_slow_client():
+    s = shared("limits", "--workers", "1", "--max-connections", "4", "--timeout", "2")
+    held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]
+    time.sleep(0.3)
+    # Over the limit MHD stops accepting: the fifth waits in the kernel's backlog (no server
+    # memory) and is served once a slot frees up.
+    extra = socket.create_connection(("127.0.0.1", s.port), timeout=1)
+    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        got = extra.recv(100)
+    except socket.timeout:
+        got = None
+    check(got is None, "connection over the limit was served at once: %r" % got)
+    held.pop().close()
+    extra.settimeout(5)
+    got = extra.recv(100)
+    extra.close()
+    check(got.startswith(b"HTTP/1.1 200"), "queued connection not served: %r" % got[:40])
+    # Slow clients (half a request, or nothing at all) are closed after --timeout.
+    held[0].sendall(b"GET /healthz HTTP/1.1\r\n")
+    time.sleep(3.5)
+    for sock in held:
+        sock.settimeout(1)
+        try:
+            check(sock.recv(100) == b"", "idle connection still open after --timeout")
+        except socket.timeout:
+            raise Failure("idle connection still open after --timeout")
+        sock.close()
+    status, _, _ = s.request("GET", "/healthz")
+    check(status == 200, "healthz after the limit test gave %d" % status)
+
+
+@test
+def json_log_format():
+    s = shared("jsonlog", "--workers", "1", "--log-format", "json")
+    s.request("GET", "/healthz", headers={"X-Request-Id": "json-1"})
+    s.convert(query="?max_side=64", headers={"X-Request-Id": "json-2"})
+    time.sleep(0.2)
+    docs = []
+    for line in s.lines:
+        docs.append(json.loads(line))  # every line, start-up included, is JSON
+    ids = {d.get("id"): d for d in docs}
+    check("json-1" in ids and "json-2" in ids, "request lines missing")
+    d = ids["json-2"]
+    check(d["status"] == 200 and d["route"] == "convert" and d["inference_ms"] > 0, repr(d))
+
+
+@test
+def graceful_shutdown_completes_inflight():
+    s = Server("--workers", "1", "--threads", "2", "--queue", "4")
+    try:
+        keep = s.conn()
+        keep.request("GET", "/healthz")
+        keep.getresponse().read()
+        results = {}
+
+        def send(i):
+            results[i] = s.convert(query="?max_side=256", headers={"X-Request-Id": "drain-%d" % i})
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        check(s.wait_admitted(3), "requests not admitted")
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        keep.request("GET", "/readyz")
+        r = keep.getresponse()
+        r.read()
+        check(r.status == 503, "readyz while draining gave %d" % r.status)
+        refused = False
+        try:
+            status, _, _ = s.request("GET", "/healthz", timeout=3)
+        except OSError:
+            refused = True
+        check(refused, "new connections still accepted while draining")
+        for t in threads:
+            t.join(120)
+        code = s.proc.wait(60)
+        check(code == 0, "exit status %r" % code)
+        for i in range(3):
+            check(results[i][0] == 200, "in-flight request %d gave %d" % (i, results[i][0]))
+        check(any("stopped" in l for l in s.lines), "no 'stopped' line")
+    finally:
+        s.kill()
+
+
+@test
+def drain_timeout_fails_queued_and_exits_0():
+    s = Server("--workers", "1", "--threads", "1", "--queue", "4", "--drain-seconds", "0.5")
+    try:
+        results = {}
+
+        def send(i):
+            results[i] = s.convert(headers={"X-Request-Id": "late-%d" % i})
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        check(s.wait_admitted(3), "requests not admitted")
+        t0 = time.time()
+        s.proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(120)
+        code = s.proc.wait(60)
+        check(code == 0, "exit status %r" % code)
+        codes = sorted(r[0] for r in results.values())
+        check(codes.count(200) >= 1 and codes.count(503) >= 1 and set(codes) <= {200, 503},
+              "codes %r" % codes)
+        for r in results.values():
+            if r[0] == 503:
+                error_shape(r[2], "shutting_down")
+        check(time.time() - t0 < 30, "drain took %.1f s" % (time.time() - t0))
+    finally:
+        s.kill()
+
+
+def main():
+    want = sys.argv[1] if len(sys.argv) > 1 else None
+    if not os.access(BIN, os.X_OK):
+        print("FAIL build: %s is missing (run make)" % BIN)
+        print("0 passed, 1 failed")
+        return 1
+    passed = failed = 0
+    for fn in TESTS:
+        if want and want not in fn.__name__:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
+            passed += 1
+        except Exception as e:
+            print("FAIL %s: %s" % (fn.__name__, e))
+            if not isinstance(e, Failure):
+                traceback.print_exc()
+            failed += 1
+        sys.stdout.flush()
+    for s in SERVERS.values():
+        code = s.stop()
+        if code != 0:
+            print("FAIL shared server %s exited %r" % (" ".join(s.args), code))
+            failed += 1
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
