@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- geometry -------------------------------------------------------------------------- */
@@ -104,24 +105,151 @@ static void bind_common(ag_engine *e, const plan_builder *pb, const int *ids) {
 }
 
 /*
- * oneDNN backend. Step i runs layer i: it reads P[i] (its padded input) and writes Y[i]
- * (its conv output), then writes P[i+1] (or A[i], the activated map a resize reads). A
- * residual block keeps its input P[s] alive until the add two layers later.
+ * oneDNN backend. Step i runs layer i: from its source (the image, or Y[i-1], the previous
+ * conv's raw output) it builds padded input rows band by band in one small band buffer,
+ * convolves each band into Y[i] and takes the rows' statistics. A map that a resize, a 1x1
+ * conv or a later residual add needs whole is normalised in place first. So the live set
+ * at any step is about two conv outputs plus one band, never a padded copy of a map.
  */
-static void plan_onednn(ag_engine *e, plan_builder *pb, int *p_ids, int *y_ids, int *a_ids) {
+static void plan_onednn(ag_engine *e, plan_builder *pb, size_t band_bytes) {
     const ag_model *m = e->model;
     int n = m->layer_count;
     for (int i = 0; i < n; i++) {
         const ag_layer *l = &m->layers[i];
         const ag_layer_geom *g = &e->geom[i];
-        int last_read = l->residual == AG_RESIDUAL_SAVE ? i + 2 : i;
-        p_ids[i] = plan_add(pb, floats((size_t)g->hp * g->wp * l->in_c), i > 0 ? i - 1 : 0,
-                            last_read);
-        y_ids[i] = plan_add(pb, floats((size_t)g->out_h * g->out_w * l->out_c), i, i);
-        a_ids[i] = -1;
-        if (i + 1 < n && m->layers[i + 1].resize_before)
-            a_ids[i] = plan_add(pb, floats((size_t)g->out_h * g->out_w * l->out_c), i, i);
+        /* Y[i] is read by step i + 1; as a residual block's input, until that block's add
+         * is consumed, three layers later. */
+        int last = i + 1 < n && m->layers[i + 1].residual == AG_RESIDUAL_SAVE ? i + 4 : i + 1;
+        e->y_ids[i] = plan_add(pb, floats((size_t)g->out_h * g->out_w * l->out_c), i,
+                               last < n ? last : n - 1);
     }
+    e->band_id = plan_add(pb, band_bytes, 0, n);
+}
+
+/* How layer i reads its input; see ag_layer_exec. */
+static void plan_sources(ag_engine *e) {
+    const ag_model *m = e->model;
+    for (int i = 0; i < m->layer_count; i++) {
+        const ag_layer *l = &m->layers[i];
+        ag_layer_exec *x = &e->exec[i];
+        int unpadded = !l->pad_top && !l->pad_bottom && !l->pad_left && !l->pad_right;
+        x->materialize_prev = i > 0 && (unpadded || l->resize_before);
+        x->banded = i == 0 || !unpadded || l->resize_before;
+    }
+}
+
+/* Rows per band for layer i: the band buffer stays near AG_BAND_BYTES. */
+static int band_rows_for(const ag_engine *e, int i) {
+    const ag_layer *l = &e->model->layers[i];
+    const ag_layer_geom *g = &e->geom[i];
+    size_t in_row = floats((size_t)g->wp * l->in_c) * (size_t)l->stride;
+    int rows = (int)(e->band_bytes_target / (in_row ? in_row : 1));
+    rows = rows < 4 ? 4 : rows;
+    return rows > g->out_h ? g->out_h : rows;
+}
+
+static size_t band_input_bytes(const ag_engine *e, int i, int rows) {
+    const ag_layer *l = &e->model->layers[i];
+    return floats((size_t)((rows - 1) * l->stride + l->k) * e->geom[i].wp * l->in_c);
+}
+
+/* ---- oneDNN primitives and weights ----------------------------------------------------- */
+
+static void destroy_convs(ag_engine *e) {
+    for (int i = 0; i < AG_MAX_LAYERS; i++) {
+        ag_dnnl_conv_destroy(e->exec[i].conv);
+        e->exec[i].conv = NULL;
+    }
+}
+
+/*
+ * Layer i's primitive, for one band of output rows (all rows when not banded). Every band
+ * has the same height, so one primitive and one weight layout serve the layer: the last
+ * band is moved up to end at the last row and recomputes a few rows the band before it
+ * already wrote, identically.
+ */
+static int create_layer_conv(ag_engine *e, int i, size_t *scratch_max, size_t *band_max,
+                             size_t *weight_bytes, ag_error *err) {
+    const ag_layer *l = &e->model->layers[i];
+    ag_layer_exec *x = &e->exec[i];
+    int out_h = e->geom[i].out_h;
+    x->band_rows = x->banded ? band_rows_for(e, i) : out_h;
+    x->bands = (out_h + x->band_rows - 1) / x->band_rows;
+    ag_conv_shape s = {(x->band_rows - 1) * l->stride + l->k,
+                       e->geom[i].wp,
+                       l->in_c,
+                       l->out_c,
+                       l->k,
+                       l->stride,
+                       l->groups,
+                       l->bias != NULL};
+    size_t scratch = 0;
+    int rc = ag_dnnl_conv_create(e->dnnl, &s, &x->conv, &scratch, weight_bytes, err);
+    *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
+    if (rc == AG_OK && x->banded) {
+        size_t band = band_input_bytes(e, i, x->band_rows);
+        *band_max = band > *band_max ? band : *band_max;
+    }
+    return rc;
+}
+
+/* Prepared weights are kept when every layer keeps its layout (the usual case when only
+ * the image size changes); otherwise reordered again into one allocation. */
+static int prepare_weights(ag_engine *e, const ag_dnnl_conv **old, const size_t *bytes,
+                           ag_error *err) {
+    const ag_model *m = e->model;
+    int same = e->weights != NULL;
+    size_t total = 0;
+    for (int i = 0; i < m->layer_count; i++) {
+        e->weight_offsets[i] = total;
+        total += (bytes[i] + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
+        same = same && ag_dnnl_conv_same_weights(e->exec[i].conv, old[i]);
+    }
+    if (same)
+        return AG_OK;
+    ag_free(e->weights_block);
+    e->weights = NULL;
+    e->weights_block = ag_malloc(total + AG_ARENA_ALIGN);
+    if (!e->weights_block)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory for %zu bytes of weights", total);
+    uint8_t *aligned = (uint8_t *)(((uintptr_t)e->weights_block + AG_ARENA_ALIGN - 1) &
+                                   ~(uintptr_t)(AG_ARENA_ALIGN - 1));
+    for (int i = 0; i < m->layer_count; i++) {
+        int rc = ag_dnnl_conv_prepare_weights(e->exec[i].conv, m->layers[i].weight,
+                                              aligned + e->weight_offsets[i], err);
+        if (rc)
+            return rc;
+    }
+    e->weights = aligned;
+    return AG_OK;
+}
+
+static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_error *err) {
+    const ag_model *m = e->model;
+    ag_layer_exec old[AG_MAX_LAYERS];
+    const ag_dnnl_conv *old_convs[AG_MAX_LAYERS];
+    size_t weight_bytes[AG_MAX_LAYERS];
+    memcpy(old, e->exec, sizeof old);
+    *scratch_max = *band_max = 0;
+    int rc = AG_OK;
+    for (int i = 0; i < m->layer_count && rc == AG_OK; i++) {
+        e->exec[i].conv = NULL;
+        rc = create_layer_conv(e, i, scratch_max, band_max, &weight_bytes[i], err);
+    }
+    if (rc == AG_OK) {
+        for (int i = 0; i < m->layer_count; i++)
+            old_convs[i] = old[i].conv;
+        rc = prepare_weights(e, old_convs, weight_bytes, err);
+    }
+    /* Whatever happened, exactly one set of primitives survives. */
+    ag_layer_exec fresh[AG_MAX_LAYERS];
+    memcpy(fresh, e->exec, sizeof fresh);
+    memcpy(e->exec, old, sizeof old);
+    destroy_convs(e);
+    memcpy(e->exec, fresh, sizeof fresh);
+    if (rc)
+        destroy_convs(e);
+    return rc;
 }
 
 /* Reference backend: two activation buffers that swap, the padded input and the residual. */
@@ -139,60 +267,6 @@ static void plan_reference(ag_engine *e, plan_builder *pb, int *ids) {
     int steps = e->model->layer_count;
     for (int i = 0; i < 4; i++)
         ids[i] = plan_add(pb, floats(i == 2 ? padded : act), 0, steps);
-}
-
-/* ---- oneDNN primitives and weights ----------------------------------------------------- */
-
-static void destroy_convs(ag_engine *e) {
-    for (int i = 0; i < AG_MAX_LAYERS; i++) {
-        ag_dnnl_conv_destroy(e->convs[i]);
-        e->convs[i] = NULL;
-    }
-}
-
-/* Create every layer's primitive for the planned geometry; keep the prepared weights when
- * every layout is unchanged (the usual case when only the image size changes). */
-static int create_convs(ag_engine *e, size_t *scratch_max, ag_error *err) {
-    const ag_model *m = e->model;
-    ag_dnnl_conv *fresh[AG_MAX_LAYERS] = {0};
-    size_t weight_bytes[AG_MAX_LAYERS], total = 0;
-    int same = e->weights != NULL, rc = AG_OK;
-    *scratch_max = 0;
-    for (int i = 0; i < m->layer_count && rc == AG_OK; i++) {
-        const ag_layer *l = &m->layers[i];
-        ag_conv_shape s = {e->geom[i].hp, e->geom[i].wp, l->in_c,   l->out_c,
-                           l->k,          l->stride,     l->groups, l->bias != NULL};
-        size_t scratch;
-        rc = ag_dnnl_conv_create(e->dnnl, &s, &fresh[i], &scratch, &weight_bytes[i], err);
-        if (rc == AG_OK) {
-            *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
-            e->weight_offsets[i] = total;
-            total += (weight_bytes[i] + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
-            same = same && ag_dnnl_conv_same_weights(fresh[i], e->convs[i]);
-        }
-    }
-    if (rc) {
-        for (int i = 0; i < m->layer_count; i++)
-            ag_dnnl_conv_destroy(fresh[i]);
-        return rc;
-    }
-    destroy_convs(e);
-    memcpy(e->convs, fresh, sizeof fresh);
-    if (same)
-        return AG_OK;
-    ag_free(e->weights_block);
-    e->weights_block = ag_malloc(total + AG_ARENA_ALIGN);
-    e->weights = NULL;
-    if (!e->weights_block)
-        return ag_error_set(err, AG_E_NOMEM, "out of memory for %zu bytes of weights", total);
-    uint8_t *aligned = (uint8_t *)(((uintptr_t)e->weights_block + AG_ARENA_ALIGN - 1) &
-                                   ~(uintptr_t)(AG_ARENA_ALIGN - 1));
-    for (int i = 0; i < m->layer_count && rc == AG_OK; i++)
-        rc = ag_dnnl_conv_prepare_weights(e->convs[i], m->layers[i].weight,
-                                          aligned + e->weight_offsets[i], err);
-    if (rc == AG_OK)
-        e->weights = aligned;
-    return rc;
 }
 
 /* ---- prepare --------------------------------------------------------------------------- */
@@ -235,10 +309,12 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
     size_t scratch = 0;
     plan_common(e, &pb, steps, common);
     if (e->options.backend == AG_BACKEND_ONEDNN) {
-        rc = create_convs(e, &scratch, err);
+        size_t band = 0;
+        plan_sources(e);
+        rc = create_convs(e, &scratch, &band, err);
         if (rc)
             return rc;
-        plan_onednn(e, &pb, e->p_ids, e->y_ids, e->a_ids);
+        plan_onednn(e, &pb, band);
         e->scratch_id = plan_add(&pb, scratch, 0, steps);
     } else {
         plan_reference(e, &pb, e->ref_ids);
@@ -256,49 +332,89 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
 
 static float *buffer(ag_engine *e, int id) { return (float *)(e->arena + e->buffers[id].offset); }
 
-/* After layer i's conv: norm, residual, activation, and the next layer's padded input. */
-static void finish_layer(ag_engine *e, int i, const ag_io *io) {
-    const ag_model *m = e->model;
-    const ag_layer *l = &m->layers[i];
+/* The residual a layer's output gets: the input of its block, Y three layers back. */
+static const float *residual_of(ag_engine *e, int i) {
+    return e->model->layers[i].residual == AG_RESIDUAL_ADD ? buffer(e, e->y_ids[i - 3]) : NULL;
+}
+
+/* Where layer i's band rows come from (layer i > 0 reads Y[i-1] with its norm). */
+static ag_band_source band_source(ag_engine *e, int i, const ag_io *io) {
+    const ag_layer *l = &e->model->layers[i];
     const ag_layer_geom *g = &e->geom[i];
-    float *y = buffer(e, e->y_ids[i]);
-    if (i + 1 == m->layer_count) {
-        ag_fused_output(io->out_f32, io->out_u8, io->bands, y, g->out_h, g->out_w, e->threads);
-        return;
+    ag_band_source s = {.H = g->in_h, .W = g->in_w, .C = l->in_c, .pad = layer_pad(l)};
+    if (i == 0) {
+        s.kind = AG_BAND_IMAGE;
+        s.u8 = io->in_u8, s.f32 = io->in_f32, s.bands = io->bands;
+    } else if (l->resize_before) {
+        s.kind = AG_BAND_RESIZE;
+        s.a = buffer(e, e->y_ids[i - 1]);
+        s.HI = e->geom[i - 1].out_h, s.WI = e->geom[i - 1].out_w;
+        s.row_taps = e->row_taps[i], s.col_taps = e->col_taps[i];
+    } else {
+        s.kind = AG_BAND_RAW;
+        s.x = buffer(e, e->y_ids[i - 1]);
+        s.residual = residual_of(e, i - 1);
+        s.affine = e->affine;
+        s.lrelu = e->model->layers[i - 1].act == AG_ACT_LRELU;
     }
-    const ag_layer *next = &m->layers[i + 1];
-    const ag_layer_geom *ng = &e->geom[i + 1];
-    ag_fused_norm_stats(e->affine, e->partials, y, l->gamma, l->beta, g->out_h, g->out_w,
-                        l->out_c, m->info.norm_eps, e->threads);
-    const float *residual = l->residual == AG_RESIDUAL_ADD ? buffer(e, e->p_ids[i - 2]) : NULL;
-    int lrelu = l->act == AG_ACT_LRELU;
-    if (!next->resize_before) {
-        ag_fused_norm_act_pad(buffer(e, e->p_ids[i + 1]), y, residual, e->affine, lrelu,
-                              g->out_h, g->out_w, l->out_c, layer_pad(next), e->threads);
-        return;
-    }
+    return s;
+}
+
+/* Normalise Y[i-1] in place (norm, residual, activation) for a reader that needs it whole. */
+static void materialize_prev(ag_engine *e, int i) {
+    const ag_layer *prev = &e->model->layers[i - 1];
+    const ag_layer_geom *g = &e->geom[i - 1];
+    float *y = buffer(e, e->y_ids[i - 1]);
     ag_pad none = {0, 0, 0, 0};
-    float *a = buffer(e, e->a_ids[i]);
-    ag_fused_norm_act_pad(a, y, residual, e->affine, lrelu, g->out_h, g->out_w, l->out_c, none,
+    ag_fused_norm_act_pad(y, y, residual_of(e, i - 1), e->affine, prev->act == AG_ACT_LRELU,
+                          g->out_h, g->out_w, prev->out_c, none, e->threads);
+}
+
+static int run_layer(ag_engine *e, int i, const ag_io *io, void *scratch, ag_error *err) {
+    const ag_layer *l = &e->model->layers[i];
+    const ag_layer_geom *g = &e->geom[i];
+    ag_layer_exec *x = &e->exec[i];
+    size_t out_row = (size_t)g->out_w * l->out_c;
+    float *y = buffer(e, e->y_ids[i]), *band = buffer(e, e->band_id);
+    ag_band_source src = band_source(e, i, io);
+    for (int b = 0; b < x->bands; b++) {
+        int first = b * x->band_rows, rows = x->band_rows;
+        if (first + rows > g->out_h) /* the last band, moved up; see create_layer_conv */
+            first = g->out_h - rows;
+        const float *in = buffer(e, e->y_ids[i > 0 ? i - 1 : 0]);
+        if (x->banded) {
+            ag_fused_band(band, &src, first * l->stride, (rows - 1) * l->stride + l->k,
                           e->threads);
-    ag_fused_resize_pad(buffer(e, e->p_ids[i + 1]), a, e->row_taps[i + 1], e->col_taps[i + 1],
-                        g->out_h, g->out_w, ng->in_h, ng->in_w, l->out_c, layer_pad(next),
-                        e->threads);
+            in = band;
+        }
+        ag_dnnl_conv_bind(x->conv, in, y + first * out_row, l->bias,
+                          e->weights + e->weight_offsets[i], scratch);
+        int rc = ag_dnnl_conv_run(x->conv, err);
+        if (rc)
+            return rc;
+        int fresh = b * x->band_rows; /* stats of the rows this band added */
+        if (l->gamma)
+            ag_fused_row_stats(e->partials, y, fresh, first + rows - fresh, out_row, e->threads);
+    }
+    if (l->gamma)
+        ag_norm_affine_from_stats(e->affine, e->partials, g->out_h, out_row, l->gamma, l->beta,
+                                  l->out_c, e->model->info.norm_eps);
+    return AG_OK;
 }
 
 static int run_onednn(ag_engine *e, const ag_io *io, ag_error *err) {
     const ag_model *m = e->model;
     void *scratch = e->arena + e->buffers[e->scratch_id].offset;
-    ag_fused_input_pad(buffer(e, e->p_ids[0]), io->in_u8, io->in_f32, io->bands, e->planned_h,
-                       e->planned_w, layer_pad(&m->layers[0]), e->threads);
     for (int i = 0; i < m->layer_count; i++) {
-        ag_dnnl_conv_bind(e->convs[i], buffer(e, e->p_ids[i]), buffer(e, e->y_ids[i]),
-                          m->layers[i].bias, e->weights + e->weight_offsets[i], scratch);
-        int rc = ag_dnnl_conv_run(e->convs[i], err);
+        if (e->exec[i].materialize_prev)
+            materialize_prev(e, i);
+        int rc = run_layer(e, i, io, scratch, err);
         if (rc)
             return rc;
-        finish_layer(e, i, io);
     }
+    const ag_layer_geom *g = &e->geom[m->layer_count - 1];
+    ag_fused_output(io->out_f32, io->out_u8, io->bands, buffer(e, e->y_ids[m->layer_count - 1]),
+                    g->out_h, g->out_w, e->threads);
     return AG_OK;
 }
 
@@ -378,6 +494,10 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     e->model = model;
     e->options = *o;
     e->threads = o->threads > 0 ? o->threads : ag_cpu_count();
+    e->band_bytes_target = AG_BAND_BYTES;
+    const char *band_env = getenv("AG_BAND_BYTES"); /* for tuning runs only */
+    if (band_env && atol(band_env) > 0)
+        e->band_bytes_target = (size_t)atol(band_env);
     e->resize = o->resize != AG_RESIZE_DEFAULT ? o->resize : model->info.resize;
     if (o->backend == AG_BACKEND_ONEDNN) {
         int rc = ag_dnnl_create(&e->dnnl, err);

@@ -29,6 +29,17 @@ typedef struct ag_io {
     int bands;
 } ag_io;
 
+/* Target size of the band buffer a banded conv reads its padded input rows from. */
+#define AG_BAND_BYTES ((size_t)2 << 20)
+
+/* How layer i runs on oneDNN at the planned size. */
+typedef struct ag_layer_exec {
+    int banded;           /* input rows built band by band (padding, resize, norm on the fly) */
+    int materialize_prev; /* normalise Y[i-1] in place first (1x1 convs, resize sources) */
+    int band_rows, bands; /* output rows per band; a non-banded layer is one band */
+    struct ag_dnnl_conv *conv; /* for one band of band_rows output rows */
+} ag_layer_exec;
+
 struct ag_engine {
     const ag_model *model;
     ag_engine_options options;
@@ -39,9 +50,11 @@ struct ag_engine {
     int planned_w, planned_h;
     ag_layer_geom geom[AG_MAX_LAYERS];
     ag_arena_buffer buffers[4 * AG_MAX_LAYERS + 8];
-    int p_ids[AG_MAX_LAYERS], y_ids[AG_MAX_LAYERS], a_ids[AG_MAX_LAYERS];
-    int ref_ids[4];
-    int scratch_id;
+    int y_ids[AG_MAX_LAYERS]; /* oneDNN: conv outputs */
+    int band_id, scratch_id;
+    int ref_ids[4]; /* reference: two activations, padded input, residual */
+    size_t band_bytes_target;
+    ag_layer_exec exec[AG_MAX_LAYERS];
     void *arena_block; /* ag_malloc'ed; arena is its 64-byte aligned start */
     uint8_t *arena;
     size_t arena_bytes;
@@ -53,7 +66,6 @@ struct ag_engine {
 
     /* oneDNN state: primitives per layer and their prepared weights (one allocation). */
     ag_dnnl *dnnl;
-    ag_dnnl_conv *convs[AG_MAX_LAYERS];
     void *weights_block;
     uint8_t *weights;
     size_t weight_offsets[AG_MAX_LAYERS];

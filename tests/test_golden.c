@@ -213,6 +213,40 @@ static int test_too_small_refused(void) {
     return 0;
 }
 
+/* Many small bands (with a shorter last band) give the same result as the reference. */
+static int test_banded_equals_reference(void) {
+    ag_model *model;
+    ag_error err;
+    CHECK(load_model("models/hayao.safetensors", &model) == 0);
+    int w = 61, h = 45;
+    size_t n = (size_t)w * h * 3;
+    float *in = ag_malloc(n * sizeof(float)), *ref = ag_malloc(n * sizeof(float));
+    float *out = ag_malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        in[i] = (float)((i * 7919) % 255) / 127.5f - 1.0f;
+    ag_engine_options ref_opt = {.backend = AG_BACKEND_REFERENCE, .threads = 2};
+    ag_engine_options opt = {.backend = AG_BACKEND_ONEDNN, .threads = 2};
+    ag_engine *reference, *banded;
+    CHECK_OK(ag_engine_create(model, &ref_opt, &reference, &err), &err);
+    CHECK_OK(ag_engine_create(model, &opt, &banded, &err), &err);
+    banded->band_bytes_target = 16 << 10;
+    CHECK_OK(ag_engine_run_f32(reference, in, w, h, ref, &err), &err);
+    CHECK_OK(ag_engine_run_f32(banded, in, w, h, out, &err), &err);
+    int max_bands = 0;
+    for (int i = 0; i < model->layer_count; i++)
+        max_bands = banded->exec[i].bands > max_bands ? banded->exec[i].bands : max_bands;
+    float max_err = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        max_err = fmaxf(max_err, fabsf(out[i] - ref[i]));
+    printf("  %d bands at most, max abs error vs reference %.2e\n", max_bands, (double)max_err);
+    ag_engine_destroy(reference), ag_engine_destroy(banded);
+    ag_model_destroy(model);
+    ag_free(in), ag_free(ref), ag_free(out);
+    CHECK(max_bands >= 8);
+    CHECK(max_err <= 1e-4f);
+    return 0;
+}
+
 /* Runs last: every test released what it allocated through ag_malloc. */
 static int test_no_leak(void) {
     CHECK_MSG(ag_allocated_bytes() == 0, "%zu bytes still allocated", ag_allocated_bytes());
@@ -222,4 +256,4 @@ static int test_no_leak(void) {
 TEST_MAIN(TEST(test_golden_hayao), TEST(test_golden_hayao_upsample_override),
           TEST(test_golden_pytorch_checkpoint), TEST(test_pytorch_legacy_equals_zip),
           TEST(test_arena_reused_no_allocation), TEST(test_flop_count),
-          TEST(test_too_small_refused), TEST(test_no_leak))
+          TEST(test_too_small_refused), TEST(test_banded_equals_reference), TEST(test_no_leak))

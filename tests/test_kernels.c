@@ -96,30 +96,56 @@ static int test_norm_stats_accuracy(void) {
     return 0;
 }
 
-static int check_resize_pad(int HI, int WI, int HO, int WO, int C, ag_resize_mode mode) {
+/* A band of rows [first, first + rows) of the padded resized map equals the same rows of
+ * reference resize + reference pad. */
+static int check_resize_band(int HI, int WI, int HO, int WO, int C, ag_resize_mode mode,
+                             int first, int rows) {
     ag_pad pad = {1, 1, 1, 1};
     size_t ni = (size_t)HI * WI * C, no = (size_t)HO * WO * C;
-    size_t np = (size_t)(HO + 2) * (WO + 2) * C;
+    size_t row_floats = (size_t)(WO + 2) * C, np = (size_t)(HO + 2) * row_floats;
     float *in = random_floats(ni, 0.0f), *ref = ag_malloc(no * sizeof(float));
-    float *ref_padded = ag_malloc(np * sizeof(float)), *out = ag_malloc(np * sizeof(float));
-    ag_resize_tap *rows = ag_malloc(HO * sizeof *rows), *cols = ag_malloc(WO * sizeof *cols);
+    float *ref_padded = ag_malloc(np * sizeof(float));
+    float *out = ag_malloc((size_t)rows * row_floats * sizeof(float));
+    ag_resize_tap *taps_y = ag_malloc(HO * sizeof *taps_y), *taps_x = ag_malloc(WO * sizeof *taps_x);
     ag_ref_resize_bilinear(ref, in, HI, WI, HO, WO, C, mode);
     ag_ref_reflect_pad(ref_padded, ref, HO, WO, C, pad);
-    ag_resize_taps(rows, HI, HO, mode);
-    ag_resize_taps(cols, WI, WO, mode);
-    ag_fused_resize_pad(out, in, rows, cols, HI, WI, HO, WO, C, pad, 2);
-    float e = max_excess(out, ref_padded, np, 0.0f);
-    ag_free(in), ag_free(ref), ag_free(ref_padded), ag_free(out), ag_free(rows), ag_free(cols);
+    ag_resize_taps(taps_y, HI, HO, mode);
+    ag_resize_taps(taps_x, WI, WO, mode);
+    ag_band_source src = {.kind = AG_BAND_RESIZE, .H = HO, .W = WO, .C = C, .pad = pad,
+                          .a = in, .HI = HI, .WI = WI, .row_taps = taps_y, .col_taps = taps_x};
+    ag_fused_band(out, &src, first, rows, 2);
+    float e = max_excess(out, ref_padded + first * row_floats, (size_t)rows * row_floats, 0.0f);
+    ag_free(in), ag_free(ref), ag_free(ref_padded), ag_free(out), ag_free(taps_y);
+    ag_free(taps_x);
     CHECK_MSG(e == 0.0f, "resize %dx%d->%dx%d mode %d excess %g", HI, WI, HO, WO, mode, (double)e);
     return 0;
 }
 
-static int test_fused_resize_pad(void) {
+static int test_fused_resize_band(void) {
     for (int mode = AG_RESIZE_ASYMMETRIC; mode <= AG_RESIZE_HALF_PIXEL; mode++) {
-        CHECK(check_resize_pad(4, 5, 9, 11, 128, (ag_resize_mode)mode) == 0);
-        CHECK(check_resize_pad(2, 2, 4, 4, 128, (ag_resize_mode)mode) == 0);
-        CHECK(check_resize_pad(7, 3, 14, 6, 64, (ag_resize_mode)mode) == 0);
+        CHECK(check_resize_band(4, 5, 9, 11, 128, (ag_resize_mode)mode, 0, 11) == 0);
+        CHECK(check_resize_band(2, 2, 4, 4, 128, (ag_resize_mode)mode, 2, 4) == 0);
+        CHECK(check_resize_band(7, 3, 14, 6, 64, (ag_resize_mode)mode, 5, 3) == 0);
     }
+    return 0;
+}
+
+/* Image bands: u8 scaled to [-1, 1] and reflected, any row range, RGBA input. */
+static int test_fused_image_band(void) {
+    int H = 9, W = 8, bands = 4;
+    ag_pad pad = {3, 3, 3, 3};
+    uint8_t px[9 * 8 * 4];
+    float rgb[9 * 8 * 3], ref[15 * 14 * 3], out[15 * 14 * 3];
+    for (int i = 0; i < H * W * bands; i++)
+        px[i] = (uint8_t)(i * 37);
+    for (int i = 0; i < H * W; i++)
+        for (int c = 0; c < 3; c++)
+            rgb[i * 3 + c] = (float)px[i * bands + c] / 127.5f - 1.0f;
+    ag_ref_reflect_pad(ref, rgb, H, W, 3, pad);
+    ag_band_source src = {.kind = AG_BAND_IMAGE, .H = H, .W = W, .C = 3, .pad = pad, .u8 = px,
+                          .bands = bands};
+    ag_fused_band(out, &src, 4, 11, 2);
+    CHECK(max_excess(out, ref + 4 * 14 * 3, 11 * 14 * 3, 0.0f) == 0.0f);
     return 0;
 }
 
@@ -212,5 +238,5 @@ static int test_arena_plan_disjoint(void) {
 }
 
 TEST_MAIN(TEST(test_fused_norm_act_pad), TEST(test_norm_stats_accuracy),
-          TEST(test_fused_resize_pad), TEST(test_resize_taps_asymmetric),
+          TEST(test_fused_resize_band), TEST(test_fused_image_band), TEST(test_resize_taps_asymmetric),
           TEST(test_onednn_conv_shapes), TEST(test_arena_plan_disjoint))

@@ -65,34 +65,62 @@ typedef struct ag_norm_affine {
 } ag_norm_affine;
 
 /*
- * Mean and inverse standard deviation of x (H, W, C) over everything, accumulated in
- * double per row and combined across rows; `partials` is scratch of 2 * H doubles.
- * Then folds gamma/beta into `affine`.
+ * Statistics of rows [first, first + rows) of y (H, W, C), one row = row_n = W * C values:
+ * partials[2 * r] = the row's mean, partials[2 * r + 1] = its sum of squared deviations,
+ * both in double and taken while the rows are still in cache after the conv wrote them.
  */
+void ag_fused_row_stats(double *partials, const float *y, int first, int rows, size_t row_n,
+                        int threads);
+
+/* Combine H rows of partials (Chan's formula) and fold gamma/beta into `affine`. */
+void ag_norm_affine_from_stats(ag_norm_affine affine, const double *partials, int H, size_t row_n,
+                               const float *gamma, const float *beta, int C, float eps);
+
+/* Both of the above over a whole map (H, W, C); `partials` holds 2 * H doubles. */
 void ag_fused_norm_stats(ag_norm_affine affine, double *partials, const float *x,
                          const float *gamma, const float *beta, int H, int W, int C, float eps,
                          int threads);
 
 /*
  * out (H+pad, W+pad, C) <- act(x * scale + shift [+ residual]) for x (H, W, C), with the
- * borders reflected: norm-apply, residual add, LeakyReLU and the next layer's padding in one
- * pass. `residual` is (H, W, C) or NULL. `out` may alias `residual` when pad is zero.
+ * borders reflected. `residual` is (H, W, C) or NULL. With no padding, `out` may be `x`
+ * (the engine materialises a map in place this way).
  */
 void ag_fused_norm_act_pad(float *out, const float *x, const float *residual,
                            ag_norm_affine affine, int lrelu, int H, int W, int C, ag_pad pad,
                            int threads);
 
-/* out (HO+pad, WO+pad, C) <- bilinear resize of in (HI, WI, C), borders reflected. */
-void ag_fused_resize_pad(float *out, const float *in, const ag_resize_tap *row_taps,
-                         const ag_resize_tap *col_taps, int HI, int WI, int HO, int WO, int C,
-                         ag_pad pad, int threads);
+/* Where the rows of a banded convolution's padded input come from. */
+typedef enum ag_band_kind {
+    AG_BAND_IMAGE,  /* the input image, scaled to [-1, 1] */
+    AG_BAND_RAW,    /* the previous conv's raw output: norm, residual, activation on the fly */
+    AG_BAND_RESIZE, /* bilinear resize of the previous layer's activated output */
+} ag_band_kind;
 
-/* The image as the first layer's padded input: in (H, W, bands) u8 or (H, W, 3) f32. */
-void ag_fused_input_pad(float *out, const uint8_t *in_u8, const float *in_f32, int bands, int H,
-                        int W, ag_pad pad, int threads);
+typedef struct ag_band_source {
+    ag_band_kind kind;
+    int H, W, C; /* the interior of the padded map the band is cut from */
+    ag_pad pad;
+    /* AG_BAND_IMAGE: u8 (H, W, bands) or f32 (H, W, 3) */
+    const uint8_t *u8;
+    const float *f32;
+    int bands;
+    /* AG_BAND_RAW: x (H, W, C), residual (H, W, C) or NULL */
+    const float *x;
+    const float *residual;
+    ag_norm_affine affine;
+    int lrelu;
+    /* AG_BAND_RESIZE: a (HI, WI, C) and the taps of each axis (H and W entries) */
+    const float *a;
+    int HI, WI;
+    const ag_resize_tap *row_taps, *col_taps;
+} ag_band_source;
 
-/* Fill the reflected border of a padded buffer (HP, WP, C) whose interior is written. */
-void ag_fused_reflect_border(float *buf, int H, int W, int C, ag_pad pad);
+/*
+ * out (rows, W + pad.left + pad.right, C) <- padded rows [first, first + rows) of the
+ * source's reflection-padded map: each row computed once, straight into the conv's input.
+ */
+void ag_fused_band(float *out, const ag_band_source *src, int first, int rows, int threads);
 
 /* tanh of y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int H, int W,
