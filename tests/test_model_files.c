@@ -208,7 +208,8 @@ LEAK_CHECKED(test_refused_files) {
         {"evil_reduce_legacy.pt", AG_E_UNSUPPORTED, "system'"},
         {"bigendian_zip.pt", AG_E_UNSUPPORTED, "little-endian"},
         {"truncated_zip.pt", AG_E_FORMAT, "zip"},
-        {"truncated_legacy.pt", AG_E_FORMAT, "without STOP"},
+        {"truncated_legacy.pt", AG_E_FORMAT, "truncated"},
+        {"crc_zip.pt", AG_E_FORMAT, "'state_zip/data/0' is corrupt: CRC error"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         CHECK(expect_file_refusal(cases[i].name, cases[i].code, cases[i].needle) == 0);
@@ -339,6 +340,7 @@ typedef struct fake_tensor {
     const char *name;
     int ndim;
     int64_t offset, size[5], stride[5];
+    int64_t view[2]; /* pre-1.0 storage view (offset, size) when view[1] > 0 */
 } fake_tensor;
 
 /* A legacy file of one tensor on storage '0' of `numel` floats 0, 1, 2, ... */
@@ -350,7 +352,12 @@ static void legacy_file(buf *b, const fake_tensor *t, int numel) {
     op_str(b, t->name);
     op_global(b, "torch._utils", "_rebuild_tensor_v2");
     op(b, '('), op(b, '('), op_str(b, "storage"), op_global(b, "torch", "FloatStorage");
-    op_str(b, "0"), op_str(b, "cpu"), op_int(b, numel), op(b, 'N'), op(b, 't'), op(b, 'Q');
+    op_str(b, "0"), op_str(b, "cpu"), op_int(b, numel);
+    if (t->view[1] > 0)
+        op_str(b, "v"), op_int(b, t->view[0]), op_int(b, t->view[1]), op(b, 0x87);
+    else
+        op(b, 'N');
+    op(b, 't'), op(b, 'Q');
     op_int(b, t->offset);
     op(b, '(');
     for (int i = 0; i < t->ndim; i++)
@@ -374,36 +381,48 @@ LEAK_CHECKED(test_crafted_tensors) {
     ag_tensor_set set = {0};
     ag_error err = {0};
     /* A valid one first, so the refusals below are about what they change. */
-    legacy_file(&scratch, &(fake_tensor){"module.w", 2, 1, {2, 2}, {1, 2}}, 6);
+    legacy_file(&scratch, &(fake_tensor){"module.w", 2, 1, {2, 2}, {1, 2}, {0, 0}}, 6);
     CHECK_OK(ag_pytorch_parse(scratch.bytes, scratch.len, "probe.bin", &set, &err), &err);
     CHECK(expect_tensor(&set, "w", AG_DTYPE_F32, 2, (int64_t[]){2, 2}, (float[]){1, 3, 2, 4}, 16) ==
           0);
     ag_tensor_set_fini(&set);
 
-    legacy_file(&scratch, &(fake_tensor){"w", 1, 5, {2}, {1}}, 6);
+    /* A view of elements 2..4 of the storage, then a view reaching past it. */
+    legacy_file(&scratch, &(fake_tensor){"w", 1, 1, {2}, {1}, {2, 3}}, 6);
+    CHECK_OK(ag_pytorch_parse(scratch.bytes, scratch.len, "probe.bin", &set, &err), &err);
+    CHECK(expect_tensor(&set, "w", AG_DTYPE_F32, 1, (int64_t[]){2}, (float[]){3, 4}, 8) == 0);
+    ag_tensor_set_fini(&set);
+    legacy_file(&scratch, &(fake_tensor){"w", 1, 0, {2}, {1}, {5, 3}}, 6);
+    CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_FORMAT,
+                         "bad storage view") == 0);
+    legacy_file(&scratch, &(fake_tensor){"w", 1, 2, {2}, {1}, {2, 3}}, 6);
+    CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_FORMAT,
+                         "storage of 12 bytes") == 0);
+
+    legacy_file(&scratch, &(fake_tensor){"w", 1, 5, {2}, {1}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_FORMAT,
                          "reach past its storage of 24 bytes") == 0);
-    legacy_file(&scratch, &(fake_tensor){"w", 2, 0, {3, 2}, {2, 3}}, 6);
+    legacy_file(&scratch, &(fake_tensor){"w", 2, 0, {3, 2}, {2, 3}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_FORMAT, "reach past") ==
           0);
-    legacy_file(&scratch, &(fake_tensor){"w", 1, 0, {2}, {-1}}, 6);
+    legacy_file(&scratch, &(fake_tensor){"w", 1, 0, {2}, {-1}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_FORMAT,
                          "not a non-negative int") == 0);
-    legacy_file(&scratch, &(fake_tensor){"w", 5, 0, {1, 1, 1, 1, 1}, {1, 1, 1, 1, 1}}, 6);
+    legacy_file(&scratch, &(fake_tensor){"w", 5, 0, {1, 1, 1, 1, 1}, {1, 1, 1, 1, 1}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_UNSUPPORTED,
                          "5 dimensions") == 0);
     /* An expanded tensor far larger than its storage must not be gathered. */
-    legacy_file(&scratch, &(fake_tensor){"w", 2, 0, {1 << 30, 1 << 30}, {0, 0}}, 6);
+    legacy_file(&scratch, &(fake_tensor){"w", 2, 0, {1 << 30, 1 << 30}, {0, 0}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_LIMIT, "byte limit") ==
           0);
     char long_name[120];
     memset(long_name, 'x', sizeof long_name - 1);
     long_name[sizeof long_name - 1] = '\0';
-    legacy_file(&scratch, &(fake_tensor){long_name, 1, 0, {2}, {1}}, 6);
+    legacy_file(&scratch, &(fake_tensor){long_name, 1, 0, {2}, {1}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_FORMAT,
                          "longer than 95 bytes") == 0);
     /* The data section ends early: the element count is checked against the file. */
-    legacy_file(&scratch, &(fake_tensor){"w", 1, 0, {2}, {1}}, 6);
+    legacy_file(&scratch, &(fake_tensor){"w", 1, 0, {2}, {1}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len - 1, AG_E_FORMAT,
                          "runs past the end of the file") == 0);
     return 0;
@@ -526,6 +545,30 @@ LEAK_CHECKED(test_safetensors_round_trip) {
     return 0;
 }
 
+/* tiny.safetensors: written by Python's json module, padded with spaces. */
+LEAK_CHECKED(test_safetensors_file) {
+    uint8_t *data = NULL;
+    size_t size = 0;
+    ag_tensor_set set = {0};
+    ag_error err = {0};
+    CHECK(read_fixture(FIXTURES "tiny.safetensors", &data, &size) == 0);
+    CHECK_OK(ag_safetensors_parse(data, size, "tiny.safetensors", &set, &err), &err);
+    CHECK(set.count == 5);
+    CHECK(expect_tensor(&set, "block.0.weight", AG_DTYPE_F32, 2, (int64_t[]){2, 3},
+                        (float[]){-2, -1, 0, 1, 2, 3}, 24) == 0);
+    CHECK(expect_tensor(&set, "half", AG_DTYPE_F16, 1, (int64_t[]){3},
+                        (uint16_t[]){0x3c00, 0xc000, 0x3800}, 6) == 0);
+    CHECK(expect_tensor(&set, "bf16", AG_DTYPE_BF16, 1, (int64_t[]){2},
+                        (uint16_t[]){0x3fc0, 0xc040}, 4) == 0);
+    CHECK(expect_tensor(&set, "f64", AG_DTYPE_F64, 1, (int64_t[]){1}, (double[]){0.1}, 8) == 0);
+    CHECK(expect_tensor(&set, "i8", AG_DTYPE_I8, 4, (int64_t[]){1, 1, 1, 2}, (int8_t[]){-5, 7},
+                        2) == 0);
+    CHECK(strcmp(ag_tensor_set_meta_get(&set, "style"), "Test") == 0);
+    ag_tensor_set_fini(&set);
+    ag_free(data);
+    return 0;
+}
+
 static int refuse_header(const char *header, size_t data_len, int code, const char *needle) {
     static const uint8_t zeros[64];
     safetensors_file(&scratch, header, zeros, data_len);
@@ -641,5 +684,5 @@ TEST_MAIN(TEST(test_zip_state), TEST(test_legacy_state), TEST(test_zip_protocol4
           TEST(test_module_prefix_legacy), TEST(test_parameters_zip), TEST(test_refused_files),
           TEST(test_fuzz_regressions), TEST(test_random_zip_equals_legacy),
           TEST(test_crafted_tensors), TEST(test_crafted_pickles), TEST(test_not_pytorch),
-          TEST(test_safetensors_round_trip), TEST(test_safetensors_corrupt),
-          TEST(test_tensor_set_bounds))
+          TEST(test_safetensors_round_trip), TEST(test_safetensors_file),
+          TEST(test_safetensors_corrupt), TEST(test_tensor_set_bounds))

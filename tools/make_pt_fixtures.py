@@ -18,9 +18,12 @@ Every tensor value is a simple formula the C test recomputes; keep the two in st
   evil_reduce_{zip,legacy}.pt a pickle calling os.system: must be refused, never run
   bigendian_zip.pt            byteorder record "big": must be refused
   truncated_{zip,legacy}.pt   the first half of state_*.pt
+  crc_zip.pt                  state_zip.pt with one storage byte flipped: must fail its CRC
+  tiny.safetensors            a safetensors file of five dtypes and metadata (also a fuzz seed)
 """
 import collections
 import io
+import json
 import os
 import pickle
 import struct
@@ -73,9 +76,73 @@ def save(obj, name, **kwargs):
     torch.save(obj, os.path.join(OUT, name), **kwargs)
 
 
+class _StableKeys:
+    """pickle_module for torch.save's legacy layout that makes the file reproducible.
+
+    torch 1.13 names each storage str(storage._cdata), a memory address, and writes the
+    storages sorted by that name. This renames them "0", "1", ... in pickling order; the key
+    list is held back and save_legacy writes it and the data blocks in that order."""
+
+    __name__ = "stable_keys_pickle"  # torch.save reads pickle_module.__name__
+
+    def __init__(self):
+        self.keys = {}  # address key -> (stable key, element size)
+        self.address_order = None
+        self.keys_pos = None
+
+    def dump(self, obj, f, protocol=2):
+        if isinstance(obj, list) and self.keys and set(obj) == set(self.keys):
+            self.address_order, self.keys_pos = obj, f.tell()
+            return
+        pickle.dump(obj, f, protocol=protocol)
+
+    def Pickler(self, f, protocol=2):  # noqa: N802 (the pickle module's name)
+        outer = self
+
+        class StablePickler(pickle.Pickler):
+            def __setattr__(self, name, value):
+                if name == "persistent_id":
+                    inner = value
+
+                    def value(obj):
+                        pid = inner(obj)
+                        if pid is not None and pid[0] == "storage":
+                            entry = (str(len(outer.keys)), obj.element_size())
+                            key = outer.keys.setdefault(pid[2], entry)[0]
+                            pid = pid[:2] + (key,) + pid[3:]
+                        return pid
+
+                super().__setattr__(name, value)
+
+        return StablePickler(f, protocol=protocol)
+
+
+def save_legacy(obj, name):
+    """torch.save(obj, _use_new_zipfile_serialization=False) with reproducible bytes."""
+    mod = _StableKeys()
+    buf = io.BytesIO()
+    torch.save(obj, buf, pickle_module=mod, _use_new_zipfile_serialization=False)
+    raw = buf.getvalue()
+    pos, blocks = mod.keys_pos, {}
+    for address in mod.address_order:  # a u64 element count, then the elements
+        key, elem_size = mod.keys[address]
+        (count,) = struct.unpack_from("<Q", raw, pos)
+        blocks[key] = raw[pos : pos + 8 + count * elem_size]
+        pos += len(blocks[key])
+    assert pos == len(raw)
+    order = [str(i) for i in range(len(blocks))]
+    keys = pickle.dumps(order, protocol=2)
+    write(name, raw[: mod.keys_pos] + keys + b"".join(blocks[k] for k in order))
+
+
 def save_both(obj, stem):
     save(obj, stem + "_zip.pt")
-    save(obj, stem + "_legacy.pt", _use_new_zipfile_serialization=False)
+    save_legacy(obj, stem + "_legacy.pt")
+
+
+def zip_add(z, name, data):
+    """A member with a fixed date, for reproducible archives."""
+    z.writestr(zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0)), data, z.compression)
 
 
 def read(name):
@@ -95,9 +162,9 @@ def repack(src, dst, compression=zipfile.ZIP_STORED, extra=None):
     ) as zout:
         prefix = zin.namelist()[0].split("/")[0]
         for info in zin.infolist():
-            zout.writestr(info.filename, zin.read(info.filename))
+            zip_add(zout, info.filename, zin.read(info.filename))
         for name, data in (extra or {}).items():
-            zout.writestr(prefix + "/" + name, data)
+            zip_add(zout, prefix + "/" + name, data)
 
 
 class Evil:
@@ -113,14 +180,40 @@ def evil_pickle():
 
 def write_evil():
     with zipfile.ZipFile(os.path.join(OUT, "evil_reduce_zip.pt"), "w") as z:
-        z.writestr("evil_reduce_zip/data.pkl", evil_pickle())
-        z.writestr("evil_reduce_zip/version", "3\n")
+        zip_add(z, "evil_reduce_zip/data.pkl", evil_pickle())
+        zip_add(z, "evil_reduce_zip/version", "3\n")
     legacy = io.BytesIO()
     for header in (0x1950A86A20F9469CFC6C, 1001, {"protocol_version": 1001, "little_endian": True}):
         pickle.dump(header, legacy, protocol=2)
     legacy.write(evil_pickle())
     pickle.dump([], legacy, protocol=2)
     write("evil_reduce_legacy.pt", legacy.getvalue())
+
+
+def write_safetensors(name, tensors, metadata):
+    """The safetensors layout by hand: u64 header length, JSON header, data."""
+    header, data = {"__metadata__": metadata}, b""
+    for key, (dtype, shape, raw) in tensors.items():
+        header[key] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)  # the format pads the header to 8 bytes with spaces
+    write(name, struct.pack("<Q", len(text)) + text + data)
+
+
+def tiny_safetensors():
+    as_bytes = lambda t: t.contiguous().view(torch.uint8).numpy().tobytes()
+    write_safetensors(
+        "tiny.safetensors",
+        {
+            "block.0.weight": ("F32", [2, 3], as_bytes(torch.arange(6, dtype=torch.float32) - 2)),
+            "half": ("F16", [3], as_bytes(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float16))),
+            "bf16": ("BF16", [2], as_bytes(torch.tensor([1.5, -3.0], dtype=torch.bfloat16))),
+            "f64": ("F64", [1], as_bytes(torch.tensor([0.1], dtype=torch.float64))),
+            "i8": ("I8", [1, 1, 1, 2], as_bytes(torch.tensor([-5, 7], dtype=torch.int8))),
+        },
+        {"format": "pt", "style": "Test"},
+    )
 
 
 def main():
@@ -138,6 +231,14 @@ def main():
     save({"epoch": 3, "state_dict": model.state_dict()}, "checkpoint_zip.pt")
     save(collections.OrderedDict(steps=torch.tensor([1, 2])), "long_zip.pt")
     write_evil()
+    tiny_safetensors()
+
+    data = bytearray(read("state_zip.pt"))
+    with zipfile.ZipFile(os.path.join(OUT, "state_zip.pt")) as z:
+        info = z.getinfo("state_zip/data/0")
+    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+    data[info.header_offset + 30 + name_len + extra_len] ^= 1  # first byte of the storage
+    write("crc_zip.pt", bytes(data))
 
     for layout in ("zip", "legacy"):
         data = read("state_%s.pt" % layout)

@@ -1,0 +1,50 @@
+#!/bin/sh
+# fuzz/run.sh [seconds] - builds the libFuzzer targets of the model file parsers with clang
+# (ASan + UBSan) into build/fuzz/ and runs each for `seconds` (default 20) on one thread,
+# seeded from tests/fixtures/pt/ and models/*.safetensors. The corpus grows across runs in
+# build/fuzz/corpus_*. A crash leaves build/fuzz/crash_*: fix it, then copy the input to
+# tests/fixtures/pt/fuzz_<what>.pt (or .safetensors) so test_model_files replays it.
+set -eu
+cd "$(dirname "$0")/.."
+seconds=${1:-20}
+out=build/fuzz
+cc=${FUZZ_CC:-clang}
+mkdir -p "$out"
+
+# Gathered tensors are capped lower than in the library so no input spends seconds copying.
+flags="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=all -Wall -Wextra -Werror -Iinclude
+       -DAG_PT_MAX_BYTES=((size_t)64<<20) $(pkg-config --cflags libzip libcjson)"
+src="src/model/tensor_set.c src/model/safetensors.c src/model/pickle.c src/model/pytorch.c
+     src/util/alloc.c src/util/util.c"
+libs="$(pkg-config --libs libzip libcjson) -lm"
+
+# Tokens that let mutations reach past the first check.
+printf '%s\n' '"storage"' '"FloatStorage"' '"HalfStorage"' '"torch"' '"torch._utils"' \
+    '"_rebuild_tensor_v2"' '"_rebuild_parameter"' '"collections"' '"OrderedDict"' '"cpu"' \
+    '"data.pkl"' '"/data/"' '"\x80\x02"' '"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"' >"$out/pt.dict"
+printf '%s\n' '"dtype"' '"shape"' '"data_offsets"' '"__metadata__"' '"F32"' '"F16"' \
+    '"BF16"' '"F64"' '"I8"' '"I64"' >"$out/safetensors.dict"
+
+status=0
+for target in pt safetensors; do
+    # shellcheck disable=SC2086 # word splitting of the flag lists is intended
+    $cc $flags -o "$out/fuzz_model_$target" "fuzz/fuzz_model_$target.c" $src $libs
+    corpus="$out/corpus_$target"
+    seeds="$out/seeds_$target"
+    mkdir -p "$corpus" "$seeds"
+    if [ "$target" = pt ]; then
+        cp tests/fixtures/pt/*.pt "$seeds/"
+    else
+        cp tests/fixtures/pt/*.safetensors "$seeds/"
+        for f in models/*.safetensors; do [ -f "$f" ] && cp "$f" "$seeds/"; done
+    fi
+    echo "== fuzz_model_$target for ${seconds}s"
+    "$out/fuzz_model_$target" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+        -rss_limit_mb=2048 -dict="$out/$target.dict" -print_final_stats=1 \
+        -artifact_prefix="$out/crash_${target}_" "$corpus" "$seeds" 2>"$out/$target.log" ||
+        status=1
+    grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$out/$target.log" || true
+    grep -E 'ERROR|SUMMARY|Test unit written' "$out/$target.log" || true
+done
+exit $status
