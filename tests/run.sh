@@ -36,7 +36,7 @@ run_suite() {
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] && run_suite "$t"
 done
-for s in tests/*_test.sh; do
+for s in tests/*_test.sh tests/valgrind.sh; do
     [ -f "$s" ] && run_suite sh "$s"
 done
 

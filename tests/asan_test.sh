@@ -1,0 +1,32 @@
+#!/bin/sh
+# The unit tests again, built with AddressSanitizer + UndefinedBehaviorSanitizer (any
+# report aborts the test: -fno-sanitize-recover). Prints "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+# OpenMP's and oneDNN's thread pools live until exit by design: only our leaks count,
+# and those the tests catch through ag_allocated_bytes(); LSan stays on for the rest.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+if ! make -s SANITIZER=address all >/tmp/animegan-asan-build.log 2>&1; then
+    cat /tmp/animegan-asan-build.log
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+passed=0
+failed=0
+for t in build/address/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    # The CLI and server tests run the asan binary of animegan itself.
+    if BUILD=build/address "$t" >/tmp/animegan-asan-$name.log 2>&1; then
+        echo "PASS asan $name"
+        passed=$((passed + 1))
+    else
+        echo "FAIL asan $name"
+        tail -n 40 /tmp/animegan-asan-$name.log
+        failed=$((failed + 1))
+    fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
