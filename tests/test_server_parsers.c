@@ -1,0 +1,326 @@
+/*
+ * test_server_parsers.c - unit tests of the server's input parsers: multipart/form-data,
+ * the Content-Type rules and image signatures, the query options and the command line.
+ * Includes the server sources to reach their statics (as the style guide allows).
+ */
+#include "test.h"
+
+#include "../server/config.c"
+#include "../server/multipart.c"
+#include "../server/options.c"
+#include "../server/upload.c"
+
+#include <stdint.h>
+
+#define BND "XyZ123"
+
+static const uint8_t *u8(const char *s) { return (const uint8_t *)s; }
+
+static int find_part(const char *body, const char *field, ag_multipart_part *part) {
+    return ag_multipart_find(u8(body), strlen(body), BND, field, part);
+}
+
+static int multipart_basic(void) {
+    const char *body = "--" BND "\r\n"
+                       "Content-Disposition: form-data; name=\"note\"\r\n\r\n"
+                       "hello\r\n"
+                       "--" BND "\r\n"
+                       "Content-Disposition: form-data; name=\"image\"; filename=\"a b.png\"\r\n"
+                       "Content-Type: image/png\r\n\r\n"
+                       "PNGDATA\r\n--not-the-boundary\r\nmore\r\n"
+                       "--" BND "--\r\n";
+    ag_multipart_part p;
+    CHECK(find_part(body, "image", &p) == 0);
+    CHECK(p.size == strlen("PNGDATA\r\n--not-the-boundary\r\nmore"));
+    CHECK(memcmp(p.data, "PNGDATA", 7) == 0);
+    CHECK(!strcmp(p.filename, "a b.png"));
+    CHECK(!strcmp(p.content_type, "image/png"));
+    CHECK(find_part(body, "note", &p) == 0 && p.size == 5);
+    CHECK(find_part(body, "missing", &p) == 1);
+    return 0;
+}
+
+static int multipart_preamble_and_case(void) {
+    const char *body = "this is a preamble\r\n"
+                       "--" BND "   \r\n"
+                       "content-disposition: FORM-DATA; filename=\"x;y.jpg\"; name=image\r\n\r\n"
+                       "\r\n--" BND "--";
+    ag_multipart_part p;
+    CHECK(find_part(body, "image", &p) == 0);
+    CHECK(p.size == 0);
+    CHECK(!strcmp(p.filename, "x;y.jpg"));
+    return 0;
+}
+
+static int multipart_malformed(void) {
+    ag_multipart_part p;
+    /* no delimiter at all */
+    CHECK(find_part("just bytes", "image", &p) == -1);
+    /* no closing delimiter after the data */
+    CHECK(find_part("--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\n\r\nDATA",
+                    "image", &p) == -1);
+    /* headers never end */
+    CHECK(find_part("--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\n", "image",
+                    &p) == -1);
+    /* LF-only line ends are not multipart */
+    CHECK(find_part("--" BND "\nContent-Disposition: form-data; name=\"image\"\n\nD\n--" BND "--",
+                    "image", &p) == -1);
+    /* a part without Content-Disposition, or not form-data, or without a name */
+    CHECK(find_part("--" BND "\r\nContent-Type: image/png\r\n\r\nD\r\n--" BND "--", "image",
+                    &p) == -1);
+    CHECK(find_part("--" BND "\r\nContent-Disposition: attachment; name=\"image\"\r\n\r\nD\r\n--" BND
+                    "--",
+                    "image", &p) == -1);
+    CHECK(find_part("--" BND "\r\nContent-Disposition: form-data\r\n\r\nD\r\n--" BND "--", "image",
+                    &p) == -1);
+    /* unterminated quote */
+    CHECK(find_part("--" BND "\r\nContent-Disposition: form-data; name=\"image\r\n\r\nD\r\n--" BND
+                    "--",
+                    "image", &p) == -1);
+    /* a header line without a colon */
+    CHECK(find_part("--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\nbogus\r\n\r\n"
+                    "D\r\n--" BND "--",
+                    "image", &p) == -1);
+    /* boundary length limits */
+    CHECK(ag_multipart_find(u8("x"), 1, "", "image", &p) == -1);
+    char longb[80];
+    memset(longb, 'a', 71);
+    longb[71] = '\0';
+    CHECK(ag_multipart_find(u8("x"), 1, longb, "image", &p) == -1);
+    return 0;
+}
+
+static int multipart_header_bounds(void) {
+    /* A header block over 8 KiB is refused instead of scanned without end. */
+    size_t n = 20000;
+    char *body = malloc(n + 200);
+    CHECK(body != NULL);
+    int k = snprintf(body, 200, "--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\nX: ");
+    memset(body + k, 'a', n);
+    strcpy(body + k + n, "\r\n\r\nD\r\n--" BND "--");
+    ag_multipart_part p;
+    int rc = ag_multipart_find(u8(body), strlen(body), BND, "image", &p);
+    free(body);
+    CHECK(rc == -1);
+    /* Too many header lines. */
+    char many[2048] = "--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\n";
+    for (int i = 0; i < 40; i++)
+        strcat(many, "X: y\r\n");
+    strcat(many, "\r\nD\r\n--" BND "--");
+    CHECK(find_part(many, "image", &p) == -1);
+    return 0;
+}
+
+/* Deterministic mutation fuzzing: the parser must never read out of bounds (run under
+ * SANITIZER=address) and any part it returns lies inside the body. */
+static int multipart_mutations(void) {
+    const char *seed = "pre\r\n--" BND "\r\n"
+                       "Content-Disposition: form-data; name=\"a\"\r\n\r\nxx\r\n"
+                       "--" BND "\r\n"
+                       "Content-Disposition: form-data; name=\"image\"; filename=\"f\"\r\n"
+                       "Content-Type: image/jpeg\r\n\r\n\xff\xd8\xff\r\n"
+                       "--" BND "--\r\n";
+    size_t n = strlen(seed);
+    uint8_t *buf = malloc(n + 64);
+    CHECK(buf != NULL);
+    uint32_t x = 12345;
+    for (int iter = 0; iter < 200000; iter++) {
+        size_t len = n;
+        memcpy(buf, seed, n);
+        int edits = 1 + (int)((x = x * 1103515245u + 12345u) >> 16) % 4;
+        for (int e = 0; e < edits; e++) {
+            x = x * 1103515245u + 12345u;
+            size_t at = (x >> 8) % len;
+            switch ((x >> 4) & 3) {
+            case 0:
+                buf[at] = (uint8_t)(x >> 20);
+                break;
+            case 1: /* truncate */
+                len = at;
+                break;
+            case 2:
+                buf[at] = "\r\n-\";="[(x >> 20) % 6];
+                break;
+            default:
+                if (len < n + 60) {
+                    memmove(buf + at + 1, buf + at, len - at);
+                    buf[at] = "\r\n-"[(x >> 20) % 3];
+                    len++;
+                }
+            }
+            if (len == 0)
+                break;
+        }
+        /* Exact-size heap copy so ASan catches any overread. */
+        uint8_t *exact = malloc(len ? len : 1);
+        CHECK(exact != NULL);
+        memcpy(exact, buf, len);
+        ag_multipart_part p;
+        int rc = ag_multipart_find(exact, len, BND, "image", &p);
+        if (rc == 0)
+            CHECK(p.data >= exact && p.data + p.size <= exact + len);
+        free(exact);
+    }
+    free(buf);
+    return 0;
+}
+
+static int content_types(void) {
+    ag_body_kind kind;
+    char b[AG_BOUNDARY_BYTES];
+    ag_reply_error e;
+    CHECK(ag_upload_content_type(NULL, &kind, b, &e) == 0 && kind == AG_BODY_RAW);
+    CHECK(ag_upload_content_type("image/png", &kind, b, &e) == 0 && kind == AG_BODY_RAW);
+    CHECK(ag_upload_content_type(" Image/JPEG; q=1", &kind, b, &e) == 0 && kind == AG_BODY_RAW);
+    CHECK(ag_upload_content_type("application/octet-stream", &kind, b, &e) == 0);
+    CHECK(ag_upload_content_type("multipart/form-data; boundary=" BND, &kind, b, &e) == 0);
+    CHECK(kind == AG_BODY_MULTIPART && !strcmp(b, BND));
+    CHECK(ag_upload_content_type("Multipart/Form-Data; charset=x; BOUNDARY=\"a b:c\"", &kind, b,
+                                 &e) == 0);
+    CHECK(!strcmp(b, "a b:c"));
+    CHECK(ag_upload_content_type("text/plain", &kind, b, &e) == -1 && e.status == 415);
+    CHECK(ag_upload_content_type("application/json", &kind, b, &e) == -1 && e.status == 415);
+    CHECK(ag_upload_content_type("application/x-www-form-urlencoded", &kind, b, &e) == -1 &&
+          e.status == 415);
+    CHECK(ag_upload_content_type("multipart/form-data", &kind, b, &e) == -1 && e.status == 400);
+    CHECK(ag_upload_content_type("multipart/form-data; boundary=", &kind, b, &e) == -1);
+    CHECK(ag_upload_content_type("multipart/form-data; boundary=\"abc", &kind, b, &e) == -1);
+    CHECK(ag_upload_content_type("multipart/form-data; boundary=a{b", &kind, b, &e) == -1);
+    char longct[200] = "multipart/form-data; boundary=";
+    memset(longct + strlen(longct), 'b', 71);
+    CHECK(ag_upload_content_type(longct, &kind, b, &e) == -1);
+    return 0;
+}
+
+static int signatures(void) {
+    CHECK(!strcmp(ag_upload_sniff(u8("\xff\xd8\xff\xe0"), 4), "jpeg"));
+    CHECK(!strcmp(ag_upload_sniff(u8("\x89PNG\r\n\x1a\n...."), 12), "png"));
+    CHECK(!strcmp(ag_upload_sniff(u8("GIF89a.."), 8), "gif"));
+    CHECK(!strcmp(ag_upload_sniff(u8("RIFF\0\0\0\0WEBPVP8 "), 16), "webp"));
+    CHECK(!strcmp(ag_upload_sniff(u8("II*\0...."), 8), "tiff"));
+    CHECK(!strcmp(ag_upload_sniff(u8("\0\0\0\x18" "ftypheic...."), 16), "heif"));
+    CHECK(!strcmp(ag_upload_sniff(u8("\0\0\0\x18" "ftypavif...."), 16), "heif"));
+    CHECK(ag_upload_sniff(u8("\0\0\0\x18" "ftypmp42...."), 16) == NULL);
+    CHECK(ag_upload_sniff(u8("RIFF\0\0\0\0WAVE"), 12) == NULL);
+    CHECK(ag_upload_sniff(u8("\xff\xd8"), 2) == NULL);
+    CHECK(ag_upload_sniff(u8("hello world"), 11) == NULL);
+    CHECK(ag_upload_sniff(u8(""), 0) == NULL);
+    return 0;
+}
+
+static int upload_image(void) {
+    const uint8_t *img;
+    size_t n;
+    ag_reply_error e;
+    CHECK(ag_upload_image(u8("\xff\xd8\xff\xe0xx"), 6, AG_BODY_RAW, "", &img, &n, &e) == 0);
+    CHECK(n == 6);
+    CHECK(ag_upload_image(u8(""), 0, AG_BODY_RAW, "", &img, &n, &e) == -1 && e.status == 400);
+    CHECK(ag_upload_image(u8("text"), 4, AG_BODY_RAW, "", &img, &n, &e) == -1 && e.status == 415);
+    const char *mp = "--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\n"
+                     "Content-Type: text/plain\r\n\r\n\xff\xd8\xff\r\n--" BND "--";
+    CHECK(ag_upload_image(u8(mp), strlen(mp), AG_BODY_MULTIPART, BND, &img, &n, &e) == -1);
+    CHECK(e.status == 415);
+    mp = "--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\n\r\n\xff\xd8\xff\r\n--" BND
+         "--";
+    CHECK(ag_upload_image(u8(mp), strlen(mp), AG_BODY_MULTIPART, BND, &img, &n, &e) == 0);
+    CHECK(n == 3 && img[0] == 0xff);
+    mp = "--" BND "\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n\xff\xd8\xff\r\n--" BND
+         "--";
+    CHECK(ag_upload_image(u8(mp), strlen(mp), AG_BODY_MULTIPART, BND, &img, &n, &e) == -1);
+    CHECK(e.status == 400 && strstr(e.message, "image"));
+    return 0;
+}
+
+static int set(ag_convert_options *o, unsigned *seen, const char *k, const char *v,
+               ag_reply_error *e) {
+    static const char *const names[] = {"hayao", "shinkai"};
+    return ag_convert_option_set(o, seen, k, v, names, 2, 1024, e);
+}
+
+static int query_options(void) {
+    ag_convert_options o;
+    ag_reply_error e;
+    unsigned seen = 0;
+    ag_convert_options_init(&o, 1024);
+    CHECK(o.model == 0 && o.max_side == 1024 && o.format == AG_FORMAT_PNG && o.quality == 90);
+    CHECK(set(&o, &seen, "model", "shinkai", &e) == 0 && o.model == 1);
+    CHECK(set(&o, &seen, "portrait", "1", &e) == 0 && o.portrait == 1);
+    CHECK(set(&o, &seen, "side_by_side", "true", &e) == 0 && o.side_by_side == 1);
+    CHECK(set(&o, &seen, "max_side", "512", &e) == 0 && o.max_side == 512);
+    CHECK(set(&o, &seen, "format", "jpg", &e) == 0 && o.format == AG_FORMAT_JPEG);
+    CHECK(set(&o, &seen, "quality", "75", &e) == 0 && o.quality == 75);
+    /* every key only once */
+    CHECK(set(&o, &seen, "quality", "75", &e) == -1 && e.status == 400);
+
+    struct {
+        const char *k, *v;
+        int status;
+    } bad[] = {{"model", "nope", 404},    {"model", NULL, 404},       {"portrait", "2", 400},
+               {"portrait", NULL, 400},   {"portrait", "", 400},      {"side_by_side", "y", 400},
+               {"max_side", "7", 400},    {"max_side", "1025", 400},  {"max_side", "-5", 400},
+               {"max_side", "12a", 400},  {"max_side", "99999999999", 400},
+               {"format", "gif", 400},    {"format", NULL, 400},      {"quality", "0", 400},
+               {"quality", "101", 400},   {"quality", " 5", 400},     {"bogus", "1", 400},
+               {NULL, "1", 400},          {"Model", "hayao", 400}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsigned s = 0;
+        ag_convert_options_init(&o, 1024);
+        CHECK_MSG(set(&o, &s, bad[i].k, bad[i].v, &e) == -1 && e.status == bad[i].status,
+                  "%s=%s", bad[i].k ? bad[i].k : "(null)", bad[i].v ? bad[i].v : "(null)");
+        CHECK(e.code && e.message[0]);
+    }
+    /* Client text in messages is made printable and bounded. */
+    unsigned s = 0;
+    CHECK(set(&o, &s, "format", "\x01\"<script>\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+              &e) == -1);
+    CHECK(!strchr(e.message, '\x01') && !strchr(e.message, '"') && strstr(e.message, "..."));
+    return 0;
+}
+
+static int command_line(void) {
+    ag_server_config c;
+    char *ok[] = {"serve", "--host", "0.0.0.0", "--port", "0", "--workers", "2", "--threads", "4",
+                  "--queue", "3", "--max-upload-mb", "5", "--max-pixels", "4M", "--max-side", "512",
+                  "--cache-mb", "8", "--model", "hayao", "--model", "x.pt", "--queue-timeout",
+                  "0.5", "--drain-seconds", "2", "--log-format", "json", "--quiet", NULL};
+    CHECK(ag_config_parse(&c, (int)(sizeof ok / sizeof ok[0]) - 1, ok, 8) == 0);
+    CHECK(!strcmp(c.host, "0.0.0.0") && c.port == 0 && c.workers == 2 && c.threads == 4);
+    CHECK(c.threads_per_worker == 2 && c.engine.threads == 2);
+    CHECK(c.queue == 3 && c.max_upload_bytes == 5u << 20 && c.max_pixels == 4000000);
+    CHECK(c.max_side == 512 && c.cache_bytes == 8u << 20 && c.model_count == 2);
+    CHECK(c.queue_timeout_s == 0.5 && c.drain_s == 2 && c.log_format == AG_LOG_JSON && c.quiet);
+
+    char *defaults[] = {"serve", NULL};
+    CHECK(ag_config_parse(&c, 1, defaults, 6) == 0);
+    CHECK(c.workers == 1 && c.threads == 6 && c.threads_per_worker == 6 && c.queue == 16);
+    CHECK(c.max_upload_bytes == 10u << 20 && c.max_pixels == 16777216 && c.max_side == 1024);
+    CHECK(c.cache_bytes == 0 && c.model_count == 1 && !strcmp(c.models[0], "hayao"));
+
+    /* Usage errors print to stderr; silence them while checking. */
+    fflush(stderr);
+    FILE *saved = stderr;
+    stderr = fopen("/dev/null", "w");
+    char *bad[][4] = {{"serve", "--workers", "0", NULL},      {"serve", "--port", "70000", NULL},
+                      {"serve", "--queue", "x", NULL},        {"serve", "--max-pixels", "1", NULL},
+                      {"serve", "--bogus", NULL, NULL},       {"serve", "--workers", NULL, NULL},
+                      {"serve", "extra", NULL, NULL},         {"serve", "--workers", "9", NULL},
+                      {"serve", "--log-format", "xml", NULL}, {"serve", "--queue-timeout", "0", NULL}};
+    int failures = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int argc = 0;
+        while (bad[i][argc])
+            argc++;
+        if (ag_config_parse(&c, argc, bad[i], 8) != -1)
+            failures++;
+    }
+    char *twice[] = {"serve", "--model", "a", "--model", "a", NULL};
+    failures += ag_config_parse(&c, 5, twice, 8) != -1;
+    fclose(stderr);
+    stderr = saved;
+    CHECK(failures == 0);
+    return 0;
+}
+
+TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
+          TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
+          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(command_line))

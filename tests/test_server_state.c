@@ -1,0 +1,288 @@
+/*
+ * test_server_state.c - unit tests of the server's bounded state: the job queue (order,
+ * expiry, cancel, close), the LRU result cache (SipHash vectors, eviction, byte bound, no
+ * leaks), the text/JSON builder, the Prometheus rendering and the memory formula.
+ */
+#include "test.h"
+
+#include "../server/budget.c"
+#include "../server/cache.c"
+#include "../server/json.c"
+#include "../server/metrics.c"
+#include "../server/queue.c"
+
+static int queue_fifo_and_bounds(void) {
+    ag_queue q;
+    int items[5] = {0, 1, 2, 3, 4};
+    CHECK(ag_queue_init(&q, 3) == 0);
+    CHECK(ag_queue_push(&q, &items[0], 100) == 0);
+    CHECK(ag_queue_push(&q, &items[1], 200) == 0);
+    CHECK(ag_queue_push(&q, &items[2], 300) == 0);
+    CHECK(ag_queue_push(&q, &items[3], 400) == -1); /* full */
+    CHECK(ag_queue_depth(&q) == 3);
+    uint64_t d;
+    CHECK(ag_queue_pop(&q, &d) == &items[0] && d == 100);
+    CHECK(ag_queue_push(&q, &items[3], 400) == 0); /* wraps around the ring */
+    CHECK(ag_queue_pop(&q, &d) == &items[1]);
+    CHECK(ag_queue_pop(&q, &d) == &items[2]);
+    CHECK(ag_queue_pop(&q, &d) == &items[3] && d == 400);
+    CHECK(ag_queue_depth(&q) == 0);
+    ag_queue_fini(&q);
+    return 0;
+}
+
+static int match_int(const void *item, const void *arg) {
+    return *(const int *)item == *(const int *)arg;
+}
+
+static int queue_expire_cancel_position(void) {
+    ag_queue q;
+    int items[6] = {0, 1, 2, 3, 4, 5};
+    void *out[8];
+    CHECK(ag_queue_init(&q, 6) == 0);
+    uint64_t deadlines[6] = {50, 500, 20, 600, 10, 700};
+    for (int i = 0; i < 6; i++)
+        CHECK(ag_queue_push(&q, &items[i], deadlines[i]) == 0);
+    int want = 3;
+    CHECK(ag_queue_position(&q, match_int, &want) == 4);
+    /* Expire those due by 100: 0, 2, 4, in queue order; the rest keep their order. */
+    CHECK(ag_queue_take_expired(&q, 100, out, 8) == 3);
+    CHECK(out[0] == &items[0] && out[1] == &items[2] && out[2] == &items[4]);
+    CHECK(ag_queue_depth(&q) == 3);
+    CHECK(ag_queue_position(&q, match_int, &want) == 2);
+    want = 2;
+    CHECK(ag_queue_position(&q, match_int, &want) == 0);
+    /* take_all respects max and leaves the rest */
+    CHECK(ag_queue_take_all(&q, out, 2) == 2);
+    CHECK(out[0] == &items[1] && out[1] == &items[3]);
+    uint64_t d;
+    CHECK(ag_queue_pop(&q, &d) == &items[5]);
+    ag_queue_close(&q);
+    CHECK(ag_queue_pop(&q, &d) == NULL); /* closed and empty: does not block */
+    CHECK(ag_queue_push(&q, &items[0], 1) == -1);
+    ag_queue_fini(&q);
+    ag_queue_fini(&q); /* idempotent */
+    return 0;
+}
+
+typedef struct popper {
+    ag_queue *q;
+    int got;
+} popper;
+
+static void *pop_all(void *arg) {
+    popper *p = arg;
+    uint64_t d;
+    while (ag_queue_pop(p->q, &d))
+        p->got++;
+    return NULL;
+}
+
+static int queue_threads(void) {
+    ag_queue q;
+    CHECK(ag_queue_init(&q, 64) == 0);
+    popper p[3] = {{&q, 0}, {&q, 0}, {&q, 0}};
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        CHECK(pthread_create(&t[i], NULL, pop_all, &p[i]) == 0);
+    static int item;
+    int pushed = 0;
+    while (pushed < 10000)
+        if (ag_queue_push(&q, &item, 0) == 0)
+            pushed++;
+    /* wait for the consumers to drain, then close */
+    while (ag_queue_depth(&q) > 0)
+        sched_yield();
+    ag_queue_close(&q);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    CHECK(p[0].got + p[1].got + p[2].got == 10000);
+    ag_queue_fini(&q);
+    return 0;
+}
+
+static int siphash_vectors(void) {
+    /* Reference vectors of SipHash-2-4 (Aumasson & Bernstein): key 00..0f, message 00..n-1. */
+    uint8_t key[16], msg[64];
+    for (int i = 0; i < 16; i++)
+        key[i] = (uint8_t)i;
+    for (int i = 0; i < 64; i++)
+        msg[i] = (uint8_t)i;
+    CHECK(ag_siphash24(key, msg, 0) == 0x726fdb47dd0e0e31ULL);
+    CHECK(ag_siphash24(key, msg, 1) == 0x74f839c593dc67fdULL);
+    CHECK(ag_siphash24(key, msg, 8) == 0x93f5f5799a932462ULL);
+    CHECK(ag_siphash24(key, msg, 15) == 0xa129ca6149be45e5ULL);
+    CHECK(ag_siphash24(key, msg, 63) == 0x958a324ceb064572ULL);
+    return 0;
+}
+
+static int cache_lru_and_bound(void) {
+    size_t base = ag_allocated_bytes();
+    ag_cache *c = NULL;
+    CHECK(ag_cache_create(0, &c) == 0 && c == NULL); /* off */
+    CHECK(ag_cache_create(64 * 1024, &c) == 0 && c != NULL);
+    ag_convert_options o;
+    ag_convert_options_init(&o, 1024);
+    uint8_t in[4][100], out[10000];
+    memset(out, 7, sizeof out);
+    ag_cache_key k[4];
+    for (int i = 0; i < 4; i++) {
+        memset(in[i], i, sizeof in[i]);
+        ag_cache_key_make(c, in[i], sizeof in[i], "hayao", &o, &k[i]);
+    }
+    uint8_t *data;
+    size_t size;
+    int w, h;
+    CHECK(ag_cache_get(c, &k[0], &data, &size, &w, &h) == 0);
+    /* four 10 000-byte entries fit in 64 KiB; a fifth evicts the least recently used */
+    for (int i = 0; i < 4; i++)
+        ag_cache_put(c, &k[i], out, sizeof out, 10 + i, 20);
+    CHECK(ag_cache_get(c, &k[0], &data, &size, &w, &h) == 1); /* 0 is now most recent */
+    CHECK(size == sizeof out && w == 10 && h == 20 && data[0] == 7);
+    ag_free(data);
+    ag_cache_stats st;
+    ag_cache_get_stats(c, &st);
+    CHECK(st.entries == 4 && st.bytes <= st.capacity_bytes);
+    uint8_t extra_in[100] = {9};
+    ag_cache_key extra;
+    ag_cache_key_make(c, extra_in, sizeof extra_in, "hayao", &o, &extra);
+    for (int i = 0; i < 3; i++) {
+        ag_cache_key kk = extra;
+        kk.hash[0] += (uint64_t)i;
+        ag_cache_put(c, &kk, out, sizeof out, 1, 1);
+    }
+    ag_cache_get_stats(c, &st);
+    CHECK(st.bytes <= st.capacity_bytes && st.evictions >= 1);
+    CHECK(ag_cache_get(c, &k[1], &data, &size, &w, &h) == 0); /* LRU victim */
+    CHECK(ag_cache_get(c, &k[0], &data, &size, &w, &h) == 1); /* recently used: kept */
+    ag_free(data);
+    /* An entry bigger than a quarter of the cache is not stored. */
+    static uint8_t huge[20000];
+    ag_cache_key hk = k[2];
+    hk.hash[1] ^= 1;
+    ag_cache_put(c, &hk, huge, sizeof huge, 1, 1);
+    CHECK(ag_cache_get(c, &hk, &data, &size, &w, &h) == 0);
+    /* Options are part of the key. */
+    ag_cache_key a, b;
+    ag_cache_key_make(c, in[0], sizeof in[0], "hayao", &o, &a);
+    o.portrait = 1;
+    ag_cache_key_make(c, in[0], sizeof in[0], "hayao", &o, &b);
+    CHECK(a.hash[0] == b.hash[0] && a.hash[1] != b.hash[1]);
+    ag_cache_key_make(c, in[0], sizeof in[0], "other", &o, &a);
+    CHECK(a.hash[1] != b.hash[1]);
+    ag_cache_get_stats(c, &st);
+    CHECK(st.hits == 2 && st.misses == 3);
+    ag_cache_destroy(c);
+    ag_cache_destroy(NULL);
+    CHECK(ag_allocated_bytes() == base);
+    return 0;
+}
+
+static int text_builder(void) {
+    size_t base = ag_allocated_bytes();
+    ag_text t;
+    ag_text_init(&t, 64);
+    ag_text_json_string(&t, "a\"b\\c\n\x01");
+    CHECK(!strcmp(t.data, "\"a\\\"b\\\\c\\n\\u0001\""));
+    ag_text_printf(&t, "%d", 42);
+    size_t n;
+    char *s = ag_text_take(&t, &n);
+    CHECK(s && n == strlen(s));
+    ag_free(s);
+    /* Over the maximum: failed, never truncated. */
+    ag_text_init(&t, 16);
+    ag_text_printf(&t, "%s", "0123456789abcdefghij");
+    CHECK(t.failed && ag_text_take(&t, &n) == NULL);
+    char buf[256];
+    size_t len = ag_json_error(buf, sizeof buf, "bad_option", "say \"hi\"\n");
+    CHECK(len == strlen(buf));
+    CHECK(!strcmp(buf, "{\"error\":{\"code\":\"bad_option\",\"message\":\"say \\\"hi\\\"\\u000a\"}}\n"));
+    CHECK(ag_allocated_bytes() == base);
+    return 0;
+}
+
+static int metrics_render(void) {
+    static ag_metrics m; /* zeroed atomics */
+    ag_metrics_count_request(&m, AG_ROUTE_CONVERT, 200, 1500000, 1000, 2000);
+    ag_metrics_count_request(&m, AG_ROUTE_CONVERT, 503, 200, 0, 100);
+    ag_metrics_count_request(&m, AG_ROUTE_HEALTHZ, 200, 100, 0, 10);
+    ag_metrics_count_request(&m, AG_ROUTE_OTHER, 418, 100, 0, 10);
+    ag_metrics_observe(&m.inference, 3000000);
+    CHECK(ag_metrics_status_slot(200) == 0 && ag_metrics_status_slot(418) == AG_STATUS_SLOTS - 1);
+    const char *names[] = {"hayao"};
+    ag_metrics_gauges g = {.queue_depth = 2, .queue_capacity = 16, .admitted = 3, .admit_limit = 18,
+                           .workers = 2, .busy_workers = 1, .rss_bytes = 123456789,
+                           .arena_bytes = 42, .memory_bound_bytes = 999, .model_names = names,
+                           .model_count = 1};
+    char *buf = NULL;
+    size_t size = 0;
+    CHECK(ag_metrics_render(&m, &g, &buf, &size, 256 * 1024) == 0);
+    CHECK(strlen(buf) == size);
+    CHECK(strstr(buf, "animegan_http_requests_total{route=\"convert\",code=\"200\"} 1\n"));
+    CHECK(strstr(buf, "animegan_http_requests_total{route=\"convert\",code=\"503\"} 1\n"));
+    CHECK(strstr(buf, "animegan_http_requests_total{route=\"convert\",code=\"504\"} 0\n"));
+    CHECK(strstr(buf, "animegan_http_requests_total{route=\"other\",code=\"other\"} 1\n"));
+    /* 1.5 s falls in le=2.5, cumulative from there on */
+    CHECK(strstr(buf, "animegan_http_request_duration_seconds_bucket{route=\"convert\",le=\"1\"} 1\n"));
+    CHECK(strstr(buf, "animegan_http_request_duration_seconds_bucket{route=\"convert\",le=\"2.5\"} 2\n"));
+    CHECK(strstr(buf, "animegan_http_request_duration_seconds_count{route=\"convert\"} 2\n"));
+    CHECK(strstr(buf, "animegan_inference_seconds_bucket{le=\"+Inf\"} 1\n"));
+    CHECK(strstr(buf, "animegan_inference_seconds_sum 3.000000\n"));
+    CHECK(strstr(buf, "animegan_queue_depth 2\n"));
+    CHECK(strstr(buf, "animegan_process_resident_memory_bytes 123456789\n"));
+    CHECK(strstr(buf, "animegan_http_received_bytes_total 1000\n"));
+    CHECK(strstr(buf, "animegan_build_info{version=\"" AG_VERSION "\",model=\"hayao\"} 1\n"));
+    ag_free(buf);
+    /* A too small maximum fails cleanly. */
+    CHECK(ag_metrics_render(&m, &g, &buf, &size, 1000) == -1 && buf == NULL);
+    return 0;
+}
+
+static int budget_formula(void) {
+    ag_server_config c;
+    ag_config_defaults(&c, 4);
+    c.workers = 2;
+    c.queue = 3;
+    c.cache_bytes = 5 << 20;
+    ag_budget b;
+    ag_budget_compute(&b, &c, NULL, 0, 100 << 20);
+    CHECK(b.workers == 2 && b.admitted == 5 && b.connections == 64);
+    CHECK(b.total_bytes == b.base_bytes + b.runtime_bytes + 2 * b.worker_bytes +
+                               5 * b.request_bytes + 64 * b.connection_bytes + b.cache_bytes);
+    CHECK(b.request_bytes > c.max_upload_bytes);
+    CHECK(b.decode_bytes >= c.max_pixels * 4);
+    char text[512];
+    ag_budget_format(&b, text, sizeof text);
+    CHECK(strstr(text, "2 workers x") && strstr(text, "5 admitted x") && strstr(text, "cache 5.0"));
+    /* Bigger settings never give a smaller bound. */
+    ag_budget b2;
+    c.max_side = 2048;
+    ag_budget_compute(&b2, &c, NULL, 0, 100 << 20);
+    CHECK(b2.total_bytes > b.total_bytes);
+    return 0;
+}
+
+/* budget.c needs the config defaults: a copy-free stand-in of config.c's. */
+void ag_config_defaults(ag_server_config *c, int cpu_count) {
+    memset(c, 0, sizeof *c);
+    c->workers = 1;
+    c->threads = cpu_count;
+    c->queue = 16;
+    c->max_upload_bytes = (size_t)10 << 20;
+    c->max_pixels = (size_t)4096 * 4096;
+    c->max_side = 1024;
+    c->portrait_size = 512;
+    c->max_connections = 64;
+    c->connection_memory_bytes = 64 * 1024;
+}
+
+void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
+    memset(opts, 0, sizeof *opts);
+    opts->max_side = server_max_side;
+    opts->format = AG_FORMAT_PNG;
+    opts->quality = AG_DEFAULT_QUALITY;
+}
+
+TEST_MAIN(TEST(queue_fifo_and_bounds), TEST(queue_expire_cancel_position), TEST(queue_threads),
+          TEST(siphash_vectors), TEST(cache_lru_and_bound), TEST(text_builder),
+          TEST(metrics_render), TEST(budget_formula))
