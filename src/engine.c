@@ -50,6 +50,14 @@ static void plan_geometry(ag_engine *e, int width, int height) {
 
 static size_t floats(size_t n) { return n * sizeof(float); }
 
+/* Bytes of one activation element: bf16 halves every map and band. */
+static size_t act_bytes(const ag_engine *e) { return e->bf16 ? 2 : sizeof(float); }
+
+/* Conv outputs are activations, except the last: tanh reads it in fp32. */
+static size_t y_elem_bytes(const ag_engine *e, int i) {
+    return i + 1 == e->model->layer_count ? sizeof(float) : act_bytes(e);
+}
+
 /* ---- the arena plan -------------------------------------------------------------------- */
 
 enum { MAX_BUFFERS = 4 * AG_MAX_LAYERS + 8 };
@@ -120,8 +128,8 @@ static void plan_onednn(ag_engine *e, plan_builder *pb, size_t band_bytes) {
         /* Y[i] is read by step i + 1; as a residual block's input, until that block's add
          * is consumed, three layers later. */
         int last = i + 1 < n && m->layers[i + 1].residual == AG_RESIDUAL_SAVE ? i + 4 : i + 1;
-        e->y_ids[i] = plan_add(pb, floats((size_t)g->out_h * g->out_w * l->out_c), i,
-                               last < n ? last : n - 1);
+        e->y_ids[i] = plan_add(pb, (size_t)g->out_h * g->out_w * l->out_c * y_elem_bytes(e, i),
+                               i, last < n ? last : n - 1);
     }
     e->band_id = plan_add(pb, band_bytes, 0, n);
 }
@@ -142,7 +150,7 @@ static void plan_sources(ag_engine *e) {
 static int band_rows_for(const ag_engine *e, int i) {
     const ag_layer *l = &e->model->layers[i];
     const ag_layer_geom *g = &e->geom[i];
-    size_t in_row = floats((size_t)g->wp * l->in_c) * (size_t)l->stride;
+    size_t in_row = (size_t)g->wp * l->in_c * act_bytes(e) * (size_t)l->stride;
     int rows = (int)(e->band_bytes_target / (in_row ? in_row : 1));
     rows = rows < 4 ? 4 : rows;
     return rows > g->out_h ? g->out_h : rows;
@@ -150,7 +158,7 @@ static int band_rows_for(const ag_engine *e, int i) {
 
 static size_t band_input_bytes(const ag_engine *e, int i, int rows) {
     const ag_layer *l = &e->model->layers[i];
-    return floats((size_t)((rows - 1) * l->stride + l->k) * e->geom[i].wp * l->in_c);
+    return (size_t)((rows - 1) * l->stride + l->k) * e->geom[i].wp * l->in_c * act_bytes(e);
 }
 
 /* ---- oneDNN primitives and weights ----------------------------------------------------- */
@@ -182,7 +190,9 @@ static int create_layer_conv(ag_engine *e, int i, size_t *scratch_max, size_t *b
                        l->k,
                        l->stride,
                        l->groups,
-                       l->bias != NULL};
+                       l->bias != NULL,
+                       e->bf16,
+                       y_elem_bytes(e, i) == 2};
     size_t scratch = 0;
     int rc = ag_dnnl_conv_create(e->dnnl, &s, &x->conv, &scratch, weight_bytes, err);
     *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
@@ -330,10 +340,10 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
 
 /* ---- run: oneDNN ----------------------------------------------------------------------- */
 
-static float *buffer(ag_engine *e, int id) { return (float *)(e->arena + e->buffers[id].offset); }
+static void *buffer(ag_engine *e, int id) { return e->arena + e->buffers[id].offset; }
 
 /* The residual a layer's output gets: the input of its block, Y three layers back. */
-static const float *residual_of(ag_engine *e, int i) {
+static const void *residual_of(ag_engine *e, int i) {
     return e->model->layers[i].residual == AG_RESIDUAL_ADD ? buffer(e, e->y_ids[i - 3]) : NULL;
 }
 
@@ -341,7 +351,8 @@ static const float *residual_of(ag_engine *e, int i) {
 static ag_band_source band_source(ag_engine *e, int i, const ag_io *io) {
     const ag_layer *l = &e->model->layers[i];
     const ag_layer_geom *g = &e->geom[i];
-    ag_band_source s = {.H = g->in_h, .W = g->in_w, .C = l->in_c, .pad = layer_pad(l)};
+    ag_band_source s = {.bf16 = e->bf16, .H = g->in_h, .W = g->in_w, .C = l->in_c,
+                        .pad = layer_pad(l)};
     if (i == 0) {
         s.kind = AG_BAND_IMAGE;
         s.u8 = io->in_u8, s.f32 = io->in_f32, s.bands = io->bands;
@@ -364,10 +375,11 @@ static ag_band_source band_source(ag_engine *e, int i, const ag_io *io) {
 static void materialize_prev(ag_engine *e, int i) {
     const ag_layer *prev = &e->model->layers[i - 1];
     const ag_layer_geom *g = &e->geom[i - 1];
-    float *y = buffer(e, e->y_ids[i - 1]);
+    void *y = buffer(e, e->y_ids[i - 1]);
     ag_pad none = {0, 0, 0, 0};
-    ag_fused_norm_act_pad(y, y, residual_of(e, i - 1), e->affine, prev->act == AG_ACT_LRELU,
-                          g->out_h, g->out_w, prev->out_c, none, e->threads);
+    ag_fused_norm_act_pad(y, y, residual_of(e, i - 1), e->bf16, e->affine,
+                          prev->act == AG_ACT_LRELU, g->out_h, g->out_w, prev->out_c, none,
+                          e->threads);
 }
 
 static int run_layer(ag_engine *e, int i, const ag_io *io, void *scratch, ag_error *err) {
@@ -375,26 +387,29 @@ static int run_layer(ag_engine *e, int i, const ag_io *io, void *scratch, ag_err
     const ag_layer_geom *g = &e->geom[i];
     ag_layer_exec *x = &e->exec[i];
     size_t out_row = (size_t)g->out_w * l->out_c;
-    float *y = buffer(e, e->y_ids[i]), *band = buffer(e, e->band_id);
+    uint8_t *y = buffer(e, e->y_ids[i]);
+    void *band = buffer(e, e->band_id);
+    size_t y_elem = y_elem_bytes(e, i);
     ag_band_source src = band_source(e, i, io);
     for (int b = 0; b < x->bands; b++) {
         int first = b * x->band_rows, rows = x->band_rows;
         if (first + rows > g->out_h) /* the last band, moved up; see create_layer_conv */
             first = g->out_h - rows;
-        const float *in = buffer(e, e->y_ids[i > 0 ? i - 1 : 0]);
+        const void *in = buffer(e, e->y_ids[i > 0 ? i - 1 : 0]);
         if (x->banded) {
             ag_fused_band(band, &src, first * l->stride, (rows - 1) * l->stride + l->k,
                           e->threads);
             in = band;
         }
-        ag_dnnl_conv_bind(x->conv, in, y + first * out_row, l->bias,
+        ag_dnnl_conv_bind(x->conv, in, y + first * out_row * y_elem, l->bias,
                           e->weights + e->weight_offsets[i], scratch);
         int rc = ag_dnnl_conv_run(x->conv, err);
         if (rc)
             return rc;
         int fresh = b * x->band_rows; /* stats of the rows this band added */
         if (l->gamma)
-            ag_fused_row_stats(e->partials, y, fresh, first + rows - fresh, out_row, e->threads);
+            ag_fused_row_stats(e->partials, y, y_elem == 2, fresh, first + rows - fresh, out_row,
+                               e->threads);
     }
     if (l->gamma)
         ag_norm_affine_from_stats(e->affine, e->partials, g->out_h, out_row, l->gamma, l->beta,
@@ -483,9 +498,11 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     *out = NULL;
     ag_engine_options defaults = {0};
     const ag_engine_options *o = options ? options : &defaults;
-    if (o->precision != AG_PRECISION_FP32)
-        return ag_error_set(err, AG_E_UNSUPPORTED, "precision %s is not available",
-                            o->precision == AG_PRECISION_BF16 ? "bf16" : "int8");
+    if (o->precision == AG_PRECISION_INT8)
+        return ag_error_set(err, AG_E_UNSUPPORTED, "precision int8 is not available");
+    if (o->precision == AG_PRECISION_BF16 && o->backend == AG_BACKEND_REFERENCE)
+        return ag_error_set(err, AG_E_UNSUPPORTED,
+                            "the reference backend runs fp32 only; bf16 needs --backend onednn");
     if (o->backend != AG_BACKEND_ONEDNN && o->backend != AG_BACKEND_REFERENCE)
         return ag_error_set(err, AG_E_ARG, "unknown backend %d", (int)o->backend);
     ag_engine *e = ag_calloc(1, sizeof *e);
@@ -499,6 +516,7 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     if (band_env && atol(band_env) > 0)
         e->band_bytes_target = (size_t)atol(band_env);
     e->resize = o->resize != AG_RESIZE_DEFAULT ? o->resize : model->info.resize;
+    e->bf16 = o->precision == AG_PRECISION_BF16;
     if (o->backend == AG_BACKEND_ONEDNN) {
         int rc = ag_dnnl_create(&e->dnnl, err);
         if (rc) {

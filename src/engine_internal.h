@@ -45,6 +45,7 @@ struct ag_engine {
     ag_engine_options options;
     int threads;
     ag_resize_mode resize;
+    int bf16; /* activations and weights bf16 (fp32 accumulation and statistics) */
 
     /* The plan for planned_w x planned_h (0 x 0: none yet). */
     int planned_w, planned_h;

@@ -57,7 +57,7 @@ static int check_norm_act_pad(int H, int W, int C, ag_pad pad, int with_residual
     ag_ref_reflect_pad(ref_padded, ref, H, W, C, pad);
     ag_norm_affine affine = {scale, scale + C};
     ag_fused_norm_stats(affine, partials, x, gamma, beta, H, W, C, 1e-5f, 2);
-    ag_fused_norm_act_pad(out, x, with_residual ? res : NULL, affine, lrelu, H, W, C, pad, 2);
+    ag_fused_norm_act_pad(out, x, with_residual ? res : NULL, 0, affine, lrelu, H, W, C, pad, 2);
     float e = max_excess(out, ref_padded, np, 1e-5f);
     ag_free(x), ag_free(res), ag_free(gamma), ag_free(beta), ag_free(ref);
     ag_free(ref_padded), ag_free(out), ag_free(scale), ag_free(partials);
@@ -72,6 +72,43 @@ static int test_fused_norm_act_pad(void) {
     CHECK(check_norm_act_pad(5, 8, 128, asym, 0, 1) == 0);
     CHECK(check_norm_act_pad(6, 5, 256, none, 1, 0) == 0);
     CHECK(check_norm_act_pad(4, 4, 3, p3, 0, 1) == 0);
+    return 0;
+}
+
+/* The bf16 path equals the fp32 path up to bf16 rounding (8 significant bits). */
+static int test_fused_band_bf16(void) {
+    int H = 7, W = 9, C = 64;
+    size_t n = (size_t)H * W * C, np = (size_t)(H + 2) * (W + 2) * C;
+    ag_pad pad = {1, 1, 1, 1};
+    float *x = random_floats(n, 0.5f), *out = ag_malloc(np * sizeof(float));
+    uint16_t *xb = ag_malloc(n * 2), *outb = ag_malloc(np * 2);
+    float scale[64], shift[64];
+    for (int c = 0; c < C; c++)
+        scale[c] = 1.0f + 0.01f * c, shift[c] = -0.3f;
+    for (size_t i = 0; i < n; i++) { /* x rounded to bf16 so both paths see the same input */
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        xb[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        u = (uint32_t)xb[i] << 16;
+        memcpy(&x[i], &u, 4);
+    }
+    ag_norm_affine affine = {scale, shift};
+    ag_fused_norm_act_pad(out, x, NULL, 0, affine, 1, H, W, C, pad, 2);
+    ag_fused_norm_act_pad(outb, xb, NULL, 1, affine, 1, H, W, C, pad, 2);
+    float worst = 0.0f;
+    for (size_t i = 0; i < np; i++) {
+        uint32_t u = (uint32_t)outb[i] << 16;
+        float v;
+        memcpy(&v, &u, 4);
+        worst = fmaxf(worst, fabsf(v - out[i]) - fabsf(out[i]) / 256.0f);
+    }
+    double partials_f[2 * 7], partials_b[2 * 7];
+    ag_fused_row_stats(partials_f, x, 0, 0, H, (size_t)W * C, 2);
+    ag_fused_row_stats(partials_b, xb, 1, 0, H, (size_t)W * C, 2);
+    ag_free(x), ag_free(out), ag_free(xb), ag_free(outb);
+    CHECK_MSG(worst <= 1e-6f, "excess %g", (double)worst);
+    for (int i = 0; i < 2 * H; i++)
+        CHECK(fabs(partials_f[i] - partials_b[i]) <= 1e-9 * (1.0 + fabs(partials_f[i])));
     return 0;
 }
 
@@ -170,7 +207,7 @@ static int check_dnnl_conv(ag_dnnl *dnnl, int H, int W, int IC, int OC, int K, i
     float *b = random_floats((size_t)OC, 0.0f);
     float *ref = ag_malloc(no * sizeof(float)), *out = ag_malloc(no * sizeof(float));
     ag_ref_conv2d(ref, in, w, bias ? b : NULL, H, W, IC, OC, K, stride, groups);
-    ag_conv_shape shape = {H, W, IC, OC, K, stride, groups, bias};
+    ag_conv_shape shape = {H, W, IC, OC, K, stride, groups, bias, 0, 0};
     ag_dnnl_conv *conv = NULL;
     size_t scratch_bytes = 0, weight_bytes = 0;
     int rc = ag_dnnl_conv_create(dnnl, &shape, &conv, &scratch_bytes, &weight_bytes, &err);
@@ -237,6 +274,6 @@ static int test_arena_plan_disjoint(void) {
     return 0;
 }
 
-TEST_MAIN(TEST(test_fused_norm_act_pad), TEST(test_norm_stats_accuracy),
+TEST_MAIN(TEST(test_fused_norm_act_pad), TEST(test_fused_band_bf16), TEST(test_norm_stats_accuracy),
           TEST(test_fused_resize_band), TEST(test_fused_image_band), TEST(test_resize_taps_asymmetric),
           TEST(test_onednn_conv_shapes), TEST(test_arena_plan_disjoint))

@@ -65,12 +65,13 @@ typedef struct ag_norm_affine {
 } ag_norm_affine;
 
 /*
- * Statistics of rows [first, first + rows) of y (H, W, C), one row = row_n = W * C values:
+ * Statistics of rows [first, first + rows) of y (H, W, C) (fp32, or bf16 when `bf16`), one
+ * row = row_n = W * C values:
  * partials[2 * r] = the row's mean, partials[2 * r + 1] = its sum of squared deviations,
  * both in double and taken while the rows are still in cache after the conv wrote them.
  */
-void ag_fused_row_stats(double *partials, const float *y, int first, int rows, size_t row_n,
-                        int threads);
+void ag_fused_row_stats(double *partials, const void *y, int bf16, int first, int rows,
+                        size_t row_n, int threads);
 
 /* Combine H rows of partials (Chan's formula) and fold gamma/beta into `affine`. */
 void ag_norm_affine_from_stats(ag_norm_affine affine, const double *partials, int H, size_t row_n,
@@ -83,10 +84,10 @@ void ag_fused_norm_stats(ag_norm_affine affine, double *partials, const float *x
 
 /*
  * out (H+pad, W+pad, C) <- act(x * scale + shift [+ residual]) for x (H, W, C), with the
- * borders reflected. `residual` is (H, W, C) or NULL. With no padding, `out` may be `x`
- * (the engine materialises a map in place this way).
+ * borders reflected; all fp32, or all bf16 when `bf16`. `residual` is (H, W, C) or NULL.
+ * With no padding, `out` may be `x` (the engine materialises a map in place this way).
  */
-void ag_fused_norm_act_pad(float *out, const float *x, const float *residual,
+void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int bf16,
                            ag_norm_affine affine, int lrelu, int H, int W, int C, ag_pad pad,
                            int threads);
 
@@ -99,6 +100,7 @@ typedef enum ag_band_kind {
 
 typedef struct ag_band_source {
     ag_band_kind kind;
+    int bf16;    /* activations (x, residual, a) and the band are bf16, else fp32 */
     int H, W, C; /* the interior of the padded map the band is cut from */
     ag_pad pad;
     /* AG_BAND_IMAGE: u8 (H, W, bands) or f32 (H, W, 3) */
@@ -106,12 +108,12 @@ typedef struct ag_band_source {
     const float *f32;
     int bands;
     /* AG_BAND_RAW: x (H, W, C), residual (H, W, C) or NULL */
-    const float *x;
-    const float *residual;
+    const void *x;
+    const void *residual;
     ag_norm_affine affine;
     int lrelu;
     /* AG_BAND_RESIZE: a (HI, WI, C) and the taps of each axis (H and W entries) */
-    const float *a;
+    const void *a;
     int HI, WI;
     const ag_resize_tap *row_taps, *col_taps;
 } ag_band_source;
@@ -120,7 +122,7 @@ typedef struct ag_band_source {
  * out (rows, W + pad.left + pad.right, C) <- padded rows [first, first + rows) of the
  * source's reflection-padded map: each row computed once, straight into the conv's input.
  */
-void ag_fused_band(float *out, const ag_band_source *src, int first, int rows, int threads);
+void ag_fused_band(void *out, const ag_band_source *src, int first, int rows, int threads);
 
 /* tanh of y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int H, int W,

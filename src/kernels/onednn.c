@@ -59,19 +59,21 @@ static dnnl_status_t init_mds(const ag_conv_shape *s, dnnl_memory_desc_t *src,
     int HO = (s->HP - s->K) / s->stride + 1, WO = (s->WP - s->K) / s->stride + 1;
     dnnl_dims_t src_dims = {1, s->IC, s->HP, s->WP}, dst_dims = {1, s->OC, HO, WO};
     dnnl_dims_t bias_dims = {s->OC};
-    dnnl_status_t st = dnnl_memory_desc_init_by_tag(src, 4, src_dims, dnnl_f32, dnnl_nhwc);
+    dnnl_data_type_t src_dt = s->bf16_src ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t dst_dt = s->bf16_dst ? dnnl_bf16 : dnnl_f32;
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(src, 4, src_dims, src_dt, dnnl_nhwc);
     if (st == dnnl_success)
-        st = dnnl_memory_desc_init_by_tag(dst, 4, dst_dims, dnnl_f32, dnnl_nhwc);
+        st = dnnl_memory_desc_init_by_tag(dst, 4, dst_dims, dst_dt, dnnl_nhwc);
     if (st == dnnl_success)
         st = dnnl_memory_desc_init_by_tag(bias, 1, bias_dims, dnnl_f32, dnnl_x);
     if (st != dnnl_success)
         return st;
     if (s->groups == 1) {
         dnnl_dims_t w = {s->OC, s->IC, s->K, s->K};
-        return dnnl_memory_desc_init_by_tag(weight, 4, w, dnnl_f32, dnnl_format_tag_any);
+        return dnnl_memory_desc_init_by_tag(weight, 4, w, src_dt, dnnl_format_tag_any);
     }
     dnnl_dims_t w = {s->groups, s->OC / s->groups, s->IC / s->groups, s->K, s->K};
-    return dnnl_memory_desc_init_by_tag(weight, 5, w, dnnl_f32, dnnl_format_tag_any);
+    return dnnl_memory_desc_init_by_tag(weight, 5, w, src_dt, dnnl_format_tag_any);
 }
 
 /* The primitive with a user-managed scratchpad, so its scratch comes from our plan. */
@@ -205,7 +207,7 @@ int ag_dnnl_conv_prepare_weights(ag_dnnl_conv *c, const float *weight, void *pre
     return st == dnnl_success ? AG_OK : dnnl_fail(err, "weight reorder", st);
 }
 
-void ag_dnnl_conv_bind(ag_dnnl_conv *c, const float *src, float *dst, const float *bias,
+void ag_dnnl_conv_bind(ag_dnnl_conv *c, const void *src, void *dst, const float *bias,
                        void *prepared_weights, void *scratch) {
     dnnl_memory_set_data_handle(c->src, (void *)src);
     dnnl_memory_set_data_handle(c->dst, dst);

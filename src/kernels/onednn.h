@@ -18,6 +18,8 @@ typedef struct ag_dnnl_conv ag_dnnl_conv;
 typedef struct ag_conv_shape {
     int HP, WP, IC, OC, K, stride, groups;
     int has_bias;
+    int bf16_src;  /* source and weights bf16 (fp32 accumulation); else fp32 */
+    int bf16_dst;  /* destination bf16; else fp32 */
 } ag_conv_shape;
 
 int ag_dnnl_create(ag_dnnl **out, ag_error *err);
@@ -35,8 +37,8 @@ int ag_dnnl_conv_same_weights(const ag_dnnl_conv *conv, const ag_dnnl_conv *othe
 int ag_dnnl_conv_prepare_weights(ag_dnnl_conv *conv, const float *weight, void *prepared,
                                  ag_error *err);
 
-/* Bind the buffers of one run: src (HP, WP, IC), dst (HO, WO, OC), bias (OC) or NULL. */
-void ag_dnnl_conv_bind(ag_dnnl_conv *conv, const float *src, float *dst, const float *bias,
+/* Bind the buffers of one run: src (HP, WP, IC), dst (HO, WO, OC), bias (OC, fp32) or NULL. */
+void ag_dnnl_conv_bind(ag_dnnl_conv *conv, const void *src, void *dst, const float *bias,
                        void *prepared_weights, void *scratch);
 
 int ag_dnnl_conv_run(ag_dnnl_conv *conv, ag_error *err);
