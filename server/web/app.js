@@ -75,7 +75,8 @@
       for (const m of models.models) {
         const opt = document.createElement("option");
         opt.value = m.name;
-        opt.textContent = m.style ? `${m.style} (${m.name})` : m.name;
+        const same = m.style && m.style.toLowerCase() === m.name.toLowerCase();
+        opt.textContent = !m.style || same ? m.style || m.name : `${m.style} (${m.name})`;
         if (m.name === models.default) opt.selected = true;
         el.model.appendChild(opt);
       }

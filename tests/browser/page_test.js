@@ -1,0 +1,285 @@
+// Browser test of the web page of `animegan serve`: Debian's chromium driven by
+// playwright-core. Starts the real server on loopback, uploads a photo through the page and
+// checks the result image (size, and pixels equal to `animegan convert`), the queued and
+// busy states, plain-words errors, the portrait toggle, no external requests, and a phone
+// viewport. Prints "PASS name" / "FAIL name" and "N passed, N failed".
+"use strict";
+
+const { chromium } = require("playwright-core");
+const { spawn, execFileSync } = require("child_process");
+const fs = require("fs");
+const http = require("http");
+const os = require("os");
+const path = require("path");
+const zlib = require("zlib");
+
+const ROOT = path.resolve(__dirname, "..", "..");
+const BIN = path.join(ROOT, process.env.BUILD || "build", "animegan");
+const DATA = path.join(ROOT, "tests", "data");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const CHELSEA = path.join(DATA, "chelsea.png");
+const ASTRONAUT = fs.readFileSync(path.join(DATA, "astronaut.png"));
+
+// ---- helpers ------------------------------------------------------------------------------
+
+function pngDecode(buf) {
+  if (buf.readUInt32BE(0) !== 0x89504e47) throw new Error("not a PNG");
+  let pos = 8, width = 0, height = 0, channels = 0;
+  const idat = [];
+  while (pos < buf.length) {
+    const len = buf.readUInt32BE(pos);
+    const type = buf.toString("latin1", pos + 4, pos + 8);
+    const body = buf.subarray(pos + 8, pos + 8 + len);
+    pos += 12 + len;
+    if (type === "IHDR") {
+      width = body.readUInt32BE(0);
+      height = body.readUInt32BE(4);
+      if (body[8] !== 8 || body[12] !== 0) throw new Error("unsupported PNG");
+      channels = { 0: 1, 2: 3, 4: 2, 6: 4 }[body[9]];
+    } else if (type === "IDAT") idat.push(body);
+    else if (type === "IEND") break;
+  }
+  const raw = zlib.inflateSync(Buffer.concat(idat));
+  const stride = width * channels;
+  const out = Buffer.alloc(height * stride);
+  let prev = Buffer.alloc(stride);
+  for (let y = 0; y < height; y++) {
+    const f = raw[y * (stride + 1)];
+    const line = Buffer.from(raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1)));
+    for (let x = 0; x < stride; x++) {
+      const a = x >= channels ? line[x - channels] : 0, b = prev[x], c = x >= channels ? prev[x - channels] : 0;
+      let p = 0;
+      if (f === 1) p = a;
+      else if (f === 2) p = b;
+      else if (f === 3) p = (a + b) >> 1;
+      else if (f === 4) {
+        const q = a + b - c, pa = Math.abs(q - a), pb = Math.abs(q - b), pc = Math.abs(q - c);
+        p = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      }
+      line[x] = (line[x] + p) & 255;
+    }
+    line.copy(out, y * stride);
+    prev = line;
+  }
+  return { width, height, channels, pixels: out };
+}
+
+function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const env = { ...process.env };
+    for (const k of ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]) delete env[k];
+    const proc = spawn(BIN, ["serve", "--port", "0", ...args], { env, stdio: ["ignore", "ignore", "pipe"] });
+    const lines = [];
+    let buffered = "";
+    const timer = setTimeout(() => reject(new Error("server did not start:\n" + lines.join("\n"))), 120000);
+    proc.stderr.on("data", (chunk) => {
+      buffered += chunk.toString();
+      let i;
+      while ((i = buffered.indexOf("\n")) >= 0) {
+        const line = buffered.slice(0, i);
+        buffered = buffered.slice(i + 1);
+        lines.push(line);
+        const m = /listening on http:\/\/\S+:(\d+)\//.exec(line);
+        if (m) {
+          clearTimeout(timer);
+          resolve({ proc, port: Number(m[1]), lines });
+        }
+      }
+    });
+    proc.on("exit", (code) => reject(new Error(`server exited ${code}:\n` + lines.join("\n"))));
+  });
+}
+
+function request(port, method, urlPath, body, headers) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, method, path: urlPath, headers: headers || {} }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    req.on("error", reject);
+    if (body) req.write(body);
+    req.end();
+  });
+}
+
+async function admitted(port) {
+  const r = await request(port, "GET", "/api/v1/status");
+  return JSON.parse(r.body.toString()).inflight.admitted;
+}
+
+async function waitFor(fn, timeoutMs, what) {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await fn()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error("timed out waiting for " + what);
+}
+
+function check(cond, what) {
+  if (!cond) throw new Error(what);
+}
+
+// A long conversion from outside the page, to occupy the worker.
+function occupy(port, id) {
+  return request(port, "POST", "/api/v1/convert", ASTRONAUT, { "Content-Type": "image/png", "X-Request-Id": id });
+}
+
+// Collect the status line's states while a conversion runs.
+async function watchStates(page) {
+  await page.evaluate(() => {
+    window.__states = [];
+    const el = document.getElementById("status");
+    new MutationObserver(() => window.__states.push(el.dataset.state)).observe(el, { attributes: true, childList: true });
+  });
+}
+
+// ---- tests --------------------------------------------------------------------------------
+
+async function main() {
+  let passed = 0, failed = 0;
+  const server = await startServer(["--workers", "1", "--threads", "2", "--queue", "1", "--max-upload-mb", "1"]);
+  const base = `http://127.0.0.1:${server.port}`;
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "animegan-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+           "--disable-component-update", "--disable-sync", "--no-proxy-server"],
+  });
+  const external = [];
+  const consoleErrors = [];
+  context.on("request", (req) => {
+    if (!req.url().startsWith(base) && !req.url().startsWith("blob:") && !req.url().startsWith("data:")) external.push(req.url());
+  });
+  const page = context.pages()[0] || (await context.newPage());
+  page.on("console", (msg) => { if (msg.type() === "error") consoleErrors.push(msg.text()); });
+  page.on("pageerror", (err) => consoleErrors.push(String(err)));
+
+  // The CLI's result for the same photo, same thread count per engine.
+  const cliOut = path.join(profile, "cli.png");
+  execFileSync(BIN, ["convert", CHELSEA, "-o", cliOut, "--threads", "2", "-q"]);
+  const cli = pngDecode(fs.readFileSync(cliOut));
+
+  const tests = [
+    ["page_loads_with_styles", async () => {
+      await page.goto(base + "/");
+      check((await page.title()).includes("photo to anime"), "title");
+      await page.waitForFunction(() => document.querySelector("#model option[value='hayao']"));
+      check(await page.isDisabled("#go"), "Animate! enabled before a photo is chosen");
+      const limits = await page.textContent("#limits");
+      check(limits.includes("1.0 MB"), "limits line: " + limits);
+    }],
+    ["convert_through_page_equals_cli", async () => {
+      // Occupy the worker so the page's photo has to wait in the queue first.
+      const busy = occupy(server.port, "occupy-1");
+      await waitFor(async () => (await admitted(server.port)) === 1, 10000, "occupying request");
+      await page.setInputFiles("#file", CHELSEA);
+      await page.waitForSelector("#preview:not([hidden])");
+      await watchStates(page);
+      const response = page.waitForResponse((r) => r.url().includes("/api/v1/convert"), { timeout: 180000 });
+      await page.click("#go");
+      await page.waitForSelector("#status[data-state='done']", { timeout: 180000 });
+      const states = await page.evaluate(() => window.__states);
+      check(states.includes("queued"), "never showed the queued state: " + states.join(","));
+      check(states.includes("working"), "never showed the working state: " + states.join(","));
+      check((await busy).status === 200, "occupying request failed");
+      await page.waitForFunction(() => document.getElementById("after").naturalWidth > 0);
+      const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+      check(size[0] === 451 && size[1] === 300, "result size " + size);
+      check(!(await page.isHidden("#result")), "result card hidden");
+      // The bytes the page received (the CSP forbids even the page to fetch its own blob:).
+      const served = pngDecode(await (await response).body());
+      check(served.width === cli.width && served.height === cli.height && served.channels === cli.channels, "geometry differs from animegan convert");
+      check(served.pixels.equals(cli.pixels), "pixels differ from animegan convert");
+      check((await page.getAttribute("#download", "download")) === "chelsea-anime.png", "download name");
+      // the slider moves the split
+      await page.fill("#slider", "20");
+      const clip = await page.evaluate(() => document.getElementById("after-clip").style.clipPath);
+      check(clip.includes("20%"), "slider does not move the split: " + clip);
+      await page.click("#view-side");
+      check(!(await page.isHidden("#side")) && (await page.isHidden("#compare")), "side-by-side view");
+      await page.click("#view-slider");
+    }],
+    ["busy_server_says_try_again", async () => {
+      await page.goto(base + "/");
+      await page.waitForFunction(() => document.querySelector("#model option[value='hayao']"));
+      const a = occupy(server.port, "occupy-2"), b = occupy(server.port, "occupy-3");
+      await waitFor(async () => (await admitted(server.port)) === 2, 10000, "occupying requests");
+      await page.setInputFiles("#file", CHELSEA);
+      await page.click("#go");
+      await page.waitForSelector("#error:not([hidden])", { timeout: 20000 });
+      const text = await page.textContent("#error");
+      check(/busy/i.test(text) && /try again/i.test(text), "busy message: " + text);
+      check((await a).status === 200 && (await b).status === 200, "occupying requests failed");
+    }],
+    ["not_an_image_in_plain_words", async () => {
+      await page.setInputFiles("#file", { name: "notes.png", mimeType: "image/png", buffer: Buffer.from("these are my notes, not a photo") });
+      await page.click("#go");
+      await page.waitForFunction(() => !document.getElementById("error").hidden && document.getElementById("status").dataset.state === "error");
+      const text = await page.textContent("#error");
+      check(/not an image/i.test(text), "not-an-image message: " + text);
+    }],
+    ["too_large_in_plain_words", async () => {
+      await page.setInputFiles("#file", { name: "huge.jpg", mimeType: "image/jpeg", buffer: Buffer.alloc(1536 * 1024, 1) });
+      const text = await page.textContent("#error");
+      check(/too large/i.test(text), "too-large message: " + text);
+    }],
+    ["portrait_toggle", async () => {
+      await page.goto(base + "/");
+      await page.waitForFunction(() => document.querySelector("#model option[value='hayao']"));
+      await page.setInputFiles("#file", CHELSEA);
+      await page.click("label.switch"); // what a finger does: the checkbox itself is hidden
+      check(await page.isChecked("#portrait"), "portrait toggle did not switch on");
+      await page.click("#go");
+      await page.waitForSelector("#status[data-state='done']", { timeout: 180000 });
+      await page.waitForFunction(() => document.getElementById("after").naturalWidth > 0);
+      const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+      check(size[0] === size[1] && size[0] > 0, "portrait result is not square: " + size);
+    }],
+    ["phone_viewport", async () => {
+      const phone = await context.newPage();
+      await phone.setViewportSize({ width: 390, height: 844 });
+      await phone.goto(base + "/");
+      const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      check(overflow <= 0, "page scrolls sideways on a phone by " + overflow + " px");
+      const box = await phone.locator("#go").boundingBox();
+      check(box && box.width > 300 && box.height >= 44, "Animate! button not thumb-sized: " + JSON.stringify(box));
+      await phone.close();
+    }],
+    ["no_external_requests_or_errors", async () => {
+      check(external.length === 0, "requests outside the server: " + external.join(", "));
+      const unexpected = consoleErrors.filter((e) => !/status of (413|415|503)/.test(e));
+      check(unexpected.length === 0, "console errors: " + unexpected.join(" | "));
+    }],
+  ];
+
+  for (const [name, fn] of tests) {
+    const t0 = Date.now();
+    try {
+      await fn();
+      console.log(`PASS ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+      passed++;
+    } catch (e) {
+      console.log(`FAIL ${name}: ${e.message}`);
+      failed++;
+    }
+  }
+  await context.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+  server.proc.kill("SIGTERM");
+  const code = await new Promise((r) => server.proc.on("exit", r));
+  if (code !== 0) {
+    console.log(`FAIL server_exit: status ${code}`);
+    failed++;
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((e) => {
+  console.log("FAIL browser_test: " + (e && e.stack ? e.stack : e));
+  console.log("0 passed, 1 failed");
+  process.exit(1);
+});
