@@ -41,25 +41,57 @@ static inline void bf16_store(uint16_t *p, size_t i, float v) {
     p[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* Sixteen lanes in GCC's portable vector types: one AVX-512 register in the x86-64-v4
+ * clone, two AVX2 or four SSE registers in the others. Unaligned (aligned(4/2)). */
+typedef float v16f __attribute__((vector_size(64), aligned(4)));
+typedef int32_t v16i __attribute__((vector_size(64), aligned(4)));
+typedef uint32_t v16u __attribute__((vector_size(64), aligned(4)));
+typedef uint16_t v16h __attribute__((vector_size(32), aligned(2)));
+
+/* Macros rather than functions: a vector passed or returned by value is an ABI question
+ * between clones; inside one function it is just registers. */
+#define vsplat(v) ((v16f){0} + (float)(v))
+#define vload_f32(p) (*(const v16f *)(p))
+#define vstore_f32(p, v) (*(v16f *)(p) = (v))
+#define vload_bf16(p) ((v16f)(__builtin_convertvector(*(const v16h *)(p), v16u) << 16))
+#define vstore_bf16(p, v)                                                                          \
+    do {                                                                                           \
+        v16u u_ = (v16u)(v);                                                                       \
+        u_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) >> 16;                                             \
+        *(v16h *)(p) = __builtin_convertvector(u_, v16h);                                          \
+    } while (0)
+
+/* LeakyReLU as a lane select: z where z >= 0, z * slope elsewhere (slope 1: identity). */
+#define vleaky(z, slope)                                                                           \
+    ((v16f)(((v16i)(z) & ~((z) < 0.0f)) | ((v16i)((z) * (slope)) & ((z) < 0.0f))))
+
 #define T float
 #define SFX f32
 #define LOAD(p, i) ((p)[i])
 #define STORE(p, i, v) ((p)[i] = (v))
+#define VLOAD vload_f32
+#define VSTORE vstore_f32
 #include "fused_rows.inc"
 #undef T
 #undef SFX
 #undef LOAD
 #undef STORE
+#undef VLOAD
+#undef VSTORE
 
 #define T uint16_t
 #define SFX bf16
 #define LOAD(p, i) bf16_load((p), (i))
 #define STORE(p, i, v) bf16_store((p), (i), (v))
+#define VLOAD vload_bf16
+#define VSTORE vstore_bf16
 #include "fused_rows.inc"
 #undef T
 #undef SFX
 #undef LOAD
 #undef STORE
+#undef VLOAD
+#undef VSTORE
 
 void ag_fused_row_stats(double *partials, const void *y, int bf16, int first, int rows,
                         size_t row_n, int threads) {
