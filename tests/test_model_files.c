@@ -146,6 +146,9 @@ LEAK_CHECKED(test_legacy_state) {
 LEAK_CHECKED(test_zip_protocol4) {
     return check_reference_file("state_proto4_zip.pt", "zip");
 }
+LEAK_CHECKED(test_legacy_protocol4) {
+    return check_reference_file("state_proto4_legacy.pt", "legacy");
+}
 LEAK_CHECKED(test_zip_deflate) {
     return check_reference_file("state_deflate_zip.pt", "zip");
 }
@@ -478,6 +481,19 @@ LEAK_CHECKED(test_crafted_pickles) {
     memset(marks, '(', sizeof marks);
     CHECK(refuse_body(marks, sizeof marks, AG_E_LIMIT, "open MARKs") == 0);
 
+    /* One valid persistent id, turned into 4097 storages references. */
+    static buf body;
+    body.len = 0;
+    op(&body, '('), op_str(&body, "storage"), op_global(&body, "torch", "FloatStorage");
+    op_str(&body, "0"), op_str(&body, "cpu"), op_int(&body, 1), op(&body, 't'), op(&body, 'q');
+    op(&body, 0);
+    for (int i = 0; i < 4097; i++)
+        op(&body, 'h'), op(&body, 0), op(&body, 'Q'), op(&body, '0');
+    op(&body, '}');
+    legacy_with(&scratch, body.bytes, body.len);
+    CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_LIMIT,
+                         "more than 4096 persistent ids") == 0);
+
     /* BUILD on a dict (a state_dict's _metadata), DUP, POP_MARK and framing are accepted. */
     static const char fine[] = "}2(NN1\x95\x00\x00\x00\x00\x00\x00\x00\x00}\x94N0Nb0";
     legacy_with(&scratch, (const uint8_t *)fine, sizeof fine - 1);
@@ -680,9 +696,9 @@ LEAK_CHECKED(test_tensor_set_bounds) {
 }
 
 TEST_MAIN(TEST(test_zip_state), TEST(test_legacy_state), TEST(test_zip_protocol4),
-          TEST(test_zip_deflate), TEST(test_legacy_points_into_file), TEST(test_module_prefix_zip),
-          TEST(test_module_prefix_legacy), TEST(test_parameters_zip), TEST(test_refused_files),
-          TEST(test_fuzz_regressions), TEST(test_random_zip_equals_legacy),
-          TEST(test_crafted_tensors), TEST(test_crafted_pickles), TEST(test_not_pytorch),
-          TEST(test_safetensors_round_trip), TEST(test_safetensors_file),
-          TEST(test_safetensors_corrupt), TEST(test_tensor_set_bounds))
+          TEST(test_legacy_protocol4), TEST(test_zip_deflate), TEST(test_legacy_points_into_file),
+          TEST(test_module_prefix_zip), TEST(test_module_prefix_legacy), TEST(test_parameters_zip),
+          TEST(test_refused_files), TEST(test_fuzz_regressions),
+          TEST(test_random_zip_equals_legacy), TEST(test_crafted_tensors),
+          TEST(test_crafted_pickles), TEST(test_not_pytorch), TEST(test_safetensors_round_trip),
+          TEST(test_safetensors_file), TEST(test_safetensors_corrupt), TEST(test_tensor_set_bounds))

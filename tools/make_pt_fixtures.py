@@ -8,7 +8,7 @@ Every tensor value is a simple formula the C test recomputes; keep the two in st
                               layouts: float32/16, bfloat16, float64, int8, a transposed
                               view, two tensors sharing a storage at offsets, an expanded
                               (stride 0) tensor, a 0-dim and an empty tensor
-  state_proto4_zip.pt         the same with pickle protocol 4 (FRAME, STACK_GLOBAL, MEMOIZE)
+  state_proto4_{zip,legacy}.pt  the same with pickle protocol 4 (FRAME, STACK_GLOBAL, MEMOIZE)
   state_deflate_zip.pt        the zip one re-packed with deflate compression
   module_prefix_{zip,legacy}.pt  nn.DataParallel(...).state_dict(): "module." keys, _metadata
   params_zip.pt               state_dict(keep_vars=True): nn.Parameter values
@@ -117,11 +117,13 @@ class _StableKeys:
         return StablePickler(f, protocol=protocol)
 
 
-def save_legacy(obj, name):
+def save_legacy(obj, name, protocol=2):
     """torch.save(obj, _use_new_zipfile_serialization=False) with reproducible bytes."""
     mod = _StableKeys()
     buf = io.BytesIO()
-    torch.save(obj, buf, pickle_module=mod, _use_new_zipfile_serialization=False)
+    torch.save(
+        obj, buf, pickle_module=mod, pickle_protocol=protocol, _use_new_zipfile_serialization=False
+    )
     raw = buf.getvalue()
     pos, blocks = mod.keys_pos, {}
     for address in mod.address_order:  # a u64 element count, then the elements
@@ -131,7 +133,7 @@ def save_legacy(obj, name):
         pos += len(blocks[key])
     assert pos == len(raw)
     order = [str(i) for i in range(len(blocks))]
-    keys = pickle.dumps(order, protocol=2)
+    keys = pickle.dumps(order, protocol=protocol)
     write(name, raw[: mod.keys_pos] + keys + b"".join(blocks[k] for k in order))
 
 
@@ -221,6 +223,7 @@ def main():
     torch.manual_seed(0)
     save_both(reference_state(), "state")
     save(reference_state(), "state_proto4_zip.pt", pickle_protocol=4)
+    save_legacy(reference_state(), "state_proto4_legacy.pt", protocol=4)
     repack("state_zip.pt", "state_deflate_zip.pt", zipfile.ZIP_DEFLATED)
     repack("state_zip.pt", "bigendian_zip.pt", extra={"byteorder": "big"})
 

@@ -110,11 +110,17 @@ static int check_pid(pt_file *f, const ag_pkl_obj *pid, ag_dtype *dtype) {
 }
 
 /* Registers every storage the pickle refers to, with its dtype (the legacy data section
- * gives element counts, so the dtypes are needed before it can be read). */
+ * gives element counts, so the dtypes are needed before it can be read). Each tensor has
+ * one persistent id, so a state_dict has no more of them than tensors: the bound keeps the
+ * key lookups below quadratic in 4096 at worst. */
 static int collect_storages(pt_file *f) {
+    int persids = 0;
     for (int32_t i = 0; i < f->vm.obj_count; i++) {
         if (obj(f, i)->type != AG_PKL_PERSID)
             continue;
+        if (++persids > AG_PT_MAX_STORAGES)
+            return ag_error_set(f->err, AG_E_LIMIT, "%s: more than %d persistent ids", f->label,
+                                AG_PT_MAX_STORAGES);
         const ag_pkl_obj *pid = obj(f, obj(f, i)->ref);
         ag_dtype dtype = AG_DTYPE_F32;
         int rc = check_pid(f, pid, &dtype);
@@ -127,9 +133,6 @@ static int collect_storages(pt_file *f) {
                                 clamp_len(key->str.len), key->str.ptr);
         if (known)
             continue;
-        if (f->storage_count == AG_PT_MAX_STORAGES)
-            return ag_error_set(f->err, AG_E_LIMIT, "%s: more than %d storages", f->label,
-                                AG_PT_MAX_STORAGES);
         if (f->storage_count % 64 == 0) {
             pt_storage *grown =
                 ag_realloc(f->storages, (size_t)(f->storage_count + 64) * sizeof *f->storages);
