@@ -428,6 +428,20 @@ def metrics_exposition():
 
 
 @test
+def grafana_dashboard_uses_real_metrics():
+    s = main_server()
+    with open(os.path.join(ROOT, "contrib", "grafana", "animegan-dashboard.json")) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    check(len(exprs) > 10, "dashboard has few queries")
+    _, _, body = s.request("GET", "/metrics")
+    exposed = set(re.findall(r"^# TYPE (\S+) ", body.decode(), re.M))
+    used = set(re.findall(r"\b(animegan_[a-z_]+)", " ".join(exprs)))
+    missing = {m for m in used if re.sub(r"_(bucket|sum|count)$", "", m) not in exposed}
+    check(not missing, "dashboard queries unknown metrics: %r" % sorted(missing))
+
+
+@test
 def convert_raw_and_multipart():
     s = main_server()
     status, h, raw = s.convert(headers={"X-Request-Id": "raw-test-1"})
@@ -842,6 +856,92 @@ def drain_timeout_fails_queued_and_exits_0():
         check(time.time() - t0 < 30, "drain took %.1f s" % (time.time() - t0))
     finally:
         s.kill()
+
+
+NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@test
+def nginx_load_balancing():
+    """contrib/nginx/animegan.conf in front of two instances, on loopback."""
+    if not os.access(NGINX, os.X_OK):
+        print("  SKIP: %s is not installed (apt-get install nginx-light, or "
+              "scripts/install-deps.sh --all)" % NGINX)
+        return
+    a = Server("--workers", "1", "--threads", "1", "--queue", "2")
+    b = Server("--workers", "1", "--threads", "1", "--queue", "2")
+    tmp = tempfile.mkdtemp(prefix="animegan-nginx-")
+    nginx = None
+    try:
+        port = free_port()
+        with open(os.path.join(ROOT, "contrib", "nginx", "animegan.conf")) as f:
+            conf = f.read()
+        check("127.0.0.1:8081" in conf and "127.0.0.1:8082" in conf and "listen 80;" in conf,
+              "contrib/nginx/animegan.conf changed shape")
+        conf = (conf.replace("127.0.0.1:8081", "127.0.0.1:%d" % a.port)
+                .replace("127.0.0.1:8082", "127.0.0.1:%d" % b.port)
+                .replace("listen 80;", "listen 127.0.0.1:%d;" % port))
+        with open(os.path.join(tmp, "animegan.conf"), "w") as f:
+            f.write(conf)
+        with open(os.path.join(tmp, "nginx.conf"), "w") as f:
+            f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                    "pid %(t)s/nginx.pid;\nerror_log %(t)s/error.log warn;\n"
+                    "events { worker_connections 256; }\n"
+                    "http {\n access_log %(t)s/access.log;\n"
+                    " client_body_temp_path %(t)s/body;\n proxy_temp_path %(t)s/proxy;\n"
+                    " fastcgi_temp_path %(t)s/fastcgi;\n uwsgi_temp_path %(t)s/uwsgi;\n"
+                    " scgi_temp_path %(t)s/scgi;\n include %(t)s/animegan.conf;\n}\n"
+                    % {"t": tmp})
+        nginx = subprocess.Popen([NGINX, "-p", tmp, "-c", os.path.join(tmp, "nginx.conf"),
+                                  "-e", os.path.join(tmp, "error.log")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        front = Server.__new__(Server)
+        front.port = port
+        deadline = time.time() + 10
+        while True:
+            try:
+                if front.request("GET", "/healthz", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            check(time.time() < deadline and nginx.poll() is None,
+                  "nginx did not start: %s" % (nginx.stderr.read() if nginx.poll() is not None
+                                              else b"timeout"))
+            time.sleep(0.1)
+        upstreams = {}
+        for i in range(8):
+            status, h, body = front.convert(query="?max_side=48")
+            check(status == 200 and png_size(body) == (48, 32), "through nginx: %d" % status)
+            check(re.fullmatch(r"[0-9a-f]{32}", h.get("x-request-id", "")),
+                  "nginx's $request_id not passed through: %r" % h.get("x-request-id"))
+            upstreams[h["x-upstream"]] = upstreams.get(h["x-upstream"], 0) + 1
+        check(len(upstreams) == 2, "only one instance served: %r" % upstreams)
+        served = [a.metrics()["animegan_images_converted_total"],
+                  b.metrics()["animegan_images_converted_total"]]
+        check(all(n >= 1 for n in served) and sum(served) == 8, "per-instance counts %r" % served)
+        status, _, _ = front.request("GET", "/metrics")
+        check(status == 404, "/metrics is exposed through the balancer")
+        # One instance drains and exits: the other takes all the traffic.
+        check(a.stop() == 0, "instance a did not exit cleanly")
+        for i in range(3):
+            status, h, body = front.convert(query="?max_side=48")
+            check(status == 200 and h["x-upstream"].endswith(":%d" % b.port),
+                  "after stopping one instance: %d via %s" % (status, h.get("x-upstream")))
+        print("  nginx: %d requests over %d instances %r, then all via the survivor"
+              % (sum(served), len(upstreams), served))
+    finally:
+        if nginx and nginx.poll() is None:
+            nginx.terminate()
+            nginx.wait(10)
+        a.kill()
+        b.kill()
+        subprocess.run(["rm", "-rf", tmp])
 
 
 def main():
