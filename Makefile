@@ -72,6 +72,11 @@ test: all
 valgrind: all
 	BUILD=$(BUILD) tests/valgrind.sh
 
+# libFuzzer targets (clang): FUZZ_SECONDS per target; corpora kept under build/fuzz/.
+FUZZ_SECONDS ?= 20
+fuzz:
+	fuzz/run.sh $(FUZZ_SECONDS)
+
 format:
 	clang-format -i $$(find include src cli server tests -name '*.[ch]')
 

@@ -7,7 +7,17 @@
 #include "model_internal.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <string.h>
+
+/* cJSON's allocations go through ag_malloc too, so the leak checks and the metrics see
+ * them. Its hooks are process-wide: set them once. */
+static pthread_once_t cjson_hooks_once = PTHREAD_ONCE_INIT;
+
+static void install_cjson_hooks(void) {
+    cJSON_Hooks hooks = {ag_malloc, ag_free};
+    cJSON_InitHooks(&hooks);
+}
 
 /* Real headers are a few kB per hundred tensors; the format's own reference reader refuses
  * more than 100 MB. 16 MB keeps a hostile header from costing much cJSON memory. */
@@ -190,6 +200,7 @@ int ag_safetensors_parse(const uint8_t *data, size_t size, const char *label, ag
                             "%s: safetensors header of %llu bytes exceeds the %llu byte limit",
                             label, (unsigned long long)header_bytes,
                             (unsigned long long)AG_SAFETENSORS_MAX_HEADER_BYTES);
+    pthread_once(&cjson_hooks_once, install_cjson_hooks);
     cJSON *root = cJSON_ParseWithLength((const char *)data + 8, (size_t)header_bytes);
     if (!root)
         return ag_error_set(err, AG_E_FORMAT, "%s: safetensors header is not valid JSON", label);
