@@ -742,6 +742,29 @@ def client_gone_releases_everything():
 
 
 @test
+def rss_flat_over_many_requests():
+    """The seeds' failure: memory that grows with every request. Here it must not."""
+    s = shared("leak", "--workers", "1")
+    for _ in range(3):
+        s.convert(query="?max_side=128")
+    s.wait_idle()
+    rss0, live0 = s.rss_bytes(), live_bytes(s)
+    for i in range(12):
+        status, _, _ = s.convert(ROCKET if i % 2 else CHELSEA, ctype="image/jpeg" if i % 2 else
+                                 "image/png", query="?max_side=128")
+        check(status == 200, "conversion %d gave %d" % (i, status))
+    s.wait_idle()
+    for _ in range(2):  # end on the warm-up's image size, so the arena is the same
+        s.convert(query="?max_side=128")
+    s.wait_idle()
+    rss1, live1 = s.rss_bytes(), live_bytes(s)
+    print("  RSS %.1f -> %.1f MiB over 14 conversions; live heap %d -> %d bytes"
+          % (rss0 / 1048576, rss1 / 1048576, live0, live1))
+    check(live1 == live0, "library heap grew by %d bytes" % (live1 - live0))
+    check(rss1 - rss0 < 8 * 1048576, "RSS grew by %.1f MiB" % ((rss1 - rss0) / 1048576))
+
+
+@test
 def connection_limit_and_slow_client():
     s = shared("limits", "--workers", "1", "--max-connections", "4", "--timeout", "2")
     held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]
