@@ -19,6 +19,8 @@ const DATA = path.join(ROOT, "tests", "data");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const CHELSEA = path.join(DATA, "chelsea.png");
 const ASTRONAUT = fs.readFileSync(path.join(DATA, "astronaut.png"));
+// The bundled model, wherever the binary is (build/address/animegan has no ../models).
+process.env.ANIMEGAN_MODEL_PATH = process.env.ANIMEGAN_MODEL_PATH || path.join(ROOT, "models");
 
 // ---- helpers ------------------------------------------------------------------------------
 
