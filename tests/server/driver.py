@@ -486,22 +486,41 @@ def convert_raw_and_multipart():
           and int(e["bytes_out"]) == len(raw), "log line values %r" % e)
 
 
+def curl(*args):
+    """Run Debian's curl (never through a proxy); returns (HTTP status, body bytes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "body")
+        p = subprocess.run(["curl", "-sS", "--noproxy", "*", "-o", out, "-w", "%{http_code}",
+                            *args], capture_output=True, timeout=300)
+        check(p.returncode == 0, "curl failed: %s" % p.stderr.decode()[-300:])
+        with open(out, "rb") as f:
+            return int(p.stdout), f.read()
+
+
 @test
 def convert_equals_cli():
+    """A photo converted with curl (both body styles) equals `animegan convert`, pixel for pixel."""
     s = main_server()  # 1 thread per worker
-    status, _, served = s.convert()
-    check(status == 200, "convert gave %d" % status)
+    photo = os.path.join(DATA, "chelsea.png")
+    url = "http://127.0.0.1:%d/api/v1/convert" % s.port
+    status, multipart_png = curl("-F", "image=@" + photo, url)
+    check(status == 200, "curl -F gave %d" % status)
+    status, raw_png = curl("-H", "Content-Type: image/png", "--data-binary", "@" + photo, url)
+    check(status == 200, "curl --data-binary gave %d" % status)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cli.png")
-        p = subprocess.run([BIN, "convert", os.path.join(DATA, "chelsea.png"), "-o", out,
-                            "--threads", "1", "-q"], capture_output=True, timeout=300)
+        p = subprocess.run([BIN, "convert", photo, "-o", out, "--threads", "1", "-q"],
+                           capture_output=True, timeout=300)
         check(p.returncode == 0, "animegan convert failed: %s" % p.stderr[-300:])
         with open(out, "rb") as f:
             cli = f.read()
-    a, b = png_decode(served), png_decode(cli)
-    check(a[:3] == b[:3], "geometry differs: %r vs %r" % (a[:3], b[:3]))
-    diff = sum(1 for x, y in zip(a[3], b[3]) if x != y)
-    check(diff == 0, "%d of %d samples differ from animegan convert" % (diff, len(a[3])))
+    want = png_decode(cli)
+    for name, served in (("multipart", multipart_png), ("raw", raw_png)):
+        got = png_decode(served)
+        check(got[:3] == want[:3], "%s: geometry %r vs %r" % (name, got[:3], want[:3]))
+        diff = sum(1 for x, y in zip(got[3], want[3]) if x != y)
+        check(diff == 0, "%s: %d of %d samples differ from animegan convert"
+              % (name, diff, len(want[3])))
 
 
 @test
