@@ -119,6 +119,17 @@ async function waitFor(fn, timeoutMs, what) {
   throw new Error("timed out waiting for " + what);
 }
 
+// Poll a page function (page.evaluate works under the page's CSP, where waitForFunction's
+// compiled predicates may not).
+async function pageWait(page, fn, timeoutMs, what) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await page.evaluate(fn)) return;
+    if (Date.now() > end) throw new Error("timed out waiting for " + what);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 function check(cond, what) {
   if (!cond) throw new Error(what);
 }
@@ -168,7 +179,7 @@ async function main() {
     ["page_loads_with_styles", async () => {
       await page.goto(base + "/");
       check((await page.title()).includes("photo to anime"), "title");
-      await page.waitForFunction(() => document.querySelector("#model option[value='hayao']"));
+      await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
       check(await page.isDisabled("#go"), "Animate! enabled before a photo is chosen");
       const limits = await page.textContent("#limits");
       check(limits.includes("1.0 MB"), "limits line: " + limits);
@@ -187,7 +198,7 @@ async function main() {
       check(states.includes("queued"), "never showed the queued state: " + states.join(","));
       check(states.includes("working"), "never showed the working state: " + states.join(","));
       check((await busy).status === 200, "occupying request failed");
-      await page.waitForFunction(() => document.getElementById("after").naturalWidth > 0);
+      await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
       const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
       check(size[0] === 451 && size[1] === 300, "result size " + size);
       check(!(await page.isHidden("#result")), "result card hidden");
@@ -206,7 +217,7 @@ async function main() {
     }],
     ["busy_server_says_try_again", async () => {
       await page.goto(base + "/");
-      await page.waitForFunction(() => document.querySelector("#model option[value='hayao']"));
+      await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
       const a = occupy(server.port, "occupy-2"), b = occupy(server.port, "occupy-3");
       await waitFor(async () => (await admitted(server.port)) === 2, 10000, "occupying requests");
       await page.setInputFiles("#file", CHELSEA);
@@ -219,7 +230,7 @@ async function main() {
     ["not_an_image_in_plain_words", async () => {
       await page.setInputFiles("#file", { name: "notes.png", mimeType: "image/png", buffer: Buffer.from("these are my notes, not a photo") });
       await page.click("#go");
-      await page.waitForFunction(() => !document.getElementById("error").hidden && document.getElementById("status").dataset.state === "error");
+      await pageWait(page, () => !document.getElementById("error").hidden && document.getElementById("status").dataset.state === "error", 20000, "error message");
       const text = await page.textContent("#error");
       check(/not an image/i.test(text), "not-an-image message: " + text);
     }],
@@ -230,13 +241,13 @@ async function main() {
     }],
     ["portrait_toggle", async () => {
       await page.goto(base + "/");
-      await page.waitForFunction(() => document.querySelector("#model option[value='hayao']"));
+      await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
       await page.setInputFiles("#file", CHELSEA);
       await page.click("label.switch"); // what a finger does: the checkbox itself is hidden
       check(await page.isChecked("#portrait"), "portrait toggle did not switch on");
       await page.click("#go");
       await page.waitForSelector("#status[data-state='done']", { timeout: 180000 });
-      await page.waitForFunction(() => document.getElementById("after").naturalWidth > 0);
+      await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
       const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
       check(size[0] === size[1] && size[0] > 0, "portrait result is not square: " + size);
     }],
