@@ -52,16 +52,6 @@ typedef struct pt_file {
     size_t bytes_read; /* under AG_PT_MAX_BYTES */
 } pt_file;
 
-/* ag_tensor_set's own messages do not know the file: put the label in front. */
-static int with_label(int rc, const char *label, ag_error *err) {
-    if (rc != AG_OK && err) {
-        char reason[AG_ERROR_MESSAGE_BYTES];
-        memcpy(reason, err->message, sizeof reason);
-        ag_error_set(err, rc, "%s: %s", label, reason);
-    }
-    return rc;
-}
-
 static int clamp_len(size_t len) {
     return len > 80 ? 80 : (int)len;
 }
@@ -217,7 +207,7 @@ static int zip_load_storage(pt_file *f, pt_storage *st) {
     size_t nbytes = 0;
     int rc = zip_read(f, index, AG_PT_MAX_BYTES, &blob, &nbytes);
     if (rc == AG_OK)
-        rc = with_label(ag_tensor_set_own(f->out, blob, f->err), f->label, f->err);
+        rc = ag_error_prefix(ag_tensor_set_own(f->out, blob, f->err), f->label, f->err);
     if (rc == AG_OK) {
         st->bytes = blob;
         st->nbytes = nbytes;
@@ -493,7 +483,7 @@ static int gather(pt_file *f, ag_tensor_ref *ref, const uint8_t *base,
                     memcpy(dst, base + (size_t)(a * s[0] + b * s[1] + c * s[2] + d * s[3]) * es,
                            es);
     ref->data = blob;
-    return with_label(ag_tensor_set_own(f->out, blob, f->err), f->label, f->err);
+    return ag_error_prefix(ag_tensor_set_own(f->out, blob, f->err), f->label, f->err);
 }
 
 /* Points the tensor at its elements, after checking the furthest one is in the storage. */
@@ -569,7 +559,7 @@ static int add_entry(pt_file *f, const ag_pkl_obj *key, const ag_pkl_obj *value)
     ref.dtype = (ag_dtype)item(f, pid, 1)->global.dtype;
     rc = place(f, &ref, bytes, nbytes, offset, stride);
     if (rc == AG_OK)
-        rc = with_label(ag_tensor_set_add(f->out, &ref, f->err), f->label, f->err);
+        rc = ag_error_prefix(ag_tensor_set_add(f->out, &ref, f->err), f->label, f->err);
     return rc;
 }
 
@@ -601,9 +591,9 @@ int ag_pytorch_parse(const uint8_t *data, size_t size, const char *label, ag_ten
         rc = ag_error_set(err, AG_E_FORMAT,
                           "%s: not a PyTorch file (neither a zip archive nor a pickle)", label);
     if (rc == AG_OK)
-        rc = with_label(ag_tensor_set_meta(out, "format", "pytorch", err), label, err);
+        rc = ag_error_prefix(ag_tensor_set_meta(out, "format", "pytorch", err), label, err);
     if (rc == AG_OK)
-        rc = with_label(ag_tensor_set_meta(out, "serialization", is_zip ? "zip" : "legacy", err),
+        rc = ag_error_prefix(ag_tensor_set_meta(out, "serialization", is_zip ? "zip" : "legacy", err),
                         label, err);
     ag_pkl_fini(&f.vm);
     ag_free(f.storages);

@@ -61,16 +61,6 @@ static bool parse_dtype(const char *text, ag_dtype *out) {
     return false;
 }
 
-/* ag_tensor_set's own messages do not know the file: put the label in front. */
-static int with_label(int rc, const char *label, ag_error *err) {
-    if (rc != AG_OK && err) {
-        char reason[AG_ERROR_MESSAGE_BYTES];
-        memcpy(reason, err->message, sizeof reason);
-        ag_error_set(err, rc, "%s: %s", label, reason);
-    }
-    return rc;
-}
-
 static int parse_shape(const cJSON *shape, const char *label, const char *name, ag_tensor_ref *ref,
                        ag_error *err) {
     if (!cJSON_IsArray(shape))
@@ -151,7 +141,7 @@ static int parse_tensor(const cJSON *entry, const uint8_t *body, size_t body_byt
                        label, name, &ref, err);
     if (rc != AG_OK)
         return rc;
-    return with_label(ag_tensor_set_add(out, &ref, err), label, err);
+    return ag_error_prefix(ag_tensor_set_add(out, &ref, err), label, err);
 }
 
 static int parse_metadata(const cJSON *meta, const char *label, ag_tensor_set *out, ag_error *err) {
@@ -164,7 +154,7 @@ static int parse_metadata(const cJSON *meta, const char *label, ag_tensor_set *o
                                 item->string);
         int rc = ag_tensor_set_meta(out, item->string, item->valuestring, err);
         if (rc != AG_OK)
-            return with_label(rc, label, err);
+            return ag_error_prefix(rc, label, err);
     }
     return AG_OK;
 }

@@ -23,6 +23,15 @@ int ag_error_set(ag_error *err, int code, const char *fmt, ...) {
     return code;
 }
 
+int ag_error_prefix(int rc, const char *label, ag_error *err) {
+    if (rc != AG_OK && err) {
+        char reason[AG_ERROR_MESSAGE_BYTES];
+        memcpy(reason, err->message, sizeof reason);
+        ag_error_set(err, rc, "%s: %s", label, reason);
+    }
+    return rc;
+}
+
 const char *ag_error_name(int code) {
     switch (code) {
     case AG_OK: return "ok";

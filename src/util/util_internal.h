@@ -15,6 +15,10 @@
 int ag_error_set(ag_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* On failure (rc != 0), put "label: " in front of err's message; returns rc. For messages
+ * from helpers that do not know which file they were reading. */
+int ag_error_prefix(int rc, const char *label, ag_error *err);
+
 /* Invariants only (never input checks): stays on in every build. */
 #define AG_ASSERT(cond)                                                                            \
     do {                                                                                           \
