@@ -694,6 +694,11 @@ int main(int argc, char **argv) {
         TEST(test_models_lists_hayao),
         TEST(test_bench_json),
     };
+    /* A binary deeper than build/ (build/address/animegan) does not find ../models next to
+     * itself; the default build keeps testing the executable-relative lookup. */
+    const char *build = getenv("BUILD");
+    if (build && build[0] && strcmp(build, "build") != 0)
+        setenv("ANIMEGAN_MODEL_PATH", AG_SOURCE_DIR "/models", 0);
     ag_error err = {0};
     if (!mkdtemp(log_dir) || ag_image_startup(argv[0], &err)) {
         fprintf(stderr, "cannot start: %s\n", err.message[0] ? err.message : strerror(errno));

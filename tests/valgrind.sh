@@ -40,7 +40,6 @@ check() {
     start=$(date +%s)
     valgrind --leak-check=full --show-leak-kinds=definite,indirect \
         --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
-        --suppressions=tests/valgrind.supp \
         --log-file="$tmp/$name.log" "$bin" "$@" >"$tmp/$name.out" 2>&1
     rc=$?
     took=$(($(date +%s) - start))

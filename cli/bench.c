@@ -1,0 +1,289 @@
+/*
+ * bench.c - `animegan bench`: time the generator alone (ag_engine_run_f32, no decoding or
+ * encoding) on a deterministic synthetic image or a given photo, and print one JSON object
+ * on stdout so scripts and bench/ can collect results.
+ */
+#include "commands.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct bench_args {
+    ag_cli_engine_args e;
+    int size, size_given;
+    int runs, warmup;
+    const char *input;
+} bench_args;
+
+static void print_help(void) {
+    fputs("Usage: animegan bench [options]\n"
+          "\n"
+          "Time the generator (ag_engine_run_f32: no decoding or encoding) and print one JSON\n"
+          "object on stdout: size, width, height, precision, backend, upsample, threads, runs,\n"
+          "warmup, ms_median, ms_min, ms_max, ms_mean, prepare_ms, gflop, gflops, peak_rss_mb,\n"
+          "arena_mb, model, version.\n"
+          "\n"
+          "Options:\n"
+          "      --size N           side of the square synthetic image; with --input, the\n"
+          "                         long side the photo is reduced to (default: 512)\n"
+          "      --input FILE       time on this photo instead of the synthetic image\n"
+          "      --runs N           timed runs, 1-100000 (default: 5)\n"
+          "      --warmup N         untimed runs first, 0-1000 (default: 1)\n"
+          "  -m, --model NAME|PATH  bundled model name or model file (default: hayao)\n"
+          "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
+          "      --precision P      fp32, bf16 or int8 (default: fp32)\n"
+          "      --backend B        onednn or reference (default: onednn)\n"
+          "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
+          "                         (default: the model's own mode)\n"
+          "  -h, --help             show this help\n",
+          stdout);
+}
+
+enum { OPT_SIZE = 256, OPT_RUNS, OPT_WARMUP, OPT_INPUT };
+
+static const struct option long_options[] = {
+    AG_CLI_ENGINE_LONG_OPTIONS,
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"runs", required_argument, NULL, OPT_RUNS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_option(int opt, const char *arg, bench_args *a) {
+    switch (opt) {
+    case OPT_SIZE:
+        a->size_given = 1;
+        return ag_cli_parse_int("bench", "size", arg, AG_MIN_SIDE, 8192, &a->size);
+    case OPT_RUNS: return ag_cli_parse_int("bench", "runs", arg, 1, 100000, &a->runs);
+    case OPT_WARMUP: return ag_cli_parse_int("bench", "warmup", arg, 0, 1000, &a->warmup);
+    case OPT_INPUT: a->input = arg; return 0;
+    default: return -1; /* not reached */
+    }
+}
+
+/* Returns -1 to go on, or the exit status (after --help or a usage error). */
+static int parse_args(int argc, char **argv, bench_args *a) {
+    opterr = 0;
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":m:t:h", long_options, NULL)) != -1) {
+        if (opt == 'h')
+            return print_help(), AG_EXIT_OK;
+        if (opt == '?' || opt == ':')
+            return ag_cli_bad_option("bench", opt, optopt, argv[optind - 1]);
+        int handled = ag_cli_engine_option("bench", opt, optarg, &a->e);
+        if (handled < 0 || (!handled && parse_option(opt, optarg, a)))
+            return AG_EXIT_USAGE;
+    }
+    if (optind < argc)
+        return ag_cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    return -1;
+}
+
+/* ---- the input tensor -------------------------------------------------------------------- */
+
+/*
+ * Smooth gradients plus fixed-seed noise: photo-like enough that no op sees a degenerate
+ * (constant) input, and identical on every run so timings compare.
+ */
+static void fill_synthetic(float *hwc, int width, int height) {
+    uint32_t state = 0x9e3779b9u;
+    for (int y = 0; y < height; y++) {
+        for (int x = 0; x < width; x++) {
+            for (int c = 0; c < 3; c++) {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                float noise = (float)(state >> 8) / 16777216.0f - 0.5f;
+                float wave = sinf(0.05f * (float)x + 2.0f * (float)c) * cosf(0.03f * (float)y);
+                float v = 0.7f * wave + 0.3f * noise;
+                hwc[((size_t)y * width + x) * 3 + c] = v;
+            }
+        }
+    }
+}
+
+/* Decode `path` and map its RGB to [-1, 1]; *hwc is ag_malloc'ed. */
+static int load_photo(const bench_args *a, float **hwc, int *width, int *height, ag_error *err) {
+    ag_decode_options options = {.max_side = a->size_given ? a->size : 1024};
+    ag_image image = {0};
+    int rc = ag_image_decode_file(a->input, &options, &image, err);
+    if (rc)
+        return rc;
+    size_t pixels = (size_t)image.width * (size_t)image.height;
+    *hwc = ag_malloc(pixels * 3 * sizeof **hwc);
+    if (!*hwc) {
+        ag_image_fini(&image);
+        err->code = AG_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory for %s", a->input);
+        return AG_E_NOMEM;
+    }
+    for (size_t i = 0; i < pixels; i++)
+        for (int c = 0; c < 3; c++)
+            (*hwc)[i * 3 + c] = (float)image.pixels[i * (size_t)image.bands + c] / 127.5f - 1.0f;
+    *width = image.width;
+    *height = image.height;
+    ag_image_fini(&image);
+    return 0;
+}
+
+static int make_input(const bench_args *a, float **hwc, int *width, int *height, ag_error *err) {
+    if (a->input)
+        return load_photo(a, hwc, width, height, err);
+    *width = *height = a->size;
+    *hwc = ag_malloc((size_t)a->size * (size_t)a->size * 3 * sizeof **hwc);
+    if (!*hwc) {
+        err->code = AG_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory for a %dx%d image", a->size,
+                 a->size);
+        return AG_E_NOMEM;
+    }
+    fill_synthetic(*hwc, *width, *height);
+    return 0;
+}
+
+/* ---- timing and the report --------------------------------------------------------------- */
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct timings {
+    double prepare_ms, median_ms, min_ms, max_ms, mean_ms;
+} timings;
+
+/* Sort `ms` in place and summarise it. */
+static timings summarise(double *ms, int runs, double prepare_ms) {
+    qsort(ms, (size_t)runs, sizeof *ms, compare_doubles);
+    double sum = 0;
+    for (int i = 0; i < runs; i++)
+        sum += ms[i];
+    timings t = {prepare_ms, ms[runs / 2], ms[0], ms[runs - 1], sum / runs};
+    if (runs % 2 == 0)
+        t.median_ms = 0.5 * (ms[runs / 2 - 1] + ms[runs / 2]);
+    return t;
+}
+
+/* Print `text` as a JSON string (model names can be file paths with any bytes). */
+static void print_json_string(const char *text) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void print_report(const bench_args *a, const ag_model *model, const ag_engine *engine,
+                         const ag_engine_options *options, int width, int height, timings t) {
+    const ag_model_info *info = ag_model_get_info(model);
+    ag_resize_mode resize = options->resize ? options->resize : info->resize;
+    double gflop = ag_model_flop(model, width, height) / 1e9;
+    printf("{\"model\": ");
+    print_json_string(info->name);
+    printf(", \"input\": ");
+    if (a->input)
+        print_json_string(a->input);
+    else
+        printf("\"synthetic\"");
+    printf(", \"size\": %d, \"width\": %d, \"height\": %d", width > height ? width : height, width,
+           height);
+    printf(", \"precision\": \"%s\", \"backend\": \"%s\", \"upsample\": \"%s\"",
+           ag_cli_precision_name(options->precision), ag_cli_backend_name(options->backend),
+           ag_resize_mode_name(resize));
+    printf(", \"threads\": %d, \"runs\": %d, \"warmup\": %d", options->threads, a->runs, a->warmup);
+    printf(", \"prepare_ms\": %.3f, \"ms_median\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
+           "\"ms_mean\": %.3f",
+           t.prepare_ms, t.median_ms, t.min_ms, t.max_ms, t.mean_ms);
+    printf(", \"gflop\": %.4f, \"gflops\": %.3f", gflop,
+           t.median_ms > 0 ? gflop / (t.median_ms / 1e3) : 0.0);
+    printf(", \"peak_rss_mb\": %.1f, \"arena_mb\": %.1f, \"version\": \"%s\"}\n",
+           (double)ag_process_peak_rss_bytes() / 1048576.0,
+           (double)ag_engine_arena_bytes(engine) / 1048576.0, AG_VERSION);
+}
+
+/* Warm up, then time each run separately; ms has a->runs slots. */
+static int time_runs(ag_engine *engine, const bench_args *a, const float *in, float *out, int width,
+                     int height, double *ms, ag_error *err) {
+    for (int i = 0; i < a->warmup; i++)
+        if (ag_engine_run_f32(engine, in, width, height, out, err))
+            return -1;
+    for (int i = 0; i < a->runs; i++) {
+        double start = now_ms();
+        if (ag_engine_run_f32(engine, in, width, height, out, err))
+            return -1;
+        ms[i] = now_ms() - start;
+    }
+    return 0;
+}
+
+static int run_bench(const bench_args *a, ag_model *model, ag_engine_options *options,
+                     ag_error *err) {
+    ag_engine *engine = NULL;
+    float *in = NULL, *out = NULL;
+    double *ms = ag_malloc((size_t)a->runs * sizeof *ms);
+    int width = 0, height = 0, rc = AG_E_NOMEM;
+    if (!ms) {
+        snprintf(err->message, sizeof err->message, "out of memory");
+        goto done;
+    }
+    if ((rc = make_input(a, &in, &width, &height, err)) ||
+        (rc = ag_engine_create(model, options, &engine, err)))
+        goto done;
+    if (!(out = ag_malloc((size_t)width * (size_t)height * 3 * sizeof *out))) {
+        rc = AG_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory");
+        goto done;
+    }
+    /* Planning the arena happens once per size; report it apart from the steady state. */
+    double start = now_ms();
+    if ((rc = ag_engine_prepare(engine, width, height, err)))
+        goto done;
+    double prepare_ms = now_ms() - start;
+    if ((rc = time_runs(engine, a, in, out, width, height, ms, err)))
+        goto done;
+    print_report(a, model, engine, options, width, height, summarise(ms, a->runs, prepare_ms));
+done:
+    ag_free(out);
+    ag_engine_destroy(engine);
+    ag_free(in);
+    ag_free(ms);
+    return rc;
+}
+
+int ag_cli_bench(int argc, char **argv) {
+    bench_args a = {.size = 512, .runs = 5, .warmup = 1};
+    ag_cli_engine_args_init(&a.e);
+    int status = parse_args(argc, argv, &a);
+    if (status >= 0)
+        return status;
+
+    ag_engine_options options = a.e.engine;
+    if (options.threads <= 0)
+        options.threads = ag_cli_cpu_count();
+    ag_model *model = NULL;
+    ag_error err = {0};
+    status = AG_EXIT_OK;
+    if (ag_model_load(a.e.model, &model, &err) || run_bench(&a, model, &options, &err)) {
+        ag_cli_report(&err);
+        status = AG_EXIT_FAILED;
+    }
+    ag_model_destroy(model);
+    return status;
+}

@@ -1,0 +1,100 @@
+/*
+ * commands.h - the subcommands of the `animegan` executable and the helpers they share.
+ * cli/main.c dispatches on argv[1]; each command gets argv shifted by one, so argv[0] is the
+ * command's own name ("convert", "serve", ...) and getopt_long starts at argv[1] as usual.
+ *
+ * Exit statuses of every command: 0 success, 1 something failed (reported on stderr as
+ * "animegan: <message>"), 2 bad command line (one line plus a "Try ... --help" hint).
+ *
+ * cli/main.c calls ag_image_startup before any command and ag_image_shutdown after it
+ * returns, so commands (including the server) must not call either.
+ */
+#ifndef AG_CLI_COMMANDS_H
+#define AG_CLI_COMMANDS_H
+
+#include "animegan.h"
+
+#include <stdio.h>
+
+enum { AG_EXIT_OK = 0, AG_EXIT_FAILED = 1, AG_EXIT_USAGE = 2, AG_EXIT_INTERRUPTED = 130 };
+
+/* ---- commands (argv[0] is the command name) ---------------------------------------------- */
+
+int ag_cli_convert(int argc, char **argv);
+int ag_cli_bench(int argc, char **argv);
+int ag_cli_models(int argc, char **argv);
+
+/* The HTTP service, provided by server/; same argv convention and exit statuses. */
+extern int ag_server_main(int argc, char **argv);
+
+/* ---- shared option parsing (cli/options.c) ----------------------------------------------- */
+
+/*
+ * Parse a whole decimal integer in [min, max]. On failure prints the usage error for
+ * `command` naming `option` and returns -1 (the caller returns AG_EXIT_USAGE).
+ */
+int ag_cli_parse_int(const char *command, const char *option, const char *text, int min, int max,
+                     int *out);
+
+/* Options that pick the model and shape the engine; shared by convert and bench. */
+typedef struct ag_cli_engine_args {
+    const char *model; /* bundled name or path */
+    ag_engine_options engine;
+} ag_cli_engine_args;
+
+void ag_cli_engine_args_init(ag_cli_engine_args *args);
+
+/* getopt_long entries for the engine options, to splice into a command's table. */
+// clang-format off
+#define AG_CLI_ENGINE_LONG_OPTIONS                                                                 \
+    {"model", required_argument, NULL, 'm'}, {"threads", required_argument, NULL, 't'},            \
+        {"precision", required_argument, NULL, 'P'}, {"backend", required_argument, NULL, 'B'},    \
+        {"upsample", required_argument, NULL, 'U'}
+// clang-format on
+
+/*
+ * Handle one getopt result if it is an engine option: returns 1 when handled, 0 when `opt`
+ * is not one, -1 (usage error already printed) when its value is bad.
+ */
+int ag_cli_engine_option(const char *command, int opt, const char *arg, ag_cli_engine_args *args);
+
+/*
+ * Report a getopt '?' or ':' result for `command` ("unknown option", "needs a value") as one
+ * line plus the help hint. Returns AG_EXIT_USAGE.
+ */
+int ag_cli_bad_option(const char *command, int opt, int optopt_value, const char *word);
+
+/* Print "animegan: <fmt...>" and the "Try 'animegan <command> --help'" hint; AG_EXIT_USAGE. */
+int ag_cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Print "animegan: <message>" for a failed library call. */
+void ag_cli_report(const ag_error *err);
+
+/* Number of CPUs this process may run on (what "all cores" means to the engine). */
+int ag_cli_cpu_count(void);
+
+const char *ag_cli_precision_name(ag_precision precision);
+const char *ag_cli_backend_name(ag_backend backend);
+
+/* ---- progress bar (cli/progress.c) ------------------------------------------------------- */
+
+typedef struct ag_progress {
+    int enabled; /* drawing at all: a terminal and not --quiet */
+    int total, done, failed;
+    double start_s;
+    int drawn; /* a bar is on the current line and must be cleared before other output */
+} ag_progress;
+
+/* Draw on stderr only when it is a terminal and `quiet` is off. */
+void ag_progress_init(ag_progress *progress, int total, int quiet);
+/* Restart the clock and draw the empty bar (call when the first item begins). */
+void ag_progress_start(ag_progress *progress);
+/* Record one finished item (ok or not) and redraw. */
+void ag_progress_step(ag_progress *progress, int ok);
+/* Erase the bar so a message can be printed on a clean line; the next step redraws it. */
+void ag_progress_clear(ag_progress *progress);
+/* Replace the bar with a one-line summary (only when enabled). */
+void ag_progress_finish(ag_progress *progress);
+
+#endif

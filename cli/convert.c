@@ -1,0 +1,528 @@
+/*
+ * convert.c - `animegan convert INPUT... -o OUTPUT`: plan which file goes where, load the model
+ * once, then decode -> stylise -> save each input with one engine. A bad input is reported
+ * and skipped; the exit status says whether anything failed.
+ */
+#include "commands.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct convert_args {
+    ag_cli_engine_args e;
+    const char *output;
+    ag_decode_options decode;
+    int size_given;
+    int side_by_side;
+    int quality;
+    int format; /* --format: of files written into an output directory */
+    int quiet;
+} convert_args;
+
+typedef struct job {
+    char *input; /* ag_malloc'ed */
+    char *output;
+} job;
+
+typedef struct job_list {
+    job *items;
+    int count, capacity;
+    int dir_mode; /* OUTPUT is a directory (created before the first save) */
+    int format;   /* of every output */
+    int failures; /* inputs rejected while planning, already reported */
+} job_list;
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+static void print_help(void) {
+    fputs("Usage: animegan convert INPUT... -o OUTPUT [options]\n"
+          "\n"
+          "Turn photos into anime-style pictures with an AnimeGANv2 generator.\n"
+          "INPUT is an image file (JPEG, PNG, WebP, TIFF, GIF, HEIF) or a directory of them.\n"
+          "With one input file, OUTPUT is the file to write and its extension (.png, .jpg,\n"
+          ".webp) picks the format. With several inputs or a directory, OUTPUT is a directory\n"
+          "(created if missing) that receives one file per input with the same base name.\n"
+          "Outputs are written to a temporary file and renamed, so a failure leaves none.\n"
+          "\n"
+          "Options:\n"
+          "  -o, --output PATH      output file or directory (required)\n"
+          "  -m, --model NAME|PATH  bundled model name, or a .safetensors / PyTorch .pt file\n"
+          "                         (default: hayao; see 'animegan models')\n"
+          "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
+          "      --precision P      fp32, bf16 or int8 (default: fp32)\n"
+          "      --backend B        onednn or reference (default: onednn)\n"
+          "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
+          "                         (default: the model's own mode)\n"
+          "      --max-side N       downscale inputs whose long side exceeds N pixels,\n"
+          "                         0 = never (default: 1024)\n"
+          "      --portrait         face2paint: centre square crop resized to --size\n"
+          "      --size N           portrait size in pixels, with --portrait (default: 512)\n"
+          "      --side-by-side     write the input and the result next to each other\n"
+          "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
+          "      --format F         png, jpg or webp, for files written into an output\n"
+          "                         directory (default: png)\n"
+          "  -q, --quiet            no progress bar or summary (errors are still printed)\n"
+          "  -h, --help             show this help\n"
+          "\n"
+          "A progress bar is shown on a terminal when converting several images.\n"
+          "Exit status: 0 all converted, 1 an input or the model failed, 2 bad command line,\n"
+          "130 interrupted.\n",
+          stdout);
+}
+
+enum { OPT_MAX_SIDE = 256, OPT_PORTRAIT, OPT_SIZE, OPT_SIDE_BY_SIDE, OPT_QUALITY, OPT_FORMAT };
+
+static const struct option long_options[] = {
+    {"output", required_argument, NULL, 'o'},
+    AG_CLI_ENGINE_LONG_OPTIONS,
+    {"max-side", required_argument, NULL, OPT_MAX_SIDE},
+    {"portrait", no_argument, NULL, OPT_PORTRAIT},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"side-by-side", no_argument, NULL, OPT_SIDE_BY_SIDE},
+    {"quality", required_argument, NULL, OPT_QUALITY},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* One convert-only option: 0 ok, -1 bad value (reported). */
+static int parse_option(int opt, const char *arg, convert_args *a) {
+    switch (opt) {
+    case 'o': a->output = arg; return 0;
+    case 'q': a->quiet = 1; return 0;
+    case OPT_PORTRAIT: a->decode.portrait = 1; return 0;
+    case OPT_SIDE_BY_SIDE: a->side_by_side = 1; return 0;
+    case OPT_QUALITY: return ag_cli_parse_int("convert", "quality", arg, 1, 100, &a->quality);
+    case OPT_SIZE:
+        a->size_given = 1;
+        return ag_cli_parse_int("convert", "size", arg, AG_MIN_SIDE, 8192,
+                                &a->decode.portrait_size);
+    case OPT_MAX_SIDE:
+        if (ag_cli_parse_int("convert", "max-side", arg, 0, 1 << 16, &a->decode.max_side))
+            return -1;
+        if (a->decode.max_side > 0 && a->decode.max_side < AG_MIN_SIDE)
+            return ag_cli_usage_error("convert", "--max-side: must be 0 or at least %d",
+                                      AG_MIN_SIDE),
+                   -1;
+        return 0;
+    case OPT_FORMAT:
+        if ((a->format = ag_format_parse(arg)) < 0)
+            return ag_cli_usage_error("convert", "--format: '%s' is not png, jpg or webp", arg), -1;
+        return 0;
+    default: return -1; /* not reached: getopt returns only the options in the table */
+    }
+}
+
+/* Returns -1 to go on converting, or the exit status (after --help or a usage error). */
+static int parse_args(int argc, char **argv, convert_args *a) {
+    opterr = 0; /* our own one-line messages instead of getopt's */
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":o:m:t:qh", long_options, NULL)) != -1) {
+        if (opt == 'h')
+            return print_help(), AG_EXIT_OK;
+        if (opt == '?' || opt == ':')
+            return ag_cli_bad_option("convert", opt, optopt, argv[optind - 1]);
+        int handled = ag_cli_engine_option("convert", opt, optarg, &a->e);
+        if (handled < 0 || (!handled && parse_option(opt, optarg, a)))
+            return AG_EXIT_USAGE;
+    }
+    if (optind == argc)
+        return ag_cli_usage_error("convert", "no input files");
+    if (!a->output || !a->output[0])
+        return ag_cli_usage_error("convert", "missing -o OUTPUT");
+    if (a->size_given && !a->decode.portrait)
+        return ag_cli_usage_error("convert", "--size applies only with --portrait");
+    return -1;
+}
+
+/* ---- planning: which input goes to which output ------------------------------------------ */
+
+static int is_directory(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int is_regular_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* "dir" + "/" + name + ext (ext may be ""), ag_malloc'ed; NULL when out of memory. */
+static char *path_join(const char *dir, const char *name, size_t name_len, const char *ext) {
+    size_t dir_len = strlen(dir);
+    while (dir_len > 1 && dir[dir_len - 1] == '/')
+        dir_len--;
+    size_t size = dir_len + 1 + name_len + strlen(ext) + 1;
+    char *path = ag_malloc(size);
+    if (path)
+        snprintf(path, size, "%.*s/%.*s%s", (int)dir_len, dir, (int)name_len, name, ext);
+    return path;
+}
+
+static char *copy_string(const char *text) {
+    size_t size = strlen(text) + 1;
+    char *copy = ag_malloc(size);
+    if (copy)
+        memcpy(copy, text, size);
+    return copy;
+}
+
+/* OUTPUT_DIR/<input's base name without extension>.<format extension> */
+static char *output_in_directory(const char *dir, const char *input, int format) {
+    const char *base = base_name(input);
+    const char *dot = strrchr(base, '.');
+    size_t stem_len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    const char *ext = ag_format_extension((ag_format)format);
+    char dotted[16];
+    snprintf(dotted, sizeof dotted, ".%s", ext[0] == '.' ? ext + 1 : ext);
+    return path_join(dir, base, stem_len, dotted);
+}
+
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/*
+ * Append a job, taking ownership of both strings. Refuses (reporting why) an output that
+ * would overwrite its own input or another input's result, since either would lose a file.
+ * Returns -1 only when out of memory.
+ */
+static int add_job(job_list *jobs, char *input, char *output) {
+    if (!input || !output)
+        goto nomem;
+    const char *clash = NULL;
+    for (int i = 0; i < jobs->count && !clash; i++)
+        if (strcmp(jobs->items[i].output, output) == 0)
+            clash = jobs->items[i].input;
+    if (clash || same_file(input, output)) {
+        if (clash)
+            fprintf(stderr, "animegan: %s: skipped, %s is already the output of %s\n", input,
+                    output, clash);
+        else
+            fprintf(stderr, "animegan: %s: skipped, writing %s would overwrite the input\n", input,
+                    output);
+        jobs->failures++;
+        ag_free(input);
+        ag_free(output);
+        return 0;
+    }
+    if (jobs->count == jobs->capacity) {
+        int capacity = jobs->capacity ? 2 * jobs->capacity : 16;
+        job *items = ag_realloc(jobs->items, (size_t)capacity * sizeof *items);
+        if (!items)
+            goto nomem;
+        jobs->items = items;
+        jobs->capacity = capacity;
+    }
+    jobs->items[jobs->count++] = (job){input, output};
+    return 0;
+nomem:
+    ag_free(input);
+    ag_free(output);
+    return -1;
+}
+
+static void free_jobs(job_list *jobs) {
+    for (int i = 0; i < jobs->count; i++) {
+        ag_free(jobs->items[i].input);
+        ag_free(jobs->items[i].output);
+    }
+    ag_free(jobs->items);
+    *jobs = (job_list){0};
+}
+
+/* Files in a directory we try to decode; anything else there (notes, sidecars) is ignored. */
+static int looks_like_image(const char *name) {
+    static const char *const extensions[] = {"jpg", "jpeg", "png",  "webp", "tif", "tiff",
+                                             "gif", "heic", "heif", "avif", "bmp"};
+    const char *dot = strrchr(name, '.');
+    if (name[0] == '.' || !dot)
+        return 0;
+    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
+        if (strcasecmp(dot + 1, extensions[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of the image files directly in `dir`; NULL with *count -1 when out of memory. */
+static char **list_images(DIR *dir, const char *dir_path, int *count) {
+    char **names = NULL;
+    int n = 0, capacity = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        if (!looks_like_image(entry->d_name))
+            continue;
+        char *path = path_join(dir_path, entry->d_name, strlen(entry->d_name), "");
+        int regular = path && is_regular_file(path);
+        ag_free(path);
+        if (!regular)
+            continue;
+        if (n == capacity) {
+            capacity = capacity ? 2 * capacity : 32;
+            char **grown = ag_realloc(names, (size_t)capacity * sizeof *grown);
+            if (!grown)
+                goto nomem;
+            names = grown;
+        }
+        if (!(names[n] = copy_string(entry->d_name)))
+            goto nomem;
+        n++;
+    }
+    qsort(names, (size_t)n, sizeof *names, compare_names);
+    *count = n;
+    return names;
+nomem:
+    for (int i = 0; i < n; i++)
+        ag_free(names[i]);
+    ag_free(names);
+    *count = -1;
+    return NULL;
+}
+
+/* Queue every image directly inside `dir`; -1 only when out of memory. */
+static int plan_directory(job_list *jobs, const char *dir_path, const char *output) {
+    DIR *dir = opendir(dir_path);
+    if (!dir) {
+        fprintf(stderr, "animegan: cannot read directory %s: %s\n", dir_path, strerror(errno));
+        jobs->failures++;
+        return 0;
+    }
+    int count;
+    char **names = list_images(dir, dir_path, &count);
+    closedir(dir);
+    if (count < 0)
+        return -1;
+    if (count == 0) {
+        fprintf(stderr, "animegan: %s: no image files (jpg, png, webp, tiff, gif, heic)\n",
+                dir_path);
+        jobs->failures++;
+    }
+    int rc = 0;
+    for (int i = 0; i < count; i++) {
+        char *input = path_join(dir_path, names[i], strlen(names[i]), "");
+        if (rc == 0)
+            rc = add_job(jobs, input, output_in_directory(output, names[i], jobs->format));
+        else
+            ag_free(input);
+        ag_free(names[i]);
+    }
+    ag_free(names);
+    return rc;
+}
+
+/* Returns -1 to go on, or the exit status after a usage error or running out of memory. */
+static int plan_jobs(job_list *jobs, char **inputs, int count, const convert_args *a) {
+    const char *output = a->output;
+    jobs->dir_mode = count > 1 || is_directory(output) || output[strlen(output) - 1] == '/';
+    for (int i = 0; i < count; i++)
+        jobs->dir_mode |= is_directory(inputs[i]);
+
+    if (!jobs->dir_mode) {
+        if ((jobs->format = ag_format_from_path(output)) < 0)
+            return ag_cli_usage_error(
+                "convert", "cannot tell the image format of %s: name it .png, .jpg or .webp",
+                output);
+        if (add_job(jobs, copy_string(inputs[0]), copy_string(output)))
+            goto nomem;
+        return -1;
+    }
+    struct stat st;
+    if (stat(output, &st) == 0 && !S_ISDIR(st.st_mode))
+        return ag_cli_usage_error("convert",
+                                  "%s is not a directory (several inputs or an input "
+                                  "directory need an output directory)",
+                                  output);
+    jobs->format = a->format;
+    for (int i = 0; i < count; i++) {
+        int rc = is_directory(inputs[i])
+                     ? plan_directory(jobs, inputs[i], output)
+                     : add_job(jobs, copy_string(inputs[i]),
+                               output_in_directory(output, inputs[i], jobs->format));
+        if (rc)
+            goto nomem;
+    }
+    return -1;
+nomem:
+    fputs("animegan: out of memory\n", stderr);
+    return AG_EXIT_FAILED;
+}
+
+/* ---- running ----------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+/*
+ * In a batch, Ctrl-C finishes the image in flight and stops, so no save is cut short; the
+ * handler resets itself, so a second Ctrl-C kills at once.
+ */
+static void catch_interrupts(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* mkdir -p: create `path` and its missing parents. */
+static int make_directories(const char *path, ag_error *err) {
+    char buf[4096];
+    size_t len = strlen(path);
+    if (len >= sizeof buf) {
+        err->code = AG_E_IO;
+        snprintf(err->message, sizeof err->message, "output directory name too long: %.64s...",
+                 path);
+        return AG_E_IO;
+    }
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && !(errno == EEXIST && is_directory(buf))) {
+            err->code = AG_E_IO;
+            if (errno == EEXIST)
+                snprintf(err->message, sizeof err->message,
+                         "cannot create directory %s: %s is not a directory", path, buf);
+            else
+                snprintf(err->message, sizeof err->message, "cannot create directory %s: %s", path,
+                         strerror(errno));
+            return AG_E_IO;
+        }
+        buf[i] = saved;
+    }
+    return 0;
+}
+
+typedef struct batch {
+    ag_engine *engine;
+    const convert_args *args;
+    const job_list *jobs;
+    int dir_ready; /* the output directory exists */
+    ag_progress progress;
+} batch;
+
+/*
+ * decode -> stylise -> save. The output directory is created just before the first save so
+ * that a batch where nothing converts leaves nothing behind. *fatal is set when the
+ * directory cannot be created, since every later save would fail the same way.
+ */
+static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
+    ag_image in = {0}, out = {0};
+    int rc = ag_image_decode_file(j->input, &b->args->decode, &in, err);
+    if (rc == 0)
+        rc = ag_stylize(b->engine, &in, b->args->side_by_side, &out, err);
+    if (rc == 0 && b->jobs->dir_mode && !b->dir_ready) {
+        *fatal = rc = make_directories(b->args->output, err);
+        b->dir_ready = rc == 0;
+    }
+    if (rc == 0)
+        rc = ag_image_save_file(&out, j->output, (ag_format)b->jobs->format, b->args->quality, err);
+    ag_image_fini(&out);
+    ag_image_fini(&in);
+    return rc;
+}
+
+/* One line per failure; the input is named unless the message already names a file. */
+static void report_failure(batch *b, const job *j, int fatal, const ag_error *err) {
+    ag_progress_clear(&b->progress);
+    if (fatal || strstr(err->message, base_name(j->input)) ||
+        strstr(err->message, base_name(j->output)))
+        ag_cli_report(err);
+    else
+        fprintf(stderr, "animegan: %s: %s\n", j->input, err->message);
+}
+
+static int run_batch(ag_engine *engine, const job_list *jobs, const convert_args *a) {
+    batch b = {.engine = engine, .args = a, .jobs = jobs};
+    int failures = jobs->failures;
+    ag_progress_init(&b.progress, jobs->count, a->quiet || jobs->count < 2);
+    if (jobs->count > 1)
+        catch_interrupts();
+    ag_progress_start(&b.progress);
+    for (int i = 0; i < jobs->count && !interrupted; i++) {
+        ag_error err = {0};
+        int fatal = 0;
+        int rc = convert_one(&b, &jobs->items[i], &fatal, &err);
+        if (rc)
+            report_failure(&b, &jobs->items[i], fatal, &err);
+        if (fatal)
+            return AG_EXIT_FAILED;
+        failures += rc != 0;
+        ag_progress_step(&b.progress, rc == 0);
+    }
+    if (interrupted) {
+        ag_progress_clear(&b.progress);
+        fprintf(stderr, "animegan: interrupted after %d of %d images\n", b.progress.done,
+                jobs->count);
+        return AG_EXIT_INTERRUPTED;
+    }
+    ag_progress_finish(&b.progress);
+    return failures ? AG_EXIT_FAILED : AG_EXIT_OK;
+}
+
+static int convert_jobs(const job_list *jobs, const convert_args *a) {
+    if (jobs->count == 0)
+        return AG_EXIT_FAILED; /* every input was rejected while planning, and reported */
+    ag_engine_options options = a->e.engine;
+    if (options.threads <= 0)
+        options.threads = ag_cli_cpu_count();
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    int status = AG_EXIT_FAILED;
+    if (ag_model_load(a->e.model, &model, &err) == 0 &&
+        ag_engine_create(model, &options, &engine, &err) == 0)
+        status = run_batch(engine, jobs, a);
+    else
+        ag_cli_report(&err);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    return status;
+}
+
+int ag_cli_convert(int argc, char **argv) {
+    convert_args a;
+    memset(&a, 0, sizeof a);
+    ag_cli_engine_args_init(&a.e);
+    a.decode = (ag_decode_options){.max_side = 1024, .portrait_size = 512};
+    a.quality = 90;
+    a.format = AG_FORMAT_PNG;
+
+    int status = parse_args(argc, argv, &a);
+    if (status >= 0)
+        return status;
+    job_list jobs = {0};
+    status = plan_jobs(&jobs, argv + optind, argc - optind, &a);
+    if (status < 0)
+        status = convert_jobs(&jobs, &a);
+    free_jobs(&jobs);
+    return status;
+}

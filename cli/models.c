@@ -1,0 +1,68 @@
+/*
+ * models.c - `animegan models`: the bundled models found on the search path, each loaded to
+ * show what it is and under which terms its weights may be used.
+ */
+#include "commands.h"
+
+#include <string.h>
+
+#define MAX_BUNDLED 64
+
+static void print_help(void) {
+    fputs("Usage: animegan models\n"
+          "\n"
+          "List the bundled models: name, style, upsampling mode, normalisation epsilon,\n"
+          "parameter count, file and the licence terms of the weights. Models are looked up\n"
+          "in $ANIMEGAN_MODEL_PATH (colon-separated), then <executable's directory>/../models,\n"
+          "then the install data directory. Any model file can also be passed to\n"
+          "'animegan convert --model PATH'.\n"
+          "\n"
+          "Options:\n"
+          "  -h, --help   show this help\n",
+          stdout);
+}
+
+static void print_model(const ag_model_info *info) {
+    printf("%s\n", info->name);
+    printf("  style:      %s\n", info->style[0] ? info->style : "(unknown)");
+    printf("  upsample:   %s\n", ag_resize_mode_name(info->resize));
+    printf("  eps:        %g\n", (double)info->norm_eps);
+    printf("  parameters: %zu (%.1f MB fp32)\n", info->param_count,
+           (double)info->weight_bytes / 1048576.0);
+    printf("  file:       %s (%s, %s)\n", info->path, info->format, info->architecture);
+    printf("  licence:    %s\n", info->license[0] ? info->license : "(unknown: see the file)");
+}
+
+int ag_cli_models(int argc, char **argv) {
+    if (argc > 1) {
+        if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
+            return print_help(), AG_EXIT_OK;
+        return ag_cli_usage_error("models", "unexpected argument '%s'", argv[1]);
+    }
+    const char *names[MAX_BUNDLED];
+    int count = ag_model_list_bundled(names, MAX_BUNDLED);
+    if (count <= 0) {
+        fputs("animegan: no bundled models found (set ANIMEGAN_MODEL_PATH to the directory "
+              "holding them)\n",
+              stderr);
+        return AG_EXIT_FAILED;
+    }
+    if (count > MAX_BUNDLED)
+        count = MAX_BUNDLED;
+    int status = AG_EXIT_OK;
+    for (int i = 0; i < count; i++) {
+        ag_model *model = NULL;
+        ag_error err = {0};
+        if (ag_model_load(names[i], &model, &err)) {
+            fflush(stdout); /* keep the error next to the listing it interrupts */
+            ag_cli_report(&err);
+            status = AG_EXIT_FAILED;
+            continue;
+        }
+        if (i > 0)
+            putchar('\n');
+        print_model(ag_model_get_info(model));
+        ag_model_destroy(model);
+    }
+    return status;
+}

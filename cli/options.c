@@ -1,0 +1,132 @@
+/*
+ * options.c - command-line helpers shared by the subcommands: checked integer parsing, the
+ * engine options common to convert and bench, and the one-line error reports.
+ */
+#include "commands.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int ag_cli_usage_error(const char *command, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("animegan: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (command)
+        fprintf(stderr, "\nTry 'animegan %s --help'\n", command);
+    else
+        fputs("\nTry 'animegan --help'\n", stderr);
+    return AG_EXIT_USAGE;
+}
+
+void ag_cli_report(const ag_error *err) {
+    fprintf(stderr, "animegan: %s\n", err->message[0] ? err->message : ag_error_name(err->code));
+}
+
+int ag_cli_parse_int(const char *command, const char *option, const char *text, int min, int max,
+                     int *out) {
+    /* strtol alone accepts "12abc", " 12" and overflows silently; options must be exact. */
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (text[0] == '\0' || text[0] == ' ' || *end != '\0' || errno == ERANGE) {
+        ag_cli_usage_error(command, "--%s: '%s' is not a whole number", option, text);
+        return -1;
+    }
+    if (value < min || value > max) {
+        ag_cli_usage_error(command, "--%s: %s is out of range (%d to %d)", option, text, min, max);
+        return -1;
+    }
+    *out = (int)value;
+    return 0;
+}
+
+static const char *const precision_names[] = {"fp32", "bf16", "int8"};
+static const char *const backend_names[] = {"onednn", "reference"};
+
+const char *ag_cli_precision_name(ag_precision precision) {
+    return (unsigned)precision < 3 ? precision_names[precision] : "?";
+}
+
+const char *ag_cli_backend_name(ag_backend backend) {
+    return (unsigned)backend < 2 ? backend_names[backend] : "?";
+}
+
+/* Index of `text` in `names`, -1 when absent. */
+static int lookup(const char *text, const char *const *names, int count) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(text, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void ag_cli_engine_args_init(ag_cli_engine_args *args) {
+    memset(args, 0, sizeof *args);
+    args->model = "hayao";
+    args->engine.backend = AG_BACKEND_ONEDNN;
+    args->engine.precision = AG_PRECISION_FP32;
+    args->engine.threads = 0;
+    args->engine.resize = AG_RESIZE_DEFAULT;
+}
+
+int ag_cli_engine_option(const char *command, int opt, const char *arg, ag_cli_engine_args *args) {
+    int value;
+    switch (opt) {
+    case 'm':
+        if (arg[0] == '\0')
+            return ag_cli_usage_error(command, "--model: empty name"), -1;
+        args->model = arg;
+        return 1;
+    case 't':
+        /* 0 keeps the default: every core the process may use. */
+        if (ag_cli_parse_int(command, "threads", arg, 0, 4096, &args->engine.threads))
+            return -1;
+        return 1;
+    case 'P':
+        if ((value = lookup(arg, precision_names, 3)) < 0)
+            return ag_cli_usage_error(command, "--precision: '%s' is not fp32, bf16 or int8", arg),
+                   -1;
+        args->engine.precision = (ag_precision)value;
+        return 1;
+    case 'B':
+        if ((value = lookup(arg, backend_names, 2)) < 0)
+            return ag_cli_usage_error(command, "--backend: '%s' is not onednn or reference", arg),
+                   -1;
+        args->engine.backend = (ag_backend)value;
+        return 1;
+    case 'U':
+        if ((value = ag_resize_mode_parse(arg)) < 0)
+            return ag_cli_usage_error(
+                       command, "--upsample: '%s' is not asymmetric, align-corners or half-pixel",
+                       arg),
+                   -1;
+        args->engine.resize = (ag_resize_mode)value;
+        return 1;
+    default: return 0;
+    }
+}
+
+int ag_cli_bad_option(const char *command, int opt, int optopt_value, const char *word) {
+    if (opt == ':')
+        return ag_cli_usage_error(command, "option '%s' needs a value", word);
+    /* An unknown short option inside a group ("-qx") is reported by its letter. */
+    if (optopt_value > 0 && optopt_value < 128 && strncmp(word, "--", 2) != 0)
+        return ag_cli_usage_error(command, "unknown option '-%c'", optopt_value);
+    return ag_cli_usage_error(command, "unknown or malformed option '%s'", word);
+}
+
+int ag_cli_cpu_count(void) {
+    /* The affinity mask, not the machine's core count: taskset and cgroup cpusets narrow it. */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n < INT_MAX ? (int)n : 1;
+}
