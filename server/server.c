@@ -223,6 +223,8 @@ int ag_server_main(int argc, char **argv) {
     for (int i = 0; i < s->model_count; i++)
         snprintf(models + strlen(models), sizeof models - strlen(models), "%s%s", i ? "," : "",
                  s->model_names[i]);
+    /* Before "listening on": whoever waits for that line has the bound already. */
+    ag_log_event(lf, "info", "memory bound %s", formula);
     const char *shown = c->host;
     int v6 = strchr(shown, ':') != NULL;
     ag_log_event(lf, "info",
@@ -231,7 +233,6 @@ int ag_server_main(int argc, char **argv) {
                  v6 ? "[" : "", shown, v6 ? "]" : "", s->port, models, c->workers,
                  c->threads_per_worker, c->queue, c->max_upload_bytes >> 20, c->max_side,
                  c->cache_bytes >> 20);
-    ag_log_event(lf, "info", "memory bound %s", formula);
 
     while (!wait_signal(50))
         expire_queue(s);
