@@ -32,7 +32,9 @@ static size_t mul_sat(size_t a, size_t b) {
     return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
 }
 
-static size_t add_sat(size_t a, size_t b) { return a + b < a ? SIZE_MAX : a + b; }
+static size_t add_sat(size_t a, size_t b) {
+    return a + b < a ? SIZE_MAX : a + b;
+}
 
 void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *const *models,
                        int model_count, size_t base_rss_bytes) {
@@ -47,8 +49,8 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
 
     b->arena_bytes = 0;
     for (int i = 0; i < model_count; i++)
-        b->arena_bytes = add_sat(b->arena_bytes, ag_engine_arena_bytes_for(
-                                                     models[i], &c->engine, (int)side, (int)side));
+        b->arena_bytes = add_sat(
+            b->arena_bytes, ag_engine_arena_bytes_for(models[i], &c->engine, (int)side, (int)side));
     b->decode_bytes = add_sat(mul_sat(c->max_pixels, 4), px * 4);
     size_t stylize = px * 3 * 4 * 2 + px * 4 * 2;
     size_t encode = px * 4 * 2;

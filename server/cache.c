@@ -15,7 +15,7 @@
 
 typedef struct cache_entry {
     ag_cache_key key;
-    struct cache_entry *chain;      /* hash bucket list */
+    struct cache_entry *chain;       /* hash bucket list */
     struct cache_entry *prev, *next; /* LRU list: head is the most recently used */
     size_t size;
     int width, height;
@@ -142,9 +142,9 @@ void ag_cache_destroy(ag_cache *c) {
 void ag_cache_key_make(const ag_cache *c, const void *data, size_t size, const char *model,
                        const ag_convert_options *o, ag_cache_key *key) {
     char opts[160];
-    int n = snprintf(opts, sizeof opts, "%s|p%d|s%d|m%d|f%d|q%d", model, o->portrait,
-                     o->side_by_side, o->max_side, (int)o->format,
-                     o->format == AG_FORMAT_PNG ? 0 : o->quality);
+    int n =
+        snprintf(opts, sizeof opts, "%s|p%d|s%d|m%d|f%d|q%d", model, o->portrait, o->side_by_side,
+                 o->max_side, (int)o->format, o->format == AG_FORMAT_PNG ? 0 : o->quality);
     if (n < 0 || (size_t)n >= sizeof opts)
         n = (int)sizeof opts - 1;
     key->hash[0] = ag_siphash24(c->key, data, size);
@@ -228,8 +228,8 @@ int ag_cache_get(ag_cache *c, const ag_cache_key *key, uint8_t **data, size_t *s
     return rc;
 }
 
-void ag_cache_put(ag_cache *c, const ag_cache_key *key, const uint8_t *data, size_t size,
-                  int width, int height) {
+void ag_cache_put(ag_cache *c, const ag_cache_key *key, const uint8_t *data, size_t size, int width,
+                  int height) {
     size_t need = sizeof(cache_entry) + size;
     /* One entry may take at most a quarter of the cache, so a few huge results cannot
      * flush everything else. */

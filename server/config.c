@@ -212,9 +212,7 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
             break;
         const char *arg = optarg;
         switch (opt) {
-        case 'h':
-            ag_config_usage();
-            return 1;
+        case 'h': ag_config_usage(); return 1;
         case OPT_HOST:
             if (!arg[0])
                 return usage_error("--host: empty address");
@@ -302,13 +300,9 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
                 return usage_error("--log-format: '%s' is not logfmt or json", arg);
             c->log_format = (ag_log_format)i;
             break;
-        case OPT_QUIET:
-            c->quiet = 1;
-            break;
-        case ':':
-            return usage_error("option '%s' needs a value", argv[prev]);
-        default:
-            return usage_error("unknown or malformed option '%s'", argv[prev]);
+        case OPT_QUIET: c->quiet = 1; break;
+        case ':': return usage_error("option '%s' needs a value", argv[prev]);
+        default: return usage_error("unknown or malformed option '%s'", argv[prev]);
         }
     }
     if (optind < argc)
@@ -321,8 +315,8 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
                 return usage_error("--model: '%s' given twice", c->models[i]);
     if (c->workers > c->threads) {
         if (threads_given)
-            return usage_error("--workers %d needs at least as many --threads (got %d)",
-                               c->workers, c->threads);
+            return usage_error("--workers %d needs at least as many --threads (got %d)", c->workers,
+                               c->threads);
         /* Default threads = cores: more workers than cores would oversubscribe. */
         return usage_error("--workers %d is more than the %d cores (give --threads to force)",
                            c->workers, c->threads);

@@ -769,6 +769,18 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- daemon ----------------------------------------------------------------------------- */
 
+/* MHD's %-decoding, except that a path or query argument holding "%00" is left as sent:
+ * decoded, the NUL would cut the C string short, so "/style.css%00.js" would serve
+ * /style.css and "max_side=12%00" would read as 12. Left encoded, they are refused (404,
+ * 400) like any other unknown path or malformed value. */
+static size_t unescape_no_nul(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    if (strstr(s, "%00"))
+        return strlen(s);
+    return MHD_http_unescape(s);
+}
+
 int ag_http_start(ag_server *s, ag_error *err) {
     const ag_server_config *c = &s->config;
     struct addrinfo hints = {0}, *ai = NULL;
@@ -796,7 +808,8 @@ int ag_http_start(ag_server *s, ag_error *err) {
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)c->timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->connection_memory_bytes,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK,
+        unescape_no_nul, NULL, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {
         err->code = AG_E_IO;

@@ -80,21 +80,11 @@ void ag_text_json_string(ag_text *t, const char *s) {
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
         char esc[8];
         switch (*p) {
-        case '"':
-            ag_text_append(t, "\\\"", 2);
-            break;
-        case '\\':
-            ag_text_append(t, "\\\\", 2);
-            break;
-        case '\n':
-            ag_text_append(t, "\\n", 2);
-            break;
-        case '\r':
-            ag_text_append(t, "\\r", 2);
-            break;
-        case '\t':
-            ag_text_append(t, "\\t", 2);
-            break;
+        case '"': ag_text_append(t, "\\\"", 2); break;
+        case '\\': ag_text_append(t, "\\\\", 2); break;
+        case '\n': ag_text_append(t, "\\n", 2); break;
+        case '\r': ag_text_append(t, "\\r", 2); break;
+        case '\t': ag_text_append(t, "\\t", 2); break;
         default:
             if (*p < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", *p);

@@ -16,8 +16,8 @@ static const double bucket_le_s[AG_HIST_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0
 static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 499, 413,
                                                   415, 422, 431, 500, 503, 504, 0};
 
-static const char *const route_names[AG_ROUTE_COUNT] = {
-    "page", "convert", "models", "status", "healthz", "readyz", "metrics", "other"};
+static const char *const route_names[AG_ROUTE_COUNT] = {"page",    "convert", "models",  "status",
+                                                        "healthz", "readyz",  "metrics", "other"};
 
 const char *ag_route_name(ag_route route) {
     return (unsigned)route < AG_ROUTE_COUNT ? route_names[route] : "other";
@@ -82,8 +82,8 @@ static void histogram_series(ag_text *t, const char *name, const char *labels,
                    (unsigned long long)cumulative);
     size_t len = strlen(labels);
     /* Drop the trailing comma for the plain series. */
-    ag_text_printf(t, "%s_sum%s%.*s%s %.6f\n", name, len ? "{" : "", len ? (int)len - 1 : 0,
-                   labels, len ? "}" : "", (double)load(&h->sum_us) / 1e6);
+    ag_text_printf(t, "%s_sum%s%.*s%s %.6f\n", name, len ? "{" : "", len ? (int)len - 1 : 0, labels,
+                   len ? "}" : "", (double)load(&h->sum_us) / 1e6);
     ag_text_printf(t, "%s_count%s%.*s%s %llu\n", name, len ? "{" : "", len ? (int)len - 1 : 0,
                    labels, len ? "}" : "", (unsigned long long)load(&h->count));
 }
@@ -99,9 +99,9 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
         for (int s = 0; s < AG_STATUS_SLOTS; s++) {
             uint64_t n = load(&m->requests[r][s]);
             /* Always expose the convert outcomes dashboards plot, even at zero. */
-            int always = r == AG_ROUTE_CONVERT &&
-                         (status_codes[s] == 200 || status_codes[s] == 503 ||
-                          status_codes[s] == 504 || status_codes[s] == 500);
+            int always =
+                r == AG_ROUTE_CONVERT && (status_codes[s] == 200 || status_codes[s] == 503 ||
+                                          status_codes[s] == 504 || status_codes[s] == 500);
             if (!n && !always)
                 continue;
             if (status_codes[s])
@@ -132,8 +132,7 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
 
     counter(&t, "animegan_http_received_bytes_total", "Request body bytes received.",
             load(&m->bytes_in));
-    counter(&t, "animegan_http_sent_bytes_total", "Response body bytes sent.",
-            load(&m->bytes_out));
+    counter(&t, "animegan_http_sent_bytes_total", "Response body bytes sent.", load(&m->bytes_out));
     counter(&t, "animegan_images_converted_total", "Images converted successfully.",
             load(&m->converted));
     counter(&t, "animegan_rejected_queue_full_total", "Conversions refused with 503: queue full.",
@@ -145,8 +144,7 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
             load(&m->client_gone));
 
     gauge(&t, "animegan_queue_depth", "Conversions waiting for a worker.", g->queue_depth);
-    gauge(&t, "animegan_queue_capacity", "Conversions that may wait (--queue).",
-          g->queue_capacity);
+    gauge(&t, "animegan_queue_capacity", "Conversions that may wait (--queue).", g->queue_capacity);
     gauge(&t, "animegan_inflight_requests",
           "Conversions admitted (uploading, queued, running or sending).", g->admitted);
     gauge(&t, "animegan_inflight_limit", "Admission limit: queue + workers.", g->admit_limit);

@@ -22,8 +22,7 @@ static const uint8_t *find(const uint8_t *hay, size_t hay_size, const void *need
 }
 
 /* Copy a header parameter value (quoted or token) into out; returns 0 when present. */
-static int header_param(const char *line, size_t len, const char *param, char *out,
-                        size_t cap) {
+static int header_param(const char *line, size_t len, const char *param, char *out, size_t cap) {
     size_t plen = strlen(param);
     size_t i = 0;
     /* Parameters follow ';' outside quotes. */
@@ -92,8 +91,8 @@ static int parse_part_headers(const uint8_t *p, const uint8_t *end, ag_multipart
             header_param(value, value_len, "filename", out->filename, sizeof out->filename);
             have_disposition = 1;
         } else if (name_len == 12 && !strncasecmp(line, "Content-Type", 12)) {
-            size_t n = value_len < sizeof out->content_type - 1 ? value_len
-                                                                 : sizeof out->content_type - 1;
+            size_t n =
+                value_len < sizeof out->content_type - 1 ? value_len : sizeof out->content_type - 1;
             memcpy(out->content_type, value, n);
             out->content_type[n] = '\0';
         }
@@ -125,17 +124,20 @@ int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, co
             return -1;
         p = d + dlen;
     }
+    /* Every part is parsed up to the closing delimiter, so a field sent twice (which image
+     * was meant?) or a body broken after the field is refused rather than half-used. */
+    int found = 0;
     for (int parts = 0; parts < MAX_PARTS; parts++) {
         /* After a delimiter: "--" closes the body, otherwise optional padding then CRLF. */
         if (end - p >= 2 && p[0] == '-' && p[1] == '-')
-            return 1;
+            return found ? 0 : 1;
         while (p < end && (*p == ' ' || *p == '\t'))
             p++;
         if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
             return -1;
         p += 2;
-        size_t window = (size_t)(end - p) < MAX_HEADER_BLOCK + 4 ? (size_t)(end - p)
-                                                                 : MAX_HEADER_BLOCK + 4;
+        size_t window =
+            (size_t)(end - p) < MAX_HEADER_BLOCK + 4 ? (size_t)(end - p) : MAX_HEADER_BLOCK + 4;
         const uint8_t *headers_end;
         if (window >= 2 && p[0] == '\r' && p[1] == '\n')
             headers_end = p; /* no headers at all: not form-data, rejected below */
@@ -143,16 +145,20 @@ int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, co
             headers_end += 2;
         else
             return -1;
-        if (parse_part_headers(p, headers_end, out) != 0)
+        ag_multipart_part part;
+        if (parse_part_headers(p, headers_end, &part) != 0)
             return -1;
         const uint8_t *data = headers_end + 2;
         const uint8_t *next = find(data, (size_t)(end - data), delim, dlen);
         if (!next)
             return -1;
-        if (!strcmp(out->name, field)) {
+        if (!strcmp(part.name, field)) {
+            if (found)
+                return 2;
+            found = 1;
+            *out = part;
             out->data = data;
             out->size = (size_t)(next - data);
-            return 0;
         }
         p = next + dlen;
     }

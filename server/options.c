@@ -81,9 +81,12 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
     static const struct {
         const char *key;
         unsigned bit;
-    } keys[] = {{"model", SEEN_MODEL},       {"portrait", SEEN_PORTRAIT},
-                {"side_by_side", SEEN_SIDE_BY_SIDE}, {"max_side", SEEN_MAX_SIDE},
-                {"format", SEEN_FORMAT},     {"quality", SEEN_QUALITY}};
+    } keys[] = {{"model", SEEN_MODEL},
+                {"portrait", SEEN_PORTRAIT},
+                {"side_by_side", SEEN_SIDE_BY_SIDE},
+                {"max_side", SEEN_MAX_SIDE},
+                {"format", SEEN_FORMAT},
+                {"quality", SEEN_QUALITY}};
     char kq[48], vq[48];
     unsigned bit = 0;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)

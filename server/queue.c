@@ -78,7 +78,9 @@ static int compact(ag_queue *q, int (*keep)(const ag_queue_entry *e, uint64_t no
     return taken;
 }
 
-static int keep_unexpired(const ag_queue_entry *e, uint64_t now) { return e->deadline_us > now; }
+static int keep_unexpired(const ag_queue_entry *e, uint64_t now) {
+    return e->deadline_us > now;
+}
 static int keep_none(const ag_queue_entry *e, uint64_t now) {
     (void)e;
     (void)now;

@@ -105,8 +105,7 @@ static void cancel_queue(ag_server *s) {
     int n;
     while ((n = ag_queue_take_all(&s->queue, left, 64)) > 0)
         for (int i = 0; i < n; i++)
-            ag_job_fail(s, left[i], 503, "shutting_down",
-                        "the server is shutting down; try again");
+            ag_job_fail(s, left[i], 503, "shutting_down", "the server is shutting down; try again");
 }
 
 /* Wait until no convert request is admitted, a deadline passes or (when `interruptible`) a

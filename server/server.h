@@ -60,8 +60,8 @@ typedef struct ag_server_config {
     int portrait_size;       /* face2paint crop size */
     size_t cache_bytes;      /* LRU result cache; 0 = off */
     int max_connections;
-    int timeout_s;           /* idle connection timeout */
-    double drain_s;          /* SIGTERM: finish admitted work within this */
+    int timeout_s;                  /* idle connection timeout */
+    double drain_s;                 /* SIGTERM: finish admitted work within this */
     size_t connection_memory_bytes; /* MHD per-connection pool (headers + read buffer) */
     ag_engine_options engine;
     ag_log_format log_format;
@@ -135,7 +135,8 @@ typedef struct ag_multipart_part {
 
 /*
  * Find the part whose form field name is `field` in a complete multipart body. Returns 0
- * when found, 1 when the body is well formed but has no such field, -1 when malformed.
+ * when found, 1 when the body is well formed but has no such field, 2 when the field is
+ * there more than once, -1 when malformed (anywhere up to the closing delimiter).
  * Never allocates; every header line and the header block are bounded.
  */
 int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, const char *field,
@@ -272,8 +273,8 @@ void ag_cache_key_make(const ag_cache *cache, const void *data, size_t size, con
                        const ag_convert_options *opts, ag_cache_key *key);
 /* On a hit: *data is a fresh ag_malloc'ed copy (the caller owns it). Returns 1 hit, 0 miss,
  * -1 when the copy could not be allocated (counted as a miss). */
-int ag_cache_get(ag_cache *cache, const ag_cache_key *key, uint8_t **data, size_t *size,
-                 int *width, int *height);
+int ag_cache_get(ag_cache *cache, const ag_cache_key *key, uint8_t **data, size_t *size, int *width,
+                 int *height);
 /* Insert a copy (evicting least recently used entries); too large entries are skipped. */
 void ag_cache_put(ag_cache *cache, const ag_cache_key *key, const uint8_t *data, size_t size,
                   int width, int height);
@@ -353,13 +354,13 @@ size_t ag_json_error(char *buf, size_t cap, const char *code, const char *messag
 /* ---- worst-case memory (budget.c) ------------------------------------------------------ */
 
 typedef struct ag_budget {
-    size_t base_bytes;        /* RSS after start-up: code, libraries, weights, engines */
-    size_t runtime_bytes;     /* allowance: thread stacks, allocator and libvips state */
-    size_t worker_bytes;      /* one worker's conversion: arena + decode + images + encode */
-    size_t arena_bytes;       /* part of worker_bytes: all its engines' arenas at max side */
-    size_t decode_bytes;      /* part of worker_bytes */
-    size_t request_bytes;     /* one admitted request: upload + response */
-    size_t connection_bytes;  /* one connection's MHD memory pool */
+    size_t base_bytes;       /* RSS after start-up: code, libraries, weights, engines */
+    size_t runtime_bytes;    /* allowance: thread stacks, allocator and libvips state */
+    size_t worker_bytes;     /* one worker's conversion: arena + decode + images + encode */
+    size_t arena_bytes;      /* part of worker_bytes: all its engines' arenas at max side */
+    size_t decode_bytes;     /* part of worker_bytes */
+    size_t request_bytes;    /* one admitted request: upload + response */
+    size_t connection_bytes; /* one connection's MHD memory pool */
     size_t cache_bytes;
     int workers, admitted, connections;
     size_t total_bytes;
@@ -444,11 +445,11 @@ struct ag_server {
     uint64_t start_us;
     double start_unix_s;
 
-    atomic_int admitted;     /* convert requests holding a slot, headers to completion */
-    int admit_limit;         /* queue + workers */
+    atomic_int admitted; /* convert requests holding a slot, headers to completion */
+    int admit_limit;     /* queue + workers */
     atomic_int busy_workers;
-    atomic_int accepting;    /* 0 while draining */
-    atomic_int ready;        /* workers up */
+    atomic_int accepting; /* 0 while draining */
+    atomic_int ready;     /* workers up */
     atomic_uint_fast64_t next_id;
     uint32_t id_prefix;
     atomic_uint_fast64_t inference_ewma_us; /* for Retry-After */

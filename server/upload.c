@@ -95,7 +95,7 @@ const char *ag_upload_sniff(const uint8_t *d, size_t n) {
         return "tiff";
     if (n >= 12 && !memcmp(d + 4, "ftyp", 4)) {
         static const char brands[][5] = {"heic", "heix", "hevc", "hevx", "heim",
-                                          "heis", "mif1", "msf1", "avif", "avis"};
+                                         "heis", "mif1", "msf1", "avif", "avis"};
         for (size_t i = 0; i < sizeof brands / sizeof brands[0]; i++)
             if (!memcmp(d + 8, brands[i], 4))
                 return "heif";
@@ -112,6 +112,11 @@ int ag_upload_image(const uint8_t *body, size_t size, ag_body_kind kind, const c
         int rc = ag_multipart_find(body, size, boundary, "image", &part);
         if (rc < 0) {
             ag_reply_error_set(err, 400, "bad_request", "malformed multipart/form-data body");
+            return -1;
+        }
+        if (rc == 2) {
+            ag_reply_error_set(err, 400, "bad_request",
+                               "the multipart body has more than one field named 'image'");
             return -1;
         }
         if (rc > 0) {

@@ -21,27 +21,16 @@ static void job_error(ag_server *s, ag_request *r, const ag_error *err, const ch
     int status;
     const char *code;
     switch (err->code) {
-    case AG_E_LIMIT:
-        status = 413, code = "too_large";
-        break;
-    case AG_E_FORMAT:
-        status = 422, code = "undecodable_image";
-        break;
-    case AG_E_UNSUPPORTED:
-        status = 415, code = "unsupported_media_type";
-        break;
-    case AG_E_ARG:
-        status = 422, code = "unprocessable_image";
-        break;
-    case AG_E_NOMEM:
-        status = 503, code = "out_of_memory";
-        break;
-    default:
-        status = 500, code = "internal";
-        break;
+    case AG_E_LIMIT: status = 413, code = "too_large"; break;
+    case AG_E_FORMAT: status = 422, code = "undecodable_image"; break;
+    case AG_E_UNSUPPORTED: status = 415, code = "unsupported_media_type"; break;
+    case AG_E_ARG: status = 422, code = "unprocessable_image"; break;
+    case AG_E_NOMEM: status = 503, code = "out_of_memory"; break;
+    default: status = 500, code = "internal"; break;
     }
     char msg[AG_ERROR_MESSAGE_BYTES + 32];
-    snprintf(msg, sizeof msg, "%s: %s", stage, err->message[0] ? err->message : ag_error_name(err->code));
+    snprintf(msg, sizeof msg, "%s: %s", stage,
+             err->message[0] ? err->message : ag_error_name(err->code));
     ag_job_fail(s, r, status, code, msg);
 }
 

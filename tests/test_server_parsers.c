@@ -14,7 +14,9 @@
 
 #define BND "XyZ123"
 
-static const uint8_t *u8(const char *s) { return (const uint8_t *)s; }
+static const uint8_t *u8(const char *s) {
+    return (const uint8_t *)s;
+}
 
 static int find_part(const char *body, const char *field, ag_multipart_part *part) {
     return ag_multipart_find(u8(body), strlen(body), BND, field, part);
@@ -66,10 +68,10 @@ static int multipart_malformed(void) {
     CHECK(find_part("--" BND "\nContent-Disposition: form-data; name=\"image\"\n\nD\n--" BND "--",
                     "image", &p) == -1);
     /* a part without Content-Disposition, or not form-data, or without a name */
-    CHECK(find_part("--" BND "\r\nContent-Type: image/png\r\n\r\nD\r\n--" BND "--", "image",
-                    &p) == -1);
-    CHECK(find_part("--" BND "\r\nContent-Disposition: attachment; name=\"image\"\r\n\r\nD\r\n--" BND
-                    "--",
+    CHECK(find_part("--" BND "\r\nContent-Type: image/png\r\n\r\nD\r\n--" BND "--", "image", &p) ==
+          -1);
+    CHECK(find_part("--" BND
+                    "\r\nContent-Disposition: attachment; name=\"image\"\r\n\r\nD\r\n--" BND "--",
                     "image", &p) == -1);
     CHECK(find_part("--" BND "\r\nContent-Disposition: form-data\r\n\r\nD\r\n--" BND "--", "image",
                     &p) == -1);
@@ -95,7 +97,8 @@ static int multipart_header_bounds(void) {
     size_t n = 20000;
     char *body = malloc(n + 200);
     CHECK(body != NULL);
-    int k = snprintf(body, 200, "--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\nX: ");
+    int k =
+        snprintf(body, 200, "--" BND "\r\nContent-Disposition: form-data; name=\"image\"\r\nX: ");
     memset(body + k, 'a', n);
     strcpy(body + k + n, "\r\n\r\nD\r\n--" BND "--");
     ag_multipart_part p;
@@ -132,15 +135,9 @@ static int multipart_mutations(void) {
             x = x * 1103515245u + 12345u;
             size_t at = (x >> 8) % len;
             switch ((x >> 4) & 3) {
-            case 0:
-                buf[at] = (uint8_t)(x >> 20);
-                break;
-            case 1: /* truncate */
-                len = at;
-                break;
-            case 2:
-                buf[at] = "\r\n-\";="[(x >> 20) % 6];
-                break;
+            case 0: buf[at] = (uint8_t)(x >> 20); break;
+            case 1: /* truncate */ len = at; break;
+            case 2: buf[at] = "\r\n-\";="[(x >> 20) % 6]; break;
             default:
                 if (len < n + 60) {
                     memmove(buf + at + 1, buf + at, len - at);
@@ -198,9 +195,17 @@ static int signatures(void) {
     CHECK(!strcmp(ag_upload_sniff(u8("GIF89a.."), 8), "gif"));
     CHECK(!strcmp(ag_upload_sniff(u8("RIFF\0\0\0\0WEBPVP8 "), 16), "webp"));
     CHECK(!strcmp(ag_upload_sniff(u8("II*\0...."), 8), "tiff"));
-    CHECK(!strcmp(ag_upload_sniff(u8("\0\0\0\x18" "ftypheic...."), 16), "heif"));
-    CHECK(!strcmp(ag_upload_sniff(u8("\0\0\0\x18" "ftypavif...."), 16), "heif"));
-    CHECK(ag_upload_sniff(u8("\0\0\0\x18" "ftypmp42...."), 16) == NULL);
+    CHECK(!strcmp(ag_upload_sniff(u8("\0\0\0\x18"
+                                     "ftypheic...."),
+                                  16),
+                  "heif"));
+    CHECK(!strcmp(ag_upload_sniff(u8("\0\0\0\x18"
+                                     "ftypavif...."),
+                                  16),
+                  "heif"));
+    CHECK(ag_upload_sniff(u8("\0\0\0\x18"
+                             "ftypmp42...."),
+                          16) == NULL);
     CHECK(ag_upload_sniff(u8("RIFF\0\0\0\0WAVE"), 12) == NULL);
     CHECK(ag_upload_sniff(u8("\xff\xd8"), 2) == NULL);
     CHECK(ag_upload_sniff(u8("hello world"), 11) == NULL);
@@ -255,34 +260,48 @@ static int query_options(void) {
     struct {
         const char *k, *v;
         int status;
-    } bad[] = {{"model", "nope", 404},    {"model", NULL, 404},       {"portrait", "2", 400},
-               {"portrait", NULL, 400},   {"portrait", "", 400},      {"side_by_side", "y", 400},
-               {"max_side", "7", 400},    {"max_side", "1025", 400},  {"max_side", "-5", 400},
-               {"max_side", "12a", 400},  {"max_side", "99999999999", 400},
-               {"format", "gif", 400},    {"format", NULL, 400},      {"quality", "0", 400},
-               {"quality", "101", 400},   {"quality", " 5", 400},     {"bogus", "1", 400},
-               {NULL, "1", 400},          {"Model", "hayao", 400}};
+    } bad[] = {{"model", "nope", 404},
+               {"model", NULL, 404},
+               {"portrait", "2", 400},
+               {"portrait", NULL, 400},
+               {"portrait", "", 400},
+               {"side_by_side", "y", 400},
+               {"max_side", "7", 400},
+               {"max_side", "1025", 400},
+               {"max_side", "-5", 400},
+               {"max_side", "12a", 400},
+               {"max_side", "99999999999", 400},
+               {"format", "gif", 400},
+               {"format", NULL, 400},
+               {"quality", "0", 400},
+               {"quality", "101", 400},
+               {"quality", " 5", 400},
+               {"bogus", "1", 400},
+               {NULL, "1", 400},
+               {"Model", "hayao", 400}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         unsigned s = 0;
         ag_convert_options_init(&o, 1024);
-        CHECK_MSG(set(&o, &s, bad[i].k, bad[i].v, &e) == -1 && e.status == bad[i].status,
-                  "%s=%s", bad[i].k ? bad[i].k : "(null)", bad[i].v ? bad[i].v : "(null)");
+        CHECK_MSG(set(&o, &s, bad[i].k, bad[i].v, &e) == -1 && e.status == bad[i].status, "%s=%s",
+                  bad[i].k ? bad[i].k : "(null)", bad[i].v ? bad[i].v : "(null)");
         CHECK(e.code && e.message[0]);
     }
     /* Client text in messages is made printable and bounded. */
     unsigned s = 0;
-    CHECK(set(&o, &s, "format", "\x01\"<script>\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-              &e) == -1);
+    CHECK(set(&o, &s, "format",
+              "\x01\"<script>\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", &e) == -1);
     CHECK(!strchr(e.message, '\x01') && !strchr(e.message, '"') && strstr(e.message, "..."));
     return 0;
 }
 
 static int command_line(void) {
     ag_server_config c;
-    char *ok[] = {"serve", "--host", "0.0.0.0", "--port", "0", "--workers", "2", "--threads", "4",
-                  "--queue", "3", "--max-upload-mb", "5", "--max-pixels", "4M", "--max-side", "512",
-                  "--cache-mb", "8", "--model", "hayao", "--model", "x.pt", "--queue-timeout",
-                  "0.5", "--drain-seconds", "2", "--log-format", "json", "--quiet", NULL};
+    char *ok[] = {"serve", "--host",          "0.0.0.0", "--port",       "0",    "--workers",
+                  "2",     "--threads",       "4",       "--queue",      "3",    "--max-upload-mb",
+                  "5",     "--max-pixels",    "4M",      "--max-side",   "512",  "--cache-mb",
+                  "8",     "--model",         "hayao",   "--model",      "x.pt", "--queue-timeout",
+                  "0.5",   "--drain-seconds", "2",       "--log-format", "json", "--quiet",
+                  NULL};
     CHECK(ag_config_parse(&c, (int)(sizeof ok / sizeof ok[0]) - 1, ok, 8) == 0);
     CHECK(!strcmp(c.host, "0.0.0.0") && c.port == 0 && c.workers == 2 && c.threads == 4);
     CHECK(c.threads_per_worker == 2 && c.engine.threads == 2);
@@ -300,11 +319,12 @@ static int command_line(void) {
     fflush(stderr);
     FILE *saved = stderr;
     stderr = fopen("/dev/null", "w");
-    char *bad[][4] = {{"serve", "--workers", "0", NULL},      {"serve", "--port", "70000", NULL},
-                      {"serve", "--queue", "x", NULL},        {"serve", "--max-pixels", "1", NULL},
-                      {"serve", "--bogus", NULL, NULL},       {"serve", "--workers", NULL, NULL},
-                      {"serve", "extra", NULL, NULL},         {"serve", "--workers", "9", NULL},
-                      {"serve", "--log-format", "xml", NULL}, {"serve", "--queue-timeout", "0", NULL}};
+    char *bad[][4] = {
+        {"serve", "--workers", "0", NULL},      {"serve", "--port", "70000", NULL},
+        {"serve", "--queue", "x", NULL},        {"serve", "--max-pixels", "1", NULL},
+        {"serve", "--bogus", NULL, NULL},       {"serve", "--workers", NULL, NULL},
+        {"serve", "extra", NULL, NULL},         {"serve", "--workers", "9", NULL},
+        {"serve", "--log-format", "xml", NULL}, {"serve", "--queue-timeout", "0", NULL}};
     int failures = 0;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int argc = 0;

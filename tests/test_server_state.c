@@ -196,7 +196,8 @@ static int text_builder(void) {
     char buf[256];
     size_t len = ag_json_error(buf, sizeof buf, "bad_option", "say \"hi\"\n");
     CHECK(len == strlen(buf));
-    CHECK(!strcmp(buf, "{\"error\":{\"code\":\"bad_option\",\"message\":\"say \\\"hi\\\"\\u000a\"}}\n"));
+    CHECK(!strcmp(buf,
+                  "{\"error\":{\"code\":\"bad_option\",\"message\":\"say \\\"hi\\\"\\u000a\"}}\n"));
     CHECK(ag_allocated_bytes() == base);
     return 0;
 }
@@ -210,9 +211,16 @@ static int metrics_render(void) {
     ag_metrics_observe(&m.inference, 3000000);
     CHECK(ag_metrics_status_slot(200) == 0 && ag_metrics_status_slot(418) == AG_STATUS_SLOTS - 1);
     const char *names[] = {"hayao"};
-    ag_metrics_gauges g = {.queue_depth = 2, .queue_capacity = 16, .admitted = 3, .admit_limit = 18,
-                           .workers = 2, .busy_workers = 1, .rss_bytes = 123456789,
-                           .arena_bytes = 42, .memory_bound_bytes = 999, .model_names = names,
+    ag_metrics_gauges g = {.queue_depth = 2,
+                           .queue_capacity = 16,
+                           .admitted = 3,
+                           .admit_limit = 18,
+                           .workers = 2,
+                           .busy_workers = 1,
+                           .rss_bytes = 123456789,
+                           .arena_bytes = 42,
+                           .memory_bound_bytes = 999,
+                           .model_names = names,
                            .model_count = 1};
     char *buf = NULL;
     size_t size = 0;
@@ -223,8 +231,10 @@ static int metrics_render(void) {
     CHECK(strstr(buf, "animegan_http_requests_total{route=\"convert\",code=\"504\"} 0\n"));
     CHECK(strstr(buf, "animegan_http_requests_total{route=\"other\",code=\"other\"} 1\n"));
     /* 1.5 s falls in le=2.5, cumulative from there on */
-    CHECK(strstr(buf, "animegan_http_request_duration_seconds_bucket{route=\"convert\",le=\"1\"} 1\n"));
-    CHECK(strstr(buf, "animegan_http_request_duration_seconds_bucket{route=\"convert\",le=\"2.5\"} 2\n"));
+    CHECK(strstr(buf,
+                 "animegan_http_request_duration_seconds_bucket{route=\"convert\",le=\"1\"} 1\n"));
+    CHECK(strstr(
+        buf, "animegan_http_request_duration_seconds_bucket{route=\"convert\",le=\"2.5\"} 2\n"));
     CHECK(strstr(buf, "animegan_http_request_duration_seconds_count{route=\"convert\"} 2\n"));
     CHECK(strstr(buf, "animegan_inference_seconds_bucket{le=\"+Inf\"} 1\n"));
     CHECK(strstr(buf, "animegan_inference_seconds_sum 3.000000\n"));
