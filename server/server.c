@@ -20,7 +20,11 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+/* Entries of oneDNN's primitive cache (see ag_server_main). */
+#define AG_SERVER_ONEDNN_CACHE "64"
 
 static int signal_pipe[2] = {-1, -1};
 static volatile sig_atomic_t signal_count;
@@ -167,6 +171,12 @@ int ag_server_main(int argc, char **argv) {
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
     mallopt(M_ARENA_MAX, 2 + c->workers);
+
+    /* oneDNN keeps up to 1024 compiled primitives (default) keyed by shape, and every new
+     * image size adds a layer's worth: over months of photos of all sizes that is growth
+     * no formula bounds. Keep a few sizes' worth unless the operator chose otherwise. Set
+     * before the first engine is created, which is when oneDNN reads it. */
+    setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", AG_SERVER_ONEDNN_CACHE, 0);
 
     if (install_signals() != 0) {
         fprintf(stderr, "animegan: cannot install signal handlers: %s\n", strerror(errno));
