@@ -53,7 +53,9 @@ static void request_free(ag_request *r) {
     ag_free(r);
 }
 
-void ag_request_ref(ag_request *r) { atomic_fetch_add(&r->refs, 1); }
+void ag_request_ref(ag_request *r) {
+    atomic_fetch_add(&r->refs, 1);
+}
 
 void ag_request_unref(ag_request *r) {
     if (atomic_fetch_sub(&r->refs, 1) == 1)
@@ -205,8 +207,19 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
     if (r->content_type)
         add_header(resp, "Content-Type", r->content_type);
     add_header(resp, "X-Content-Type-Options", "nosniff");
-    if (r->route != AG_ROUTE_PAGE)
+    if (r->route == AG_ROUTE_PAGE && r->asset) {
+        /* Revalidated by ETag; the policy forbids any origin but this one, so the page
+         * cannot load anything from the network, by construction. */
+        add_header(resp, "ETag", ag_web_etag(r->asset));
+        add_header(resp, "Cache-Control", "no-cache");
+        add_header(resp, "Referrer-Policy", "no-referrer");
+        add_header(resp, "Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; "
+                   "script-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+                   "form-action 'self'; frame-ancestors 'none'");
+    } else {
         add_header(resp, "Cache-Control", "no-store");
+    }
     if (r->route == AG_ROUTE_CONVERT && r->enqueued_us) {
         snprintf(num, sizeof num, "%.1f", r->queue_ms);
         add_header(resp, "X-Queue-Ms", num);
@@ -293,11 +306,12 @@ static void handle_models(ag_server *s, ag_request *r) {
         ag_text_printf(&t, ",\"param_count\":%zu,\"weight_bytes\":%zu}", info->param_count,
                        info->weight_bytes);
     }
-    ag_text_printf(&t,
-                   "],\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
-                   "d,\"max\":%d},\"format\":[\"png\",\"jpeg\",\"webp\"],\"quality\":{\"min\":1,"
-                   "\"max\":100,\"default\":%d}}}\n",
-                   AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY);
+    ag_text_printf(
+        &t,
+        "],\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
+        "d,\"max\":%d},\"format\":[\"png\",\"jpeg\",\"webp\"],\"quality\":{\"min\":1,"
+        "\"max\":100,\"default\":%d}}}\n",
+        AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY);
     size_t size = 0;
     char *buf = ag_text_take(&t, &size);
     reply_owned(r, 200, "application/json", buf, size);
@@ -346,10 +360,10 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
                    "\"arena_bytes\":%zu,\"decode_bytes\":%zu,\"admitted\":%d,"
                    "\"per_request_bytes\":%zu,\"connections\":%d,\"per_connection_bytes\":%zu,"
                    "\"cache_bytes\":%zu},\"formula\":",
-                   g.rss_bytes, g.peak_rss_bytes, g.allocated_bytes, g.arena_bytes,
-                   b->total_bytes, b->base_bytes, b->runtime_bytes, b->workers, b->worker_bytes,
-                   b->arena_bytes, b->decode_bytes, b->admitted, b->request_bytes,
-                   b->connections, b->connection_bytes, b->cache_bytes);
+                   g.rss_bytes, g.peak_rss_bytes, g.allocated_bytes, g.arena_bytes, b->total_bytes,
+                   b->base_bytes, b->runtime_bytes, b->workers, b->worker_bytes, b->arena_bytes,
+                   b->decode_bytes, b->admitted, b->request_bytes, b->connections,
+                   b->connection_bytes, b->cache_bytes);
     ag_text_json_string(&t, formula);
     ag_text_printf(&t,
                    "},\"limits\":{\"max_upload_bytes\":%zu,\"max_pixels\":%zu,\"max_side\":%d,"
@@ -392,46 +406,15 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
 
 static void handle_page(struct MHD_Connection *conn, const char *url, ag_request *r) {
     const ag_web_asset *a = ag_web_find(url);
-    const char *etag = ag_web_etag(a);
     const char *inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "If-None-Match");
     reply_clear(r);
+    r->asset = a;
     r->content_type = a->mime;
-    if (inm && !strcmp(inm, etag)) {
-        r->status = 304;
-        return;
+    r->status = inm && !strcmp(inm, ag_web_etag(a)) ? 304 : 200;
+    if (r->status == 200) {
+        r->out_static = a->data;
+        r->out_size = a->size;
     }
-    r->status = 200;
-    r->out_static = a->data;
-    r->out_size = a->size;
-}
-
-/* Page responses carry caching and a content security policy that forbids any origin but
- * this one: the page cannot load anything from the network, by construction. */
-static enum MHD_Result send_page(ag_server *s, struct MHD_Connection *conn, const char *url,
-                                 ag_request *r) {
-    const ag_web_asset *a = ag_web_find(url);
-    const void *body = r->out_static;
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r->status == 200 ? r->out_size : 0, (void *)body,
-                                        MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        return MHD_NO;
-    add_header(resp, "X-Request-Id", r->id);
-    add_header(resp, "Content-Type", a->mime);
-    add_header(resp, "ETag", ag_web_etag(a));
-    add_header(resp, "Cache-Control", "no-cache");
-    add_header(resp, "X-Content-Type-Options", "nosniff");
-    add_header(resp, "Referrer-Policy", "no-referrer");
-    add_header(resp, "Content-Security-Policy",
-               "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; "
-               "script-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
-               "form-action 'self'; frame-ancestors 'none'");
-    if (!atomic_load(&s->accepting))
-        add_header(resp, "Connection", "close");
-    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
-    MHD_destroy_response(resp);
-    atomic_store(&r->state, AG_REQ_REPLIED);
-    return ret;
 }
 
 /* ---- convert ---------------------------------------------------------------------------- */
@@ -448,8 +431,8 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
                                    const char *value) {
     (void)kind;
     option_walk *w = cls;
-    if (ag_convert_option_set(w->opts, &w->seen, key, value, w->s->model_names,
-                              w->s->model_count, w->s->config.max_side, &w->err) != 0) {
+    if (ag_convert_option_set(w->opts, &w->seen, key, value, w->s->model_names, w->s->model_count,
+                              w->s->config.max_side, &w->err) != 0) {
         w->failed = 1;
         return MHD_NO;
     }
@@ -543,10 +526,10 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
         return;
     }
     r->admitted = 1;
-    size_t want = r->declared_size == SIZE_MAX
-                      ? (CHUNKED_INITIAL < c->max_upload_bytes ? CHUNKED_INITIAL
-                                                               : c->max_upload_bytes)
-                      : r->declared_size;
+    size_t want =
+        r->declared_size == SIZE_MAX
+            ? (CHUNKED_INITIAL < c->max_upload_bytes ? CHUNKED_INITIAL : c->max_upload_bytes)
+            : r->declared_size;
     r->body = ag_malloc(want);
     if (!r->body) {
         reply_error(r, 503, "out_of_memory", "the server is out of memory; try again");
@@ -595,8 +578,8 @@ static int convert_chunk(ag_server *s, ag_request *r, const char *data, size_t n
 
 static void convert_complete(ag_server *s, struct MHD_Connection *conn, ag_request *r) {
     ag_reply_error e;
-    if (ag_upload_image(r->body, r->body_size, r->body_kind, r->boundary, &r->image,
-                        &r->image_size, &e) != 0) {
+    if (ag_upload_image(r->body, r->body_size, r->body_kind, r->boundary, &r->image, &r->image_size,
+                        &e) != 0) {
         reply_reply_error(r, &e);
         atomic_store(&r->state, AG_REQ_DONE);
         return;
@@ -628,18 +611,10 @@ static enum MHD_Result respond_small(ag_server *s, struct MHD_Connection *conn, 
         return send_reply(s, conn, r);
     }
     switch (r->route) {
-    case AG_ROUTE_PAGE:
-        handle_page(conn, url, r);
-        return send_page(s, conn, url, r);
-    case AG_ROUTE_MODELS:
-        handle_models(s, r);
-        break;
-    case AG_ROUTE_STATUS:
-        handle_status(s, conn, r);
-        break;
-    case AG_ROUTE_HEALTHZ:
-        reply_text(r, 200, "application/json", "{\"status\":\"ok\"}\n");
-        break;
+    case AG_ROUTE_PAGE: handle_page(conn, url, r); break;
+    case AG_ROUTE_MODELS: handle_models(s, r); break;
+    case AG_ROUTE_STATUS: handle_status(s, conn, r); break;
+    case AG_ROUTE_HEALTHZ: reply_text(r, 200, "application/json", "{\"status\":\"ok\"}\n"); break;
     case AG_ROUTE_READYZ:
         if (atomic_load(&s->ready) && atomic_load(&s->accepting)) {
             reply_text(r, 200, "application/json", "{\"status\":\"ready\"}\n");
@@ -650,20 +625,15 @@ static enum MHD_Result respond_small(ag_server *s, struct MHD_Connection *conn, 
             r->retry_after_s = 1;
         }
         break;
-    case AG_ROUTE_METRICS:
-        handle_metrics(s, r);
-        break;
-    default:
-        reply_error(r, 404, "not_found", "no such path");
-        break;
+    case AG_ROUTE_METRICS: handle_metrics(s, r); break;
+    default: reply_error(r, 404, "not_found", "no such path"); break;
     }
     return send_reply(s, conn, r);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
     (void)version;
     ag_server *s = cls;
     ag_request *r = *con_cls;
@@ -704,8 +674,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (atomic_load(&r->state) == AG_REQ_DONE && !r->enqueued_us)
             return send_reply(s, conn, r);
         return MHD_YES;
-    case AG_REQ_DONE:
-        return send_reply(s, conn, r);
+    case AG_REQ_DONE: return send_reply(s, conn, r);
     default:
         /* Suspended states get no calls; a replied request gets no more. */
         *upload_data_size = 0;
@@ -796,17 +765,15 @@ int ag_http_start(ag_server *s, ag_error *err) {
                  gai ? gai_strerror(gai) : "no address");
         return -1;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
-    flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL
-                                                                     : MHD_USE_POLL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
-        flags, (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)c->timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->connection_memory_bytes,
+        flags, (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->connection_memory_bytes,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK,
         unescape_no_nul, NULL, MHD_OPTION_END);
@@ -822,17 +789,16 @@ int ag_http_start(ag_server *s, ag_error *err) {
     return 0;
 }
 
-static MHD_socket quiesced_fd = MHD_INVALID_SOCKET;
-
 void ag_http_quiesce(ag_server *s) {
     if (!s->daemon)
         return;
-    quiesced_fd = MHD_quiesce_daemon(s->daemon);
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    s->listen_fd = fd == MHD_INVALID_SOCKET ? -1 : fd;
     /* MHD no longer polls the listening socket, but it must stay open until
      * MHD_stop_daemon; shutting it down makes new connections fail at once (a load balancer
      * moves on) instead of waiting in the backlog. */
-    if (quiesced_fd != MHD_INVALID_SOCKET)
-        shutdown(quiesced_fd, SHUT_RDWR);
+    if (s->listen_fd >= 0)
+        shutdown(s->listen_fd, SHUT_RDWR);
 }
 
 void ag_http_stop(ag_server *s) {
@@ -840,8 +806,8 @@ void ag_http_stop(ag_server *s) {
         return;
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
-    if (quiesced_fd != MHD_INVALID_SOCKET) {
-        close(quiesced_fd);
-        quiesced_fd = MHD_INVALID_SOCKET;
+    if (s->listen_fd >= 0) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
     }
 }

@@ -17,10 +17,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 /* Entries of oneDNN's primitive cache (see ag_server_main). */
@@ -163,6 +163,7 @@ int ag_server_main(int argc, char **argv) {
     const ag_server_config *c = &s->config;
     ag_log_format lf = c->log_format;
     s->start_us = ag_now_us();
+    s->listen_fd = -1;
 
     /* Large buffers (uploads, images, arenas) come from mmap and go back to the kernel when
      * freed, so RSS returns to its base after each request instead of staying at the

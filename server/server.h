@@ -153,6 +153,24 @@ int ag_upload_image(const uint8_t *body, size_t size, ag_body_kind kind, const c
 /* The image format the first bytes look like ("jpeg", "png", ...), NULL when none we decode. */
 const char *ag_upload_sniff(const uint8_t *data, size_t size);
 
+/* ---- embedded web page (web.c, generated $(BUILD)/gen/web_assets.c) -------------------- */
+
+typedef struct ag_web_asset {
+    const char *path; /* "/", "/app.js", ... */
+    const char *mime;
+    const uint8_t *data;
+    size_t size;
+} ag_web_asset;
+
+extern const ag_web_asset ag_web_assets[];
+extern const int ag_web_asset_count;
+
+/* The embedded asset for an exact request path, NULL otherwise (no file system access, so
+ * no traversal: "/../x" is simply not in the table). */
+const ag_web_asset *ag_web_find(const char *path);
+/* Strong ETag of an asset ("\"<16 hex>\""), computed once. */
+const char *ag_web_etag(const ag_web_asset *asset);
+
 /* ---- the request: one owner for every buffer (http.c) ---------------------------------- */
 
 struct MHD_Connection;
@@ -212,6 +230,7 @@ typedef struct ag_request {
     uint8_t *out; /* ag_malloc'ed response body (or NULL) */
     size_t out_size;
     const uint8_t *out_static; /* embedded bytes (web page), not freed */
+    const ag_web_asset *asset; /* the page asset being served, for its headers */
     const char *error_code;    /* for the log line; NULL on success */
     int retry_after_s;
     double queue_ms, inference_ms, total_ms;
@@ -380,24 +399,6 @@ void ag_log_request(ag_log_format format, const ag_request *r, size_t bytes_in, 
 void ag_log_event(ag_log_format format, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ---- embedded web page (web.c, generated $(BUILD)/gen/web_assets.c) -------------------- */
-
-typedef struct ag_web_asset {
-    const char *path; /* "/", "/app.js", ... */
-    const char *mime;
-    const uint8_t *data;
-    size_t size;
-} ag_web_asset;
-
-extern const ag_web_asset ag_web_assets[];
-extern const int ag_web_asset_count;
-
-/* The embedded asset for an exact request path, NULL otherwise (no file system access, so
- * no traversal: "/../x" is simply not in the table). */
-const ag_web_asset *ag_web_find(const char *path);
-/* Strong ETag of an asset ("\"<16 hex>\""), computed once. */
-const char *ag_web_etag(const ag_web_asset *asset);
-
 /* ---- workers (worker.c) ---------------------------------------------------------------- */
 
 typedef struct ag_server ag_server;
@@ -441,6 +442,7 @@ struct ag_server {
     ag_budget budget;
 
     struct MHD_Daemon *daemon;
+    int listen_fd; /* after MHD_quiesce_daemon: ours to close once MHD has stopped */
     int port;
     uint64_t start_us;
     double start_unix_s;
