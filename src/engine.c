@@ -112,24 +112,62 @@ static void bind_common(ag_engine *e, const plan_builder *pb, const int *ids) {
     }
 }
 
+static size_t y_bytes(const ag_engine *e, int i) {
+    const ag_layer_geom *g = &e->geom[i];
+    return (size_t)g->out_h * g->out_w * e->model->layers[i].out_c * y_elem_bytes(e, i);
+}
+
+/* The last step that reads Y[i]: the next layer; as a residual block's input, the step
+ * that consumes the block's add, three layers later. */
+static int y_last_use(const ag_engine *e, int i) {
+    int n = e->model->layer_count;
+    int last = i + 1 < n && e->model->layers[i + 1].residual == AG_RESIDUAL_SAVE ? i + 4 : i + 1;
+    return last < n ? last : n - 1;
+}
+
+/*
+ * Whether Y[i] can overwrite Y[i-1] as it goes: a banded stride-1 layer whose output rows
+ * are as long as its input rows, reading Y[i-1] for the last time. A band's input rows are
+ * copied into the band buffer before its conv writes, so Y[i] may start `lag` bytes before
+ * Y[i-1]: one band plus the top padding, which also covers the last band's overlap.
+ */
+static size_t in_place_lag(const ag_engine *e, int i) {
+    const ag_layer *l = &e->model->layers[i];
+    const ag_layer_exec *x = &e->exec[i];
+    if (i == 0 || !x->banded || l->resize_before || l->stride != 1 ||
+        y_last_use(e, i - 1) != i || y_bytes(e, i) != y_bytes(e, i - 1) ||
+        e->geom[i].out_h != e->geom[i - 1].out_h)
+        return 0;
+    size_t row = y_bytes(e, i) / (size_t)e->geom[i].out_h;
+    return (size_t)(x->band_rows + l->pad_top) * row;
+}
+
 /*
  * oneDNN backend. Step i runs layer i: from its source (the image, or Y[i-1], the previous
  * conv's raw output) it builds padded input rows band by band in one small band buffer,
  * convolves each band into Y[i] and takes the rows' statistics. A map that a resize, a 1x1
  * conv or a later residual add needs whole is normalised in place first. So the live set
- * at any step is about two conv outputs plus one band, never a padded copy of a map.
+ * at any step is about two conv outputs plus one band, never a padded copy of a map, and
+ * where a layer keeps its shape (the 64-channel full-size pair above all) only one.
  */
 static void plan_onednn(ag_engine *e, plan_builder *pb, size_t band_bytes) {
-    const ag_model *m = e->model;
-    int n = m->layer_count;
-    for (int i = 0; i < n; i++) {
-        const ag_layer *l = &m->layers[i];
-        const ag_layer_geom *g = &e->geom[i];
-        /* Y[i] is read by step i + 1; as a residual block's input, until that block's add
-         * is consumed, three layers later. */
-        int last = i + 1 < n && m->layers[i + 1].residual == AG_RESIDUAL_SAVE ? i + 4 : i + 1;
-        e->y_ids[i] = plan_add(pb, (size_t)g->out_h * g->out_w * l->out_c * y_elem_bytes(e, i),
-                               i, last < n ? last : n - 1);
+    int n = e->model->layer_count;
+    for (int first = 0, last; first < n; first = last + 1) {
+        /* A run of layers each overwriting the one before shares one buffer. */
+        size_t slack = 0, bytes = y_bytes(e, first);
+        int live_until = y_last_use(e, first);
+        for (last = first; last + 1 < n && in_place_lag(e, last + 1); last++) {
+            slack += in_place_lag(e, last + 1);
+            bytes = y_bytes(e, last + 1) > bytes ? y_bytes(e, last + 1) : bytes;
+            live_until = y_last_use(e, last + 1) > live_until ? y_last_use(e, last + 1) : live_until;
+        }
+        int id = plan_add(pb, slack + bytes, first, live_until);
+        for (int i = first; i <= last; i++) {
+            e->y_ids[i] = id;
+            e->y_offsets[i] = slack;
+            if (i < last)
+                slack -= in_place_lag(e, i + 1);
+        }
     }
     e->band_id = plan_add(pb, band_bytes, 0, n);
 }
@@ -342,9 +380,14 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
 
 static void *buffer(ag_engine *e, int id) { return e->arena + e->buffers[id].offset; }
 
+/* Y[i], the raw output of layer i's conv. */
+static void *y_map(ag_engine *e, int i) {
+    return e->arena + e->buffers[e->y_ids[i]].offset + e->y_offsets[i];
+}
+
 /* The residual a layer's output gets: the input of its block, Y three layers back. */
 static const void *residual_of(ag_engine *e, int i) {
-    return e->model->layers[i].residual == AG_RESIDUAL_ADD ? buffer(e, e->y_ids[i - 3]) : NULL;
+    return e->model->layers[i].residual == AG_RESIDUAL_ADD ? y_map(e, i - 3) : NULL;
 }
 
 /* Where layer i's band rows come from (layer i > 0 reads Y[i-1] with its norm). */
@@ -358,12 +401,12 @@ static ag_band_source band_source(ag_engine *e, int i, const ag_io *io) {
         s.u8 = io->in_u8, s.f32 = io->in_f32, s.bands = io->bands;
     } else if (l->resize_before) {
         s.kind = AG_BAND_RESIZE;
-        s.a = buffer(e, e->y_ids[i - 1]);
+        s.a = y_map(e, i - 1);
         s.HI = e->geom[i - 1].out_h, s.WI = e->geom[i - 1].out_w;
         s.row_taps = e->row_taps[i], s.col_taps = e->col_taps[i];
     } else {
         s.kind = AG_BAND_RAW;
-        s.x = buffer(e, e->y_ids[i - 1]);
+        s.x = y_map(e, i - 1);
         s.residual = residual_of(e, i - 1);
         s.affine = e->affine;
         s.lrelu = e->model->layers[i - 1].act == AG_ACT_LRELU;
@@ -375,7 +418,7 @@ static ag_band_source band_source(ag_engine *e, int i, const ag_io *io) {
 static void materialize_prev(ag_engine *e, int i) {
     const ag_layer *prev = &e->model->layers[i - 1];
     const ag_layer_geom *g = &e->geom[i - 1];
-    void *y = buffer(e, e->y_ids[i - 1]);
+    void *y = y_map(e, i - 1);
     ag_pad none = {0, 0, 0, 0};
     ag_fused_norm_act_pad(y, y, residual_of(e, i - 1), e->bf16, e->affine,
                           prev->act == AG_ACT_LRELU, g->out_h, g->out_w, prev->out_c, none,
@@ -387,7 +430,7 @@ static int run_layer(ag_engine *e, int i, const ag_io *io, void *scratch, ag_err
     const ag_layer_geom *g = &e->geom[i];
     ag_layer_exec *x = &e->exec[i];
     size_t out_row = (size_t)g->out_w * l->out_c;
-    uint8_t *y = buffer(e, e->y_ids[i]);
+    uint8_t *y = y_map(e, i);
     void *band = buffer(e, e->band_id);
     size_t y_elem = y_elem_bytes(e, i);
     ag_band_source src = band_source(e, i, io);
@@ -395,7 +438,7 @@ static int run_layer(ag_engine *e, int i, const ag_io *io, void *scratch, ag_err
         int first = b * x->band_rows, rows = x->band_rows;
         if (first + rows > g->out_h) /* the last band, moved up; see create_layer_conv */
             first = g->out_h - rows;
-        const void *in = buffer(e, e->y_ids[i > 0 ? i - 1 : 0]);
+        const void *in = y_map(e, i > 0 ? i - 1 : 0);
         if (x->banded) {
             ag_fused_band(band, &src, first * l->stride, (rows - 1) * l->stride + l->k,
                           e->threads);
@@ -428,7 +471,7 @@ static int run_onednn(ag_engine *e, const ag_io *io, ag_error *err) {
             return rc;
     }
     const ag_layer_geom *g = &e->geom[m->layer_count - 1];
-    ag_fused_output(io->out_f32, io->out_u8, io->bands, buffer(e, e->y_ids[m->layer_count - 1]),
+    ag_fused_output(io->out_f32, io->out_u8, io->bands, y_map(e, m->layer_count - 1),
                     g->out_h, g->out_w, e->threads);
     return AG_OK;
 }

@@ -51,7 +51,8 @@ struct ag_engine {
     int planned_w, planned_h;
     ag_layer_geom geom[AG_MAX_LAYERS];
     ag_arena_buffer buffers[4 * AG_MAX_LAYERS + 8];
-    int y_ids[AG_MAX_LAYERS]; /* oneDNN: conv outputs */
+    int y_ids[AG_MAX_LAYERS];        /* oneDNN: the buffer holding each conv output */
+    size_t y_offsets[AG_MAX_LAYERS]; /* and where in it (layers overwriting their input) */
     int band_id, scratch_id;
     int ref_ids[4]; /* reference: two activations, padded input, residual */
     size_t band_bytes_target;
