@@ -1,5 +1,6 @@
 #!/bin/sh
-# fuzz/run.sh [seconds] - builds the libFuzzer targets of the model file parsers with clang
+# fuzz/run.sh [seconds] - builds the libFuzzer targets (model file parsers, image decode, the
+# server's request parsers) with clang
 # (ASan + UBSan) into build/fuzz/ and runs each for `seconds` (default 20) on one thread,
 # seeded from tests/fixtures/pt/ and models/*.safetensors. The corpus grows across runs in
 # build/fuzz/corpus_*. A crash leaves build/fuzz/crash_*: fix it, then copy the input to
@@ -47,4 +48,19 @@ for target in pt safetensors; do
     grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$out/$target.log" || true
     grep -E 'ERROR|SUMMARY|Test unit written' "$out/$target.log" || true
 done
+
+# The image decode entry point (probe + decode, capped at 512x512 pixels), seeded with the
+# test photos and the special images.
+# shellcheck disable=SC2046 # word splitting of pkg-config output is intended
+$cc $flags $(pkg-config --cflags vips) -o "$out/fuzz_image" fuzz/fuzz_image.c src/image/*.c \
+    src/util/alloc.c src/util/util.c $(pkg-config --libs vips) -lm
+mkdir -p "$out/corpus_image"
+echo "== fuzz_image for ${seconds}s"
+"$out/fuzz_image" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$out/crash_image_" "$out/corpus_image" tests/data \
+    tests/data/generated 2>"$out/image.log" || status=1
+grep -E '^stat::number_of_executed_units|ERROR|SUMMARY' "$out/image.log" || true
+
+# The server's request parsers (Content-Type, multipart, options).
+tests/server/fuzz.sh "$seconds" || status=1
 exit $status
