@@ -284,7 +284,7 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
         e->exec[i].conv = NULL;
         rc = create_layer_conv(e, i, scratch_max, band_max, &weight_bytes[i], err);
     }
-    if (rc == AG_OK) {
+    if (rc == AG_OK && !e->measure_only) {
         for (int i = 0; i < m->layer_count; i++)
             old_convs[i] = old[i].conv;
         rc = prepare_weights(e, old_convs, weight_bytes, err);
@@ -367,7 +367,12 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
     } else {
         plan_reference(e, &pb, e->ref_ids);
     }
-    rc = allocate_arena(e, ag_arena_plan(pb.buffers, pb.count), err);
+    size_t arena_bytes = ag_arena_plan(pb.buffers, pb.count);
+    if (e->measure_only) {
+        e->arena_bytes = arena_bytes;
+        return AG_OK;
+    }
+    rc = allocate_arena(e, arena_bytes, err);
     if (rc)
         return rc;
     memcpy(e->buffers, pb.buffers, sizeof pb.buffers);
@@ -588,8 +593,10 @@ size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options 
     ag_engine *e;
     ag_error err;
     size_t bytes = 0;
-    if (ag_engine_create(model, options, &e, &err) == AG_OK &&
-        ag_engine_prepare(e, width, height, &err) == AG_OK)
+    if (ag_engine_create(model, options, &e, &err) != AG_OK)
+        return 0;
+    e->measure_only = 1; /* plan, but allocate neither the arena nor prepared weights */
+    if (ag_engine_prepare(e, width, height, &err) == AG_OK)
         bytes = e->arena_bytes;
     ag_engine_destroy(e);
     return bytes;

@@ -45,7 +45,8 @@ struct ag_engine {
     ag_engine_options options;
     int threads;
     ag_resize_mode resize;
-    int bf16; /* activations and weights bf16 (fp32 accumulation and statistics) */
+    int bf16;         /* activations and weights bf16 (fp32 accumulation and statistics) */
+    int measure_only; /* prepare plans sizes only (ag_engine_arena_bytes_for) */
 
     /* The plan for planned_w x planned_h (0 x 0: none yet). */
     int planned_w, planned_h;

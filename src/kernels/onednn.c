@@ -8,7 +8,22 @@
 #include "../util/util_internal.h"
 
 #include <dnnl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* oneDNN caches compiled primitives per shape, 1024 by default: a server seeing many image
+ * sizes would keep them all. Engines hold their own primitives for the planned size, so the
+ * cache only saves recompiling when sizes alternate: a few sizes' worth is enough. The
+ * environment variable still wins for tuning. */
+#define AG_DNNL_PRIMITIVE_CACHE 64
+
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cap_primitive_cache(void) {
+    if (!getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") && !getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
+        dnnl_set_primitive_cache_capacity(AG_DNNL_PRIMITIVE_CACHE);
+}
 
 struct ag_dnnl {
     dnnl_engine_t engine;
@@ -29,6 +44,7 @@ static int dnnl_fail(ag_error *err, const char *what, dnnl_status_t st) {
 
 int ag_dnnl_create(ag_dnnl **out, ag_error *err) {
     *out = NULL;
+    pthread_once(&cache_once, cap_primitive_cache);
     ag_dnnl *d = ag_calloc(1, sizeof *d);
     if (!d)
         return ag_error_set(err, AG_E_NOMEM, "out of memory");
