@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# build/address/animegan looks for bundled models in build/models: point it at the real ones.
+export ANIMEGAN_MODEL_PATH="$PWD/models"
 if ! make -s SANITIZER=address all >/tmp/animegan-asan-build.log 2>&1; then
     cat /tmp/animegan-asan-build.log
     echo "0 passed, 1 failed"
