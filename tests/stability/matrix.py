@@ -99,6 +99,17 @@ def jpeg_with_huge_exif(base):
 
 # ---- the test harness --------------------------------------------------------------------
 
+ALL = []  # every server started, for the sanitizer scan at the end
+SANITIZER_REPORT = re.compile(r"AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|"
+                              r"runtime error:|Sanitizer CHECK failed")
+
+
+class Server(d.Server):
+    def __init__(self, *args):
+        super().__init__(*args)
+        ALL.append(self)
+
+
 TESTS = []
 
 
@@ -114,7 +125,7 @@ def server():
     """The matrix's server: small limits so each case is cheap."""
     s = SERVERS.get("m")
     if s is None or s.proc.poll() is not None:
-        s = SERVERS["m"] = d.Server("--workers", "1", "--threads", "2", "--queue", "2",
+        s = SERVERS["m"] = Server("--workers", "1", "--threads", "2", "--queue", "2",
                                     "--max-upload-mb", "2", "--max-side", "256")
     return s
 
@@ -311,7 +322,7 @@ def body_over_the_limit_unread():
 def slow_client_times_out_and_frees_its_slot():
     """Clients that send headers and part of the body, then nothing: each holds an admission
     slot until --timeout closes it; then the slots are free again."""
-    s = d.Server("--workers", "1", "--threads", "2", "--queue", "1", "--timeout", "2")
+    s = Server("--workers", "1", "--threads", "2", "--queue", "1", "--timeout", "2")
     try:
         slow = []
         for i in range(2):  # queue 1 + 1 worker = 2 slots
@@ -446,7 +457,7 @@ class Load:
 def kill_9_under_load_then_restart():
     port = free_port()
     args = ("--port", str(port), "--workers", "2", "--threads", "2", "--queue", "4")
-    a = d.Server(*args)
+    a = Server(*args)
     a.args = list(args)
     status, _, reference = a.convert(query="?max_side=128")
     check(status == 200, "reference conversion")
@@ -459,7 +470,7 @@ def kill_9_under_load_then_restart():
     load.finish()
     check(a.proc.returncode == -signal.SIGKILL, "exit %r" % a.proc.returncode)
     t0 = time.time()
-    b = d.Server(*args)  # the same port, at once
+    b = Server(*args)  # the same port, at once
     try:
         deadline = time.time() + 60
         while b.request("GET", "/readyz")[0] != 200:
@@ -484,7 +495,7 @@ def kill_9_under_load_then_restart():
 
 @test
 def sigterm_under_load_drains():
-    s = d.Server("--workers", "2", "--threads", "2", "--queue", "4")
+    s = Server("--workers", "2", "--threads", "2", "--queue", "4")
     try:
         load = Load(s, 5)  # more clients than workers: some wait in the queue
         deadline = time.time() + 60
@@ -575,6 +586,15 @@ def main():
         code = s.stop()
         if code != 0:
             print("FAIL matrix server exited %r" % code)
+            failed += 1
+    # Under `make SANITIZER=address` a report ends the server; name it here.
+    for s in ALL:
+        s.kill()
+        reports = [l for l in s.lines if SANITIZER_REPORT.search(l)]
+        if reports:
+            print("FAIL sanitizer report from serve %s:" % " ".join(s.args))
+            for line in s.lines[max(0, s.lines.index(reports[0]) - 2):][:60]:
+                print("  " + line)
             failed += 1
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0

@@ -20,9 +20,11 @@ Uses the server helpers of tests/server/driver.py. Standard library only.
 """
 
 import argparse
+import glob
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -265,14 +267,19 @@ class Soak:
     def report(self):
         a = self.args
         main = [(s[3], s[1]) for s in self.samples if s[4] == "main"]
-        slope = 0.0
-        if len(main) >= 3:
-            n = len(main)
-            mx = sum(x for x, _ in main) / n
-            my = sum(y for _, y in main) / n
-            sxx = sum((x - mx) ** 2 for x, _ in main)
-            if sxx > 0:
-                slope = sum((x - mx) * (y - my) for x, y in main) / sxx * 1000 / MIB
+        slope = lsq_slope(main) * 1000 / MIB
+        # RSS swings with the size of the image each engine last planned for; the peak of
+        # each of ~20 request windows follows the envelope, which is where creep shows.
+        peaks = []
+        if main:
+            lo, hi = main[0][0], main[-1][0] + 1
+            k = max(1, min(20, len(main) // 10))
+            for w in range(k):
+                a0, a1 = lo + (hi - lo) * w / k, lo + (hi - lo) * (w + 1) / k
+                ys = [y for x, y in main if a0 <= x < a1]
+                if ys:
+                    peaks.append(((a0 + a1) / 2, max(ys)))
+        peak_slope = lsq_slope(peaks) * 1000 / MIB
         after = [s[1] for s in self.samples if s[4] in ("main", "end")]
         max_rss = max(after) if after else 0
         tol = max(0.02 * self.base_hwm, 4 * MIB)
@@ -300,6 +307,7 @@ class Soak:
             idle_rss_end_mib=round(self.end_idle / MIB, 1),
             growth_peak_mib=round(growth_hwm / MIB, 2), growth_idle_mib=round(growth_idle / MIB, 2),
             tolerance_mib=round(tol / MIB, 2), slope_mib_per_1000=round(slope, 3),
+            window_peak_slope_mib_per_1000=round(peak_slope, 3),
             latency_p50_s=round(pct(0.5), 3), latency_p99_s=round(pct(0.99), 3),
             server_exit=self.exit_code, errors=self.errors[:20], passed=ok)
         out = a.out
@@ -328,14 +336,27 @@ class Soak:
         print("  RSS max sampled after   %8.1f MiB" % (max_rss / MIB))
         print("  RSS idle at the end     %8.1f MiB   peak at the end    %8.1f MiB" % (
             self.end_idle / MIB, self.end_hwm / MIB))
-        print("  growth: peak %+.2f MiB, idle %+.2f MiB (tolerance %.2f MiB); slope %+.3f MiB"
-              " per 1000 requests" % (growth_hwm / MIB, growth_idle / MIB, tol / MIB, slope))
+        print("  growth: peak %+.2f MiB, idle %+.2f MiB (tolerance %.2f MiB)" % (
+            growth_hwm / MIB, growth_idle / MIB, tol / MIB))
+        print("  slope: %+.3f MiB per 1000 requests (all samples), %+.3f (peaks of %d windows)"
+              % (slope, peak_slope, len(peaks)))
         print("  latency of 200s: p50 %.3f s, p99 %.3f s; server exit %r" % (
             pct(0.5), pct(0.99), self.exit_code))
         for e in self.errors[:10]:
             print("  error: " + e)
         print("  data in %s" % out)
         return ok
+
+
+def lsq_slope(points):
+    """Least-squares slope of y over x."""
+    n = len(points)
+    if n < 3:
+        return 0.0
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx > 0 else 0.0
 
 
 def main():
@@ -355,12 +376,16 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--bin", default=os.path.join(ROOT, os.environ.get("BUILD", "build"),
                                                  "animegan"))
-    p.add_argument("--preload", default="", help="LD_PRELOAD for the server")
+    p.add_argument("--allocator", default="asbuilt", choices=("asbuilt", "glibc", "jemalloc"),
+                   help="asbuilt: the server's own mallopt settings; glibc: mallopt() made a "
+                   "no-op (glibc defaults); jemalloc: Debian's libjemalloc2 by LD_PRELOAD")
+    p.add_argument("--preload", default="", help="more LD_PRELOAD for the server")
     p.add_argument("--env", action="append", default=[], help="K=V for the server, repeatable")
-    p.add_argument("--label", default="as built")
+    p.add_argument("--label", default=None, help="default: the allocator")
     p.add_argument("--sample-s", type=float, default=1.0)
     p.add_argument("--progress", type=int, default=0, help="print a line every N requests")
-    p.add_argument("--out", default=os.path.join(ROOT, "build", "stability", "soak"))
+    p.add_argument("--out", default=None, help="results directory (default "
+                   "bench/results/soak-DATE-ALLOCATOR; the plot is OUT.png)")
     p.add_argument("server_args", nargs="*", help="more `animegan serve` options (after --)")
     a = p.parse_args()
     a.sizes = [int(s) for s in a.sizes.split(",")]
@@ -371,6 +396,20 @@ def main():
     a.warmup = min(a.warmup, a.requests)
     a.models = ",".join(m if "/" not in m or os.path.isabs(m) else os.path.join(ROOT, m)
                         for m in a.models.split(","))
+    a.label = a.label or a.allocator
+    if a.out is None:
+        a.out = os.path.join(ROOT, "bench", "results", "soak-%s-%s" % (
+            time.strftime("%Y%m%d-%H%M%S"), a.allocator))
+    preload = [a.preload] if a.preload else []
+    if a.allocator == "glibc":
+        preload.append(build_mallopt_noop())
+    elif a.allocator == "jemalloc":
+        found = sorted(glob.glob("/usr/lib/*/libjemalloc.so.2"))
+        if not found:
+            print("soak: libjemalloc2 is not installed (scripts/install-deps.sh --all)")
+            return 1
+        preload.append(found[0])
+    a.preload = " ".join(preload)
     d.BIN = os.path.abspath(a.bin)
     for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
         os.environ.pop(var, None)
@@ -380,7 +419,30 @@ def main():
     except d.Failure as e:
         print("soak: FAILED: %s" % e)
         return 1
-    return 0 if s.report() else 1
+    ok = s.report()
+    plot(a.out)
+    return 0 if ok else 1
+
+
+def build_mallopt_noop():
+    out = os.path.join(ROOT, "build", "stability", "mallopt_noop.so")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O2", "-o", out,
+                    os.path.join(ROOT, "tests", "stability", "mallopt_noop.c")], check=True)
+    return out
+
+
+def plot(out):
+    """RSS and latency over time: OUT.png, by bench/soak_plot.gp (gnuplot from Debian)."""
+    if not shutil.which("gnuplot"):
+        print("soak: gnuplot is not installed: no plot (scripts/install-deps.sh --all)")
+        return
+    p = subprocess.run(["gnuplot", "-e", "dir='%s'; out='%s.png'" % (out, out),
+                        os.path.join(ROOT, "bench", "soak_plot.gp")], capture_output=True)
+    if p.returncode == 0:
+        print("  plot: %s.png" % out)
+    else:
+        print("soak: gnuplot failed: %s" % p.stderr.decode()[-500:])
 
 
 if __name__ == "__main__":
