@@ -5,7 +5,7 @@ set -eu
 
 BUILD_PKGS="build-essential pkg-config libdnnl-dev libvips-dev libmicrohttpd-dev libzip-dev libcjson-dev"
 TEST_PKGS="valgrind clang libclang-rt-14-dev curl python3 chromium nginx time"
-TOOLS_PKGS="gnuplot-nox wrk"
+TOOLS_PKGS="gnuplot-nox wrk libjemalloc2"
 
 pkgs="$BUILD_PKGS"
 case "${1:-}" in
