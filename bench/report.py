@@ -143,7 +143,8 @@ def compare(directory):
         label = {"pytorch": "PyTorch %s eager", "onnxruntime": "ONNX Runtime %s (node)"}.get(
             name, "animegan.c")
         if s is None:
-            rows.append([label.replace(" %s", ""), name.split("-")[-1], "failed"] + ["-"] * 7)
+            prec = name.split("-")[-1] if name.startswith("animegan-") else "fp32"
+            rows.append([label.replace(" %s", ""), prec, "failed"] + ["-"] * 7)
             continue
         if "%s" in label:
             label = label % s["json"].get("version", "")
@@ -196,8 +197,11 @@ def scaling(directory):
         if m:
             by[(m.group(1), int(m.group(2)))] = name
     for prec in sorted({p for p, _ in by}):
-        base = None
-        for size in sorted(s for p, s in by if p == prec):
+        sizes = sorted(s for p, s in by if p == prec)
+        # ms / MP relative to 512x512 (the benchmark's size) when it was run, else the smallest
+        ref = summarize(runs[by[(prec, 512 if 512 in sizes else sizes[0])]])
+        base = ref["median"] / ((512 if 512 in sizes else sizes[0]) ** 2 / 1e6) if ref else None
+        for size in sizes:
             s = summarize(runs[by[(prec, size)]])
             if s is None:
                 failed.append(by[(prec, size)])
@@ -214,7 +218,7 @@ def scaling(directory):
     out = ["# animegan.c cost against image size", ""]
     out += header_lines(meta)
     out += table(["precision", "size", "megapixels", "median ms", "spread ms", "ms / MP",
-                  "ms / MP vs smallest", "arena MB", "arena MB / MP", "peak RSS MB"], rows)
+                  "ms / MP vs 512x512", "arena MB", "arena MB / MP", "peak RSS MB"], rows)
     out.append("")
     out.append("Linear cost means constant ms / MP and arena MB / MP down each column.")
     out += ["Note: " + n for n in notes]
