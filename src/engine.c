@@ -439,14 +439,16 @@ static int run_layer(ag_engine *e, int i, const ag_io *io, void *scratch, ag_err
     void *band = buffer(e, e->band_id);
     size_t y_elem = y_elem_bytes(e, i);
     ag_band_source src = band_source(e, i, io);
+    ag_stats_rows pending = {e->partials, y, y_elem == 2, 0, 0, out_row};
     for (int b = 0; b < x->bands; b++) {
         int first = b * x->band_rows, rows = x->band_rows;
         if (first + rows > g->out_h) /* the last band, moved up; see create_layer_conv */
             first = g->out_h - rows;
         const void *in = y_map(e, i > 0 ? i - 1 : 0);
         if (x->banded) {
-            ag_fused_band(band, &src, first * l->stride, (rows - 1) * l->stride + l->k,
-                          e->threads);
+            ag_fused_band_stats(band, &src, first * l->stride, (rows - 1) * l->stride + l->k,
+                                &pending, e->threads);
+            pending.rows = 0;
             in = band;
         }
         ag_dnnl_conv_bind(x->conv, in, y + first * out_row * y_elem, l->bias,
@@ -454,11 +456,14 @@ static int run_layer(ag_engine *e, int i, const ag_io *io, void *scratch, ag_err
         int rc = ag_dnnl_conv_run(x->conv, err);
         if (rc)
             return rc;
-        int fresh = b * x->band_rows; /* stats of the rows this band added */
-        if (l->gamma)
-            ag_fused_row_stats(e->partials, y, y_elem == 2, fresh, first + rows - fresh, out_row,
-                               e->threads);
+        /* The rows this band added; their statistics go with the next band's input. */
+        if (l->gamma) {
+            pending.first = b * x->band_rows;
+            pending.rows = first + rows - pending.first;
+        }
     }
+    if (pending.rows)
+        ag_fused_band_stats(NULL, NULL, 0, 0, &pending, e->threads);
     if (l->gamma)
         ag_norm_affine_from_stats(e->affine, e->partials, g->out_h, out_row, l->gamma, l->beta,
                                   l->out_c, e->model->info.norm_eps);

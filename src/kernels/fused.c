@@ -95,15 +95,8 @@ typedef uint16_t v16h __attribute__((vector_size(32), aligned(2)));
 
 void ag_fused_row_stats(double *partials, const void *y, int bf16, int first, int rows,
                         size_t row_n, int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int r = first; r < first + rows; r++) {
-        if (bf16)
-            row_moments_bf16((const uint16_t *)y + (size_t)r * row_n, row_n, &partials[2 * r],
-                             &partials[2 * r + 1]);
-        else
-            row_moments_f32((const float *)y + (size_t)r * row_n, row_n, &partials[2 * r],
-                            &partials[2 * r + 1]);
-    }
+    ag_stats_rows t = {partials, y, bf16, first, rows, row_n};
+    ag_fused_band_stats(NULL, NULL, 0, 0, &t, threads);
 }
 
 void ag_norm_affine_from_stats(ag_norm_affine affine, const double *partials, int H, size_t row_n,
@@ -142,15 +135,41 @@ static inline int reflect(int i, int n) {
     return i;
 }
 
-void ag_fused_band(void *out, const ag_band_source *s, int first, int rows, int threads) {
+static void band_row(void *out, const ag_band_source *s, int first, int i) {
     size_t row_elems = (size_t)(s->W + s->pad.left + s->pad.right) * s->C;
+    int y = reflect(first + i - s->pad.top, s->H);
+    if (s->bf16)
+        band_row_bf16((uint16_t *)out + (size_t)i * row_elems, s, y);
+    else
+        band_row_f32((float *)out + (size_t)i * row_elems, s, y);
+}
+
+static void stats_row(const ag_stats_rows *t, int r) {
+    if (t->bf16)
+        row_moments_bf16((const uint16_t *)t->y + (size_t)r * t->row_n, t->row_n,
+                         &t->partials[2 * r], &t->partials[2 * r + 1]);
+    else
+        row_moments_f32((const float *)t->y + (size_t)r * t->row_n, t->row_n,
+                        &t->partials[2 * r], &t->partials[2 * r + 1]);
+}
+
+void ag_fused_band(void *out, const ag_band_source *s, int first, int rows, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int i = 0; i < rows; i++) {
-        int y = reflect(first + i - s->pad.top, s->H);
-        if (s->bf16)
-            band_row_bf16((uint16_t *)out + (size_t)i * row_elems, s, y);
-        else
-            band_row_f32((float *)out + (size_t)i * row_elems, s, y);
+    for (int i = 0; i < rows; i++)
+        band_row(out, s, first, i);
+}
+
+void ag_fused_band_stats(void *out, const ag_band_source *s, int first, int rows,
+                         const ag_stats_rows *t, int threads) {
+    int stat_rows = t ? t->rows : 0, band_rows = out ? rows : 0;
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for schedule(static) nowait
+        for (int r = 0; r < stat_rows; r++)
+            stats_row(t, t->first + r);
+#pragma omp for schedule(static)
+        for (int i = 0; i < band_rows; i++)
+            band_row(out, s, first, i);
     }
 }
 

@@ -124,6 +124,23 @@ typedef struct ag_band_source {
  */
 void ag_fused_band(void *out, const ag_band_source *src, int first, int rows, int threads);
 
+/* Rows of a conv output whose statistics are still to be taken (see ag_fused_row_stats). */
+typedef struct ag_stats_rows {
+    double *partials;
+    const void *y;
+    int bf16, first, rows;
+    size_t row_n;
+} ag_stats_rows;
+
+/*
+ * The statistics of `stats` (rows == 0: none) and, when `out` is not NULL, the band of
+ * ag_fused_band, in one parallel region: the previous band's statistics ride along with the
+ * next band's input, so a band costs one synchronisation of the threads besides oneDNN's.
+ * On a shared machine each synchronisation waits for the slowest thread's time slice.
+ */
+void ag_fused_band_stats(void *out, const ag_band_source *src, int first, int rows,
+                         const ag_stats_rows *stats, int threads);
+
 /* tanh of y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int H, int W,
                      int threads);
