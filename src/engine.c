@@ -189,7 +189,10 @@ static int band_rows_for(const ag_engine *e, int i) {
     const ag_layer *l = &e->model->layers[i];
     const ag_layer_geom *g = &e->geom[i];
     size_t in_row = (size_t)g->wp * l->in_c * act_bytes(e) * (size_t)l->stride;
-    int rows = (int)(e->band_bytes_target / (in_row ? in_row : 1));
+    /* The target is for fp32: bf16 bands keep the rows (the synchronisations) and halve
+     * the bytes. */
+    size_t target = e->band_bytes_target * act_bytes(e) / sizeof(float);
+    int rows = (int)(target / (in_row ? in_row : 1));
     rows = rows < 4 ? 4 : rows;
     return rows > g->out_h ? g->out_h : rows;
 }
