@@ -14,6 +14,7 @@ set label 1 " end of warm-up" at warm_t/60, graph 0.95 left tc rgb "#666666"
 set yrange [0:*]
 plot dir.'/rss.dat' using ($1/60):2 with lines lw 1.5 lc rgb "#d04070" title "RSS", \
      '' using ($1/60):3 with lines lw 1.5 dt 3 lc rgb "#404040" title "peak RSS (VmHWM)", \
+     dir.'/checkpoints.dat' using ($1/60):3 with points pt 9 ps 1.2 lc rgb "#208040" title "idle RSS at checkpoints", \
      base_hwm + tol with lines dt 2 lc rgb "#b0b0b0" title "pass limit (warm-up peak + tolerance)"
 unset arrow 1
 unset label 1

@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """Soak of `animegan serve`: many requests of mixed photos, sizes, formats, models, options
-and body styles, with the server's RSS sampled every second. Run through bench/soak.sh (which
-also draws the plot) or tests/stability_test.sh (a short run).
+and body styles, with the server's RSS sampled every second. Run through bench/soak.sh, or
+tests/stability_test.sh (a short run).
 
 Phases:
   1. warm-up: the first --warmup requests of the mix, then a "max pass" (each model at the
      largest size on every worker at once, so every engine's arena is at its largest);
-     wait idle -> baseline: idle RSS and the peak RSS so far (VmHWM).
-  2. the rest of the --requests, workers + 1 clients at a time.
-  3. the same max pass; wait idle -> idle RSS and VmHWM at the end.
+     wait idle -> the baseline: idle RSS and the peak RSS so far (VmHWM).
+  2. the rest of the --requests, workers + 1 clients at a time, in --checkpoints equal
+     parts; after each part the same max pass and an idle reading (RSS, VmHWM), the last of
+     which is the end.
 
-It passes when neither the peak (VmHWM) nor the idle RSS grew after warm-up by more than 2%
-of the baseline peak or 4 MiB, whichever is larger, and no request got an unexpected status.
+It passes when at no checkpoint the peak (VmHWM) or the idle RSS has grown past the baseline
+by more than 2% of the baseline peak or 4 MiB, whichever is larger, no request got an
+unexpected status, the server exits 0 on SIGTERM and its stderr has no sanitizer report.
 VmHWM is the kernel's own high-water mark, so a spike between two samples still counts.
-The slope is the least-squares fit of the sampled RSS against requests served, in MiB per
-1000 requests, over phase 2.
+The slope is the least-squares fit of the checkpoints' idle RSS against requests served, in
+MiB per 1000 requests (that of every sample is printed too, but the sampled RSS swings with
+the size of the image each engine last planned its arena for).
 
 Uses the server helpers of tests/server/driver.py. Standard library only.
 """
@@ -24,6 +27,7 @@ import glob
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -54,6 +58,8 @@ BAD = [("generated/truncated.png", "image/png", "", 422),
        (None, "application/octet-stream", "", 415),  # random bytes
        ("chelsea.png", "image/png", "model=no-such-model", 404),
        ("chelsea.png", "image/png", "quality=0", 400)]
+SANITIZER_REPORT = re.compile(r"AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|"
+                              r"runtime error:|Sanitizer CHECK failed")
 MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 MAGIC = {"png": b"\x89PNG", "jpeg": b"\xff\xd8\xff", "webp": b"RIFF"}
 
@@ -152,11 +158,15 @@ class Soak:
         """Request i of the mix, the same for a given --seed."""
         rng = random.Random(self.args.seed * 1000003 + i)
         a = self.args
-        if rng.random() < a.bad_share:
-            name, blob, ctype, query, status = rng.choice(self.bad)
+        # The first requests go through every input once (every decoder, every error path
+        # warms up before the baseline); then the choice is random.
+        ngood, nbad = len(self.good), len(self.bad)
+        if (i >= ngood and i < ngood + nbad) or (i >= ngood + nbad and rng.random() < a.bad_share):
+            name, blob, ctype, query, status = self.bad[i - ngood] if i < ngood + nbad \
+                else rng.choice(self.bad)
             return dict(name=name, blob=blob, ctype=ctype, query=query, want=status,
                         model="-", max_side=0, format="-", multipart=rng.random() < 0.5)
-        name, blob, ctype = rng.choice(self.good)
+        name, blob, ctype = self.good[i] if i < ngood else rng.choice(self.good)
         model = self.model_names[0] if rng.random() < 0.7 else rng.choice(self.model_names)
         fmt = rng.choice(("png", "jpeg", "webp"))
         side = rng.choice(a.sizes)
@@ -253,11 +263,17 @@ class Soak:
             self.t_base = time.time() - self.t0
             print("warm-up: %d requests; idle RSS %.1f MiB, peak (VmHWM) %.1f MiB" % (
                 a.warmup, self.base_idle / MIB, self.base_hwm / MIB), flush=True)
-            self.phase = "main"
-            self.run_range(a.warmup, a.requests)
-            self.phase = "end"
-            self.max_pass()
-            self.end_idle, self.end_hwm = self.wait_idle()
+            self.checkpoints = [(self.t_base, self.done, self.base_idle, self.base_hwm)]
+            k = max(1, a.checkpoints)
+            for j in range(1, k + 1):
+                self.phase = "main"
+                self.run_range(a.warmup + (a.requests - a.warmup) * (j - 1) // k,
+                               a.warmup + (a.requests - a.warmup) * j // k)
+                self.phase = "checkpoint" if j < k else "end"
+                self.max_pass()
+                idle, hwm = self.wait_idle()
+                self.checkpoints.append((time.time() - self.t0, self.done, idle, hwm))
+            self.end_idle, self.end_hwm = idle, hwm
             self.t_end = time.time() - self.t0
         finally:
             self.stop_sampling.set()
@@ -268,23 +284,15 @@ class Soak:
         a = self.args
         main = [(s[3], s[1]) for s in self.samples if s[4] == "main"]
         slope = lsq_slope(main) * 1000 / MIB
-        # RSS swings with the size of the image each engine last planned for; the peak of
-        # each of ~20 request windows follows the envelope, which is where creep shows.
-        peaks = []
-        if main:
-            lo, hi = main[0][0], main[-1][0] + 1
-            k = max(1, min(20, len(main) // 10))
-            for w in range(k):
-                a0, a1 = lo + (hi - lo) * w / k, lo + (hi - lo) * (w + 1) / k
-                ys = [y for x, y in main if a0 <= x < a1]
-                if ys:
-                    peaks.append(((a0 + a1) / 2, max(ys)))
-        peak_slope = lsq_slope(peaks) * 1000 / MIB
-        after = [s[1] for s in self.samples if s[4] in ("main", "end")]
+        # The sampled RSS swings with the image size each engine last planned its arena for;
+        # at a checkpoint every engine has just run the largest image and the server is idle,
+        # so the checkpoints compare like with like: their slope is where creep shows.
+        cp_slope = lsq_slope([(c[1], c[2]) for c in self.checkpoints]) * 1000 / MIB
+        after = [s[1] for s in self.samples if s[4] != "warmup"]
         max_rss = max(after) if after else 0
         tol = max(0.02 * self.base_hwm, 4 * MIB)
-        growth_hwm = self.end_hwm - self.base_hwm
-        growth_idle = self.end_idle - self.base_idle
+        growth_hwm = max(c[3] for c in self.checkpoints) - self.base_hwm
+        growth_idle = max(c[2] for c in self.checkpoints) - self.base_idle
         statuses = {}
         for r in self.requests:
             statuses[r[2]] = statuses.get(r[2], 0) + 1
@@ -293,8 +301,11 @@ class Soak:
         def pct(p):
             return lat[min(len(lat) - 1, int(p * len(lat)))] if lat else 0
 
-        ok = (not self.errors and growth_hwm <= tol and growth_idle <= tol
-              and self.exit_code == 0)
+        rss_ok = not a.check_rss or (growth_hwm <= tol and growth_idle <= tol)
+        sanitizer = [l for l in self.server.lines if SANITIZER_REPORT.search(l)]
+        ok = not self.errors and rss_ok and self.exit_code == 0 and not sanitizer
+        for line in sanitizer[:5]:
+            self.errors.append("sanitizer: " + line)
         summary = dict(
             date=time.strftime("%Y-%m-%d %H:%M:%S %Z"), requests=self.done,
             warmup=a.warmup, workers=a.workers, threads=a.threads, clients=a.clients,
@@ -307,7 +318,9 @@ class Soak:
             idle_rss_end_mib=round(self.end_idle / MIB, 1),
             growth_peak_mib=round(growth_hwm / MIB, 2), growth_idle_mib=round(growth_idle / MIB, 2),
             tolerance_mib=round(tol / MIB, 2), slope_mib_per_1000=round(slope, 3),
-            window_peak_slope_mib_per_1000=round(peak_slope, 3),
+            checkpoint_slope_mib_per_1000=round(cp_slope, 3),
+            checkpoints=[dict(requests=c[1], idle_rss_mib=round(c[2] / MIB, 1),
+                              peak_rss_mib=round(c[3] / MIB, 1)) for c in self.checkpoints],
             latency_p50_s=round(pct(0.5), 3), latency_p99_s=round(pct(0.99), 3),
             server_exit=self.exit_code, errors=self.errors[:20], passed=ok)
         out = a.out
@@ -322,6 +335,10 @@ class Soak:
                 f.write("%.3f %.4f %d %s %d %s %s %s %s %s\n" % r)
         with open(os.path.join(out, "server.log"), "w") as f:
             f.write("\n".join(self.server.lines) + "\n")
+        with open(os.path.join(out, "checkpoints.dat"), "w") as f:
+            f.write("# t_s requests idle_rss_mib peak_rss_mib\n")
+            for t, n, idle, hwm in self.checkpoints:
+                f.write("%.2f %d %.2f %.2f\n" % (t, n, idle / MIB, hwm / MIB))
         with open(os.path.join(out, "plot.vars"), "w") as f:  # for bench/soak_plot.gp
             f.write("warm_t = %.2f\nbase_hwm = %.2f\nbase_idle = %.2f\ntol = %.2f\n"
                     "label = \"%d requests, %s, %d workers, %s\"\n" % (
@@ -336,10 +353,12 @@ class Soak:
         print("  RSS max sampled after   %8.1f MiB" % (max_rss / MIB))
         print("  RSS idle at the end     %8.1f MiB   peak at the end    %8.1f MiB" % (
             self.end_idle / MIB, self.end_hwm / MIB))
-        print("  growth: peak %+.2f MiB, idle %+.2f MiB (tolerance %.2f MiB)" % (
-            growth_hwm / MIB, growth_idle / MIB, tol / MIB))
-        print("  slope: %+.3f MiB per 1000 requests (all samples), %+.3f (peaks of %d windows)"
-              % (slope, peak_slope, len(peaks)))
+        print("  largest growth at a checkpoint: peak %+.2f MiB, idle %+.2f MiB (tolerance "
+              "%.2f MiB)" % (growth_hwm / MIB, growth_idle / MIB, tol / MIB))
+        print("  idle RSS at the %d checkpoints: %s MiB" % (
+            len(self.checkpoints), " ".join("%.1f" % (c[2] / MIB) for c in self.checkpoints)))
+        print("  slope: %+.3f MiB per 1000 requests (checkpoints), %+.3f (all samples)" % (
+            cp_slope, slope))
         print("  latency of 200s: p50 %.3f s, p99 %.3f s; server exit %r" % (
             pct(0.5), pct(0.99), self.exit_code))
         for e in self.errors[:10]:
@@ -382,7 +401,11 @@ def main():
     p.add_argument("--preload", default="", help="more LD_PRELOAD for the server")
     p.add_argument("--env", action="append", default=[], help="K=V for the server, repeatable")
     p.add_argument("--label", default=None, help="default: the allocator")
+    p.add_argument("--checkpoints", type=int, default=10,
+                   help="after warm-up, stop this many times for a max pass and an idle reading")
     p.add_argument("--sample-s", type=float, default=1.0)
+    p.add_argument("--check-rss", type=int, default=1,
+                   help="0: report RSS but do not judge it (sanitizer builds)")
     p.add_argument("--progress", type=int, default=0, help="print a line every N requests")
     p.add_argument("--out", default=None, help="results directory (default "
                    "bench/results/soak-DATE-ALLOCATOR; the plot is OUT.png)")
