@@ -42,7 +42,7 @@ GEN_SRC :=
 
 -include server/web.mk
 
-.PHONY: all test check-deps valgrind format clean fuzz bench soak
+.PHONY: all test check-deps valgrind format clean fuzz bench soak load
 all: check-deps $(BUILD)/animegan $(TEST_BIN)
 
 check-deps:
@@ -76,6 +76,13 @@ valgrind: all
 FUZZ_SECONDS ?= 20
 fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS)
+
+# Soak and load of `animegan serve` (docs/stability.md); SOAK_ARGS / LOAD_ARGS add options.
+soak: check-deps $(BUILD)/animegan
+	BUILD=$(BUILD) bench/soak.sh $(SOAK_ARGS)
+
+load: check-deps $(BUILD)/animegan
+	BUILD=$(BUILD) bench/load.sh $(LOAD_ARGS)
 
 format:
 	clang-format -i $$(find include src cli server tests -name '*.[ch]')
