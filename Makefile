@@ -78,6 +78,10 @@ fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS)
 
 # Soak and load of `animegan serve` (docs/stability.md); SOAK_ARGS / LOAD_ARGS add options.
+# Speed against PyTorch and ONNX Runtime in one run (minutes; BENCH_ARGS="--rounds 5").
+bench: check-deps $(BUILD)/animegan
+	bench/compare.sh $(BENCH_ARGS)
+
 soak: check-deps $(BUILD)/animegan
 	BUILD=$(BUILD) bench/soak.sh $(SOAK_ARGS)
 
