@@ -43,7 +43,7 @@ enum {
 #define AG_ERROR_MESSAGE_BYTES 256
 
 typedef struct ag_error {
-    int code;                              /* AG_OK or AG_E_* */
+    int code;                             /* AG_OK or AG_E_* */
     char message[AG_ERROR_MESSAGE_BYTES]; /* one line, no trailing newline */
 } ag_error;
 
@@ -147,8 +147,8 @@ int ag_engine_run_f32(ag_engine *engine, const float *in, int width, int height,
 size_t ag_engine_arena_bytes(const ag_engine *engine);
 
 /* Bytes of the arena an engine with `options` would plan for width x height. */
-size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options *options,
-                                 int width, int height);
+size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options *options, int width,
+                                 int height);
 
 /* Floating-point operations (multiply-add = 2) of one generator pass at width x height. */
 double ag_model_flop(const ag_model *model, int width, int height);
@@ -171,10 +171,10 @@ void ag_image_shutdown(void);
 int ag_image_probe(const void *data, size_t size, int *width, int *height, ag_error *err);
 
 typedef struct ag_decode_options {
-    int max_side;         /* downscale (Lanczos) when the long side exceeds this; 0 = never */
-    int portrait;         /* face2paint: centre square crop, resized to portrait_size */
-    int portrait_size;    /* default 512 */
-    size_t max_pixels;    /* refuse images whose header has more pixels; 0 = no limit */
+    int max_side;      /* downscale (Lanczos) when the long side exceeds this; 0 = never */
+    int portrait;      /* face2paint: centre square crop, resized to portrait_size */
+    int portrait_size; /* default 512 */
+    size_t max_pixels; /* refuse images whose header has more pixels; 0 = no limit */
 } ag_decode_options;
 
 /*
@@ -200,8 +200,8 @@ const char *ag_format_mime(ag_format format);
 const char *ag_format_extension(ag_format format);
 
 /* Encode to a buffer the caller frees with ag_free. quality 1..100 (JPEG, WebP). */
-int ag_image_encode(const ag_image *image, ag_format format, int quality, void **data,
-                    size_t *size, ag_error *err);
+int ag_image_encode(const ag_image *image, ag_format format, int quality, void **data, size_t *size,
+                    ag_error *err);
 
 /*
  * Write `image` to `path` (format from `format`): written to a temporary file in the same
@@ -223,7 +223,7 @@ int ag_stylize(ag_engine *engine, const ag_image *in, int side_by_side, ag_image
 /* ---- memory accounting ----------------------------------------------------------------- */
 
 /* Every heap allocation of the library goes through these; counts feed metrics. */
-void *ag_malloc(size_t size);  /* NULL on failure */
+void *ag_malloc(size_t size); /* NULL on failure */
 void *ag_calloc(size_t count, size_t size);
 void *ag_realloc(void *ptr, size_t size);
 void ag_free(void *ptr);

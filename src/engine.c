@@ -48,10 +48,14 @@ static void plan_geometry(ag_engine *e, int width, int height) {
     }
 }
 
-static size_t floats(size_t n) { return n * sizeof(float); }
+static size_t floats(size_t n) {
+    return n * sizeof(float);
+}
 
 /* Bytes of one activation element: bf16 halves every map and band. */
-static size_t act_bytes(const ag_engine *e) { return e->bf16 ? 2 : sizeof(float); }
+static size_t act_bytes(const ag_engine *e) {
+    return e->bf16 ? 2 : sizeof(float);
+}
 
 /* Conv outputs are activations, except the last: tanh reads it in fp32. */
 static size_t y_elem_bytes(const ag_engine *e, int i) {
@@ -134,9 +138,8 @@ static int y_last_use(const ag_engine *e, int i) {
 static size_t in_place_lag(const ag_engine *e, int i) {
     const ag_layer *l = &e->model->layers[i];
     const ag_layer_exec *x = &e->exec[i];
-    if (i == 0 || !x->banded || l->resize_before || l->stride != 1 ||
-        y_last_use(e, i - 1) != i || y_bytes(e, i) != y_bytes(e, i - 1) ||
-        e->geom[i].out_h != e->geom[i - 1].out_h)
+    if (i == 0 || !x->banded || l->resize_before || l->stride != 1 || y_last_use(e, i - 1) != i ||
+        y_bytes(e, i) != y_bytes(e, i - 1) || e->geom[i].out_h != e->geom[i - 1].out_h)
         return 0;
     size_t row = y_bytes(e, i) / (size_t)e->geom[i].out_h;
     return (size_t)(x->band_rows + l->pad_top) * row;
@@ -159,7 +162,8 @@ static void plan_onednn(ag_engine *e, plan_builder *pb, size_t band_bytes) {
         for (last = first; last + 1 < n && in_place_lag(e, last + 1); last++) {
             slack += in_place_lag(e, last + 1);
             bytes = y_bytes(e, last + 1) > bytes ? y_bytes(e, last + 1) : bytes;
-            live_until = y_last_use(e, last + 1) > live_until ? y_last_use(e, last + 1) : live_until;
+            live_until =
+                y_last_use(e, last + 1) > live_until ? y_last_use(e, last + 1) : live_until;
         }
         int id = plan_add(pb, slack + bytes, first, live_until);
         for (int i = first; i <= last; i++) {
@@ -309,7 +313,8 @@ static void plan_reference(ag_engine *e, plan_builder *pb, int *ids) {
     for (int i = 0; i < e->model->layer_count; i++) {
         const ag_layer *l = &e->model->layers[i];
         const ag_layer_geom *g = &e->geom[i];
-        size_t in = (size_t)g->in_h * g->in_w * l->in_c, out = (size_t)g->out_h * g->out_w * l->out_c;
+        size_t in = (size_t)g->in_h * g->in_w * l->in_c,
+               out = (size_t)g->out_h * g->out_w * l->out_c;
         act = in > act ? in : act;
         act = out > act ? out : act;
         size_t p = (size_t)g->hp * g->wp * l->in_c;
@@ -386,7 +391,9 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
 
 /* ---- run: oneDNN ----------------------------------------------------------------------- */
 
-static void *buffer(ag_engine *e, int id) { return e->arena + e->buffers[id].offset; }
+static void *buffer(ag_engine *e, int id) {
+    return e->arena + e->buffers[id].offset;
+}
 
 /* Y[i], the raw output of layer i's conv. */
 static void *y_map(ag_engine *e, int i) {
@@ -402,8 +409,8 @@ static const void *residual_of(ag_engine *e, int i) {
 static ag_band_source band_source(ag_engine *e, int i, const ag_io *io) {
     const ag_layer *l = &e->model->layers[i];
     const ag_layer_geom *g = &e->geom[i];
-    ag_band_source s = {.bf16 = e->bf16, .H = g->in_h, .W = g->in_w, .C = l->in_c,
-                        .pad = layer_pad(l)};
+    ag_band_source s = {
+        .bf16 = e->bf16, .H = g->in_h, .W = g->in_w, .C = l->in_c, .pad = layer_pad(l)};
     if (i == 0) {
         s.kind = AG_BAND_IMAGE;
         s.u8 = io->in_u8, s.f32 = io->in_f32, s.bands = io->bands;
@@ -484,8 +491,8 @@ static int run_onednn(ag_engine *e, const ag_io *io, ag_error *err) {
             return rc;
     }
     const ag_layer_geom *g = &e->geom[m->layer_count - 1];
-    ag_fused_output(io->out_f32, io->out_u8, io->bands, y_map(e, m->layer_count - 1),
-                    g->out_h, g->out_w, e->threads);
+    ag_fused_output(io->out_f32, io->out_u8, io->bands, y_map(e, m->layer_count - 1), g->out_h,
+                    g->out_w, e->threads);
     return AG_OK;
 }
 
@@ -516,8 +523,7 @@ static void run_reference(ag_engine *e, const ag_io *io) {
         ag_ref_conv2d(y, padded, l->weight, l->bias, g->hp, g->wp, l->in_c, l->out_c, l->k,
                       l->stride, l->groups);
         if (l->gamma)
-            ag_ref_layer_norm(y, l->gamma, l->beta, g->out_h, g->out_w, l->out_c,
-                              m->info.norm_eps);
+            ag_ref_layer_norm(y, l->gamma, l->beta, g->out_h, g->out_w, l->out_c, m->info.norm_eps);
         if (l->residual == AG_RESIDUAL_ADD)
             ag_ref_add(y, residual, out_n);
         if (l->act == AG_ACT_LRELU)
@@ -594,10 +600,12 @@ void ag_engine_destroy(ag_engine *e) {
     ag_free(e);
 }
 
-size_t ag_engine_arena_bytes(const ag_engine *e) { return e->arena_bytes; }
+size_t ag_engine_arena_bytes(const ag_engine *e) {
+    return e->arena_bytes;
+}
 
-size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options *options,
-                                 int width, int height) {
+size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options *options, int width,
+                                 int height) {
     ag_engine *e;
     ag_error err;
     size_t bytes = 0;
@@ -616,8 +624,8 @@ double ag_model_flop(const ag_model *model, int width, int height) {
     double flop = 0.0;
     for (int i = 0; i < model->layer_count; i++) {
         const ag_layer *l = &model->layers[i];
-        flop += 2.0 * e.geom[i].out_h * e.geom[i].out_w * l->out_c * (l->in_c / l->groups) *
-                l->k * l->k;
+        flop += 2.0 * e.geom[i].out_h * e.geom[i].out_w * l->out_c * (l->in_c / l->groups) * l->k *
+                l->k;
     }
     return flop;
 }

@@ -35,7 +35,7 @@
     do {                                                                                           \
         int rc_ = (call);                                                                          \
         if (rc_ != 0) {                                                                            \
-            fprintf(stderr, "  %s:%d: %s returned %d: %s\n", __FILE__, __LINE__, #call, rc_,      \
+            fprintf(stderr, "  %s:%d: %s returned %d: %s\n", __FILE__, __LINE__, #call, rc_,       \
                     (errp)->message);                                                              \
             return 1;                                                                              \
         }                                                                                          \
@@ -46,7 +46,8 @@ typedef struct test_case {
     int (*fn)(void);
 } test_case;
 
-#define TEST(name) {#name, name}
+#define TEST(name)                                                                                 \
+    { #name, name }
 
 /* Directory of the repository's test data; set by the Makefile. */
 #ifndef AG_SOURCE_DIR

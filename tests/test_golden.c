@@ -67,7 +67,8 @@ static int load_model(const char *relative, ag_model **model) {
 /* Run one fixture on one backend: fp32 path and 8-bit path. */
 static int check_fixture(const fixture *f, const ag_model *model, ag_backend backend) {
     ag_error err;
-    ag_engine_options opt = {.backend = backend, .threads = 2,
+    ag_engine_options opt = {.backend = backend,
+                             .threads = 2,
                              .resize = (ag_resize_mode)ag_resize_mode_parse(f->resize)};
     CHECK_MSG((int)opt.resize > 0, "%s: resize '%s'", f->name, f->resize);
     CHECK_MSG(fabsf(model->info.norm_eps - f->eps) <= 1e-3f * f->eps, "%s: eps %g vs model %g",
@@ -136,11 +137,15 @@ static int check_fixtures(const char *prefix, int min_count) {
     return 0;
 }
 
-static int test_golden_hayao(void) { return check_fixtures("hayao_", 6); }
+static int test_golden_hayao(void) {
+    return check_fixtures("hayao_", 6);
+}
 static int test_golden_hayao_upsample_override(void) {
     return check_fixtures("hayao_ac_", 1) | check_fixtures("hayao_hp_", 1);
 }
-static int test_golden_pytorch_checkpoint(void) { return check_fixtures("random_", 3); }
+static int test_golden_pytorch_checkpoint(void) {
+    return check_fixtures("random_", 3);
+}
 
 /* The legacy (non-zip) checkpoint holds the same weights as the zip one. */
 static int test_pytorch_legacy_equals_zip(void) {

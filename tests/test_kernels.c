@@ -135,21 +135,30 @@ static int test_norm_stats_accuracy(void) {
 
 /* A band of rows [first, first + rows) of the padded resized map equals the same rows of
  * reference resize + reference pad. */
-static int check_resize_band(int HI, int WI, int HO, int WO, int C, ag_resize_mode mode,
-                             int first, int rows) {
+static int check_resize_band(int HI, int WI, int HO, int WO, int C, ag_resize_mode mode, int first,
+                             int rows) {
     ag_pad pad = {1, 1, 1, 1};
     size_t ni = (size_t)HI * WI * C, no = (size_t)HO * WO * C;
     size_t row_floats = (size_t)(WO + 2) * C, np = (size_t)(HO + 2) * row_floats;
     float *in = random_floats(ni, 0.0f), *ref = ag_malloc(no * sizeof(float));
     float *ref_padded = ag_malloc(np * sizeof(float));
     float *out = ag_malloc((size_t)rows * row_floats * sizeof(float));
-    ag_resize_tap *taps_y = ag_malloc(HO * sizeof *taps_y), *taps_x = ag_malloc(WO * sizeof *taps_x);
+    ag_resize_tap *taps_y = ag_malloc(HO * sizeof *taps_y),
+                  *taps_x = ag_malloc(WO * sizeof *taps_x);
     ag_ref_resize_bilinear(ref, in, HI, WI, HO, WO, C, mode);
     ag_ref_reflect_pad(ref_padded, ref, HO, WO, C, pad);
     ag_resize_taps(taps_y, HI, HO, mode);
     ag_resize_taps(taps_x, WI, WO, mode);
-    ag_band_source src = {.kind = AG_BAND_RESIZE, .H = HO, .W = WO, .C = C, .pad = pad,
-                          .a = in, .HI = HI, .WI = WI, .row_taps = taps_y, .col_taps = taps_x};
+    ag_band_source src = {.kind = AG_BAND_RESIZE,
+                          .H = HO,
+                          .W = WO,
+                          .C = C,
+                          .pad = pad,
+                          .a = in,
+                          .HI = HI,
+                          .WI = WI,
+                          .row_taps = taps_y,
+                          .col_taps = taps_x};
     ag_fused_band(out, &src, first, rows, 2);
     float e = max_excess(out, ref_padded + first * row_floats, (size_t)rows * row_floats, 0.0f);
     ag_free(in), ag_free(ref), ag_free(ref_padded), ag_free(out), ag_free(taps_y);
@@ -179,8 +188,8 @@ static int test_fused_image_band(void) {
         for (int c = 0; c < 3; c++)
             rgb[i * 3 + c] = (float)px[i * bands + c] / 127.5f - 1.0f;
     ag_ref_reflect_pad(ref, rgb, H, W, 3, pad);
-    ag_band_source src = {.kind = AG_BAND_IMAGE, .H = H, .W = W, .C = 3, .pad = pad, .u8 = px,
-                          .bands = bands};
+    ag_band_source src = {
+        .kind = AG_BAND_IMAGE, .H = H, .W = W, .C = 3, .pad = pad, .u8 = px, .bands = bands};
     ag_fused_band(out, &src, 4, 11, 2);
     CHECK(max_excess(out, ref + 4 * 14 * 3, 11 * 14 * 3, 0.0f) == 0.0f);
     return 0;
@@ -235,11 +244,11 @@ static int test_onednn_conv_shapes(void) {
     CHECK_OK(ag_dnnl_create(&dnnl, &err), &err);
     static const int shapes[][6] = {
         /* IC, OC, K, stride, groups, bias */
-        {3, 32, 7, 1, 1, 0},    {32, 64, 3, 2, 1, 0},   {64, 64, 3, 1, 1, 0},
-        {64, 128, 3, 2, 1, 0},  {128, 128, 3, 1, 1, 0}, {128, 256, 1, 1, 1, 0},
+        {3, 32, 7, 1, 1, 0},      {32, 64, 3, 2, 1, 0},     {64, 64, 3, 1, 1, 0},
+        {64, 128, 3, 2, 1, 0},    {128, 128, 3, 1, 1, 0},   {128, 256, 1, 1, 1, 0},
         {256, 256, 3, 1, 256, 1}, {512, 512, 3, 1, 512, 1}, {256, 512, 1, 1, 1, 0},
-        {512, 256, 1, 1, 1, 0}, {256, 128, 3, 1, 1, 0}, {128, 64, 3, 1, 1, 0},
-        {64, 32, 7, 1, 1, 0},   {32, 3, 1, 1, 1, 0},
+        {512, 256, 1, 1, 1, 0},   {256, 128, 3, 1, 1, 0},   {128, 64, 3, 1, 1, 0},
+        {64, 32, 7, 1, 1, 0},     {32, 3, 1, 1, 1, 0},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -265,8 +274,8 @@ static int test_arena_plan_disjoint(void) {
         sum += b[i].bytes;
         for (int j = 0; j < i; j++) {
             int live = b[i].first_step <= b[j].last_step && b[j].first_step <= b[i].last_step;
-            int apart = b[i].offset + b[i].bytes <= b[j].offset ||
-                        b[j].offset + b[j].bytes <= b[i].offset;
+            int apart =
+                b[i].offset + b[i].bytes <= b[j].offset || b[j].offset + b[j].bytes <= b[i].offset;
             CHECK(!live || apart);
         }
     }
@@ -275,5 +284,6 @@ static int test_arena_plan_disjoint(void) {
 }
 
 TEST_MAIN(TEST(test_fused_norm_act_pad), TEST(test_fused_band_bf16), TEST(test_norm_stats_accuracy),
-          TEST(test_fused_resize_band), TEST(test_fused_image_band), TEST(test_resize_taps_asymmetric),
-          TEST(test_onednn_conv_shapes), TEST(test_arena_plan_disjoint))
+          TEST(test_fused_resize_band), TEST(test_fused_image_band),
+          TEST(test_resize_taps_asymmetric), TEST(test_onednn_conv_shapes),
+          TEST(test_arena_plan_disjoint))

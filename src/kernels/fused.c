@@ -149,8 +149,8 @@ static void stats_row(const ag_stats_rows *t, int r) {
         row_moments_bf16((const uint16_t *)t->y + (size_t)r * t->row_n, t->row_n,
                          &t->partials[2 * r], &t->partials[2 * r + 1]);
     else
-        row_moments_f32((const float *)t->y + (size_t)r * t->row_n, t->row_n,
-                        &t->partials[2 * r], &t->partials[2 * r + 1]);
+        row_moments_f32((const float *)t->y + (size_t)r * t->row_n, t->row_n, &t->partials[2 * r],
+                        &t->partials[2 * r + 1]);
 }
 
 void ag_fused_band(void *out, const ag_band_source *s, int first, int rows, int threads) {
@@ -176,8 +176,16 @@ void ag_fused_band_stats(void *out, const ag_band_source *s, int first, int rows
 void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int bf16,
                            ag_norm_affine affine, int lrelu, int H, int W, int C, ag_pad pad,
                            int threads) {
-    ag_band_source s = {.kind = AG_BAND_RAW, .bf16 = bf16, .H = H, .W = W, .C = C, .pad = pad,
-                        .x = x, .residual = residual, .affine = affine, .lrelu = lrelu};
+    ag_band_source s = {.kind = AG_BAND_RAW,
+                        .bf16 = bf16,
+                        .H = H,
+                        .W = W,
+                        .C = C,
+                        .pad = pad,
+                        .x = x,
+                        .residual = residual,
+                        .affine = affine,
+                        .lrelu = lrelu};
     ag_fused_band(out, &s, 0, H + pad.top + pad.bottom, threads);
 }
 

@@ -27,8 +27,8 @@ typedef struct ag_pad {
 
 /* Source/destination coordinates of a bilinear resize along one axis. */
 typedef struct ag_resize_tap {
-    int i0, i1;  /* source indices */
-    float frac;  /* weight of i1 */
+    int i0, i1; /* source indices */
+    float frac; /* weight of i1 */
 } ag_resize_tap;
 
 /* ---- reference ops --------------------------------------------------------------------- */

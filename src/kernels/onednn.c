@@ -100,10 +100,9 @@ static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd
     dnnl_convolution_desc_t desc;
     dnnl_dims_t strides = {s->stride, s->stride}, zero = {0, 0};
     if (st == dnnl_success)
-        st = dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
-                                                dnnl_convolution_direct, &src, &weight,
-                                                s->has_bias ? &bias : NULL, &dst, strides, zero,
-                                                zero);
+        st = dnnl_convolution_forward_desc_init(
+            &desc, dnnl_forward_inference, dnnl_convolution_direct, &src, &weight,
+            s->has_bias ? &bias : NULL, &dst, strides, zero, zero);
     dnnl_primitive_attr_t attr = NULL;
     if (st == dnnl_success)
         st = dnnl_primitive_attr_create(&attr);
@@ -235,14 +234,11 @@ void ag_dnnl_conv_bind(ag_dnnl_conv *c, const void *src, void *dst, const float 
 
 int ag_dnnl_conv_run(ag_dnnl_conv *c, ag_error *err) {
     dnnl_exec_arg_t args[5] = {
-        {DNNL_ARG_SRC, c->src},
-        {DNNL_ARG_WEIGHTS, c->weight},
-        {DNNL_ARG_DST, c->dst},
-        {DNNL_ARG_SCRATCHPAD, c->scratch},
+        {DNNL_ARG_SRC, c->src},   {DNNL_ARG_WEIGHTS, c->weight},
+        {DNNL_ARG_DST, c->dst},   {DNNL_ARG_SCRATCHPAD, c->scratch},
         {DNNL_ARG_BIAS, c->bias},
     };
-    dnnl_status_t st =
-        dnnl_primitive_execute(c->primitive, c->dnnl->stream, c->bias ? 5 : 4, args);
+    dnnl_status_t st = dnnl_primitive_execute(c->primitive, c->dnnl->stream, c->bias ? 5 : 4, args);
     if (st == dnnl_success)
         st = dnnl_stream_wait(c->dnnl->stream);
     return st == dnnl_success ? AG_OK : dnnl_fail(err, "convolution", st);

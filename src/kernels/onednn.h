@@ -18,8 +18,8 @@ typedef struct ag_dnnl_conv ag_dnnl_conv;
 typedef struct ag_conv_shape {
     int HP, WP, IC, OC, K, stride, groups;
     int has_bias;
-    int bf16_src;  /* source and weights bf16 (fp32 accumulation); else fp32 */
-    int bf16_dst;  /* destination bf16; else fp32 */
+    int bf16_src; /* source and weights bf16 (fp32 accumulation); else fp32 */
+    int bf16_dst; /* destination bf16; else fp32 */
 } ag_conv_shape;
 
 int ag_dnnl_create(ag_dnnl **out, ag_error *err);

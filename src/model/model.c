@@ -37,11 +37,13 @@ typedef struct layer_spec {
     int is_block_a_end;
 } layer_spec;
 
-#define CNL(conv, norm, k, stride, pad) {conv, norm, k, stride, pad, 0, 0, AG_ACT_LRELU, 0, 0, 0}
+#define CNL(conv, norm, k, stride, pad)                                                            \
+    { conv, norm, k, stride, pad, 0, 0, AG_ACT_LRELU, 0, 0, 0 }
 #define IRB(p, res_save, res_add)                                                                  \
     {p ".layers.0.1", p ".layers.0.2", 1, 1, 0, 0, 0, AG_ACT_LRELU, 0, res_save, 0},               \
-        {p ".layers.1.1", p ".layers.1.2", 3, 1, 1, 1, 1, AG_ACT_LRELU, 0, 0, 0},                  \
-        {p ".layers.2", p ".layers.3", 1, 1, 0, 0, 0, AG_ACT_NONE, 0, res_add, 0}
+        {p ".layers.1.1", p ".layers.1.2", 3, 1, 1, 1, 1, AG_ACT_LRELU, 0, 0, 0}, {                \
+        p ".layers.2", p ".layers.3", 1, 1, 0, 0, 0, AG_ACT_NONE, 0, res_add, 0                    \
+    }
 
 /* pad -1 means the stride-2 layers' (0,1,0,1): reflect only the bottom row and right column. */
 static const layer_spec generator_spec[] = {
@@ -88,8 +90,8 @@ static float bf16_to_f32(uint16_t b) {
 
 /* Convert `n` elements of `ref` to fp32. I8 weights are scaled per output channel (the
  * first dimension) by the companion tensor "<conv>.scale", exactly as float(q) * scale. */
-static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, float *dst,
-                         size_t n, const char *path, ag_error *err) {
+static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, float *dst, size_t n,
+                         const char *path, ag_error *err) {
     const uint8_t *src = ref->data;
     if (ref->dtype == AG_DTYPE_F32) {
         memcpy(dst, src, n * sizeof(float));
@@ -115,8 +117,9 @@ static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, flo
         const ag_tensor_ref *scale = ag_tensor_set_find(set, scale_name);
         int64_t oc = ref->shape[0];
         if (!scale || scale->dtype != AG_DTYPE_F32 || scale->ndim != 1 || scale->shape[0] != oc)
-            return ag_error_set(err, AG_E_FORMAT, "%s: int8 tensor '%s' needs an F32 '%s' of [%lld]",
-                                path, ref->name, scale_name, (long long)oc);
+            return ag_error_set(err, AG_E_FORMAT,
+                                "%s: int8 tensor '%s' needs an F32 '%s' of [%lld]", path, ref->name,
+                                scale_name, (long long)oc);
         size_t per_oc = n / (size_t)oc;
         for (size_t i = 0; i < n; i++) {
             float s;
@@ -124,21 +127,20 @@ static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, flo
             dst[i] = (float)((const int8_t *)src)[i] * s;
         }
     } else {
-        return ag_error_set(err, AG_E_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype",
-                            path, ref->name);
+        return ag_error_set(err, AG_E_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", path,
+                            ref->name);
     }
     for (size_t i = 0; i < n; i++)
         if (!isfinite(dst[i]))
-            return ag_error_set(err, AG_E_FORMAT, "%s: tensor '%s' holds a NaN or infinity",
-                                path, ref->name);
+            return ag_error_set(err, AG_E_FORMAT, "%s: tensor '%s' holds a NaN or infinity", path,
+                                ref->name);
     return AG_OK;
 }
 
 /* Find "<prefix>.<suffix>" and check its shape equals dims[0..ndim). A dim of -1 is read
  * from the file (and returned through dims). */
-static int find_tensor(const ag_tensor_set *set, const char *prefix, const char *suffix,
-                       int ndim, int64_t *dims, const char *path, const ag_tensor_ref **out,
-                       ag_error *err) {
+static int find_tensor(const ag_tensor_set *set, const char *prefix, const char *suffix, int ndim,
+                       int64_t *dims, const char *path, const ag_tensor_ref **out, ag_error *err) {
     char name[AG_TENSOR_NAME_BYTES];
     snprintf(name, sizeof name, "%s.%s", prefix, suffix);
     const ag_tensor_ref *ref = ag_tensor_set_find(set, name);
@@ -164,8 +166,8 @@ typedef struct layer_refs {
     const ag_tensor_ref *weight, *bias, *gamma, *beta;
 } layer_refs;
 
-static int locate_layer(const ag_tensor_set *set, const layer_spec *spec, int in_c,
-                        ag_layer *layer, layer_refs *refs, const char *path, ag_error *err) {
+static int locate_layer(const ag_tensor_set *set, const layer_spec *spec, int in_c, ag_layer *layer,
+                        layer_refs *refs, const char *path, ag_error *err) {
     int64_t w_dims[4] = {-1, spec->depthwise ? 1 : in_c, spec->k, spec->k};
     int rc = find_tensor(set, spec->conv, "weight", 4, w_dims, path, &refs->weight, err);
     if (rc)
@@ -206,12 +208,12 @@ static size_t ref_count(const ag_tensor_ref *ref) {
 }
 
 /* Copy the located tensors into the model's single weight allocation. */
-static int load_weights(ag_model *m, const ag_tensor_set *set, layer_refs *refs,
-                        const char *path, ag_error *err) {
+static int load_weights(ag_model *m, const ag_tensor_set *set, layer_refs *refs, const char *path,
+                        ag_error *err) {
     size_t total = 0;
     for (int i = 0; i < m->layer_count; i++)
-        total += ref_count(refs[i].weight) + ref_count(refs[i].bias) +
-                 ref_count(refs[i].gamma) + ref_count(refs[i].beta);
+        total += ref_count(refs[i].weight) + ref_count(refs[i].bias) + ref_count(refs[i].gamma) +
+                 ref_count(refs[i].beta);
     m->weights = ag_malloc(total * sizeof(float));
     if (!m->weights)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory for %zu weights", path, total);
@@ -219,8 +221,7 @@ static int load_weights(ag_model *m, const ag_tensor_set *set, layer_refs *refs,
     m->info.weight_bytes = total * sizeof(float);
     float *cursor = m->weights;
     for (int i = 0; i < m->layer_count; i++) {
-        const ag_tensor_ref *srcs[4] = {refs[i].weight, refs[i].bias, refs[i].gamma,
-                                        refs[i].beta};
+        const ag_tensor_ref *srcs[4] = {refs[i].weight, refs[i].bias, refs[i].gamma, refs[i].beta};
         const float **dsts[4] = {&m->layers[i].weight, &m->layers[i].bias, &m->layers[i].gamma,
                                  &m->layers[i].beta};
         for (int j = 0; j < 4; j++) {
@@ -290,8 +291,8 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
     }
     const char *arch = ag_tensor_set_meta_get(set, "architecture");
     if (arch && strcmp(arch, "animeganv2"))
-        return ag_error_set(err, AG_E_UNSUPPORTED, "%s: architecture '%s' is not supported",
-                            path, arch);
+        return ag_error_set(err, AG_E_UNSUPPORTED, "%s: architecture '%s' is not supported", path,
+                            arch);
     const char *style = ag_tensor_set_meta_get(set, "style");
     const char *license = ag_tensor_set_meta_get(set, "license");
     char name[128];
@@ -299,8 +300,8 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
     char *dot = strrchr(name, '.');
     if (dot && dot != name)
         *dot = '\0';
-    const char *strs[] = {name, path, format, "animeganv2", style ? style : "",
-                          license ? license : ""};
+    const char *strs[] = {
+        name, path, format, "animeganv2", style ? style : "", license ? license : ""};
     size_t len = 0;
     for (int i = 0; i < 6; i++)
         len += strlen(strs[i]) + 1;
@@ -318,8 +319,8 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
     return AG_OK;
 }
 
-int ag_model_build(const ag_tensor_set *set, const char *path, const char *format,
-                   ag_model **out, ag_error *err) {
+int ag_model_build(const ag_tensor_set *set, const char *path, const char *format, ag_model **out,
+                   ag_error *err) {
     *out = NULL;
     ag_model *m = ag_calloc(1, sizeof *m);
     layer_refs refs[AG_MAX_LAYERS] = {0};
@@ -335,8 +336,7 @@ int ag_model_build(const ag_tensor_set *set, const char *path, const char *forma
     if (rc == AG_OK && in_c != 3)
         rc = ag_error_set(err, AG_E_FORMAT, "%s: output layer has %d channels, not 3", path, in_c);
     for (int i = 0; rc == AG_OK && i < m->layer_count; i++)
-        if (m->layers[i].residual == AG_RESIDUAL_ADD &&
-            m->layers[i].out_c != m->layers[i - 2].in_c)
+        if (m->layers[i].residual == AG_RESIDUAL_ADD && m->layers[i].out_c != m->layers[i - 2].in_c)
             rc = ag_error_set(err, AG_E_FORMAT, "%s: residual block '%s' changes channels", path,
                               m->layers[i].name);
     if (rc == AG_OK)
@@ -435,9 +435,9 @@ int ag_model_load(const char *name_or_path, ag_model **out, ag_error *err) {
         return ag_error_set(err, AG_E_ARG, "empty model name");
     if (looks_like_path(name_or_path))
         return load_path(name_or_path, out, err);
-    if (strlen(name_or_path) > 64 || strspn(name_or_path, "abcdefghijklmnopqrstuvwxyz"
-                                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
-                                         strlen(name_or_path))
+    if (strlen(name_or_path) > 64 ||
+        strspn(name_or_path, "abcdefghijklmnopqrstuvwxyz"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != strlen(name_or_path))
         return ag_error_set(err, AG_E_NOTFOUND, "unknown model '%.64s'", name_or_path);
     char dirs[8][PATH_MAX];
     int n = model_dirs(dirs, 8);
@@ -488,4 +488,6 @@ void ag_model_destroy(ag_model *model) {
     ag_free(model);
 }
 
-const ag_model_info *ag_model_get_info(const ag_model *model) { return &model->info; }
+const ag_model_info *ag_model_get_info(const ag_model *model) {
+    return &model->info;
+}

@@ -89,10 +89,10 @@ typedef struct ag_layer {
     char name[48]; /* state_dict prefix of the conv, e.g. "block_c.1.layers.0.1" */
     int in_c, out_c, k, stride, groups;
     int pad_top, pad_bottom, pad_left, pad_right; /* reflection padding */
-    const float *weight; /* (OC, IC/groups, K, K) */
-    const float *bias;   /* (OC) or NULL */
-    const float *gamma;  /* (OC) norm scale, NULL when no norm follows */
-    const float *beta;   /* (OC) */
+    const float *weight;                          /* (OC, IC/groups, K, K) */
+    const float *bias;                            /* (OC) or NULL */
+    const float *gamma;                           /* (OC) norm scale, NULL when no norm follows */
+    const float *beta;                            /* (OC) */
     ag_act act;
     ag_resize_target resize_before;
     ag_residual residual;
@@ -108,7 +108,7 @@ struct ag_model {
 };
 
 /* Build the generator from a parsed set; `format` is "safetensors" or "pytorch". */
-int ag_model_build(const ag_tensor_set *set, const char *path, const char *format,
-                   ag_model **out, ag_error *err);
+int ag_model_build(const ag_tensor_set *set, const char *path, const char *format, ag_model **out,
+                   ag_error *err);
 
 #endif

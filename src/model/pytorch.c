@@ -593,8 +593,8 @@ int ag_pytorch_parse(const uint8_t *data, size_t size, const char *label, ag_ten
     if (rc == AG_OK)
         rc = ag_error_prefix(ag_tensor_set_meta(out, "format", "pytorch", err), label, err);
     if (rc == AG_OK)
-        rc = ag_error_prefix(ag_tensor_set_meta(out, "serialization", is_zip ? "zip" : "legacy", err),
-                        label, err);
+        rc = ag_error_prefix(
+            ag_tensor_set_meta(out, "serialization", is_zip ? "zip" : "legacy", err), label, err);
     ag_pkl_fini(&f.vm);
     ag_free(f.storages);
     ag_free(f.pickle);

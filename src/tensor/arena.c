@@ -7,7 +7,9 @@
 
 #include "../util/util_internal.h"
 
-static size_t align_up(size_t n) { return (n + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1); }
+static size_t align_up(size_t n) {
+    return (n + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
+}
 
 static int lifetimes_overlap(const ag_arena_buffer *a, const ag_arena_buffer *b) {
     return a->first_step <= b->last_step && b->first_step <= a->last_step;

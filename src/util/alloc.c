@@ -70,8 +70,12 @@ void ag_free(void *ptr) {
     free(block);
 }
 
-size_t ag_allocated_bytes(void) { return atomic_load(&allocated_bytes); }
-size_t ag_allocated_peak_bytes(void) { return atomic_load(&allocated_peak_bytes); }
+size_t ag_allocated_bytes(void) {
+    return atomic_load(&allocated_bytes);
+}
+size_t ag_allocated_peak_bytes(void) {
+    return atomic_load(&allocated_peak_bytes);
+}
 
 /* Reads "<key>  <n> kB" from /proc/self/status; 0 when unavailable. */
 static size_t proc_status_kb(const char *key) {
@@ -90,5 +94,9 @@ static size_t proc_status_kb(const char *key) {
     return kb;
 }
 
-size_t ag_process_rss_bytes(void) { return proc_status_kb("VmRSS:") * 1024; }
-size_t ag_process_peak_rss_bytes(void) { return proc_status_kb("VmHWM:") * 1024; }
+size_t ag_process_rss_bytes(void) {
+    return proc_status_kb("VmRSS:") * 1024;
+}
+size_t ag_process_peak_rss_bytes(void) {
+    return proc_status_kb("VmHWM:") * 1024;
+}

@@ -51,8 +51,7 @@ void ag_assert_fail(const char *what, const char *file, int line) {
     abort();
 }
 
-int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size,
-                 ag_error *err) {
+int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, ag_error *err) {
     *data = NULL;
     *size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
