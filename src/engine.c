@@ -198,7 +198,12 @@ static int band_rows_for(const ag_engine *e, int i) {
     size_t target = e->band_bytes_target * act_bytes(e) / sizeof(float);
     int rows = (int)(target / (in_row ? in_row : 1));
     rows = rows < 4 ? 4 : rows;
-    return rows > g->out_h ? g->out_h : rows;
+    if (rows >= g->out_h)
+        return g->out_h;
+    /* Spread the rows evenly over the bands so the last one, moved up to end at the last
+     * row, recomputes fewer rows than there are bands (not most of a band). */
+    int bands = (g->out_h + rows - 1) / rows;
+    return (g->out_h + bands - 1) / bands;
 }
 
 static size_t band_input_bytes(const ag_engine *e, int i, int rows) {
