@@ -5,7 +5,7 @@ set terminal pngcairo size 1100,760 font "sans,10" noenhanced
 set output out
 set multiplot layout 2,1 title "animegan serve soak: ".label
 set grid
-set key bottom right opaque
+set key below
 set xlabel "time (min)"
 set ylabel "MiB"
 set title "server memory (sampled every second)"
