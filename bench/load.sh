@@ -92,12 +92,25 @@ for _ in $(seq 1 $((workers * 2))); do
 done
 echo "load: $bin serve --workers $workers --threads $threads --queue $queue; $image ?$query;" \
     "${duration}s per level on $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat).
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 for c in $levels; do
     t=$c
     [ "$t" -gt 2 ] && t=2
     before=$(wc -l <"$out/server.log")
-    wrk -t "$t" -c "$c" -d "${duration}s" --timeout 120s -s bench/load.lua "$url" \
-        >"$out/wrk-c$c.txt" 2>&1
+    cpu0=$(cpu_ticks $pid)
+    # wrk shares the machine: its CPU time is measured too (GNU time when installed).
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f "LOAD wrk_cpu_s=%U %S" -a -o "$out/wrk-c$c.txt" \
+            wrk -t "$t" -c "$c" -d "${duration}s" --timeout 120s -s bench/load.lua "$url" \
+            >"$out/wrk-c$c.out" 2>&1
+        cat "$out/wrk-c$c.out" >>"$out/wrk-c$c.txt"
+    else
+        wrk -t "$t" -c "$c" -d "${duration}s" --timeout 120s -s bench/load.lua "$url" \
+            >"$out/wrk-c$c.txt" 2>&1
+    fi
+    echo "LOAD server_cpu_ticks=$(($(cpu_ticks $pid) - cpu0)) hz=$(getconf CLK_TCK)" \
+        >>"$out/wrk-c$c.txt"
     sleep 1 # the last responses' log lines
     tail -n +"$((before + 1))" "$out/server.log" >"$out/server-c$c.log"
 done
@@ -128,16 +141,21 @@ for c in levels.split():
     for line in open(os.path.join(out, "server-c%s.log" % c)):
         if "route=convert" in line and " status=200 " in line:
             lat.append(float(re.search(r"total_ms=([\d.]+)", line)[1]))
+    m2 = re.search(r"LOAD wrk_cpu_s=([\d.]+) ([\d.]+)", text)
+    wrk_cpu = float(m2[1]) + float(m2[2]) if m2 else float("nan")
+    m3 = re.search(r"LOAD server_cpu_ticks=(\d+) hz=(\d+)", text)
+    srv_cpu = int(m3[1]) / int(m3[2]) if m3 else float("nan")
     ok200 = st.get(200, 0)
     other = n - ok200 - st.get(503, 0)
     rows.append(dict(c=int(c), n=n, rps=ok200 / dur, p50=p50, p99=p99, sp50=pct(lat, .5),
                      sp99=pct(lat, .99), share503=st.get(503, 0) / n if n else 0, other=other,
-                     sock=sock, mean=mean, statuses=st))
+                     sock=sock, mean=mean, statuses=st, srv_cpu=srv_cpu / dur,
+                     wrk_cpu=wrk_cpu / dur))
 base = rows[0] if rows and rows[0]["c"] == 1 else None
 lines = ["| concurrency | responses | 200/s | p50 ms | p99 ms | p50 ms (200s, server) | "
          "p99 ms (200s, server) | 503 share | other errors | predicted 200/s | vs predicted "
-         "| vs calibrated |",
-         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "| vs calibrated | server CPU | wrk CPU |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for r in rows:
     pred, vs, vcal = "", "", ""
     if base and r["c"] >= workers:
@@ -150,14 +168,16 @@ for r in rows:
             ok = False
     if r["other"] or r["sock"]:
         ok = False
-    lines.append("| %d | %d | %.2f | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %s | %s | %s |" % (
+    lines.append("| %d | %d | %.2f | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %s | %s | %s "
+                 "| %.0f%% | %.0f%% |" % (
         r["c"], r["n"], r["rps"], r["p50"], r["p99"], r["sp50"], r["sp99"], 100 * r["share503"],
-        r["other"] + r["sock"], pred, vs, vcal))
+        r["other"] + r["sock"], pred, vs, vcal, 100 * r["srv_cpu"], 100 * r["wrk_cpu"]))
 table = "\n".join(lines)
 note = ("\nPrediction: %d workers / mean latency at concurrency 1 (%.0f ms). \"vs calibrated\" "
         "scales it by the speed-up %d single-thread inferences at once really got outside the "
         "server (%.2f of %d: %s ms alone, %s ms together). p50/p99 are wrk's (all responses, "
-        "503s included); the server columns are the 200s' total_ms from its log.\n"
+        "503s included); the server columns are the 200s' total_ms from its log. CPU is "
+        "user + system time over the run's wall time (200%% = both cores).\n"
         % (workers, base["mean"], workers, speedup, workers, alone, together)) if base else ""
 with open(out + ".md", "w") as f:
     f.write("# bench/load.sh %s, %s ?%s, %ss per level\n\n%s\n%s" % (
