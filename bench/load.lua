@@ -21,6 +21,10 @@ function init(args)
 end
 
 function response(status, headers, body)
+    -- A 503 without Retry-After counts as its own status (999): clients need the hint.
+    if status == 503 and not (headers["Retry-After"] or headers["retry-after"]) then
+        status = 999
+    end
     statuses[status] = (statuses[status] or 0) + 1
 end
 
