@@ -24,7 +24,7 @@ rm -f "$out/.probe" "$out/pt.log" "$out/safetensors.log" "$out/image.log" "$out/
 [ -f build/libanimegan.a ] || make -s build/libanimegan.a >/dev/null 2>&1
 # Known third-party leaks (each documented in docs/stability.md) would stop the image fuzzer
 # at its first rediscovery; everything else still fails the run.
-export LSAN_OPTIONS="suppressions=$PWD/tests/stability/fuzz_lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$PWD/tests/stability/known_leaks.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 fuzz/run.sh "$seconds" >"$out/run.log" 2>&1
 rc=$?
 passed=0
