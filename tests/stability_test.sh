@@ -6,8 +6,9 @@
 #   3. a short run of every libFuzzer target (tests/stability/fuzz.sh, 10 s each;
 #      STABILITY_FUZZ_SECONDS=0 skips);
 #   4. the server under ASan + UBSan with the matrix and a short soak
-#      (tests/stability/asan_server.sh; STABILITY_ASAN=0 skips).
-# The server under valgrind takes longer: tests/stability/valgrind_server.sh, run apart.
+#      (tests/stability/asan_server.sh; STABILITY_ASAN=0 skips);
+#   5. the server under valgrind memcheck for a short load
+#      (tests/stability/valgrind_server.sh, 1.5-7 minutes; STABILITY_VALGRIND=0 skips).
 # Prints one PASS/FAIL line per test and "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -73,6 +74,9 @@ if [ "${STABILITY_FUZZ_SECONDS:-10}" -gt 0 ]; then
 fi
 if [ "${STABILITY_ASAN:-1}" != 0 ] && [ "$check_rss" = 1 ]; then
     part asan sh tests/stability/asan_server.sh
+fi
+if [ "${STABILITY_VALGRIND:-1}" != 0 ] && [ "$check_rss" = 1 ]; then
+    part valgrind sh tests/stability/valgrind_server.sh
 fi
 
 echo "$passed passed, $failed failed"

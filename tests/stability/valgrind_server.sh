@@ -7,8 +7,8 @@
 # reports no error and no definite or indirect leak (libvips, GLib and OpenMP keep caches
 # "still reachable" by design, as in tests/valgrind.sh).
 #
-# Slow: oneDNN's JIT under valgrind costs a minute or more for the first image, so every
-# conversion is the same 32 x 21 shape. About 3-6 minutes; not part of tests/run.sh.
+# Slow: oneDNN's JIT under valgrind costs up to a minute per new image shape, so every
+# conversion is the same 32 x 21 shape. 1.5-7 minutes; part of tests/stability_test.sh.
 # Prints "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
