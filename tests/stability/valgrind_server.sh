@@ -33,7 +33,7 @@ fi
 cat >"$tmp/animegan" <<WRAP
 #!/bin/sh
 export VIPSHOME=$tmp/vipshome VIPS_NOVECTOR=1
-exec valgrind --leak-check=full --show-leak-kinds=definite,indirect \\
+exec valgrind --fair-sched=yes --leak-check=full --show-leak-kinds=definite,indirect \\
     --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \\
     --log-file=$tmp/memcheck.%p.log "$bin" "\$@"
 WRAP
@@ -41,7 +41,7 @@ chmod +x "$tmp/animegan"
 export VALGRIND_BIN="$tmp/animegan" VALGRIND_TMP="$tmp"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 python3 - <<'PY'
-import glob, os, re, socket, sys, time
+import glob, os, re, signal, socket, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.getcwd(), "tests", "server"))
 import driver as d
 d.BIN = os.environ["VALGRIND_BIN"]
@@ -64,8 +64,21 @@ s = d.Server("--workers", "1", "--threads", "1", "--queue", "4", "--max-side", "
              "--max-upload-mb", "1", "--timeout", "20")
 print("started under memcheck in %.0f s" % (time.time() - t0))
 
+def thread_stacks():
+    """Every thread's state and stack, from valgrind's gdbserver: what a stuck worker waits on."""
+    try:
+        out = subprocess.run(["vgdb", "--pid=%d" % s.proc.pid, "v.info", "scheduler"],
+                             capture_output=True, text=True, timeout=60).stdout
+    except Exception as e:
+        out = "vgdb failed: %s" % e
+    return "\n  ".join(l for l in out.splitlines() if l.strip())
+
 def convert(want, image=d.CHELSEA, query="?max_side=32", ctype="image/png", **kw):
-    status, h, body = s.convert(image, query=query, ctype=ctype, timeout=900, **kw)
+    # 14-17 s each here; a conversion still running after 5 minutes is stuck, not slow.
+    try:
+        status, h, body = s.convert(image, query=query, ctype=ctype, timeout=300, **kw)
+    except socket.timeout:
+        raise Exception("no answer in 300 s; the server's threads:\n  " + thread_stacks())
     d.check(status == want, "status %d, wanted %d: %r" % (status, want, body[:120]))
     return body
 
@@ -117,12 +130,18 @@ def slow_client():
 case("slow_client_timed_out", slow_client)
 case("serves_after_all_that", lambda: convert(200))
 
-code = s.stop(timeout=600)
+s.proc.send_signal(signal.SIGTERM)
+stuck = ""
+try:
+    s.proc.wait(300)
+except subprocess.TimeoutExpired:
+    stuck = "\n  still running 300 s after SIGTERM; its threads:\n  " + thread_stacks()
+code = s.stop(timeout=5)
 logs = glob.glob(os.path.join(os.environ["VALGRIND_TMP"], "memcheck.*.log"))
 text = "".join(open(p).read() for p in logs)
 summary = re.findall(r"ERROR SUMMARY: (\d+) errors", text)
 def clean():
-    d.check(code == 0, "exit %r (99: memcheck found errors or leaks)" % code)
+    d.check(code == 0, "exit %r (99: memcheck found errors or leaks)%s" % (code, stuck))
     d.check(summary and all(n == "0" for n in summary), "ERROR SUMMARY %r" % summary)
     for k in ("definitely lost", "indirectly lost"):
         m = re.search(k + r": ([\d,]+) bytes", text)
