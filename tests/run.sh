@@ -11,26 +11,14 @@ failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+. tests/summary.sh
+
 run_suite() {
     echo "== $*"
     "$@" >"$log" 2>&1
     rc=$?
     cat "$log"
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-    if [ -z "$line" ]; then
-        echo "suite $* crashed or printed no summary (exit $rc)"
-        failed=$((failed + 1))
-        return
-    fi
-    p=${line%% passed*}
-    f=${line#*passed, }
-    f=${f%% failed*}
-    passed=$((passed + p))
-    failed=$((failed + f))
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-        echo "suite $* exited $rc with no failed test"
-        failed=$((failed + 1))
-    fi
+    add_summary "$*" "$log" "$rc"
 }
 
 for t in "$BUILD"/tests/test_*; do

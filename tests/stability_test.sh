@@ -26,6 +26,8 @@ failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+. tests/summary.sh
+
 # part NAME COMMAND...: run a sub-suite, show its lines, add up its "N passed, N failed".
 part() {
     name=$1
@@ -34,21 +36,7 @@ part() {
     "$@" >"$log" 2>&1
     rc=$?
     grep -v -E '^[0-9]+ passed, [0-9]+ failed' "$log"
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-    if [ -z "$line" ]; then
-        echo "FAIL $name: crashed or printed no summary (exit $rc)"
-        failed=$((failed + 1))
-        return
-    fi
-    p=${line%% passed*}
-    f=${line#*passed, }
-    f=${f%% failed*}
-    passed=$((passed + p))
-    failed=$((failed + f))
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-        echo "FAIL $name: exit $rc with no failed test"
-        failed=$((failed + 1))
-    fi
+    add_summary "$name" "$log" "$rc"
     echo "   ($name: $(($(date +%s) - start)) s)"
 }
 
