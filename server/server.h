@@ -62,6 +62,7 @@ typedef struct ag_server_config {
     int max_connections;
     int timeout_s;                  /* idle connection timeout */
     double drain_s;                 /* SIGTERM: finish admitted work within this */
+    int http_nice;                  /* niceness of the HTTP thread (workers keep 0) */
     size_t connection_memory_bytes; /* MHD per-connection pool (headers + read buffer) */
     ag_engine_options engine;
     ag_log_format log_format;

@@ -344,6 +344,28 @@ def startup_prints_memory_formula():
 
 
 @test
+def http_thread_yields_to_workers():
+    """The HTTP thread runs at --http-nice (10 by default), the workers at 0."""
+    def niceness(s):
+        out = {}
+        for tid in os.listdir("/proc/%d/task" % s.pid):
+            with open("/proc/%d/task/%s/comm" % (s.pid, tid)) as f:
+                comm = f.read().strip()
+            with open("/proc/%d/task/%s/stat" % (s.pid, tid)) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out.setdefault(comm, set()).add(int(fields[16]))  # field 19: nice
+        return out
+    n = niceness(main_server())
+    check(n.get("MHD-single") == {10}, "HTTP thread niceness %r, wanted 10" % n)
+    check(0 in n.get("animegan", set()), "no worker at niceness 0: %r" % n)
+    s = Server("--workers", "1", "--threads", "1", "--http-nice", "0")
+    try:
+        check(niceness(s).get("MHD-single") == {0}, "--http-nice 0 not applied")
+    finally:
+        s.stop()
+
+
+@test
 def page_and_assets():
     s = main_server()
     status, h, body = s.request("GET", "/")
