@@ -33,8 +33,9 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->http_nice = 10;
     /* MHD's default. MHD mmaps a pool larger than 32 KiB for every connection and munmaps it
      * at close, and each munmap flushes the TLB of every core running a server thread: under
-     * a flood of refused clients that cost inference a third of a core. At 32 KiB the pool
-     * comes from malloc. Headers fit easily; bodies stream through it into the request. */
+     * a flood of refused clients that interrupted inference thousands of times a second. At
+     * 32 KiB the pool comes from malloc. Headers fit easily; bodies stream through it into
+     * the request. */
     c->connection_memory_bytes = 32 * 1024;
     c->engine.backend = AG_BACKEND_ONEDNN;
     c->engine.precision = AG_PRECISION_FP32;

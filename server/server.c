@@ -151,9 +151,10 @@ static void drain(ag_server *s) {
 /* The HTTP thread refuses floods of clients (503) and moves bytes; inference is the
  * product. The workers exist by now and keep niceness 0; MHD's thread, created next by
  * this thread, inherits the higher value, so under CPU contention the scheduler gives
- * inference the cores and refusals wait (measured: a flood of 64 clients took 31% of one
- * worker's throughput at equal priority, 2% at niceness 10). This thread only waits for
- * signals afterwards. Linux niceness is per thread. */
+ * inference the cores and refusals wait (measured with one worker and 64 clients that
+ * ignore Retry-After: -16% of its throughput at equal priority, -2 to -4% at niceness 10;
+ * docs/stability.md). This thread only waits for signals afterwards. Linux niceness is
+ * per thread. */
 static void lower_http_priority(int nice_value, ag_log_format lf) {
     if (nice_value > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value) != 0)
         ag_log_event(lf, "warn", "cannot set --http-nice %d: %s", nice_value,
