@@ -157,8 +157,7 @@ static void drain(ag_server *s) {
  * per thread. */
 static void lower_http_priority(int nice_value, ag_log_format lf) {
     if (nice_value > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value) != 0)
-        ag_log_event(lf, "warn", "cannot set --http-nice %d: %s", nice_value,
-                     strerror(errno));
+        ag_log_event(lf, "warn", "cannot set --http-nice %d: %s", nice_value, strerror(errno));
 }
 
 int ag_server_main(int argc, char **argv) {
