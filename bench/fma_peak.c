@@ -32,7 +32,7 @@ typedef struct worker {
     pthread_t thread;
     unsigned long long iterations;
     double cpu_s; /* this thread's CPU time between start and stop */
-    float sink; /* keeps the chains alive */
+    float sink;   /* keeps the chains alive */
     char pad[64];
 } worker;
 
@@ -44,18 +44,28 @@ static double clock_s(clockid_t id) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+static double now_s(void) {
+    return clock_s(CLOCK_MONOTONIC);
+}
 
-#define FMA16(a, b)                                                                        \
-    do {                                                                                   \
-        c0 = _mm512_fmadd_ps(c0, a, b); c1 = _mm512_fmadd_ps(c1, a, b);                    \
-        c2 = _mm512_fmadd_ps(c2, a, b); c3 = _mm512_fmadd_ps(c3, a, b);                    \
-        c4 = _mm512_fmadd_ps(c4, a, b); c5 = _mm512_fmadd_ps(c5, a, b);                    \
-        c6 = _mm512_fmadd_ps(c6, a, b); c7 = _mm512_fmadd_ps(c7, a, b);                    \
-        c8 = _mm512_fmadd_ps(c8, a, b); c9 = _mm512_fmadd_ps(c9, a, b);                    \
-        c10 = _mm512_fmadd_ps(c10, a, b); c11 = _mm512_fmadd_ps(c11, a, b);                \
-        c12 = _mm512_fmadd_ps(c12, a, b); c13 = _mm512_fmadd_ps(c13, a, b);                \
-        c14 = _mm512_fmadd_ps(c14, a, b); c15 = _mm512_fmadd_ps(c15, a, b);                \
+#define FMA16(a, b)                                                                                \
+    do {                                                                                           \
+        c0 = _mm512_fmadd_ps(c0, a, b);                                                            \
+        c1 = _mm512_fmadd_ps(c1, a, b);                                                            \
+        c2 = _mm512_fmadd_ps(c2, a, b);                                                            \
+        c3 = _mm512_fmadd_ps(c3, a, b);                                                            \
+        c4 = _mm512_fmadd_ps(c4, a, b);                                                            \
+        c5 = _mm512_fmadd_ps(c5, a, b);                                                            \
+        c6 = _mm512_fmadd_ps(c6, a, b);                                                            \
+        c7 = _mm512_fmadd_ps(c7, a, b);                                                            \
+        c8 = _mm512_fmadd_ps(c8, a, b);                                                            \
+        c9 = _mm512_fmadd_ps(c9, a, b);                                                            \
+        c10 = _mm512_fmadd_ps(c10, a, b);                                                          \
+        c11 = _mm512_fmadd_ps(c11, a, b);                                                          \
+        c12 = _mm512_fmadd_ps(c12, a, b);                                                          \
+        c13 = _mm512_fmadd_ps(c13, a, b);                                                          \
+        c14 = _mm512_fmadd_ps(c14, a, b);                                                          \
+        c15 = _mm512_fmadd_ps(c15, a, b);                                                          \
     } while (0)
 
 static void *run(void *arg) {
@@ -80,10 +90,9 @@ static void *run(void *arg) {
     w->cpu_s = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
                              _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9),
-                                                     _mm512_add_ps(c10, c11)),
-                                       _mm512_add_ps(_mm512_add_ps(c12, c13),
-                                                     _mm512_add_ps(c14, c15))));
+    s = _mm512_add_ps(
+        s, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)),
+                         _mm512_add_ps(_mm512_add_ps(c12, c13), _mm512_add_ps(c14, c15))));
     w->sink = _mm512_reduce_add_ps(s);
     w->iterations = n;
     return NULL;
