@@ -276,7 +276,7 @@ int ag_cli_bench(int argc, char **argv) {
 
     ag_engine_options options = a.e.engine;
     if (options.threads <= 0)
-        options.threads = ag_cli_cpu_count();
+        options.threads = ag_cpu_count();
     ag_model *model = NULL;
     ag_error err = {0};
     status = AG_EXIT_OK;

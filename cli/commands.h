@@ -72,7 +72,6 @@ int ag_cli_usage_error(const char *command, const char *fmt, ...)
 void ag_cli_report(const ag_error *err);
 
 /* Number of CPUs this process may run on (what "all cores" means to the engine). */
-int ag_cli_cpu_count(void);
 
 const char *ag_cli_precision_name(ag_precision precision);
 const char *ag_cli_backend_name(ag_backend backend);

@@ -493,7 +493,7 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
         return AG_EXIT_FAILED; /* every input was rejected while planning, and reported */
     ag_engine_options options = a->e.engine;
     if (options.threads <= 0)
-        options.threads = ag_cli_cpu_count();
+        options.threads = ag_cpu_count();
     ag_model *model = NULL;
     ag_engine *engine = NULL;
     ag_error err = {0};

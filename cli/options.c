@@ -6,8 +6,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,13 +118,4 @@ int ag_cli_bad_option(const char *command, int opt, int optopt_value, const char
     if (optopt_value > 0 && optopt_value < 128 && strncmp(word, "--", 2) != 0)
         return ag_cli_usage_error(command, "unknown option '-%c'", optopt_value);
     return ag_cli_usage_error(command, "unknown or malformed option '%s'", word);
-}
-
-int ag_cli_cpu_count(void) {
-    /* The affinity mask, not the machine's core count: taskset and cgroup cpusets narrow it. */
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 && n < INT_MAX ? (int)n : 1;
 }

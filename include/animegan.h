@@ -230,6 +230,9 @@ void ag_free(void *ptr);
 size_t ag_allocated_bytes(void); /* live bytes allocated through ag_malloc */
 size_t ag_allocated_peak_bytes(void);
 
+/* CPUs this process may run on (its affinity mask): the default thread count. */
+int ag_cpu_count(void);
+
 /* Resident set size of the process now / at its peak, in bytes (from /proc). */
 size_t ag_process_rss_bytes(void);
 size_t ag_process_peak_rss_bytes(void);

@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,14 +77,6 @@ static int wait_signal(int timeout_ms) {
         return 1;
     }
     return 0;
-}
-
-static int cpu_count(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 && n < 4096 ? (int)n : 1;
 }
 
 /* Fail queued jobs whose wait is over (504): done here so the client hears back on time
@@ -168,7 +159,7 @@ int ag_server_main(int argc, char **argv) {
         fputs("animegan: out of memory\n", stderr);
         return AG_SERVER_EXIT_FAILED;
     }
-    int ncpu = cpu_count();
+    int ncpu = ag_cpu_count();
     int rc = ag_config_parse(&s->config, argc, argv, ncpu);
     if (rc != 0) {
         ag_free(s);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,10 @@ int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *siz
 }
 
 int ag_cpu_count(void) {
+    /* The affinity mask, not the machine's core count: taskset and cgroup cpusets narrow it. */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    return n > 0 && n < 4096 ? (int)n : 1;
 }

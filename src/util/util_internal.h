@@ -36,6 +36,5 @@ static inline bool ag_mul_size(size_t a, size_t b, size_t *out) {
 int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, ag_error *err);
 
 /* Number of online CPUs (>= 1). */
-int ag_cpu_count(void);
 
 #endif
