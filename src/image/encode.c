@@ -19,6 +19,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* After stdio.h: jpeglib.h uses FILE without including it. */
+#include <jpeglib.h>
+#include <png.h>
+#include <setjmp.h>
+#include <webp/encode.h>
+
 int ag_format_parse(const char *text) {
     if (!text)
         return -1;
@@ -58,43 +64,140 @@ const char *ag_format_extension(ag_format format) {
     return "";
 }
 
-/* JPEG has no alpha: composite over white, what a viewer shows for transparency. */
-static int flatten_white(VipsImage *in, VipsImage **t, VipsImage **out) {
-    VipsArrayDouble *white = vips_array_double_newv(3, 255.0, 255.0, 255.0);
-    int rc = vips_flatten(in, &t[0], "background", white, NULL);
-    vips_area_unref(VIPS_AREA(white));
-    if (rc != 0)
-        return -1;
-    if (t[0]->BandFmt == VIPS_FORMAT_UCHAR) {
-        *out = t[0];
-        return 0;
+/*
+ * The encoders call libpng, libjpeg-turbo and libwebp directly, on the caller's thread.
+ * libvips' savers run in its worker threads, and libvips 8.14 (Debian 12) retires a worker
+ * that has been idle for 15 s in a way that can lose a task handed to it at that moment:
+ * the caller then waits forever (libvips rewrote its thread set in 8.15). A server worker
+ * that decodes, runs a 15 s inference and encodes hit exactly that window (found under
+ * valgrind in CI). Decoding already runs on the caller's thread (ag_vips_read), so no
+ * libvips thread is ever used. The three libraries are the ones libvips itself links.
+ */
+
+/* libpng's simplified API, compressed once into a buffer of the worst-case size. */
+static int encode_png(const ag_image *im, uint8_t **out, size_t *size, ag_error *err) {
+    png_image png;
+    memset(&png, 0, sizeof png);
+    png.version = PNG_IMAGE_VERSION;
+    png.width = (png_uint_32)im->width;
+    png.height = (png_uint_32)im->height;
+    png.format = im->bands == 4 ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
+    png_alloc_size_t capacity = PNG_IMAGE_PNG_SIZE_MAX(png);
+    uint8_t *buf = ag_malloc(capacity);
+    if (!buf)
+        return ag_error_set(err, AG_E_NOMEM, "encode png: out of memory for %zu bytes",
+                            (size_t)capacity);
+    png_alloc_size_t used = capacity;
+    if (!png_image_write_to_memory(&png, buf, &used, 0, im->pixels, 0, NULL)) {
+        ag_free(buf);
+        return ag_error_set(err, AG_E_INTERNAL, "encode png: %s", png.message);
     }
-    if (vips_cast(t[0], &t[1], VIPS_FORMAT_UCHAR, NULL) != 0)
-        return -1;
-    *out = t[1];
-    return 0;
+    uint8_t *fitted = ag_realloc(buf, used);
+    *out = fitted ? fitted : buf;
+    *size = used;
+    return AG_OK;
 }
 
-/* Run the saver; *buf is g_malloc'ed by libvips. */
-static int save_buffer(VipsImage *in, ag_format format, int quality, void **buf, size_t *len) {
-    VipsObject *scope = VIPS_OBJECT(vips_image_new());
-    VipsImage **t = (VipsImage **)vips_object_local_array(scope, 2);
-    VipsImage *x = in;
-    int rc = -1;
-    switch (format) {
-    case AG_FORMAT_PNG: rc = vips_pngsave_buffer(x, buf, len, "strip", TRUE, NULL); break;
-    case AG_FORMAT_JPEG:
-        if (x->Bands == 4 && flatten_white(in, t, &x) != 0)
-            break;
-        rc = vips_jpegsave_buffer(x, buf, len, "Q", quality, "strip", TRUE, "optimize_coding", TRUE,
-                                  NULL);
-        break;
-    case AG_FORMAT_WEBP:
-        rc = vips_webpsave_buffer(x, buf, len, "Q", quality, "strip", TRUE, NULL);
-        break;
+typedef struct jpeg_failure {
+    struct jpeg_error_mgr manager;
+    jmp_buf jump;
+    char message[JMSG_LENGTH_MAX];
+} jpeg_failure;
+
+static void jpeg_fail(j_common_ptr cinfo) {
+    jpeg_failure *f = (jpeg_failure *)cinfo->err;
+    f->manager.format_message(cinfo, f->message);
+    longjmp(f->jump, 1);
+}
+
+/* One output row: RGB as is; RGBA composited over white (JPEG has no alpha; white is what
+ * a viewer shows for transparency). */
+static void jpeg_row(const ag_image *im, int y, uint8_t *rgb) {
+    const uint8_t *src = im->pixels + (size_t)y * (size_t)im->width * (size_t)im->bands;
+    if (im->bands == 3) {
+        memcpy(rgb, src, (size_t)im->width * 3);
+        return;
     }
-    g_object_unref(scope);
-    return rc;
+    for (int x = 0; x < im->width; x++, src += 4) {
+        unsigned alpha = src[3];
+        for (int c = 0; c < 3; c++)
+            rgb[3 * x + c] = (uint8_t)((src[c] * alpha + 255u * (255u - alpha) + 127u) / 255u);
+    }
+}
+
+/* libjpeg-turbo into its own malloc'ed memory destination, then copied into ours. Chroma is
+ * subsampled 4:2:0 below quality 90 and kept whole from 90, as libvips does; Huffman tables
+ * are optimised (smaller files, no quality change). */
+static int encode_jpeg(const ag_image *im, int quality, uint8_t **out, size_t *size,
+                       ag_error *err) {
+    struct jpeg_compress_struct cinfo;
+    jpeg_failure failure = {0};
+    unsigned char *volatile mem = NULL;
+    unsigned long mem_size = 0;
+    uint8_t *volatile row = ag_malloc((size_t)im->width * 3);
+    if (!row)
+        return ag_error_set(err, AG_E_NOMEM, "encode jpeg: out of memory");
+    cinfo.err = jpeg_std_error(&failure.manager);
+    failure.manager.error_exit = jpeg_fail;
+    if (setjmp(failure.jump)) {
+        jpeg_destroy_compress(&cinfo);
+        free(mem);
+        ag_free(row);
+        return ag_error_set(err, AG_E_INTERNAL, "encode jpeg: %s", failure.message);
+    }
+    jpeg_create_compress(&cinfo);
+    jpeg_mem_dest(&cinfo, (unsigned char **)&mem, &mem_size);
+    cinfo.image_width = (JDIMENSION)im->width;
+    cinfo.image_height = (JDIMENSION)im->height;
+    cinfo.input_components = 3;
+    cinfo.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&cinfo);
+    jpeg_set_quality(&cinfo, quality, TRUE);
+    cinfo.optimize_coding = TRUE;
+    if (quality >= 90)
+        cinfo.comp_info[0].h_samp_factor = cinfo.comp_info[0].v_samp_factor = 1;
+    jpeg_start_compress(&cinfo, TRUE);
+    for (int y = 0; y < im->height; y++) {
+        JSAMPROW rows[1] = {row};
+        jpeg_row(im, y, row);
+        jpeg_write_scanlines(&cinfo, rows, 1);
+    }
+    jpeg_finish_compress(&cinfo);
+    jpeg_destroy_compress(&cinfo);
+    ag_free(row);
+    *out = ag_malloc(mem_size);
+    if (*out)
+        memcpy(*out, mem, mem_size);
+    free(mem);
+    if (!*out)
+        return ag_error_set(err, AG_E_NOMEM, "encode jpeg: out of memory for %lu bytes", mem_size);
+    *size = mem_size;
+    return AG_OK;
+}
+
+/* libwebp's simple API: lossy at the given quality, alpha kept. */
+static int encode_webp(const ag_image *im, int quality, uint8_t **out, size_t *size,
+                       ag_error *err) {
+    if (im->width > WEBP_MAX_DIMENSION || im->height > WEBP_MAX_DIMENSION)
+        return ag_error_set(err, AG_E_ARG, "encode webp: %dx%d is over WebP's %d pixels a side",
+                            im->width, im->height, WEBP_MAX_DIMENSION);
+    uint8_t *mem = NULL;
+    int stride = im->width * im->bands;
+    size_t n = im->bands == 4
+                   ? WebPEncodeRGBA(im->pixels, im->width, im->height, stride, (float)quality, &mem)
+                   : WebPEncodeRGB(im->pixels, im->width, im->height, stride, (float)quality, &mem);
+    if (n == 0) {
+        WebPFree(mem);
+        return ag_error_set(err, AG_E_INTERNAL, "encode webp: the encoder failed");
+    }
+    *out = ag_malloc(n);
+    if (*out)
+        memcpy(*out, mem, n);
+    WebPFree(mem);
+    if (!*out)
+        return ag_error_set(err, AG_E_NOMEM, "encode webp: out of memory for %zu bytes", n);
+    *size = n;
+    return AG_OK;
 }
 
 int ag_image_encode(const ag_image *image, ag_format format, int quality, void **data, size_t *size,
@@ -105,27 +208,24 @@ int ag_image_encode(const ag_image *image, ag_format format, int quality, void *
         return ag_error_set(err, AG_E_ARG, "encode: unknown format %d", (int)format);
     if (format != AG_FORMAT_PNG && (quality < 1 || quality > 100))
         return ag_error_set(err, AG_E_ARG, "encode: quality %d is outside 1..100", quality);
-    VipsImage *in;
-    int rc = ag_vips_wrap(image, &in, err);
-    if (rc != AG_OK)
-        return rc;
-    void *buf = NULL;
-    size_t len = 0;
-    if (save_buffer(in, format, quality, &buf, &len) != 0) {
-        rc = ag_vips_error(err, AG_E_INTERNAL, "encode", ag_format_extension(format));
-        goto cleanup;
+    if (!image || !image->pixels || image->width <= 0 || image->height <= 0 ||
+        (image->bands != 3 && image->bands != 4))
+        return ag_error_set(err, AG_E_ARG, "encode: expected 3 or 4 bands of pixels, got %dx%dx%d",
+                            image ? image->width : 0, image ? image->height : 0,
+                            image ? image->bands : 0);
+    size_t bytes;
+    if (!ag_mul_size((size_t)image->width * (size_t)image->bands, (size_t)image->height, &bytes) ||
+        image->width > INT_MAX / 4)
+        return ag_error_set(err, AG_E_ARG, "encode: %dx%d is too large", image->width,
+                            image->height);
+    uint8_t *out = NULL;
+    int rc;
+    switch (format) {
+    case AG_FORMAT_PNG: rc = encode_png(image, &out, size, err); break;
+    case AG_FORMAT_JPEG: rc = encode_jpeg(image, quality, &out, size, err); break;
+    default: rc = encode_webp(image, quality, &out, size, err); break;
     }
-    /* Copy into our allocator so the caller frees with ag_free and metrics see the bytes. */
-    *data = ag_malloc(len);
-    if (!*data) {
-        rc = ag_error_set(err, AG_E_NOMEM, "encode: out of memory for %zu bytes", len);
-        goto cleanup;
-    }
-    memcpy(*data, buf, len);
-    *size = len;
-cleanup:
-    g_free(buf);
-    g_object_unref(in);
+    *data = out;
     return rc;
 }
 

@@ -6,7 +6,9 @@
  * and the server runs one request per worker thread. So libvips gets concurrency 1, and
  * ag_vips_read computes pixels with vips_region_prepare in the calling thread rather than
  * through vips_image_write_to_memory's thread pool: a decode costs one thread, the caller's.
- * Encoders still run libvips' sink with its single worker (concurrency 1). The operation
+ * Encoding does not use libvips at all (encode.c says why). Two paths still hand work to
+ * libvips' own threads: the WebP loader, which loads the whole frame through a sink, and
+ * enlarging (vips_affine evaluates its background colour through one). The operation
  * cache is off: it would keep decoded images alive between requests, memory nobody accounts
  * for, and every request is a different image anyway.
  */
