@@ -31,6 +31,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->timeout_s = 30;
     c->drain_s = 30;
     c->http_nice = 10;
+    c->stuck_s = 600;
     /* MHD's default. MHD mmaps a pool larger than 32 KiB for every connection and munmaps it
      * at close, and each munmap flushes the TLB of every core running a server thread: under
      * a flood of refused clients that interrupted inference thousands of times a second. At
@@ -70,6 +71,9 @@ void ag_config_usage(void) {
         "  --drain-seconds S     on SIGTERM/SIGINT, finish admitted work within S (default 30)\n"
         "  --http-nice N         scheduling niceness of the HTTP thread, 0-19, above the\n"
         "                        workers' so inference wins the CPU (default 10)\n"
+        "  --stuck-seconds S     /healthz answers 503 while a worker has been on one image\n"
+        "                        longer than S, for a supervisor to restart (default 600;\n"
+        "                        0 = never)\n"
         "  --backend B           onednn or reference (default onednn)\n"
         "  --precision P         fp32, bf16 or int8 (default fp32)\n"
         "  --upsample MODE       asymmetric, align-corners or half-pixel (default: the model's)\n"
@@ -172,6 +176,7 @@ enum {
     OPT_TIMEOUT,
     OPT_DRAIN,
     OPT_HTTP_NICE,
+    OPT_STUCK,
     OPT_BACKEND,
     OPT_PRECISION,
     OPT_UPSAMPLE,
@@ -196,6 +201,7 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"drain-seconds", required_argument, NULL, OPT_DRAIN},
         {"http-nice", required_argument, NULL, OPT_HTTP_NICE},
+        {"stuck-seconds", required_argument, NULL, OPT_STUCK},
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"upsample", required_argument, NULL, OPT_UPSAMPLE},
@@ -291,6 +297,10 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
             break;
         case OPT_HTTP_NICE:
             if (parse_int("http-nice", arg, 0, 19, &c->http_nice))
+                return -1;
+            break;
+        case OPT_STUCK:
+            if (parse_seconds("stuck-seconds", arg, 0, 86400, &c->stuck_s))
                 return -1;
             break;
         case OPT_BACKEND:

@@ -264,8 +264,13 @@ static void gauges_sample(ag_server *s, ag_metrics_gauges *g) {
     g->peak_rss_bytes = ag_process_peak_rss_bytes();
     g->allocated_bytes = ag_allocated_bytes();
     g->allocated_peak_bytes = ag_allocated_peak_bytes();
-    for (int i = 0; s->workers && i < s->config.workers; i++)
+    uint64_t now = ag_now_us();
+    for (int i = 0; s->workers && i < s->config.workers; i++) {
         g->arena_bytes += atomic_load(&s->workers[i].arena_bytes);
+        uint64_t since = atomic_load(&s->workers[i].busy_since_us);
+        if (since && since < now && (double)(now - since) / 1e6 > g->longest_busy_s)
+            g->longest_busy_s = (double)(now - since) / 1e6;
+    }
     g->memory_bound_bytes = s->budget.total_bytes;
     g->max_upload_bytes = s->config.max_upload_bytes;
     g->uptime_s = (double)(ag_now_us() - s->start_us) / 1e6;
@@ -317,6 +322,23 @@ static void handle_models(ag_server *s, ag_request *r) {
     reply_owned(r, 200, "application/json", buf, size);
 }
 
+/* Alive unless a worker has been on one image for longer than --stuck-seconds: no image
+ * takes that long, so the worker is stuck (e.g. in a library; docs/stability.md, known
+ * issues) and only a restart gets it back. A supervisor polling /healthz does that. */
+static void handle_healthz(ag_server *s, ag_request *r) {
+    ag_metrics_gauges g;
+    gauges_sample(s, &g);
+    if (s->config.stuck_s > 0 && g.longest_busy_s > s->config.stuck_s) {
+        char message[160];
+        snprintf(message, sizeof message,
+                 "a worker has been on one image for %.0f s (--stuck-seconds %g); restart me",
+                 g.longest_busy_s, s->config.stuck_s);
+        reply_error(r, 503, "worker_stuck", message);
+        return;
+    }
+    reply_text(r, 200, "application/json", "{\"status\":\"ok\"}\n");
+}
+
 static int match_id(const void *item, const void *arg) {
     return !strcmp(((const ag_request *)item)->id, (const char *)arg);
 }
@@ -347,12 +369,13 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
     }
     ag_text_printf(&t,
                    "],\"workers\":%d,\"threads_per_worker\":%d,\"busy_workers\":%d,"
+                   "\"longest_busy_s\":%.1f,"
                    "\"queue\":{\"depth\":%d,\"capacity\":%d,\"timeout_s\":%g},"
                    "\"inflight\":{\"admitted\":%d,\"limit\":%d},"
                    "\"served\":%llu,\"requests\":%llu,",
-                   c->workers, c->threads_per_worker, g.busy_workers, g.queue_depth, c->queue,
-                   c->queue_timeout_s, g.admitted, g.admit_limit, (unsigned long long)served,
-                   (unsigned long long)requests);
+                   c->workers, c->threads_per_worker, g.busy_workers, g.longest_busy_s,
+                   g.queue_depth, c->queue, c->queue_timeout_s, g.admitted, g.admit_limit,
+                   (unsigned long long)served, (unsigned long long)requests);
     ag_text_printf(&t,
                    "\"memory\":{\"rss_bytes\":%zu,\"peak_rss_bytes\":%zu,\"allocated_bytes\":%zu,"
                    "\"arena_bytes\":%zu,\"bound_bytes\":%zu,\"bound\":{\"base_bytes\":%zu,"
@@ -614,7 +637,7 @@ static enum MHD_Result respond_small(ag_server *s, struct MHD_Connection *conn, 
     case AG_ROUTE_PAGE: handle_page(conn, url, r); break;
     case AG_ROUTE_MODELS: handle_models(s, r); break;
     case AG_ROUTE_STATUS: handle_status(s, conn, r); break;
-    case AG_ROUTE_HEALTHZ: reply_text(r, 200, "application/json", "{\"status\":\"ok\"}\n"); break;
+    case AG_ROUTE_HEALTHZ: handle_healthz(s, r); break;
     case AG_ROUTE_READYZ:
         if (atomic_load(&s->ready) && atomic_load(&s->accepting)) {
             reply_text(r, 200, "application/json", "{\"status\":\"ready\"}\n");

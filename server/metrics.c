@@ -150,6 +150,9 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
     gauge(&t, "animegan_inflight_limit", "Admission limit: queue + workers.", g->admit_limit);
     gauge(&t, "animegan_workers", "Inference workers.", g->workers);
     gauge(&t, "animegan_workers_busy", "Workers converting an image now.", g->busy_workers);
+    gauge(&t, "animegan_worker_longest_busy_seconds",
+          "Longest time a worker has been on its current image (0 when all are idle).",
+          g->longest_busy_s);
     gauge(&t, "animegan_http_connections", "Open HTTP connections.",
           atomic_load((atomic_int *)&m->connections));
     gauge(&t, "animegan_accepting", "1 while accepting work, 0 while draining.", g->accepting);

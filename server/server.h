@@ -63,6 +63,7 @@ typedef struct ag_server_config {
     int timeout_s;                  /* idle connection timeout */
     double drain_s;                 /* SIGTERM: finish admitted work within this */
     int http_nice;                  /* niceness of the HTTP thread (workers keep 0) */
+    double stuck_s;                 /* /healthz fails when a worker is busy longer; 0 off */
     size_t connection_memory_bytes; /* MHD per-connection pool (headers + read buffer) */
     ag_engine_options engine;
     ag_log_format log_format;
@@ -336,6 +337,7 @@ typedef struct ag_metrics_gauges {
     size_t rss_bytes, peak_rss_bytes, allocated_bytes, allocated_peak_bytes, arena_bytes;
     size_t memory_bound_bytes, max_upload_bytes;
     double uptime_s;
+    double longest_busy_s; /* the worker busiest on one job right now */
     ag_cache_stats cache;
     int cache_enabled;
     const char *const *model_names;
@@ -412,6 +414,7 @@ typedef struct ag_worker {
     atomic_size_t arena_bytes;                /* sum over engines, published after each job */
     pthread_mutex_t current_lock;             /* guards current_id */
     char current_id[AG_REQUEST_ID_BYTES];     /* request being converted, "" when idle */
+    _Atomic uint64_t busy_since_us;           /* start of the current job, 0 when idle */
     int started;                              /* thread created */
     int init_status;                          /* 0 ok, else AG_E_* from engine creation */
     char init_error[AG_ERROR_MESSAGE_BYTES];

@@ -114,6 +114,7 @@ static void set_current(ag_worker *w, const char *id) {
     pthread_mutex_lock(&w->current_lock);
     snprintf(w->current_id, sizeof w->current_id, "%s", id);
     pthread_mutex_unlock(&w->current_lock);
+    atomic_store(&w->busy_since_us, id[0] ? ag_now_us() : 0);
 }
 
 static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {

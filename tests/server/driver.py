@@ -366,6 +366,35 @@ def http_thread_yields_to_workers():
 
 
 @test
+def healthz_fails_while_a_worker_is_stuck():
+    """--stuck-seconds: /healthz 503 while a worker is on one image longer; 200 after."""
+    s = Server("--workers", "1", "--threads", "1", "--stuck-seconds", "0.3")
+    try:
+        photo = data("rocket.jpg")
+        done = []
+        worker = threading.Thread(target=lambda: done.append(
+            s.convert(photo, query="?max_side=1024", ctype="image/jpeg", timeout=300)[0]))
+        worker.start()
+        seen = None
+        while worker.is_alive() and seen is None:
+            status, _, body = s.request("GET", "/healthz")
+            if status == 503:
+                seen = json.loads(body)
+            time.sleep(0.05)
+        worker.join()
+        check(done == [200], "conversion: %r" % done)
+        check(seen and seen["error"]["code"] == "worker_stuck", "no 503 while busy: %r" % seen)
+        status, _, _ = s.request("GET", "/healthz")
+        check(status == 200, "healthz %d after the conversion" % status)
+        st = s.status()
+        check(st["longest_busy_s"] == 0, "longest_busy_s %r when idle" % st["longest_busy_s"])
+        status, _, body = s.request("GET", "/metrics")
+        check(b"animegan_worker_longest_busy_seconds 0" in body, "gauge missing")
+    finally:
+        s.stop()
+
+
+@test
 def page_and_assets():
     s = main_server()
     status, h, body = s.request("GET", "/")
