@@ -14,7 +14,7 @@ mkdir -p "$out/seeds_server" "$out/corpus_server"
 # shellcheck disable=SC2046 # word splitting of pkg-config output is intended
 $cc -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Werror -Iinclude -Iserver -o "$out/fuzz_server" tests/server/fuzz_server.c \
-    build/libanimegan.a $(pkg-config --libs vips libzip libcjson) -ldnnl -lm -fopenmp -pthread
+    build/libanimegan.a $(pkg-config --libs vips libpng libjpeg libwebp libzip libcjson) -ldnnl -lm -fopenmp -pthread
 
 b=XyZ
 printf '\0multipart/form-data; boundary=%s\n--%s\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n\211PNG\r\n\032\n\r\n--%s--\r\n' \
