@@ -88,9 +88,11 @@ static int encode_png(const ag_image *im, uint8_t **out, size_t *size, ag_error 
         return ag_error_set(err, AG_E_NOMEM, "encode png: out of memory for %zu bytes",
                             (size_t)capacity);
     png_alloc_size_t used = capacity;
-    if (!png_image_write_to_memory(&png, buf, &used, 0, im->pixels, 0, NULL)) {
+    /* A result larger than the buffer comes back as success with the size it needed. */
+    if (!png_image_write_to_memory(&png, buf, &used, 0, im->pixels, 0, NULL) || used > capacity) {
         ag_free(buf);
-        return ag_error_set(err, AG_E_INTERNAL, "encode png: %s", png.message);
+        return ag_error_set(err, AG_E_INTERNAL, "encode png: %s",
+                            png.message[0] ? png.message : "larger than the worst case");
     }
     uint8_t *fitted = ag_realloc(buf, used);
     *out = fitted ? fitted : buf;
