@@ -100,6 +100,18 @@ static int encode_png(const ag_image *im, uint8_t **out, size_t *size, ag_error 
     return AG_OK;
 }
 
+/* The encoded bytes, from the codec's own allocation into ours (the caller frees with ag_free
+ * and the server's accounting sees them). */
+static int copy_out(const void *bytes, size_t n, const char *codec, uint8_t **out, size_t *size,
+                    ag_error *err) {
+    *out = ag_malloc(n);
+    if (!*out)
+        return ag_error_set(err, AG_E_NOMEM, "encode %s: out of memory for %zu bytes", codec, n);
+    memcpy(*out, bytes, n);
+    *size = n;
+    return AG_OK;
+}
+
 typedef struct jpeg_failure {
     struct jpeg_error_mgr manager;
     jmp_buf jump;
@@ -167,14 +179,9 @@ static int encode_jpeg(const ag_image *im, int quality, uint8_t **out, size_t *s
     jpeg_finish_compress(&cinfo);
     jpeg_destroy_compress(&cinfo);
     ag_free(row);
-    *out = ag_malloc(mem_size);
-    if (*out)
-        memcpy(*out, mem, mem_size);
+    int rc = copy_out(mem, mem_size, "jpeg", out, size, err);
     free(mem);
-    if (!*out)
-        return ag_error_set(err, AG_E_NOMEM, "encode jpeg: out of memory for %lu bytes", mem_size);
-    *size = mem_size;
-    return AG_OK;
+    return rc;
 }
 
 /* libwebp's simple API: lossy at the given quality, alpha kept. */
@@ -192,14 +199,9 @@ static int encode_webp(const ag_image *im, int quality, uint8_t **out, size_t *s
         WebPFree(mem);
         return ag_error_set(err, AG_E_INTERNAL, "encode webp: the encoder failed");
     }
-    *out = ag_malloc(n);
-    if (*out)
-        memcpy(*out, mem, n);
+    int rc = copy_out(mem, n, "webp", out, size, err);
     WebPFree(mem);
-    if (!*out)
-        return ag_error_set(err, AG_E_NOMEM, "encode webp: out of memory for %zu bytes", n);
-    *size = n;
-    return AG_OK;
+    return rc;
 }
 
 int ag_image_encode(const ag_image *image, ag_format format, int quality, void **data, size_t *size,
@@ -210,18 +212,11 @@ int ag_image_encode(const ag_image *image, ag_format format, int quality, void *
         return ag_error_set(err, AG_E_ARG, "encode: unknown format %d", (int)format);
     if (format != AG_FORMAT_PNG && (quality < 1 || quality > 100))
         return ag_error_set(err, AG_E_ARG, "encode: quality %d is outside 1..100", quality);
-    if (!image || !image->pixels || image->width <= 0 || image->height <= 0 ||
-        (image->bands != 3 && image->bands != 4))
-        return ag_error_set(err, AG_E_ARG, "encode: expected 3 or 4 bands of pixels, got %dx%dx%d",
-                            image ? image->width : 0, image ? image->height : 0,
-                            image ? image->bands : 0);
     size_t bytes;
-    if (!ag_mul_size((size_t)image->width * (size_t)image->bands, (size_t)image->height, &bytes) ||
-        image->width > INT_MAX / 4)
-        return ag_error_set(err, AG_E_ARG, "encode: %dx%d is too large", image->width,
-                            image->height);
+    int rc = ag_image_check(image, "encode", &bytes, err);
+    if (rc != AG_OK)
+        return rc;
     uint8_t *out = NULL;
-    int rc;
     switch (format) {
     case AG_FORMAT_PNG: rc = encode_png(image, &out, size, err); break;
     case AG_FORMAT_JPEG: rc = encode_jpeg(image, quality, &out, size, err); break;

@@ -16,6 +16,7 @@
 
 #include "../util/util_internal.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,23 +133,31 @@ cleanup:
     return rc;
 }
 
-int ag_vips_wrap(const ag_image *image, VipsImage **out, ag_error *err) {
-    *out = NULL;
+int ag_image_check(const ag_image *image, const char *what, size_t *bytes, ag_error *err) {
     if (!image || !image->pixels || image->width <= 0 || image->height <= 0 ||
         (image->bands != 3 && image->bands != 4))
-        return ag_error_set(err, AG_E_ARG, "image: expected 3 or 4 bands of pixels, got %dx%dx%d",
-                            image ? image->width : 0, image ? image->height : 0,
+        return ag_error_set(err, AG_E_ARG, "%s: expected 3 or 4 bands of pixels, got %dx%dx%d",
+                            what, image ? image->width : 0, image ? image->height : 0,
                             image ? image->bands : 0);
-    size_t bytes;
-    if (!ag_mul_size((size_t)image->width * (size_t)image->bands, (size_t)image->height, &bytes))
-        return ag_error_set(err, AG_E_ARG, "image: %dx%d is too large", image->width,
+    if (!ag_mul_size((size_t)image->width * (size_t)image->bands, (size_t)image->height, bytes) ||
+        image->width > INT_MAX / 4)
+        return ag_error_set(err, AG_E_ARG, "%s: %dx%d is too large", what, image->width,
                             image->height);
+    return AG_OK;
+}
+
+int ag_vips_wrap(const ag_image *image, VipsImage **out, ag_error *err) {
+    *out = NULL;
+    size_t bytes;
+    int rc = ag_image_check(image, "image", &bytes, err);
+    if (rc != AG_OK)
+        return rc;
     VipsImage *raw = vips_image_new_from_memory(image->pixels, bytes, image->width, image->height,
                                                 image->bands, VIPS_FORMAT_UCHAR);
     if (!raw)
         return ag_vips_error(err, AG_E_NOMEM, "image", "cannot wrap pixels");
-    /* new_from_memory leaves the interpretation to guesswork; savers need to know it is sRGB. */
-    int rc = vips_copy(raw, out, "interpretation", VIPS_INTERPRETATION_sRGB, NULL);
+    /* new_from_memory leaves the interpretation to guesswork; the pipeline needs sRGB. */
+    rc = vips_copy(raw, out, "interpretation", VIPS_INTERPRETATION_sRGB, NULL);
     g_object_unref(raw);
     if (rc != 0)
         return ag_vips_error(err, AG_E_INTERNAL, "image", "cannot wrap pixels");
