@@ -71,8 +71,6 @@ int ag_cli_usage_error(const char *command, const char *fmt, ...)
 /* Print "animegan: <message>" for a failed library call. */
 void ag_cli_report(const ag_error *err);
 
-/* Number of CPUs this process may run on (what "all cores" means to the engine). */
-
 const char *ag_cli_precision_name(ag_precision precision);
 const char *ag_cli_backend_name(ag_backend backend);
 

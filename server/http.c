@@ -250,6 +250,18 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
 
 /* ---- small endpoints -------------------------------------------------------------------- */
 
+/* Seconds the busiest worker has been on its current job; 0 when all are idle. */
+static double longest_busy_s(const ag_server *s) {
+    uint64_t now = ag_now_us();
+    double longest = 0;
+    for (int i = 0; s->workers && i < s->config.workers; i++) {
+        uint64_t since = atomic_load(&s->workers[i].busy_since_us);
+        if (since && since < now && (double)(now - since) / 1e6 > longest)
+            longest = (double)(now - since) / 1e6;
+    }
+    return longest;
+}
+
 static void gauges_sample(ag_server *s, ag_metrics_gauges *g) {
     memset(g, 0, sizeof *g);
     g->queue_depth = ag_queue_depth(&s->queue);
@@ -264,13 +276,9 @@ static void gauges_sample(ag_server *s, ag_metrics_gauges *g) {
     g->peak_rss_bytes = ag_process_peak_rss_bytes();
     g->allocated_bytes = ag_allocated_bytes();
     g->allocated_peak_bytes = ag_allocated_peak_bytes();
-    uint64_t now = ag_now_us();
-    for (int i = 0; s->workers && i < s->config.workers; i++) {
+    for (int i = 0; s->workers && i < s->config.workers; i++)
         g->arena_bytes += atomic_load(&s->workers[i].arena_bytes);
-        uint64_t since = atomic_load(&s->workers[i].busy_since_us);
-        if (since && since < now && (double)(now - since) / 1e6 > g->longest_busy_s)
-            g->longest_busy_s = (double)(now - since) / 1e6;
-    }
+    g->longest_busy_s = longest_busy_s(s);
     g->memory_bound_bytes = s->budget.total_bytes;
     g->max_upload_bytes = s->config.max_upload_bytes;
     g->uptime_s = (double)(ag_now_us() - s->start_us) / 1e6;
@@ -326,13 +334,12 @@ static void handle_models(ag_server *s, ag_request *r) {
  * takes that long, so the worker is stuck (e.g. in a library; docs/stability.md, known
  * issues) and only a restart gets it back. A supervisor polling /healthz does that. */
 static void handle_healthz(ag_server *s, ag_request *r) {
-    ag_metrics_gauges g;
-    gauges_sample(s, &g);
-    if (s->config.stuck_s > 0 && g.longest_busy_s > s->config.stuck_s) {
+    double busy = longest_busy_s(s);
+    if (s->config.stuck_s > 0 && busy > s->config.stuck_s) {
         char message[160];
         snprintf(message, sizeof message,
-                 "a worker has been on one image for %.0f s (--stuck-seconds %g); restart me",
-                 g.longest_busy_s, s->config.stuck_s);
+                 "a worker has been on one image for %.0f s (--stuck-seconds %g); restart me", busy,
+                 s->config.stuck_s);
         reply_error(r, 503, "worker_stuck", message);
         return;
     }

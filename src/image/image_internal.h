@@ -44,11 +44,12 @@ int ag_vips_resize_exact(VipsImage *in, int width, int height, VipsImage **out, 
  * met on the way (corrupt or truncated data) becomes AG_E_FORMAT naming `label`. */
 int ag_vips_read(VipsImage *image, const char *label, ag_image *out, ag_error *err);
 
-/* Wrap the pixels of `image` as a uchar sRGB VipsImage without copying; `image` must
- * outlive *out. AG_E_ARG when the ag_image is not a valid 3- or 4-band image. */
 /* 3 or 4 bands of pixels whose size fits (*bytes, and rows an int can stride); else AG_E_ARG
  * naming `what`. */
 int ag_image_check(const ag_image *image, const char *what, size_t *bytes, ag_error *err);
+
+/* Wrap the pixels of `image` as a uchar sRGB VipsImage without copying; `image` must
+ * outlive *out. AG_E_ARG when the ag_image is not a valid 3- or 4-band image. */
 int ag_vips_wrap(const ag_image *image, VipsImage **out, ag_error *err);
 
 #endif

@@ -35,6 +35,4 @@ static inline bool ag_mul_size(size_t a, size_t b, size_t *out) {
 /* Read a whole file into an ag_malloc'ed buffer, refusing files over max_bytes. */
 int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, ag_error *err);
 
-/* Number of online CPUs (>= 1). */
-
 #endif
