@@ -161,7 +161,12 @@ class Server:
     def request(self, method, path, body=None, headers=None, timeout=120):
         c = self.conn(timeout)
         try:
-            c.request(method, path, body=body, headers=headers or {})
+            try:
+                c.request(method, path, body=body, headers=headers or {})
+            except (BrokenPipeError, ConnectionResetError):
+                # Refused from the headers (503, 413), the server answered and closed before
+                # the whole body was sent: read that early answer, as HTTP clients do.
+                pass
             r = c.getresponse()
             payload = r.read()
             return r.status, {k.lower(): v for k, v in r.getheaders()}, payload
