@@ -1,9 +1,9 @@
 # animegan.c - one Makefile, everything written under build/.
 #
 # Make rather than CMake: one library, one binary, a handful of tests and no platform
-# matrix; dependencies come from pkg-config (vips, libpng, libjpeg, libwebp, libmicrohttpd,
-# libzip, libcjson) and -ldnnl, which a 100-line Makefile states more plainly than a CMake
-# project would.
+# matrix; dependencies come from pkg-config (vips, libpng, libjpeg, libwebp, libexif,
+# libmicrohttpd, libzip, libcjson) and -ldnnl, which a 100-line Makefile states more plainly
+# than a CMake project would.
 #
 #   make                 build/animegan and build/libanimegan.a
 #   make test            build and run the whole test suite (prints "N passed, N failed")
@@ -21,7 +21,7 @@ BUILD ?= build/$(SANITIZER)
 SAN_FLAGS = -fsanitize=$(SANITIZER),undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 
-PKGS = vips libpng libjpeg libwebp libmicrohttpd libzip libcjson
+PKGS = vips libpng libjpeg libwebp libwebpdemux libexif libmicrohttpd libzip libcjson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -52,8 +52,8 @@ done
 # The image decode entry point (probe + decode, capped at 512x512 pixels), seeded with the
 # test photos and the special images.
 # shellcheck disable=SC2046 # word splitting of pkg-config output is intended
-$cc $flags $(pkg-config --cflags vips libpng libjpeg libwebp) -o "$out/fuzz_image" fuzz/fuzz_image.c src/image/*.c \
-    src/util/alloc.c src/util/util.c $(pkg-config --libs vips libpng libjpeg libwebp) -lm
+$cc $flags $(pkg-config --cflags vips libpng libjpeg libwebp libwebpdemux libexif) -o "$out/fuzz_image" fuzz/fuzz_image.c src/image/*.c \
+    src/util/alloc.c src/util/util.c $(pkg-config --libs vips libpng libjpeg libwebp libwebpdemux libexif) -lm
 mkdir -p "$out/corpus_image"
 echo "== fuzz_image for ${seconds}s"
 "$out/fuzz_image" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \

@@ -3,7 +3,7 @@
 # apt-get (after apt-get update) only when a package is missing. Needs root or sudo.
 set -eu
 
-BUILD_PKGS="build-essential pkg-config libdnnl-dev libvips-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libmicrohttpd-dev libzip-dev libcjson-dev"
+BUILD_PKGS="build-essential pkg-config libdnnl-dev libvips-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libexif-dev libmicrohttpd-dev libzip-dev libcjson-dev"
 TEST_PKGS="valgrind clang libclang-rt-14-dev curl python3 chromium nginx time"
 TOOLS_PKGS="gnuplot-nox wrk libjemalloc2"
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # make_test_images.sh - regenerate tests/data/generated/, the small special-case images that
 # tests/test_image.c decodes: orientation, grey, grey+alpha, 16-bit, palette, RGBA, CMYK,
-# animations, TIFF, HEIF, tiny and thin images, a lying PNG header and a truncated PNG.
+# animations, WebP with EXIF, ICC and an offset first frame, TIFF, HEIF, tiny and thin
+# images, a lying PNG header and a truncated PNG.
 #
 # Offline tool, not part of the build: needs the vips CLI (Debian libvips-tools), Ghostscript's
 # ICC profiles (libgs-common) and python3 (standard library only, for the byte-level files
@@ -96,6 +97,54 @@ vips tiffsave "$tmp/c.v" "$out/rgb.tif" --compression deflate --strip
 solid 64 48 "50 100 150" "$tmp/c64.v"
 vips heifsave "$tmp/c64.v" "$out/rgb.heic" --compression hevc --Q 90 --strip
 vips heifsave "$tmp/c64.v" "$out/rgb.avif" --compression av1 --Q 90 --strip
+
+# WebP cases for the libwebp decoder (src/image/webp_load.c); python3 assembles the RIFF
+# containers libvips will not write around the image chunks of simple WebP files.
+# - orient6.webp: orient6.jpg's stored image, lossless, with an EXIF chunk (orientation 6).
+# - a98.webp: the flat colour above with Adobe RGB (1998) embedded, which must be honoured.
+# - anim_offset.webp: a 24x16 animation whose first frame is an 8x8 red square at (4, 2), so
+#   the rest of the first canvas is transparent; the second frame is green, full size.
+vips webpsave "$tmp/rb.v" "$tmp/rb.webp" --lossless --strip
+vips webpsave "$tmp/c.v" "$out/a98.webp" --lossless \
+    --profile /usr/share/color/icc/ghostscript/a98.icc
+solid 8 8 "255 0 0" "$tmp/sq.v"
+vips webpsave "$tmp/sq.v" "$tmp/sq.webp" --lossless --strip
+vips webpsave "$tmp/f2.v" "$tmp/green.webp" --lossless --strip
+python3 - "$tmp" "$out" <<'EOF'
+import struct, sys
+tmp, out = sys.argv[1:]
+def chunk(kind, data):
+    return kind + struct.pack("<I", len(data)) + data + b"\0" * (len(data) & 1)
+def image_chunks(path):  # ALPH, VP8 and VP8L; not VP8X, EXIF, ...
+    data = open(path, "rb").read()
+    assert data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    pos, kept = 12, b""
+    while pos < len(data):
+        size = struct.unpack("<I", data[pos + 4:pos + 8])[0]
+        end = pos + 8 + size + (size & 1)
+        if data[pos:pos + 4] in (b"ALPH", b"VP8 ", b"VP8L"):
+            kept += data[pos:end]
+        pos = end
+    assert kept
+    return kept
+def u24(v):
+    return struct.pack("<I", v)[:3]
+def riff(flags, width, height, body):
+    vp8x = chunk(b"VP8X", bytes([flags, 0, 0, 0]) + u24(width - 1) + u24(height - 1))
+    payload = b"WEBP" + vp8x + body
+    return b"RIFF" + struct.pack("<I", len(payload)) + payload
+# Little-endian TIFF, one IFD entry: Orientation (0x0112) SHORT 1 = 6.
+tiff = b"II*\0" + struct.pack("<I", 8) + struct.pack("<H", 1)
+tiff += struct.pack("<HHIHH", 0x0112, 3, 1, 6, 0) + struct.pack("<I", 0)
+open(out + "/orient6.webp", "wb").write(
+    riff(0x08, 48, 32, image_chunks(tmp + "/rb.webp") + chunk(b"EXIF", tiff)))
+def frame(x, y, w, h, path):
+    head = u24(x // 2) + u24(y // 2) + u24(w - 1) + u24(h - 1) + u24(100) + bytes([0])
+    return chunk(b"ANMF", head + image_chunks(path))
+anim = chunk(b"ANIM", bytes([0, 0, 0, 0]) + struct.pack("<H", 0))
+anim += frame(4, 2, 8, 8, tmp + "/sq.webp") + frame(0, 0, 24, 16, tmp + "/green.webp")
+open(out + "/anim_offset.webp", "wb").write(riff(0x02 | 0x10, 24, 16, anim))
+EOF
 
 # Sizes at the AG_MIN_SIDE boundary, and a thin 10000x8 strip.
 solid 1 1 "0 128 255" "$tmp/s1.v"

@@ -1,7 +1,7 @@
 /*
  * convert.c - turn whatever a loader produced (grey, CMYK, 16-bit, float, with or without
  * alpha and ICC profile) into the one layout the engine takes, uchar sRGB with an optional
- * alpha band, and resize such images to an exact size with Lanczos3.
+ * alpha band, and shrink such images to an exact size with Lanczos3.
  *
  * Each function builds its intermediate images in a libvips "local array" hung off a scope
  * object, so one g_object_unref releases them all on every path.
@@ -113,8 +113,7 @@ static VipsImage *resize_steps(VipsImage *in, int width, int height, VipsImage *
         x = t[0];
     }
     /* Per-axis scales so both sides land exactly; gap 0 makes it one Lanczos3 convolution
-     * over the whole factor (as PIL's LANCZOS does) instead of a box pre-shrink. Enlarging,
-     * vips_resize interpolates bicubically: libvips has no Lanczos upsampler. */
+     * over the whole factor (as PIL's LANCZOS does) instead of a box pre-shrink. */
     double hscale = (double)width / x->Xsize, vscale = (double)height / x->Ysize;
     if (vips_resize(x, &t[1], hscale, "vscale", vscale, "kernel", VIPS_KERNEL_LANCZOS3, "gap", 0.0,
                     NULL) != 0)

@@ -5,7 +5,8 @@
  * The plan (output size, portrait crop, JPEG shrink-on-load) is made from the header alone,
  * so an image that is too large or too small is refused before a single pixel is decoded.
  * Loaders run in sequential mode with fail_on=error: a truncated or corrupt file fails the
- * decode (AG_E_FORMAT) instead of coming back half grey.
+ * decode (AG_E_FORMAT) instead of coming back half grey. WebP is the exception: libwebp
+ * decodes its first frame to memory (webp_load.c), then the same steps follow.
  */
 #include "image_internal.h"
 
@@ -22,12 +23,13 @@ typedef struct ag_loader {
     const char *format;
     int multipage; /* takes "n" and "page": only the first frame or page is decoded */
     int jpeg;      /* takes "shrink" (shrink-on-load by 2, 4 or 8) */
+    int webp;      /* decoded by libwebp (webp_load.c), not by the libvips loader */
 } ag_loader;
 
 static const ag_loader loaders[] = {
-    {"VipsForeignLoadJpegBuffer", "JPEG", 0, 1}, {"VipsForeignLoadPngBuffer", "PNG", 0, 0},
-    {"VipsForeignLoadWebpBuffer", "WebP", 1, 0}, {"VipsForeignLoadTiffBuffer", "TIFF", 1, 0},
-    {"VipsForeignLoadNsgifBuffer", "GIF", 1, 0}, {"VipsForeignLoadHeifBuffer", "HEIF", 1, 0},
+    {"VipsForeignLoadJpegBuffer", "JPEG", 0, 1, 0}, {"VipsForeignLoadPngBuffer", "PNG", 0, 0, 0},
+    {"VipsForeignLoadWebpBuffer", "WebP", 1, 0, 1}, {"VipsForeignLoadTiffBuffer", "TIFF", 1, 0, 0},
+    {"VipsForeignLoadNsgifBuffer", "GIF", 1, 0, 0}, {"VipsForeignLoadHeifBuffer", "HEIF", 1, 0, 0},
 };
 
 /* What the header says and what we will make of it. */
@@ -136,11 +138,13 @@ static void plan_size(const ag_decode_options *o, ag_decode_plan *p) {
     }
 }
 
-static int plan_decode(VipsImage *header, const ag_decode_options *o, const char *label,
+/* Plan from the upright size the header gives. */
+static int plan_decode(int src_width, int src_height, const ag_decode_options *o, const char *label,
                        ag_decode_plan *p, ag_error *err) {
     memset(p, 0, sizeof *p);
     p->jpeg_shrink = 1;
-    upright_size(header, &p->src_width, &p->src_height);
+    p->src_width = src_width;
+    p->src_height = src_height;
     double pixels = (double)p->src_width * p->src_height;
     if (o->max_pixels > 0 && pixels > (double)o->max_pixels)
         return ag_error_set(err, AG_E_LIMIT,
@@ -160,39 +164,57 @@ static int plan_decode(VipsImage *header, const ag_decode_options *o, const char
     return AG_OK;
 }
 
-/* Crop and resize an upright uchar image as planned. */
-static int apply_geometry(VipsImage *in, const ag_decode_plan *p, const char *label,
-                          VipsImage **out, ag_error *err) {
-    VipsImage *cropped = NULL;
+/* Crop and resize an upright uchar image as planned, computing the result into `out`. */
+static int shape(VipsImage *in, const ag_decode_plan *p, const char *label, ag_image *out,
+                 ag_error *err) {
+    VipsImage *cropped = NULL, *resized = NULL;
+    ag_image small = {0};
     if (p->crop_side > 0 && vips_extract_area(in, &cropped, p->crop_left, p->crop_top, p->crop_side,
                                               p->crop_side, NULL) != 0)
         return ag_vips_error(err, AG_E_INTERNAL, label, "portrait crop failed");
     VipsImage *x = cropped ? cropped : in;
-    int rc = AG_OK;
+    int rc;
     if (x->Xsize == p->width && x->Ysize == p->height) {
-        *out = x;
-        g_object_ref(x);
+        rc = ag_vips_read(x, label, out, err);
+    } else if (p->width >= x->Xsize && p->height >= x->Ysize) {
+        /* A portrait crop under its output size: enlarge.c, not libvips (it says why). */
+        rc = ag_vips_read(x, label, &small, err);
+        if (rc == AG_OK)
+            rc = ag_image_enlarge(&small, p->width, p->height, label, out, err);
     } else {
-        rc = ag_vips_resize_exact(x, p->width, p->height, out, label, err);
+        rc = ag_vips_resize_exact(x, p->width, p->height, &resized, label, err);
+        if (rc == AG_OK)
+            rc = ag_vips_read(resized, label, out, err);
     }
+    if (resized)
+        g_object_unref(resized);
     if (cropped)
         g_object_unref(cropped);
+    ag_image_fini(&small);
     return rc;
 }
 
 /*
  * EXIF orientation other than 1 needs random access (rotating reads columns), which the
  * sequential loader cannot give. So decode the stored frame to memory first, then rotate,
- * crop and resize that. Upright images skip the copy and stream straight through.
+ * crop and resize that. Upright images skip the copy and stream straight through, and so
+ * does a frame already decoded to memory (`in_memory`).
  */
-static int orient_and_shape(VipsImage *srgb, int orientation, const ag_decode_plan *p,
-                            const char *label, ag_image *out, ag_error *err) {
+static int orient_and_shape(VipsImage *srgb, int orientation, int in_memory,
+                            const ag_decode_plan *p, const char *label, ag_image *out,
+                            ag_error *err) {
     ag_image stored = {0};
-    VipsImage *wrapped = NULL, *upright = NULL, *shaped = NULL;
+    VipsImage *wrapped = NULL, *upright = NULL;
     int rc = AG_OK;
     if (orientation == 1) {
         upright = srgb;
         g_object_ref(upright);
+    } else if (in_memory) {
+        vips_image_set_int(srgb, VIPS_META_ORIENTATION, orientation);
+        if (vips_autorot(srgb, &upright, NULL) != 0) {
+            rc = ag_vips_error(err, AG_E_INTERNAL, label, "EXIF rotation failed");
+            goto cleanup;
+        }
     } else {
         if ((rc = ag_vips_read(srgb, label, &stored, err)) != AG_OK ||
             (rc = ag_vips_wrap(&stored, &wrapped, err)) != AG_OK)
@@ -203,12 +225,8 @@ static int orient_and_shape(VipsImage *srgb, int orientation, const ag_decode_pl
             goto cleanup;
         }
     }
-    if ((rc = apply_geometry(upright, p, label, &shaped, err)) != AG_OK)
-        goto cleanup;
-    rc = ag_vips_read(shaped, label, out, err);
+    rc = shape(upright, p, label, out, err);
 cleanup:
-    if (shaped)
-        g_object_unref(shaped);
     if (upright)
         g_object_unref(upright);
     if (wrapped)
@@ -222,8 +240,11 @@ static int open_planned(const ag_loader *loader, const void *data, size_t size,
                         const ag_decode_options *o, const char *label, VipsImage **image,
                         ag_decode_plan *plan, ag_error *err) {
     int rc = open_image(loader, data, size, 1, label, image, err);
-    if (rc == AG_OK)
-        rc = plan_decode(*image, o, label, plan, err);
+    if (rc == AG_OK) {
+        int width, height;
+        upright_size(*image, &width, &height);
+        rc = plan_decode(width, height, o, label, plan, err);
+    }
     if (rc == AG_OK && loader->jpeg && plan->jpeg_shrink > 1) {
         g_object_unref(*image);
         rc = open_image(loader, data, size, plan->jpeg_shrink, label, image, err);
@@ -235,6 +256,56 @@ static int open_planned(const ag_loader *loader, const void *data, size_t size,
     return rc;
 }
 
+/* Through a libvips loader, streaming when the image is upright. */
+static int decode_vips(const ag_loader *loader, const void *data, size_t size,
+                       const ag_decode_options *o, const char *label, ag_image *out,
+                       ag_error *err) {
+    VipsImage *image = NULL, *srgb = NULL;
+    ag_decode_plan plan;
+    int rc = open_planned(loader, data, size, o, label, &image, &plan, err);
+    if (rc == AG_OK)
+        rc = ag_vips_to_srgb8(image, &srgb, label, err);
+    if (rc == AG_OK)
+        rc = orient_and_shape(srgb, vips_image_get_orientation(image), 0, &plan, label, out, err);
+    if (srgb)
+        g_object_unref(srgb);
+    if (image)
+        g_object_unref(image);
+    return rc;
+}
+
+/* Through libwebp: the frame is decoded to memory, then the same steps as above. */
+static int decode_webp(const void *data, size_t size, const ag_decode_options *o, const char *label,
+                       ag_image *out, ag_error *err) {
+    ag_webp_info info;
+    ag_decode_plan plan;
+    ag_image frame = {0};
+    VipsImage *image = NULL, *srgb = NULL;
+    int rc = ag_webp_read_info(data, size, label, &info, err);
+    if (rc == AG_OK) {
+        int swap = info.orientation >= 5; /* 5..8 turn the image a quarter */
+        rc = plan_decode(swap ? info.height : info.width, swap ? info.width : info.height, o, label,
+                         &plan, err);
+    }
+    if (rc == AG_OK)
+        rc = ag_webp_decode(data, size, &info, label, &frame, err);
+    if (rc == AG_OK)
+        rc = ag_vips_wrap(&frame, &image, err);
+    if (rc == AG_OK) {
+        if (info.icc)
+            vips_image_set_blob_copy(image, VIPS_META_ICC_NAME, info.icc, info.icc_size);
+        rc = ag_vips_to_srgb8(image, &srgb, label, err);
+    }
+    if (rc == AG_OK)
+        rc = orient_and_shape(srgb, info.orientation, 1, &plan, label, out, err);
+    if (srgb)
+        g_object_unref(srgb);
+    if (image)
+        g_object_unref(image);
+    ag_image_fini(&frame);
+    return rc;
+}
+
 int ag_image_decode(const void *data, size_t size, const char *label,
                     const ag_decode_options *options, ag_image *out, ag_error *err) {
     memset(out, 0, sizeof *out);
@@ -242,22 +313,14 @@ int ag_image_decode(const void *data, size_t size, const char *label,
     const ag_decode_options *o = options ? options : &defaults;
     label = label ? label : "image";
     const ag_loader *loader;
-    VipsImage *image = NULL, *srgb = NULL;
-    ag_decode_plan plan = {0};
     int rc = check_options(o, label, err);
     if (rc == AG_OK)
         rc = find_loader(data, size, label, &loader, err);
-    if (rc == AG_OK)
-        rc = open_planned(loader, data, size, o, label, &image, &plan, err);
-    if (rc == AG_OK)
-        rc = ag_vips_to_srgb8(image, &srgb, label, err);
-    if (rc == AG_OK)
-        rc = orient_and_shape(srgb, vips_image_get_orientation(image), &plan, label, out, err);
-    if (srgb)
-        g_object_unref(srgb);
-    if (image)
-        g_object_unref(image);
-    return rc;
+    if (rc != AG_OK)
+        return rc;
+    if (loader->webp)
+        return decode_webp(data, size, o, label, out, err);
+    return decode_vips(loader, data, size, o, label, out, err);
 }
 
 int ag_image_decode_file(const char *path, const ag_decode_options *options, ag_image *out,

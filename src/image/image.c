@@ -6,11 +6,10 @@
  * and the server runs one request per worker thread. So libvips gets concurrency 1, and
  * ag_vips_read computes pixels with vips_region_prepare in the calling thread rather than
  * through vips_image_write_to_memory's thread pool: a decode costs one thread, the caller's.
- * Encoding does not use libvips at all (encode.c says why). Two paths still hand work to
- * libvips' own threads: the WebP loader, which loads the whole frame through a sink, and
- * enlarging (vips_affine evaluates its background colour through one). The operation
- * cache is off: it would keep decoded images alive between requests, memory nobody accounts
- * for, and every request is a different image anyway.
+ * Nothing here hands work to libvips' own threads, whose 8.14 thread set can lose a task:
+ * encoding (encode.c), WebP decoding (webp_load.c) and enlarging (enlarge.c) are done
+ * without libvips for that reason. The operation cache is off: it would keep decoded images alive
+ * between requests, memory nobody accounts for, and every request is a different image anyway.
  */
 #include "image_internal.h"
 

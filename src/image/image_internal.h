@@ -34,10 +34,16 @@ int ag_vips_error(ag_error *err, int code, const char *label, const char *what);
  * with 3 bands, or 4 when it has alpha. Pixels are computed lazily, on read. */
 int ag_vips_to_srgb8(VipsImage *in, VipsImage **out, const char *label, ag_error *err);
 
-/* Lanczos3 resize of a uchar 3- or 4-band image to exactly width x height (alpha is
- * premultiplied around the resampling so transparent pixels do not bleed colour). */
+/* Lanczos3 reduction of a uchar 3- or 4-band image to exactly width x height (alpha is
+ * premultiplied around the resampling so transparent pixels do not bleed colour). Used to
+ * shrink: enlarging goes through ag_image_enlarge. */
 int ag_vips_resize_exact(VipsImage *in, int width, int height, VipsImage **out, const char *label,
                          ag_error *err);
+
+/* Lanczos3 enlarging of a 3- or 4-band image to width x height, neither smaller than the
+ * input, on the calling thread (enlarge.c); out is a new ag_image. */
+int ag_image_enlarge(const ag_image *in, int width, int height, const char *label, ag_image *out,
+                     ag_error *err);
 
 /* Compute every pixel of `image` (uchar, 3 or 4 bands) in the calling thread, strip by strip
  * in top-to-bottom order (so sequential loaders work), into a new ag_image. A decoder error
@@ -51,5 +57,23 @@ int ag_image_check(const ag_image *image, const char *what, size_t *bytes, ag_er
 /* Wrap the pixels of `image` as a uchar sRGB VipsImage without copying; `image` must
  * outlive *out. AG_E_ARG when the ag_image is not a valid 3- or 4-band image. */
 int ag_vips_wrap(const ag_image *image, VipsImage **out, ag_error *err);
+
+/* What a WebP file's container says; icc points into the file's bytes (NULL: none). */
+typedef struct ag_webp_info {
+    int width, height; /* canvas, as stored */
+    int bands;         /* 3, or 4 when the first frame has alpha or leaves canvas uncovered */
+    int orientation;   /* EXIF orientation 1..8, 1 when there is none */
+    const void *icc;
+    size_t icc_size;
+} ag_webp_info;
+
+/* Parse a WebP container without decoding pixels; AG_E_FORMAT unless it is complete. */
+int ag_webp_read_info(const void *data, size_t size, const char *label, ag_webp_info *info,
+                      ag_error *err);
+
+/* Decode the first frame (of an animation: onto a transparent canvas) with libwebp on the
+ * calling thread, into a new ag_image of info's size and bands. */
+int ag_webp_decode(const void *data, size_t size, const ag_webp_info *info, const char *label,
+                   ag_image *out, ag_error *err);
 
 #endif
