@@ -9,7 +9,8 @@
  *                                         state, 32 MiB + 8 MiB per worker
  *         + W x worker                    one conversion in flight per worker:
  *               arena(S, S) per model       ag_engine_arena_bytes_for at the largest side S
- *             + decode                      full-size pixels (max_pixels x 4) + S^2 x 4
+ *             + decode                      full-size pixels (max_pixels x 4) + S^2 x 4 x 2
+ *                                           (the result, and a crop enlarged into it)
  *             + stylize                     float in/out (2 x S^2 x 3 x 4) + 8-bit result
  *                                           (side by side: 2 x S^2 x 4)
  *             + encode                      encoder working copy (2 x S^2 x 4)
@@ -51,7 +52,7 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     for (int i = 0; i < model_count; i++)
         b->arena_bytes = add_sat(
             b->arena_bytes, ag_engine_arena_bytes_for(models[i], &c->engine, (int)side, (int)side));
-    b->decode_bytes = add_sat(mul_sat(c->max_pixels, 4), px * 4);
+    b->decode_bytes = add_sat(mul_sat(c->max_pixels, 4), px * 4 * 2);
     size_t stylize = px * 3 * 4 * 2 + px * 4 * 2;
     size_t encode = px * 4 * 2;
     b->worker_bytes = add_sat(add_sat(b->arena_bytes, b->decode_bytes), stylize + encode);
