@@ -4,11 +4,11 @@
  * Why not libvips: vips_resize enlarges with vips_affine, which evaluates its background
  * through libvips' thread set, whose 8.14 version can lose a task (image.c,
  * docs/stability.md), and interpolates bicubically where face2paint (PIL's Image.LANCZOS)
- * uses Lanczos3. This
- * follows PIL's resampler: output pixel i samples the input around (i + 0.5) * in / out
- * with a Lanczos3 window clipped at the borders and renormalised. Rows stream: each input
- * row is resampled horizontally once into a ring of the few rows the vertical taps need,
- * so the working memory is a handful of output rows. Alpha is premultiplied around it.
+ * uses Lanczos3. This follows PIL's resampler: output pixel i samples the input around
+ * (i + 0.5) * in / out with a Lanczos3 window clipped at the borders and renormalised.
+ * Rows stream: each input row is resampled horizontally once into a ring of the few rows
+ * the vertical taps need, so the working memory is a handful of output rows. Alpha is
+ * premultiplied around it.
  */
 #include "image_internal.h"
 

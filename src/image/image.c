@@ -8,8 +8,9 @@
  * through vips_image_write_to_memory's thread pool: a decode costs one thread, the caller's.
  * Nothing here hands work to libvips' own threads, whose 8.14 thread set can lose a task:
  * encoding (encode.c), WebP decoding (webp_load.c) and enlarging (enlarge.c) are done
- * without libvips for that reason. The operation cache is off: it would keep decoded images alive
- * between requests, memory nobody accounts for, and every request is a different image anyway.
+ * without libvips for that reason. The operation cache is off: it would keep decoded
+ * images alive between requests, memory nobody accounts for, and every request is a
+ * different image anyway.
  */
 #include "image_internal.h"
 

@@ -58,7 +58,10 @@ static int corrupt(ag_error *err, const char *label) {
 static int first_frame(WebPDemuxer *demux, WebPIterator *frame) {
     if (!WebPDemuxGetFrame(demux, 1, frame))
         return 0;
-    return frame->width > 0 && frame->height > 0 && frame->x_offset >= 0 && frame->y_offset >= 0;
+    if (frame->width > 0 && frame->height > 0 && frame->x_offset >= 0 && frame->y_offset >= 0)
+        return 1;
+    WebPDemuxReleaseIterator(frame);
+    return 0;
 }
 
 int ag_webp_read_info(const void *data, size_t size, const char *label, ag_webp_info *info,
