@@ -23,6 +23,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -750,9 +751,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     (void)conn;
     (void)socket_context;
     ag_server *s = cls;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->metrics.connections, 1);
-    else
+        atomic_fetch_add(&s->metrics.connections_opened, 1);
+    } else
         atomic_fetch_sub(&s->metrics.connections, 1);
 }
 
@@ -819,16 +821,39 @@ int ag_http_start(ag_server *s, ag_error *err) {
     return 0;
 }
 
-void ag_http_quiesce(ag_server *s) {
+/* Connections the kernel completed but MHD had not accepted yet (its thread was busy, or
+ * niced under load) would be reset by the shutdown below after their clients sent a
+ * request, a POST no load balancer may retry. Hand them to MHD, which answers each like
+ * any request arriving while draining: 503 shutting_down, Retry-After. MHD closes a socket
+ * it cannot take (at --max-connections), as the shutdown would have. */
+static int adopt_backlog(ag_server *s) {
+    int flags = fcntl(s->listen_fd, F_GETFL), adopted = 0;
+    if (flags < 0 || fcntl(s->listen_fd, F_SETFL, flags | O_NONBLOCK) != 0)
+        return 0;
+    for (int n = 0; n < s->config.max_connections; n++) {
+        struct sockaddr_storage addr;
+        socklen_t len = sizeof addr;
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&addr, &len, SOCK_CLOEXEC);
+        if (fd < 0)
+            break; /* EAGAIN: the backlog is empty */
+        adopted += MHD_add_connection(s->daemon, fd, (struct sockaddr *)&addr, len) == MHD_YES;
+    }
+    return adopted;
+}
+
+int ag_http_quiesce(ag_server *s) {
     if (!s->daemon)
-        return;
+        return 0;
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
     s->listen_fd = fd == MHD_INVALID_SOCKET ? -1 : fd;
+    if (s->listen_fd < 0)
+        return 0;
+    int adopted = adopt_backlog(s);
     /* MHD no longer polls the listening socket, but it must stay open until
      * MHD_stop_daemon; shutting it down makes new connections fail at once (a load balancer
      * moves on) instead of waiting in the backlog. */
-    if (s->listen_fd >= 0)
-        shutdown(s->listen_fd, SHUT_RDWR);
+    shutdown(s->listen_fd, SHUT_RDWR);
+    return adopted;
 }
 
 void ag_http_stop(ag_server *s) {

@@ -323,11 +323,12 @@ typedef struct ag_metrics {
     ag_histogram queue_wait;              /* convert: enqueue to a worker picking it up */
     ag_histogram inference;               /* convert: decode + stylize + encode on a worker */
     atomic_uint_fast64_t bytes_in, bytes_out;
-    atomic_uint_fast64_t converted;     /* 200 responses of /api/v1/convert */
-    atomic_uint_fast64_t rejected_full; /* 503 queue full */
-    atomic_uint_fast64_t timed_out;     /* 504 */
-    atomic_uint_fast64_t client_gone;   /* completed with an error (client closed early) */
-    atomic_int connections;             /* open TCP connections */
+    atomic_uint_fast64_t converted;          /* 200 responses of /api/v1/convert */
+    atomic_uint_fast64_t rejected_full;      /* 503 queue full */
+    atomic_uint_fast64_t timed_out;          /* 504 */
+    atomic_uint_fast64_t client_gone;        /* completed with an error (client closed early) */
+    atomic_int connections;                  /* open TCP connections */
+    atomic_uint_fast64_t connections_opened; /* in total (drain waits for adopted ones) */
 } ag_metrics;
 
 /* Gauges sampled when /metrics is rendered. */
@@ -466,8 +467,9 @@ void ag_request_ref(ag_request *r);
 void ag_request_unref(ag_request *r);
 
 int ag_http_start(ag_server *s, ag_error *err);
-/* Stop accepting new connections (keeps serving the open ones). */
-void ag_http_quiesce(ag_server *s);
+/* Stop accepting new connections (keeps serving the open ones). Returns how many connections
+ * waiting in the listen backlog were taken over, to be answered 503 shutting_down. */
+int ag_http_quiesce(ag_server *s);
 void ag_http_stop(ag_server *s);
 /* Seconds a client should wait before retrying when the queue is full. */
 int ag_server_retry_after_s(ag_server *s);

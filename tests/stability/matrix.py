@@ -13,6 +13,7 @@ Reuses the helpers of tests/server/driver.py (Server, multipart, error_shape, ..
     python3 tests/stability/matrix.py [filter]      (BUILD picks $BUILD/animegan)
 """
 
+import ctypes
 import http.client
 import os
 import random
@@ -551,6 +552,61 @@ def sigterm_under_load_drains():
         check(any("stopped" in l for l in s.lines), "no 'stopped' line")
         print("  SIGTERM with %d admitted: %d completed, exit 0 after %.1f s"
               % (admitted, completed, drained_s))
+    finally:
+        s.kill()
+
+
+def freeze_thread(tid):
+    """Stop one thread (not its process) with PTRACE_SEIZE + PTRACE_INTERRUPT; returns a
+    function that lets it run again, or None where ptrace is not permitted."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    seize, interrupt, detach = 0x4206, 0x4207, 17
+    if libc.ptrace(seize, tid, None, None) != 0:
+        return None
+    check(libc.ptrace(interrupt, tid, None, None) == 0, "PTRACE_INTERRUPT failed")
+    os.waitpid(tid, 0x40000000)  # __WALL: a thread, not a child process
+    return lambda: libc.ptrace(detach, tid, None, None)
+
+
+@test
+def sigterm_answers_the_listen_backlog():
+    """A connection the kernel completed but the HTTP thread had not accepted at SIGTERM
+    gets 503 shutting_down, not a reset after its request was sent."""
+    s = Server("--workers", "1", "--threads", "1")
+    try:
+        tids = [t for t in os.listdir("/proc/%d/task" % s.pid)
+                if open("/proc/%d/task/%s/comm" % (s.pid, t)).read().strip() == "MHD-single"]
+        check(len(tids) == 1, "no single HTTP thread: %r" % tids)
+        resume = freeze_thread(int(tids[0]))
+        if resume is None:
+            print("  SKIP: ptrace is not permitted here (needed to hold the HTTP thread)")
+            return
+        try:
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+            head = ("POST /api/v1/convert?max_side=64 HTTP/1.1\r\nHost: t\r\n"
+                    "Content-Type: image/png\r\nContent-Length: %d\r\n\r\n" % len(d.CHELSEA))
+            c.sendall(head.encode() + d.CHELSEA)  # into the listen backlog
+            s.proc.send_signal(signal.SIGTERM)
+            deadline = time.time() + 10
+            while not any("draining:" in l for l in s.lines):
+                check(time.time() < deadline, "no 'draining' line")
+                time.sleep(0.02)
+        finally:
+            resume()
+        answer = b""
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        c.close()
+        check(answer.startswith(b"HTTP/1.1 503"), "answer %r" % answer[:200])
+        check(b'"shutting_down"' in answer, "answer %r" % answer[-200:])
+        check(s.proc.wait(30) == 0, "exit status")
+        line = [l for l in s.lines if "draining:" in l][0]
+        check("1 connection(s) taken from the listen backlog" in line, line)
+        print("  " + line.split("msg=")[-1])
     finally:
         s.kill()
 
