@@ -118,14 +118,15 @@ static int wait_idle(ag_server *s, uint64_t deadline_us, int interruptible) {
     return 1;
 }
 
-/* Wait, at most until `deadline_us`, until `expected` connections were opened after
- * `opened_before` (MHD starts adopted ones on its own thread) and every one has closed. */
+/* Wait, at most until `deadline_us` or a signal, until `expected` connections were opened
+ * after `opened_before` (MHD starts adopted ones on its own thread) and all have closed. */
 static void wait_connections_closed(ag_server *s, uint64_t opened_before, int expected,
                                     uint64_t deadline_us) {
     while ((atomic_load(&s->metrics.connections_opened) - opened_before < (uint64_t)expected ||
             atomic_load(&s->metrics.connections) > 0) &&
            ag_now_us() < deadline_us)
-        wait_signal(20);
+        if (wait_signal(20))
+            return;
 }
 
 static void drain(ag_server *s) {
