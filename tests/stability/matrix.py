@@ -63,6 +63,19 @@ def reset_peak(pid):
 
 # ---- images made at test time ------------------------------------------------------------
 
+def read_until_closed(sock):
+    """Everything the server sends until it closes the connection; closes the socket."""
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+    finally:
+        sock.close()
+
+
 def png_chunk(kind, body):
     return (struct.pack(">I", len(body)) + kind + body
             + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF))
@@ -386,13 +399,7 @@ def static_paths_never_leave_the_page():
                  "/favicon.svg/..", "/" + "../" * 200 + "etc/passwd"):
         sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
         sock.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        reply = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
-        sock.close()
+        reply = read_until_closed(sock)
         check(re.match(rb"HTTP/1.1 (400|404)", reply), "%s gave %r" % (path, reply[:40]))
         check(b"root:" not in reply and b"#include" not in reply and b"CFLAGS" not in reply,
               "%s leaked a file" % path)
@@ -594,13 +601,7 @@ def sigterm_answers_the_listen_backlog():
                 time.sleep(0.02)
         finally:
             resume()
-        answer = b""
-        while True:
-            chunk = c.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
-        c.close()
+        answer = read_until_closed(c)
         check(answer.startswith(b"HTTP/1.1 503"), "answer %r" % answer[:200])
         check(b'"shutting_down"' in answer, "answer %r" % answer[-200:])
         check(s.proc.wait(30) == 0, "exit status")
