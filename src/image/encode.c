@@ -70,8 +70,8 @@ const char *ag_format_extension(ag_format format) {
  * that has been idle for 15 s in a way that can lose a task handed to it at that moment:
  * the caller then waits forever (libvips rewrote its thread set in 8.15). A server worker
  * that decodes, runs a 15 s inference and encodes hit exactly that window (found under
- * valgrind in CI). Decoding runs on the caller's thread too (ag_vips_read), except for the
- * two paths image.c names. The three libraries are the ones libvips itself links.
+ * valgrind in CI). Decoding runs on the caller's thread too (image.c says how). The three
+ * libraries are the ones libvips itself links.
  */
 
 /* libpng's simplified API, compressed once into a buffer of the worst-case size. */
