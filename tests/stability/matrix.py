@@ -61,8 +61,6 @@ def reset_peak(pid):
         return False
 
 
-# ---- images made at test time ------------------------------------------------------------
-
 def read_until_closed(sock):
     """Everything the server sends until it closes the connection; closes the socket."""
     data = b""
@@ -75,6 +73,8 @@ def read_until_closed(sock):
     finally:
         sock.close()
 
+
+# ---- images made at test time ------------------------------------------------------------
 
 def png_chunk(kind, body):
     return (struct.pack(">I", len(body)) + kind + body
