@@ -39,12 +39,14 @@ TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 APP_OBJ := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# Test-time generator of hostile and worst-case images (tests/stability/hardening.py).
+TEST_TOOLS := $(BUILD)/tools/make_attack_images
 GEN_SRC :=
 
 -include server/web.mk
 
 .PHONY: all test check-deps valgrind format clean fuzz bench soak load
-all: check-deps $(BUILD)/animegan $(TEST_BIN)
+all: check-deps $(BUILD)/animegan $(TEST_BIN) $(TEST_TOOLS)
 
 check-deps:
 	@pkg-config --exists $(PKGS) || { echo "missing libraries: run scripts/install-deps.sh"; exit 1; }
@@ -66,6 +68,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libanimegan.a tests/test.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(BUILD)/libanimegan.a $(ALL_LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tools/make_attack_images: tools/make_attack_images.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS) -ljpeg -lwebp -lz -lm
 
 test: all
 	BUILD=$(BUILD) tests/run.sh

@@ -9,7 +9,10 @@
  *                                         state, 32 MiB + 8 MiB per worker
  *         + W x worker                    one conversion in flight per worker:
  *               arena(S, S) per model       ag_engine_arena_bytes_for at the largest side S
- *             + decode                      full-size pixels (max_pixels x 4) + S^2 x 4 x 2
+ *             + decode                      the loader's frame (max_pixels x 4: the header
+ *                                           check bounds its bytes, whatever the depth
+ *                                           and bands) + the 8-bit upright copy of a
+ *                                           rotated image (max_pixels x 4) + S^2 x 4 x 2
  *                                           (the result, and a crop enlarged into it)
  *             + stylize                     float in/out (2 x S^2 x 3 x 4) + 8-bit result
  *                                           (side by side: 2 x S^2 x 4)
@@ -52,7 +55,9 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     for (int i = 0; i < model_count; i++)
         b->arena_bytes = add_sat(
             b->arena_bytes, ag_engine_arena_bytes_for(models[i], &c->engine, (int)side, (int)side));
-    b->decode_bytes = add_sat(mul_sat(c->max_pixels, 4), px * 4 * 2);
+    /* The loader's frame (at most max_pixels x 4 bytes, checked from the header: decode.c)
+     * and the 8-bit upright copy a rotated image needs, both alive at once. */
+    b->decode_bytes = add_sat(mul_sat(c->max_pixels, 8), px * 4 * 2);
     size_t stylize = px * 3 * 4 * 2 + px * 4 * 2;
     size_t encode = px * 4 * 2;
     b->worker_bytes = add_sat(add_sat(b->arena_bytes, b->decode_bytes), stylize + encode);

@@ -62,6 +62,144 @@ static int find_loader(const void *data, size_t size, const char *label, const a
                         label, name);
 }
 
+/*
+ * What a decoder holds, from the header alone. libvips streams most images strip by strip,
+ * but several layouts make the loader hold the whole frame at its stored depth: a TIFF
+ * strip or tile as large as the image, an interlaced PNG, a GIF or WebP canvas, a HEIF
+ * image (libheif's planes plus libvips' interleaved copy), and a progressive or multi-scan
+ * JPEG (libjpeg keeps every DCT coefficient of the full-size image, even when shrinking on
+ * load). So the check is on bytes, not pixels: the largest of these must fit the decode
+ * term of the memory bound, max_pixels x 4 bytes (an 8-bit RGBA frame of --max-pixels).
+ * The JPEG cost is also bounded in work: each progressive scan is one more pass over the
+ * coefficients, so a file of thousands of scans costs seconds of CPU at any output size.
+ */
+#define AG_JPEG_MAX_SCANS 64
+
+typedef struct ag_jpeg_layout {
+    int scans;         /* SOS markers before EOI */
+    int progressive;   /* SOF2, SOF6, SOF10, SOF14 */
+    size_t coef_bytes; /* libjpeg's whole-image coefficient buffer (int16 per coefficient) */
+} ag_jpeg_layout;
+
+static size_t round_up(size_t v, size_t m) {
+    return (v + m - 1) / m * m;
+}
+
+static void jpeg_frame(const uint8_t *seg, size_t len, ag_jpeg_layout *j) {
+    /* P(1) Y(2) X(2) Nf(1) then Nf x (C, HV, Tq). */
+    if (len < 6)
+        return;
+    size_t height = (size_t)seg[1] << 8 | seg[2], width = (size_t)seg[3] << 8 | seg[4];
+    int nf = seg[5], hmax = 1, vmax = 1;
+    if (nf < 1 || len < 6 + 3 * (size_t)nf)
+        return;
+    for (int c = 0; c < nf; c++) {
+        int h = seg[7 + 3 * c] >> 4, v = seg[7 + 3 * c] & 15;
+        hmax = h > hmax ? h : hmax;
+        vmax = v > vmax ? v : vmax;
+    }
+    size_t bytes = 0;
+    for (int c = 0; c < nf; c++) {
+        size_t h = seg[7 + 3 * c] >> 4, v = seg[7 + 3 * c] & 15;
+        h = h ? h : 1;
+        v = v ? v : 1;
+        /* libjpeg: blocks per component, rounded up to whole MCUs (jdcoefct.c). */
+        size_t bw = (width * h + 8 * (size_t)hmax - 1) / (8 * (size_t)hmax);
+        size_t bh = (height * v + 8 * (size_t)vmax - 1) / (8 * (size_t)vmax);
+        bytes += round_up(bw, h) * round_up(bh, v) * 64 * 2;
+    }
+    j->coef_bytes = bytes;
+}
+
+/* Walk the markers of a JPEG: linear in its size, reads nothing outside [p, p + n). What a
+ * truncated or corrupt file leaves out simply is not counted; libjpeg refuses it later. */
+static void jpeg_layout(const uint8_t *p, size_t n, ag_jpeg_layout *j) {
+    memset(j, 0, sizeof *j);
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (p[i] != 0xFF) {
+            i++;
+            continue;
+        }
+        int m = p[i + 1];
+        if (m == 0xFF) {
+            i++; /* fill byte */
+            continue;
+        }
+        if (m == 0xD9)
+            return; /* EOI */
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD7) || m == 0x00) {
+            i += 2;
+            continue;
+        }
+        size_t len = (size_t)p[i + 2] << 8 | p[i + 3];
+        if (len < 2 || i + 2 + len > n)
+            return;
+        const uint8_t *seg = p + i + 4;
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            j->progressive = m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE;
+            jpeg_frame(seg, len - 2, j);
+        }
+        i += 2 + len;
+        if (m != 0xDA)
+            continue;
+        j->scans++;
+        /* Entropy-coded data: up to the next marker that is not a stuffed 0xFF00 or RSTn. */
+        while (i + 1 < n) {
+            const uint8_t *ff = memchr(p + i, 0xFF, n - i - 1);
+            if (!ff)
+                return;
+            i = (size_t)(ff - p);
+            int next = p[i + 1];
+            if (next == 0x00 || (next >= 0xD0 && next <= 0xD7) || next == 0xFF)
+                i += next == 0xFF ? 1 : 2;
+            else
+                break;
+        }
+    }
+}
+
+/* Refuse, from the header, a layout we do not take (415) or a frame whose decoder would
+ * hold more than the decode term of the bound (413). `image` is opened at shrink 1. */
+static int check_held_bytes(const ag_loader *loader, const void *data, size_t size,
+                            VipsImage *image, const ag_decode_options *o, const char *label,
+                            ag_error *err) {
+    if (image->Bands > 4)
+        return ag_error_set(err, AG_E_UNSUPPORTED,
+                            "%s: %s with %d bands; at most 4 (grey, RGB, CMYK, with alpha) are "
+                            "taken",
+                            label, loader->format, image->Bands);
+    double px = (double)image->Xsize * image->Ysize;
+    double held = px * image->Bands * (double)vips_format_sizeof(image->BandFmt);
+    const char *what = "decoded frame";
+    if (loader->jpeg) {
+        ag_jpeg_layout j;
+        jpeg_layout(data, size, &j);
+        if (j.scans > AG_JPEG_MAX_SCANS)
+            return ag_error_set(err, AG_E_LIMIT,
+                                "%s: progressive JPEG with %d scans; the limit is %d", label,
+                                j.scans, AG_JPEG_MAX_SCANS);
+        /* Baseline, one scan: streamed a few rows at a time. */
+        held = j.progressive || j.scans > 1 ? (double)j.coef_bytes : 0;
+        what = "DCT coefficients";
+    } else if (!strcmp(loader->format, "PNG")) {
+        /* Non-interlaced PNGs stream by rows; Adam7 ones are read whole. IHDR's last byte. */
+        const uint8_t *b = data;
+        if (!(size > 28 && b[28] != 0))
+            held = 0;
+    } else if (!strcmp(loader->format, "HEIF")) {
+        held *= 2;
+    }
+    if (o->max_pixels > 0 && held > (double)o->max_pixels * 4)
+        return ag_error_set(err, AG_E_LIMIT,
+                            "%s: %s %dx%d, %d band(s) of %d byte(s): its %s take %.0f MiB to "
+                            "decode; the limit is %.0f MiB (max pixels x 4)",
+                            label, loader->format, image->Xsize, image->Ysize, image->Bands,
+                            (int)vips_format_sizeof(image->BandFmt), what, held / 1048576.0,
+                            (double)o->max_pixels * 4 / 1048576.0);
+    return AG_OK;
+}
+
 /* Open lazily: this parses the header only; pixels are decoded when a region asks. */
 static int open_image(const ag_loader *loader, const void *data, size_t size, int shrink,
                       const char *label, VipsImage **out, ag_error *err) {
@@ -245,6 +383,8 @@ static int open_planned(const ag_loader *loader, const void *data, size_t size,
         upright_size(*image, &width, &height);
         rc = plan_decode(width, height, o, label, plan, err);
     }
+    if (rc == AG_OK)
+        rc = check_held_bytes(loader, data, size, *image, o, label, err);
     if (rc == AG_OK && loader->jpeg && plan->jpeg_shrink > 1) {
         g_object_unref(*image);
         rc = open_image(loader, data, size, plan->jpeg_shrink, label, image, err);

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Hardening tests (issue 11): what a hostile client found, one test per finding.
+
+The real server on loopback, as in tests/server/driver.py (whose helpers this reuses).
+Attack images are made at test time by build/tools/make_attack_images (small files whose
+decoded frames are large). Prints "PASS name" / "FAIL name" and "N passed, N failed".
+
+    python3 tests/stability/hardening.py [filter]
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+import driver  # noqa: E402
+from driver import BIN, BUILD, CHELSEA, ROOT, SANITIZED, Failure, Server, check  # noqa: E402
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+ATTACK_DIR = None
+ATTACK_MAX_PIXELS = 4 * 1024 * 1024
+
+
+def attack(name):
+    """Bytes of a generated attack image (all made once, at MAX_PIXELS = 4 Mi)."""
+    global ATTACK_DIR
+    if ATTACK_DIR is None:
+        ATTACK_DIR = tempfile.mkdtemp(prefix="animegan-attack-")
+        tool = os.path.join(ROOT, BUILD, "tools", "make_attack_images")
+        if not os.access(tool, os.X_OK):
+            tool = os.path.join(ROOT, "build", "tools", "make_attack_images")
+        subprocess.run([tool, ATTACK_DIR, str(ATTACK_MAX_PIXELS)], check=True, timeout=120)
+    with open(os.path.join(ATTACK_DIR, name), "rb") as f:
+        return f.read()
+
+
+def vm_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def raw_exchange(port, data, timeout=10.0, shut=False):
+    """Send raw bytes, return everything the server sends until it closes (or timeout)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        out = b""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                break
+            if not b:
+                break
+            out += b
+        return out
+    finally:
+        s.close()
+
+
+def status_of(raw):
+    if not raw.startswith(b"HTTP/1."):
+        return None
+    return int(raw.split(b" ", 2)[1])
+
+
+# ---- 1. memory: the header check bounds decoded bytes; the bound holds per format -------
+
+
+@test
+def header_refuses_frames_past_the_decode_term():
+    """A 33 kB TIFF of 4096 x 4096 x 32 float32 samples once took 2.1 GB: now 415 (more than
+    4 bands), its 4-band twin 413 (256 MiB to decode), and a 2,090-scan JPEG 413."""
+    s = Server("--workers", "1", "--threads", "1", "--queue", "2")
+    try:
+        base_hwm = vm_kib(s.pid, "VmHWM")
+        for name, want, code in (("tiff_f32x32.tif", 415, "unsupported_media_type"),
+                                 ("tiff_f32x4.tif", 413, "too_large"),
+                                 ("jpeg_scans.jpg", 413, "too_large")):
+            t0 = time.time()
+            status, _, body = s.convert(attack(name), ctype="application/octet-stream")
+            took = time.time() - t0
+            check(status == want, "%s: %d %s, wanted %d" % (name, status, body[:200], want))
+            driver.error_shape(body, code)
+            print("  %s: %d in %.2f s: %s" % (name, status, took,
+                                              json.loads(body)["error"]["message"]))
+            check(took < 5, "%s took %.1f s to refuse" % (name, took))
+        hwm = vm_kib(s.pid, "VmHWM")
+        print("  peak RSS %.0f MiB -> %.0f MiB" % (base_hwm / 1024, hwm / 1024))
+        if not SANITIZED:
+            check(hwm - base_hwm < 64 * 1024, "peak RSS rose %.0f MiB" % ((hwm - base_hwm) / 1024))
+        status, _, _ = s.convert()
+        check(status == 200, "normal conversion after: %d" % status)
+    finally:
+        s.stop()
+
+
+@test
+def bound_holds_for_the_worst_case_of_each_format():
+    """Peak RSS against the printed bound, for the file of each format whose decoder holds
+    the most while the limit (--max-pixels 4M) still takes it, and for a hostile one; each
+    on a fresh server, so each peak is its own."""
+    if SANITIZED:
+        print("  (skipped under a sanitizer: RSS means nothing there)")
+        return
+    for name, want in (("chelsea.png", 200), ("worst_tiff.tif", 200), ("worst_png.png", 200),
+                       ("worst_jpeg.jpg", 200), ("worst_gif.gif", 200),
+                       ("worst_webp.webp", 200), ("tiff_f32x32_limit.tif", 415)):
+        image = CHELSEA if name == "chelsea.png" else attack(name)  # chelsea: the reference
+        # --max-side 256 and a 1 MiB upload keep the other terms small, so the decode term
+        # is what the check measures.
+        s = Server("--workers", "1", "--threads", "2", "--queue", "1", "--max-connections",
+                   "8", "--max-pixels", str(ATTACK_MAX_PIXELS), "--max-side", "256",
+                   "--max-upload-mb", "1")
+        try:
+            st = s.status()["memory"]
+            bound, base = st["bound_bytes"], vm_kib(s.pid, "VmHWM") * 1024
+            status, _, body = s.convert(image, ctype="application/octet-stream")
+            hwm = vm_kib(s.pid, "VmHWM") * 1024
+            print("  %-22s %d  peak RSS %.0f MiB = start %.0f + %.0f; bound %.0f MiB (decode "
+                  "term %.0f)" % (name, status, hwm / 2**20, base / 2**20, (hwm - base) / 2**20,
+                                  bound / 2**20, st["bound"]["decode_bytes"] / 2**20))
+            check(status == want, "%s: %d %s, wanted %d" % (name, status, body[:160], want))
+            check(hwm <= bound, "%s: peak RSS %.0f MiB over the bound %.0f MiB"
+                  % (name, hwm / 2**20, bound / 2**20))
+        finally:
+            s.stop()
+
+
+# ---- main --------------------------------------------------------------------------------
+
+
+def main():
+    want = sys.argv[1] if len(sys.argv) > 1 else None
+    if not os.access(BIN, os.X_OK):
+        print("FAIL build: %s is missing (run make)" % BIN)
+        print("0 passed, 1 failed")
+        return 1
+    passed = failed = 0
+    for fn in TESTS:
+        if want and want not in fn.__name__:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
+            passed += 1
+        except Exception as e:
+            print("FAIL %s: %s" % (fn.__name__, e))
+            if not isinstance(e, Failure):
+                import traceback
+                traceback.print_exc()
+            failed += 1
+        sys.stdout.flush()
+    if ATTACK_DIR:
+        subprocess.run(["rm", "-rf", ATTACK_DIR])
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
