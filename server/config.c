@@ -29,6 +29,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->cache_bytes = 0;
     c->max_connections = 64;
     c->timeout_s = 30;
+    c->min_upload_rate = 16 * 1024;
     c->drain_s = 30;
     c->http_nice = 10;
     c->stuck_s = 600;
@@ -67,7 +68,10 @@ void ag_config_usage(void) {
         "  --max-side N          downscale so the long side is at most N (default 1024)\n"
         "  --cache-mb N          LRU cache of results in MiB, 0 = off (default 0)\n"
         "  --max-connections N   open connections at most (default 64)\n"
-        "  --timeout S           close a connection idle for S seconds (default 30)\n"
+        "  --timeout S           close a connection idle for S seconds; an upload must\n"
+        "                        also be complete S seconds after its headers (default 30)\n"
+        "  --min-upload-rate N   KiB/s an upload must average after its first 5 s, or it\n"
+        "                        is closed (408); 0 = no minimum (default 16)\n"
         "  --drain-seconds S     on SIGTERM/SIGINT, finish admitted work within S (default 30)\n"
         "  --http-nice N         scheduling niceness of the HTTP thread, 0-19, above the\n"
         "                        workers' so inference wins the CPU (default 10)\n"
@@ -174,6 +178,7 @@ enum {
     OPT_CACHE,
     OPT_MAX_CONN,
     OPT_TIMEOUT,
+    OPT_MIN_RATE,
     OPT_DRAIN,
     OPT_HTTP_NICE,
     OPT_STUCK,
@@ -199,6 +204,7 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
         {"cache-mb", required_argument, NULL, OPT_CACHE},
         {"max-connections", required_argument, NULL, OPT_MAX_CONN},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"min-upload-rate", required_argument, NULL, OPT_MIN_RATE},
         {"drain-seconds", required_argument, NULL, OPT_DRAIN},
         {"http-nice", required_argument, NULL, OPT_HTTP_NICE},
         {"stuck-seconds", required_argument, NULL, OPT_STUCK},
@@ -289,6 +295,11 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
         case OPT_TIMEOUT:
             if (parse_int("timeout", arg, 1, 3600, &c->timeout_s))
                 return -1;
+            break;
+        case OPT_MIN_RATE:
+            if (parse_ll("min-upload-rate", arg, 0, 1 << 20, &v))
+                return -1;
+            c->min_upload_rate = (size_t)v * 1024;
             break;
         case OPT_DRAIN:
             if (parse_seconds("drain-seconds", arg, 0, 3600, &d))

@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,9 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     atomic_init(&r->refs, 1);
     atomic_init(&r->state, AG_REQ_HEADERS);
     r->connection = conn;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->fd = ci ? ci->connect_fd : -1;
     r->start_us = ag_now_us();
     r->rss_start_bytes = ag_process_rss_bytes();
     r->route = route_of(url);
@@ -448,6 +452,90 @@ static void handle_page(struct MHD_Connection *conn, const char *url, ag_request
     }
 }
 
+/* ---- the watch over admitted requests ---------------------------------------------------- */
+
+/*
+ * Every request holding an admission slot is in s->watch, added when it is admitted and
+ * removed in the completion callback, both under watch_lock. The main thread's
+ * ag_http_watch looks at each one's socket under the same lock; MHD closes a socket only
+ * after the completion callback returned, so the descriptor it polls or shuts down is
+ * always this request's own.
+ *
+ * MHD alone would not free the slot of a client that closed mid-upload: with epoll it
+ * reads until a short read and waits for the next edge, so a FIN that came with the last
+ * bytes is seen only at the idle timeout (17 packets every 30 s held every slot). Shutting
+ * the socket down here makes MHD read the end at once and complete the request.
+ */
+static void watch_add(ag_server *s, ag_request *r) {
+    pthread_mutex_lock(&s->watch_lock);
+    for (int i = 0; i < s->admit_limit; i++) {
+        if (!s->watch[i]) {
+            s->watch[i] = r;
+            r->watched = i + 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->watch_lock);
+}
+
+static void watch_remove(ag_server *s, ag_request *r) {
+    if (!r->watched)
+        return;
+    pthread_mutex_lock(&s->watch_lock);
+    s->watch[r->watched - 1] = NULL;
+    r->watched = 0;
+    pthread_mutex_unlock(&s->watch_lock);
+}
+
+static int fd_gone(int fd) {
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+int ag_request_client_gone(const ag_request *r) {
+    return fd_gone(r->fd);
+}
+
+#define UPLOAD_RATE_GRACE_US 5000000u
+
+static void cut(ag_request *r, int why) {
+    atomic_store(&r->cut, why);
+    shutdown(r->fd, SHUT_RDWR); /* MHD sees the end on its next read and completes r */
+}
+
+void ag_http_watch(ag_server *s) {
+    if (!s->watch)
+        return;
+    const ag_server_config *c = &s->config;
+    uint64_t now = ag_now_us();
+    pthread_mutex_lock(&s->watch_lock);
+    for (int i = 0; i < s->admit_limit; i++) {
+        ag_request *r = s->watch[i];
+        if (!r || atomic_load(&r->cut) != AG_CUT_NONE)
+            continue;
+        int state = atomic_load(&r->state);
+        if (state == AG_REQ_BODY) {
+            uint64_t elapsed = now > r->start_us ? now - r->start_us : 0;
+            size_t got = atomic_load(&r->received);
+            if (fd_gone(r->fd))
+                cut(r, AG_CUT_GONE);
+            else if (elapsed > (uint64_t)c->timeout_s * 1000000u)
+                cut(r, AG_CUT_DEADLINE);
+            else if (c->min_upload_rate && elapsed > UPLOAD_RATE_GRACE_US &&
+                     (double)got < (double)c->min_upload_rate * ((double)elapsed / 1e6))
+                cut(r, AG_CUT_SLOW);
+        } else if (state == AG_REQ_QUEUED && fd_gone(r->fd) && ag_queue_remove(&s->queue, r)) {
+            /* Ours now (no worker has it): answered without any work. The completion
+             * callback, which needs the lock we hold, runs after we let go. */
+            atomic_store(&r->cut, AG_CUT_GONE);
+            ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
+        }
+    }
+    pthread_mutex_unlock(&s->watch_lock);
+}
+
 /* ---- convert ---------------------------------------------------------------------------- */
 
 typedef struct option_walk {
@@ -557,6 +645,7 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
         return;
     }
     r->admitted = 1;
+    watch_add(s, r);
     size_t want =
         r->declared_size == SIZE_MAX
             ? (CHUNKED_INITIAL < c->max_upload_bytes ? CHUNKED_INITIAL : c->max_upload_bytes)
@@ -604,6 +693,7 @@ static int convert_chunk(ag_server *s, ag_request *r, const char *data, size_t n
     }
     memcpy(r->body + r->body_size, data, n);
     r->body_size += n;
+    atomic_store(&r->received, r->body_size);
     return 0;
 }
 
@@ -721,15 +811,25 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r)
         return;
     *con_cls = NULL;
+    watch_remove(s, r);
     int state = atomic_load(&r->state);
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && state == AG_REQ_REPLIED;
-    if (!ok && !r->closed_by_us) {
+    int why = atomic_load(&r->cut);
+    if (!ok && (why == AG_CUT_DEADLINE || why == AG_CUT_SLOW)) {
+        /* Closed by us, mid-upload: no response can be queued then (MHD), so the log and
+         * the counters say what it would have been. */
+        r->status = 408;
+        r->error_code = why == AG_CUT_DEADLINE ? "upload_timeout" : "upload_too_slow";
+        r->closed_by_us = 1;
+        atomic_fetch_add(&s->metrics.uploads_cut, 1);
+    } else if (!ok && !r->closed_by_us) {
         /* The client went away (or timed out) before the response was sent: 499, nginx's
          * "client closed request", whatever we had prepared. */
         r->status = 499;
         r->error_code = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout" : "client_gone";
-        atomic_fetch_add(&s->metrics.client_gone, 1);
     }
+    if (r->status == 499) /* also when we found it gone and answered into the void */
+        atomic_fetch_add(&s->metrics.client_gone, 1);
     uint64_t end = ag_now_us();
     r->total_ms = (double)(end - r->start_us) / 1000.0;
     size_t out = ok ? r->out_size : 0;
@@ -784,6 +884,13 @@ static size_t unescape_no_nul(void *cls, struct MHD_Connection *conn, char *s) {
 
 int ag_http_start(ag_server *s, ag_error *err) {
     const ag_server_config *c = &s->config;
+    pthread_mutex_init(&s->watch_lock, NULL);
+    s->watch = ag_calloc((size_t)s->admit_limit, sizeof *s->watch);
+    if (!s->watch) {
+        err->code = AG_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory");
+        return -1;
+    }
     struct addrinfo hints = {0}, *ai = NULL;
     char port[16];
     snprintf(port, sizeof port, "%d", c->port);
@@ -857,12 +964,17 @@ int ag_http_quiesce(ag_server *s) {
 }
 
 void ag_http_stop(ag_server *s) {
-    if (!s->daemon)
-        return;
-    MHD_stop_daemon(s->daemon);
-    s->daemon = NULL;
+    if (s->daemon) {
+        MHD_stop_daemon(s->daemon);
+        s->daemon = NULL;
+    }
     if (s->listen_fd >= 0) {
         close(s->listen_fd);
         s->listen_fd = -1;
+    }
+    if (s->watch) {
+        ag_free(s->watch);
+        s->watch = NULL;
+        pthread_mutex_destroy(&s->watch_lock);
     }
 }

@@ -13,8 +13,8 @@
 static const double bucket_le_s[AG_HIST_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                     0.5,   1,     2.5,  5,     10,   30,  60};
 
-static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 499, 413,
-                                                  415, 422, 431, 500, 503, 504, 0};
+static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 408, 499, 413, 414,
+                                                  415, 422, 431, 500, 501, 503, 504, 505, 0};
 
 static const char *const route_names[AG_ROUTE_COUNT] = {"page",    "convert", "models",  "status",
                                                         "healthz", "readyz",  "metrics", "other"};
@@ -142,6 +142,9 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
     counter(&t, "animegan_client_gone_total",
             "Requests whose client closed the connection before the response was sent.",
             load(&m->client_gone));
+    counter(&t, "animegan_uploads_cut_total",
+            "Uploads closed with 408: past their deadline (--timeout) or under --min-upload-rate.",
+            load(&m->uploads_cut));
 
     gauge(&t, "animegan_queue_depth", "Conversions waiting for a worker.", g->queue_depth);
     gauge(&t, "animegan_queue_capacity", "Conversions that may wait (--queue).", g->queue_capacity);

@@ -128,3 +128,18 @@ int ag_queue_position(ag_queue *q, int (*match)(const void *item, const void *ar
     pthread_mutex_unlock(&q->lock);
     return pos;
 }
+
+int ag_queue_remove(ag_queue *q, const void *item) {
+    int removed = 0;
+    pthread_mutex_lock(&q->lock);
+    for (int i = 0, kept = 0; i < q->count; i++) {
+        ag_queue_entry e = q->ring[(q->head + i) % q->capacity];
+        if (!removed && e.item == item)
+            removed = 1;
+        else
+            q->ring[(q->head + kept++) % q->capacity] = e;
+    }
+    q->count -= removed;
+    pthread_mutex_unlock(&q->lock);
+    return removed;
+}

@@ -114,6 +114,7 @@ static int wait_idle(ag_server *s, uint64_t deadline_us, int interruptible) {
         if (wait_signal(20) && interruptible)
             return 0;
         expire_queue(s);
+        ag_http_watch(s);
     }
     return 1;
 }
@@ -270,8 +271,10 @@ int ag_server_main(int argc, char **argv) {
                  c->threads_per_worker, c->queue, c->max_upload_bytes >> 20, c->max_side,
                  c->cache_bytes >> 20);
 
-    while (!wait_signal(50))
+    while (!wait_signal(50)) {
         expire_queue(s);
+        ag_http_watch(s);
+    }
     ag_log_event(lf, "info", "signal received: stopping");
     drain(s);
     ag_log_event(lf, "info", "stopped: served %llu image(s)",

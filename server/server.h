@@ -60,7 +60,8 @@ typedef struct ag_server_config {
     int portrait_size;       /* face2paint crop size */
     size_t cache_bytes;      /* LRU result cache; 0 = off */
     int max_connections;
-    int timeout_s;                  /* idle connection timeout */
+    int timeout_s;                  /* idle connection timeout; also the whole upload's deadline */
+    size_t min_upload_rate;         /* bytes/s an upload must average after its grace; 0 off */
     double drain_s;                 /* SIGTERM: finish admitted work within this */
     int http_nice;                  /* niceness of the HTTP thread (workers keep 0) */
     double stuck_s;                 /* /healthz fails when a worker is busy longer; 0 off */
@@ -198,6 +199,9 @@ typedef enum ag_request_state {
     AG_REQ_REPLIED,     /* response queued with MHD */
 } ag_request_state;
 
+/* Why an admitted request was cut short by the server (ag_http_watch). */
+enum { AG_CUT_NONE = 0, AG_CUT_GONE, AG_CUT_DEADLINE, AG_CUT_SLOW };
+
 typedef struct ag_request {
     /* Lifetime: one reference for the MHD connection (dropped in the completion callback)
      * plus one while a job is queued or running. The worker drops its reference before
@@ -213,6 +217,11 @@ typedef struct ag_request {
     uint64_t deadline_us; /* queue wait limit */
     size_t rss_start_bytes;
     int admitted; /* holds an admission slot (released at completion) */
+    int fd;       /* the connection's socket (watched while admitted; MHD owns it) */
+    int watched;  /* index + 1 in the server's watch table, 0 when not in it */
+    /* Why the watcher (main thread) cut the connection, AG_CUT_*; read at completion. */
+    atomic_int cut;
+    _Atomic size_t received; /* body bytes so far, for the watcher's rate check */
 
     /* upload */
     ag_body_kind body_kind;
@@ -265,6 +274,8 @@ void *ag_queue_pop(ag_queue *q, uint64_t *deadline_us);
 int ag_queue_take_expired(ag_queue *q, uint64_t now_us, void **out, int max);
 /* Remove every entry (up to max); returns how many. */
 int ag_queue_take_all(ag_queue *q, void **out, int max);
+/* Remove one item; 1 when it was there (a worker had not taken it yet), else 0. */
+int ag_queue_remove(ag_queue *q, const void *item);
 /* Wake the workers: pop returns NULL once the queue is empty. */
 void ag_queue_close(ag_queue *q);
 int ag_queue_depth(ag_queue *q);
@@ -315,7 +326,7 @@ typedef struct ag_histogram {
 } ag_histogram;
 
 /* HTTP statuses the service produces, for the per-status counters. */
-#define AG_STATUS_SLOTS 14
+#define AG_STATUS_SLOTS 18
 
 typedef struct ag_metrics {
     atomic_uint_fast64_t requests[AG_ROUTE_COUNT][AG_STATUS_SLOTS];
@@ -327,6 +338,7 @@ typedef struct ag_metrics {
     atomic_uint_fast64_t rejected_full;      /* 503 queue full */
     atomic_uint_fast64_t timed_out;          /* 504 */
     atomic_uint_fast64_t client_gone;        /* completed with an error (client closed early) */
+    atomic_uint_fast64_t uploads_cut;        /* 408: past the deadline or under the rate */
     atomic_int connections;                  /* open TCP connections */
     atomic_uint_fast64_t connections_opened; /* in total (drain waits for adopted ones) */
 } ag_metrics;
@@ -460,6 +472,10 @@ struct ag_server {
     atomic_uint_fast64_t next_id;
     uint32_t id_prefix;
     atomic_uint_fast64_t inference_ewma_us; /* for Retry-After */
+
+    /* Admitted requests, watched by the main thread (ag_http_watch): capacity admit_limit. */
+    pthread_mutex_t watch_lock;
+    ag_request **watch;
 };
 
 uint64_t ag_now_us(void);
@@ -471,6 +487,16 @@ int ag_http_start(ag_server *s, ag_error *err);
  * waiting in the listen backlog were taken over, to be answered 503 shutting_down. */
 int ag_http_quiesce(ag_server *s);
 void ag_http_stop(ag_server *s);
+/*
+ * Called by the main thread every few tens of ms: cut admitted requests whose client has
+ * gone (FIN or reset: 499, also while queued, before any work), whose upload is past its
+ * deadline (--timeout from the headers) or below --min-upload-rate (408). Cheap: at most
+ * queue + workers entries, one poll() each.
+ */
+void ag_http_watch(ag_server *s);
+/* Whether the client of a suspended request has closed its connection (workers ask before
+ * decoding and before inference). */
+int ag_request_client_gone(const ag_request *r);
 /* Seconds a client should wait before retrying when the queue is full. */
 int ag_server_retry_after_s(ag_server *s);
 

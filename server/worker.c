@@ -58,6 +58,11 @@ static int convert(ag_worker *w, ag_request *r) {
         }
     }
 
+    /* Work for a client that has left is wasted on everyone queued behind it. */
+    if (ag_request_client_gone(r)) {
+        ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
+        return 0;
+    }
     int width = 0, height = 0;
     if (ag_image_probe(r->image, r->image_size, &width, &height, &err) != 0) {
         job_error(s, r, &err, "probe");
@@ -82,6 +87,11 @@ static int convert(ag_worker *w, ag_request *r) {
     ag_image in = {0}, out = {0};
     if (ag_image_decode(r->image, r->image_size, "upload", &d, &in, &err) != 0) {
         job_error(s, r, &err, "decode");
+        return 0;
+    }
+    if (ag_request_client_gone(r)) {
+        ag_image_fini(&in);
+        ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
         return 0;
     }
     int rc = ag_stylize(w->engines[o->model], &in, o->side_by_side, &out, &err);

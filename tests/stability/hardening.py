@@ -146,6 +146,134 @@ def bound_holds_for_the_worst_case_of_each_format():
             s.stop()
 
 
+# ---- 2. cheap denial of service ----------------------------------------------------------
+
+
+def upload_head(length, ctype="image/png", extra=b""):
+    return (b"POST /api/v1/convert HTTP/1.1\r\nHost: t\r\nContent-Type: " + ctype.encode() +
+            b"\r\nContent-Length: " + str(length).encode() + b"\r\n" + extra + b"\r\n")
+
+
+def wait_for(pred, wait):
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+@test
+def vanished_uploads_free_their_slots_at_once():
+    """Headers + a few body bytes, then close: each held a slot for the whole --timeout (30 s),
+    so a handful of packets denied every conversion. Now the slot is back within a second."""
+    s = Server("--workers", "1", "--threads", "1", "--queue", "1")
+    try:
+        for _ in range(2):
+            c = socket.create_connection(("127.0.0.1", s.port))
+            c.sendall(upload_head(100000) + b"\x89PNG")
+            c.close()
+        check(wait_for(lambda: s.status()["inflight"]["admitted"] == 0, 1.5),
+              "slots still held 1.5 s after the clients left: %r" % s.status()["inflight"])
+        status, _, _ = s.convert()
+        check(status == 200, "conversion after: %d" % status)
+        gone = [l for l in s.log() if l.get("status") == "499"]
+        check(len(gone) == 2, "log lines with status=499: %d" % len(gone))
+    finally:
+        s.stop()
+
+
+def trickle(port, head, interval, duration):
+    """Send the head, then one body byte every interval s; returns the seconds until the
+    server closed the connection (or None when it kept it for the whole duration)."""
+    c = socket.create_connection(("127.0.0.1", port))
+    t0 = time.time()
+    try:
+        c.sendall(head)
+        while time.time() - t0 < duration:
+            try:
+                c.sendall(b"\x00")
+            except OSError:
+                return time.time() - t0
+            c.settimeout(interval)
+            try:
+                if c.recv(4096) == b"":
+                    return time.time() - t0
+            except socket.timeout:
+                pass
+            except OSError:
+                return time.time() - t0
+        return None
+    finally:
+        c.close()
+
+
+@test
+def trickled_upload_is_cut_at_its_deadline():
+    """One byte a second never hit the idle timeout, so a slot was held for as long as the
+    client liked (the issue: more than 5x --timeout). Now the whole upload has --timeout."""
+    s = Server("--workers", "1", "--threads", "1", "--queue", "1", "--timeout", "3",
+               "--min-upload-rate", "0")
+    try:
+        took = trickle(s.port, upload_head(100000), 1.0, 12)
+        check(took is not None and took < 5, "connection kept %s s (timeout 3)" % took)
+        check(wait_for(lambda: any(l.get("error") == "upload_timeout" for l in s.log()), 2),
+              "no upload_timeout line: %r" % s.log()[-1:])
+        check(s.status()["inflight"]["admitted"] == 0, "slot still held")
+        print("  closed after %.1f s (--timeout 3)" % took)
+    finally:
+        s.stop()
+
+
+@test
+def slow_upload_is_cut_under_the_minimum_rate():
+    """The same trickle against the default 30 s deadline: under --min-upload-rate (16 KiB/s)
+    after the 5 s grace, the upload is closed (408 upload_too_slow in the log)."""
+    s = Server("--workers", "1", "--threads", "1", "--queue", "1")
+    try:
+        took = trickle(s.port, upload_head(100000), 0.5, 15)
+        check(took is not None and took < 8, "connection kept %s s" % took)
+        check(wait_for(lambda: any(l.get("error") == "upload_too_slow" for l in s.log()), 2),
+              "no upload_too_slow line")
+        m = s.metrics()
+        check(m.get("animegan_uploads_cut_total", 0) >= 1, "uploads_cut not counted")
+        print("  closed after %.1f s" % took)
+    finally:
+        s.stop()
+
+
+@test
+def work_for_vanished_clients_is_cancelled():
+    """Five uploads whose clients leave right after sending were all converted (31 s of
+    worker time while others got 503) and logged 200. Now they are 499 without inference,
+    except at most the one a worker had already started."""
+    s = Server("--workers", "1", "--threads", "1", "--queue", "8")
+    try:
+        image = driver.ASTRONAUT
+        socks = []
+        for _ in range(5):
+            c = socket.create_connection(("127.0.0.1", s.port))
+            c.sendall(upload_head(len(image)) + image)
+            socks.append(c)
+        for c in socks:
+            c.close()
+        check(wait_for(lambda: s.status()["inflight"]["admitted"] == 0, 60), "never idle")
+        lines = [l for l in s.log() if l.get("route") == "convert"]
+        gone = [l for l in lines if l.get("status") == "499"]
+        converted = s.metrics().get("animegan_images_converted_total", 0)
+        inferred = s.metrics().get("animegan_inference_seconds_count", 0)
+        print("  %d lines, %d with 499, %d converted, %d inferences"
+              % (len(lines), len(gone), converted, inferred))
+        check(len(gone) == 5, "499 lines: %d of 5" % len(gone))
+        check(inferred <= 1, "%d inferences for clients that had left" % inferred)
+        gone_total = s.metrics().get("animegan_client_gone_total", 0)
+        check(gone_total == 5, "client_gone count %r" % gone_total)
+        status, _, _ = s.convert()
+        check(status == 200, "conversion after: %d" % status)
+    finally:
+        s.stop()
+
+
 # ---- main --------------------------------------------------------------------------------
 
 
