@@ -18,6 +18,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     memset(c, 0, sizeof *c);
     c->host = "127.0.0.1";
     c->port = 8080;
+    c->admin_port = -1;
     c->workers = 1;
     c->threads = cpu_count > 0 ? cpu_count : 1;
     c->queue = 16;
@@ -53,6 +54,10 @@ void ag_config_usage(void) {
         "\n"
         "  --host ADDR           address to listen on (default 127.0.0.1)\n"
         "  --port N              TCP port, 0 = any free port (default 8080)\n"
+        "  --admin-port N        a second listener on --host for /healthz, /readyz, /metrics\n"
+        "                        and /api/v1/status only, with its own 16 connections, so\n"
+        "                        probes get through when clients hold every public one;\n"
+        "                        0 = any free port (default: none)\n"
         "  --model NAME|PATH     model to serve; repeatable; the first is the default\n"
         "                        (default hayao)\n"
         "  --workers N           inference workers, each with its own engine (default 1)\n"
@@ -167,6 +172,7 @@ static int lookup(const char *text, const char *const *names, int count) {
 enum {
     OPT_HOST = 256,
     OPT_PORT,
+    OPT_ADMIN_PORT,
     OPT_MODEL,
     OPT_WORKERS,
     OPT_THREADS,
@@ -193,6 +199,7 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
+        {"admin-port", required_argument, NULL, OPT_ADMIN_PORT},
         {"model", required_argument, NULL, OPT_MODEL},
         {"workers", required_argument, NULL, OPT_WORKERS},
         {"threads", required_argument, NULL, OPT_THREADS},
@@ -242,6 +249,10 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
             break;
         case OPT_PORT:
             if (parse_int("port", arg, 0, 65535, &c->port))
+                return -1;
+            break;
+        case OPT_ADMIN_PORT:
+            if (parse_int("admin-port", arg, 0, 65535, &c->admin_port))
                 return -1;
             break;
         case OPT_MODEL:

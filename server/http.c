@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -803,6 +804,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
 }
 
+/* The admin listener: the monitoring routes only, the same handler. */
+static enum MHD_Result on_admin_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                        const char *method, const char *version,
+                                        const char *upload_data, size_t *upload_data_size,
+                                        void **con_cls) {
+    if (!*con_cls) {
+        ag_route route = route_of(url);
+        if (route != AG_ROUTE_HEALTHZ && route != AG_ROUTE_READYZ && route != AG_ROUTE_METRICS &&
+            route != AG_ROUTE_STATUS)
+            url = "/admin-port-serves-only-monitoring"; /* AG_ROUTE_OTHER: 404 */
+    }
+    return on_request(cls, conn, url, method, version, upload_data, upload_data_size, con_cls);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     (void)conn;
@@ -916,6 +931,34 @@ int ag_http_start(ag_server *s, ag_error *err) {
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK,
         unescape_no_nul, NULL, MHD_OPTION_END);
+    if (s->daemon && c->admin_port >= 0) {
+        /* Same address, another port: a small fixed connection limit and a short timeout;
+         * no connection notifications, so the drain does not wait for probes. */
+        struct sockaddr_storage admin;
+        memcpy(&admin, ai->ai_addr, ai->ai_addrlen);
+        if (admin.ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)&admin)->sin6_port = htons((uint16_t)c->admin_port);
+        else
+            ((struct sockaddr_in *)&admin)->sin_port = htons((uint16_t)c->admin_port);
+        s->admin_daemon = MHD_start_daemon(
+            flags, (uint16_t)c->admin_port, NULL, NULL, on_admin_request, s,
+            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR,
+            (struct sockaddr *)&admin, MHD_OPTION_CONNECTION_LIMIT, 16u,
+            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            c->connection_memory_bytes, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+            MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL, MHD_OPTION_END);
+        if (!s->admin_daemon) {
+            freeaddrinfo(ai);
+            err->code = AG_E_IO;
+            snprintf(err->message, sizeof err->message,
+                     "cannot listen on %s admin port %d (in use, or no permission)", c->host,
+                     c->admin_port);
+            return -1;
+        }
+        const union MHD_DaemonInfo *ainfo =
+            MHD_get_daemon_info(s->admin_daemon, MHD_DAEMON_INFO_BIND_PORT);
+        s->admin_port = ainfo && ainfo->port ? ainfo->port : c->admin_port;
+    }
     freeaddrinfo(ai);
     if (!s->daemon) {
         err->code = AG_E_IO;
@@ -964,6 +1007,10 @@ int ag_http_quiesce(ag_server *s) {
 }
 
 void ag_http_stop(ag_server *s) {
+    if (s->admin_daemon) {
+        MHD_stop_daemon(s->admin_daemon);
+        s->admin_daemon = NULL;
+    }
     if (s->daemon) {
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;

@@ -256,6 +256,10 @@ int ag_server_main(int argc, char **argv) {
     }
     atomic_store(&s->accepting, 1);
     atomic_store(&s->ready, 1);
+    if (s->admin_daemon)
+        ag_log_event(lf, "info",
+                     "admin listener (health, readiness, metrics, status) on %s port %d", c->host,
+                     s->admin_port);
     char models[256] = "";
     for (int i = 0; i < s->model_count; i++)
         snprintf(models + strlen(models), sizeof models - strlen(models), "%s%s", i ? "," : "",

@@ -46,7 +46,8 @@ typedef enum ag_log_format { AG_LOG_LOGFMT = 0, AG_LOG_JSON } ag_log_format;
 
 typedef struct ag_server_config {
     const char *host;
-    int port; /* 0: any free port (printed at start-up) */
+    int port;       /* 0: any free port (printed at start-up) */
+    int admin_port; /* health, readiness, metrics and status only; 0 any free, -1 none */
     const char *models[AG_SERVER_MAX_MODELS];
     int model_count;
     int workers;
@@ -459,8 +460,11 @@ struct ag_server {
     ag_budget budget;
 
     struct MHD_Daemon *daemon;
+    struct MHD_Daemon *admin_daemon; /* --admin-port: its own connections, never exhausted by
+                                        the public listener's clients */
     int listen_fd; /* after MHD_quiesce_daemon: ours to close once MHD has stopped */
     int port;
+    int admin_port;
     uint64_t start_us;
     double start_unix_s;
 

@@ -9,6 +9,7 @@ decoded frames are large). Prints "PASS name" / "FAIL name" and "N passed, N fai
 """
 
 import json
+import re
 import os
 import socket
 import subprocess
@@ -271,6 +272,35 @@ def work_for_vanished_clients_is_cancelled():
         status, _, _ = s.convert()
         check(status == 200, "conversion after: %d" % status)
     finally:
+        s.stop()
+
+
+@test
+def health_answers_when_idle_clients_hold_every_connection():
+    """Idle connections up to --max-connections made /healthz time out. The admin listener
+    (--admin-port) has its own connections: probes and scrapes still get through."""
+    s = Server("--workers", "1", "--threads", "1", "--max-connections", "8", "--admin-port", "0")
+    idle = []
+    try:
+        line = [l for l in s.lines if "admin listener" in l]
+        check(line, "no admin listener line")
+        admin = int(re.search(r"port (\d+)", line[0]).group(1))
+        for _ in range(8):
+            idle.append(socket.create_connection(("127.0.0.1", s.port)))
+        time.sleep(0.3)
+        main = raw_exchange(s.port, b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", timeout=2)
+        check(status_of(main) is None, "the public listener answered with every connection "
+              "taken (test premise): %r" % main[:60])
+        for path, want in (("/healthz", 200), ("/readyz", 200), ("/metrics", 200),
+                           ("/api/v1/status", 200), ("/api/v1/convert", 404), ("/", 404)):
+            t0 = time.time()
+            raw = raw_exchange(admin, b"GET " + path.encode() +
+                               b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", timeout=5)
+            check(status_of(raw) == want, "admin %s: %r" % (path, raw[:80]))
+            check(time.time() - t0 < 2, "admin %s took %.1f s" % (path, time.time() - t0))
+    finally:
+        for c in idle:
+            c.close()
         s.stop()
 
 
