@@ -65,14 +65,15 @@ typedef enum ag_resize_mode {
 typedef struct ag_model_info {
     const char *name;         /* "hayao", or the file's base name */
     const char *path;         /* file it was loaded from */
-    const char *format;       /* "safetensors" or "pytorch" */
-    const char *architecture; /* "animeganv2" */
+    const char *format;       /* "safetensors", "pytorch" or "onnx" */
+    const char *architecture; /* "animeganv2", "animeganv3", "animeganv3-tiny", "onnx", ... */
     const char *style;        /* e.g. "Hayao"; "" when unknown */
     const char *license;      /* licence terms of the weights; "" when unknown */
     float norm_eps;           /* LayerNorm / GroupNorm(1) epsilon */
     ag_resize_mode resize;    /* default upsampling mode of this model */
     size_t param_count;       /* number of weights */
     size_t weight_bytes;      /* bytes of fp32 weights in memory */
+    int side_multiple;        /* the originals need sides that are multiples of this (we don't) */
 } ag_model_info;
 
 /*

@@ -1,16 +1,18 @@
 /*
- * engine.c - plans and runs the generator: image in -> tensor -> 25 layers -> tensor ->
- * image out.
+ * engine.c - plans and runs a model's graph: image in -> tensor -> graph -> tensor -> image.
  *
- * Planning happens once per image size (ag_engine_prepare): the feature-map geometry of
- * every layer, the oneDNN primitives, their prepared weights, and one arena holding every
- * activation at offsets from ag_arena_plan. Running then only binds pointers and calls
- * kernels: nothing in the layer loop allocates.
+ * At create, the graph is lowered once into groups (engine_internal.h): each conv with the
+ * per-channel chain that follows it (norm, LeakyReLU, residual add), which its readers apply
+ * on the fly. Planning happens once per image size (ag_engine_prepare): every node's shape,
+ * the oneDNN primitives and their prepared weights, and one arena holding every activation
+ * at offsets from ag_arena_plan. Running then only binds pointers and calls kernels: nothing
+ * in the step loop allocates.
  *
- * Two backends share the geometry:
- *   onednn     conv on oneDNN, then one fused pass that normalises, adds the residual,
- *              activates and writes the next conv's padded input (or resizes into it).
- *   reference  the plain ops of kernels/reference.c, one at a time: the oracle.
+ * Two backends share the graph and its shapes:
+ *   onednn     convs on oneDNN, each reading its padded input rows band by band, built on
+ *              the fly from the group it reads (norm, residual, activation, padding, resize);
+ *              the other ops on whole maps (kernels/ops.c).
+ *   reference  every node on its own with the plain kernels (graph/interpret.c): the oracle.
  */
 #include "engine_internal.h"
 
@@ -19,251 +21,400 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- geometry -------------------------------------------------------------------------- */
+/* ---- lowering: groups, made once per model --------------------------------------------- */
 
-static ag_pad layer_pad(const ag_layer *l) {
-    ag_pad p = {l->pad_top, l->pad_bottom, l->pad_left, l->pad_right};
+static int is_norm(ag_op op) {
+    return op == AG_OP_LAYER_NORM || op == AG_OP_INSTANCE_NORM || op == AG_OP_LADE ||
+           op == AG_OP_AFFINE;
+}
+
+typedef struct lowering {
+    const ag_graph *g;
+    int consumers[AG_GRAPH_MAX_NODES];
+    int group_of[AG_GRAPH_MAX_NODES]; /* group whose chain holds the node; -1: none */
+    int virtual_resize[AG_GRAPH_MAX_NODES];
+} lowering;
+
+static void count_consumers(lowering *lw) {
+    const ag_graph *g = lw->g;
+    memset(lw->consumers, 0, sizeof lw->consumers);
+    for (int i = 0; i < g->count; i++)
+        for (int j = 0; j < 2; j++)
+            if (g->nodes[i].in[j] >= 0)
+                lw->consumers[g->nodes[i].in[j]]++;
+    for (int o = 0; o < g->output_count; o++)
+        lw->consumers[g->outputs[o]]++;
+}
+
+/* The group whose value (chain tail) is node x, -1 if x is no group's value. */
+static int group_valued(const ag_engine *e, const lowering *lw, int x) {
+    int gi = x >= 0 ? lw->group_of[x] : -1;
+    return gi >= 0 && e->groups[gi].tail == x ? gi : -1;
+}
+
+/* Whether node n can join the chain of group gi as its next element. */
+static int can_extend(const ag_engine *e, const lowering *lw, int gi, const ag_node *n, int other) {
+    const ag_group *gr = &e->groups[gi];
+    const ag_node *head = &lw->g->nodes[gr->head];
+    if (head->op != AG_OP_CONV || lw->consumers[gr->tail] != 1)
+        return 0;
+    if (is_norm(n->op))
+        return gr->norm < 0 && gr->pre_slope == 1.0f && gr->residual < 0;
+    if (n->op == AG_OP_LRELU || n->op == AG_OP_RELU)
+        return gr->residual < 0 ? gr->pre_slope == 1.0f : gr->post_slope == 1.0f;
+    if (n->op == AG_OP_ADD)
+        return gr->residual < 0 && other > 0 && group_valued(e, lw, other) >= 0 &&
+               group_valued(e, lw, other) != gi;
+    return 0;
+}
+
+static void extend(ag_engine *e, lowering *lw, int gi, int node, int other) {
+    ag_group *gr = &e->groups[gi];
+    const ag_node *n = &lw->g->nodes[node];
+    float slope = n->op == AG_OP_RELU ? 0.0f : n->alpha;
+    if (is_norm(n->op))
+        gr->norm = node;
+    else if (n->op == AG_OP_ADD)
+        gr->residual = group_valued(e, lw, other);
+    else if (gr->residual < 0)
+        gr->pre_slope = slope;
+    else
+        gr->post_slope = slope;
+    gr->tail = node;
+    lw->group_of[node] = gi;
+}
+
+static int new_group(ag_engine *e, lowering *lw, int node) {
+    ag_group *gr = &e->groups[e->group_count];
+    memset(gr, 0, sizeof *gr);
+    gr->head = gr->tail = node;
+    gr->norm = gr->residual = gr->src = gr->resize = -1;
+    gr->pre_slope = gr->post_slope = 1.0f;
+    lw->group_of[node] = e->group_count;
+    return e->group_count++;
+}
+
+/* Whether node i (a resize read by exactly one conv, as that conv's input) is absorbed
+ * into the conv's bands. */
+static int absorbable_resize(const ag_engine *e, const lowering *lw, int i) {
+    const ag_graph *g = lw->g;
+    const ag_node *n = &g->nodes[i];
+    if ((n->op != AG_OP_RESIZE && n->op != AG_OP_RESIZE2X) || lw->consumers[i] != 1 ||
+        group_valued(e, lw, n->in[0]) < 0)
+        return 0;
+    for (int j = i + 1; j < g->count; j++)
+        if (g->nodes[j].in[0] == i || g->nodes[j].in[1] == i)
+            return g->nodes[j].op == AG_OP_CONV && g->nodes[j].in[0] == i;
+    return 0;
+}
+
+/* The source of each conv group, and which values must be materialised. */
+static void resolve_sources(ag_engine *e, lowering *lw) {
+    const ag_graph *g = lw->g;
+    for (int gi = 0; gi < e->group_count; gi++) {
+        ag_group *gr = &e->groups[gi];
+        const ag_node *head = &g->nodes[gr->head];
+        if (head->op != AG_OP_CONV)
+            continue;
+        int x = head->in[0];
+        int padded = head->pad[0] || head->pad[1] || head->pad[2] || head->pad[3];
+        if (x == 0) {
+            gr->kind = AG_BAND_IMAGE;
+        } else if (lw->virtual_resize[x]) {
+            gr->kind = AG_BAND_RESIZE;
+            gr->resize = x;
+            gr->src = group_valued(e, lw, g->nodes[x].in[0]);
+        } else {
+            gr->kind = AG_BAND_RAW;
+            gr->src = group_valued(e, lw, x);
+        }
+        gr->banded = gr->kind != AG_BAND_RAW || padded || head->k > 1 || head->stride > 1;
+    }
+    /* A value is applied on the fly only by a single banded conv reading it directly. */
+    for (int gi = 0; gi < e->group_count; gi++) {
+        ag_group *gr = &e->groups[gi];
+        int direct_banded = 0;
+        for (int h = gi + 1; h < e->group_count; h++)
+            direct_banded +=
+                e->groups[h].src == gi && e->groups[h].kind == AG_BAND_RAW && e->groups[h].banded;
+        gr->materialize = !(lw->consumers[gr->tail] == 1 && direct_banded == 1);
+    }
+}
+
+/* Last step reading each group's buffer (steps are group indices; group_count = output). */
+static void plan_liveness(ag_engine *e, const lowering *lw) {
+    const ag_graph *g = lw->g;
+    int n = e->group_count;
+    for (int gi = 0; gi < n; gi++)
+        e->groups[gi].last_use = gi;
+    /* Direct reads: a conv's source, a generic op's inputs. */
+    for (int h = 0; h < n; h++) {
+        const ag_group *gr = &e->groups[h];
+        const ag_node *head = &g->nodes[gr->head];
+        if (gr->src >= 0)
+            e->groups[gr->src].last_use = h;
+        if (head->op != AG_OP_CONV)
+            for (int j = 0; j < 2; j++) {
+                int src = head->in[j] > 0 ? group_valued(e, lw, head->in[j]) : -1;
+                if (src >= 0)
+                    e->groups[src].last_use = h;
+            }
+    }
+    e->groups[e->output_group].last_use = n;
+    /* A residual is read where its adder is applied: at the adder's step when materialised,
+     * else by the adder's reader. Walk backwards so chains of residuals settle. */
+    for (int h = n - 1; h >= 0; h--) {
+        const ag_group *gr = &e->groups[h];
+        if (gr->residual < 0)
+            continue;
+        int read = gr->materialize ? h : gr->last_use;
+        if (read > e->groups[gr->residual].last_use)
+            e->groups[gr->residual].last_use = read;
+    }
+}
+
+/* Per-channel affine arrays of every group: their size depends on the channels only, so
+ * they are allocated once with the lowering, not per image size. */
+static int alloc_affines(ag_engine *e, ag_error *err) {
+    const ag_graph *g = &e->model->graph;
+    size_t total = 0;
+    for (int gi = 0; gi < e->group_count; gi++)
+        total += 2 * (size_t)g->nodes[e->groups[gi].head].out_c;
+    float *cursor = e->affine_block = ag_malloc(sizeof(float) * (total ? total : 1));
+    if (!cursor)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory");
+    for (int gi = 0; gi < e->group_count; gi++) {
+        int c = g->nodes[e->groups[gi].head].out_c;
+        e->exec[gi].affine.scale = cursor, e->exec[gi].affine.shift = cursor + c;
+        cursor += 2 * (size_t)c;
+    }
+    return AG_OK;
+}
+
+static int lower_graph(ag_engine *e, ag_error *err) {
+    const ag_graph *g = &e->model->graph;
+    lowering *lw = ag_calloc(1, sizeof *lw);
+    e->groups = ag_calloc((size_t)g->count, sizeof *e->groups);
+    if (!lw || !e->groups) {
+        ag_free(lw);
+        return ag_error_set(err, AG_E_NOMEM, "out of memory");
+    }
+    lw->g = g;
+    count_consumers(lw);
+    for (int i = 0; i < g->count; i++)
+        lw->group_of[i] = -1;
+    int out = g->outputs[0];
+    for (int i = 1; i < g->count; i++) {
+        const ag_node *n = &g->nodes[i];
+        int a = n->in[0], b = n->in[1];
+        int ga = group_valued(e, lw, a), gb = b > 0 ? group_valued(e, lw, b) : -1;
+        if (i == out && n->op == AG_OP_TANH && ga >= 0 && lw->consumers[i] == 1) {
+            e->output_tanh = 1; /* applied by the output pass */
+            lw->group_of[i] = ga;
+        } else if (ga >= 0 && can_extend(e, lw, ga, n, b)) {
+            extend(e, lw, ga, i, b);
+        } else if (n->op == AG_OP_ADD && gb >= 0 && can_extend(e, lw, gb, n, a)) {
+            extend(e, lw, gb, i, a);
+        } else if (absorbable_resize(e, lw, i)) {
+            lw->virtual_resize[i] = 1;
+        } else {
+            new_group(e, lw, i);
+        }
+    }
+    e->output_group = lw->group_of[out];
+    if (e->output_tanh)
+        e->output_group = group_valued(e, lw, g->nodes[out].in[0]);
+    resolve_sources(e, lw);
+    plan_liveness(e, lw);
+    /* Generic ops and the output read and write fp32. */
+    for (int gi = 0; gi < e->group_count; gi++) {
+        ag_group *gr = &e->groups[gi];
+        if (g->nodes[gr->head].op != AG_OP_CONV || gi == e->output_group)
+            gr->f32 = 1;
+        if (gr->norm >= 0 && g->nodes[gr->norm].op != AG_OP_LAYER_NORM &&
+            g->nodes[gr->norm].op != AG_OP_AFFINE)
+            gr->f32 = 1;
+    }
+    int rc = AG_OK;
+    for (int gi = 0; gi < e->group_count && rc == AG_OK; gi++) {
+        const ag_group *gr = &e->groups[gi];
+        if (gr->kind != AG_BAND_IMAGE && g->nodes[gr->head].op == AG_OP_CONV && gr->src < 0)
+            rc = ag_error_set(err, AG_E_INTERNAL, "conv \"%s\" reads no group",
+                              g->nodes[gr->head].name);
+        if (g->nodes[gr->head].op != AG_OP_CONV && g->nodes[gr->head].in[0] == 0)
+            rc = ag_error_set(err, AG_E_UNSUPPORTED, "node \"%s\" (%s) reads the image directly",
+                              g->nodes[gr->head].name, ag_op_name(g->nodes[gr->head].op));
+        if (e->bf16 && gr->f32 && gi != e->output_group)
+            rc = ag_error_set(err, AG_E_UNSUPPORTED,
+                              "bf16 needs a graph of convolutions and LayerNorms; node \"%s\" "
+                              "(%s) runs in fp32 only (use --precision fp32)",
+                              g->nodes[gr->norm >= 0 ? gr->norm : gr->head].name,
+                              ag_op_name(g->nodes[gr->norm >= 0 ? gr->norm : gr->head].op));
+    }
+    if (rc == AG_OK && e->output_group < 0)
+        rc = ag_error_set(err, AG_E_INTERNAL, "the graph's output is no group's value");
+    ag_free(lw);
+    return rc == AG_OK ? alloc_affines(e, err) : rc;
+}
+
+/* ---- geometry and sizes ---------------------------------------------------------------- */
+
+static const ag_node *head_of(const ag_engine *e, int gi) {
+    return &e->model->graph.nodes[e->groups[gi].head];
+}
+
+static ag_pad node_pad(const ag_node *n) {
+    ag_pad p = {n->pad[0], n->pad[1], n->pad[2], n->pad[3]};
     return p;
 }
 
-/* Sizes of every layer's input (after any resize) and output for a width x height image. */
-static void plan_geometry(ag_engine *e, int width, int height) {
-    const ag_model *m = e->model;
-    int h = height, w = width, half_h = 0, half_w = 0;
-    for (int i = 0; i < m->layer_count; i++) {
-        const ag_layer *l = &m->layers[i];
-        ag_layer_geom *g = &e->geom[i];
-        g->in_h = h, g->in_w = w;
-        if (l->resize_before == AG_RESIZE_TO_HALF)
-            g->in_h = half_h, g->in_w = half_w;
-        else if (l->resize_before == AG_RESIZE_TO_INPUT)
-            g->in_h = height, g->in_w = width;
-        g->hp = g->in_h + l->pad_top + l->pad_bottom;
-        g->wp = g->in_w + l->pad_left + l->pad_right;
-        g->out_h = (g->hp - l->k) / l->stride + 1;
-        g->out_w = (g->wp - l->k) / l->stride + 1;
-        h = g->out_h, w = g->out_w;
-        if (l->is_block_a_end)
-            half_h = h, half_w = w;
+/* Bytes of one activation element of group gi. */
+static size_t elem_bytes(const ag_engine *e, int gi) {
+    return e->bf16 && !e->groups[gi].f32 ? 2 : sizeof(float);
+}
+
+static size_t y_bytes(const ag_engine *e, int gi) {
+    ag_shape s = e->exec[gi].out;
+    return (size_t)s.h * s.w * s.c * elem_bytes(e, gi);
+}
+
+static void plan_geometry(ag_engine *e) {
+    const ag_graph *g = &e->model->graph;
+    for (int gi = 0; gi < e->group_count; gi++) {
+        const ag_group *gr = &e->groups[gi];
+        const ag_node *head = &g->nodes[gr->head];
+        ag_group_exec *x = &e->exec[gi];
+        x->out = e->shapes[gr->head];
+        x->in = e->shapes[head->in[0]];
+        x->hp = x->in.h + head->pad[0] + head->pad[1];
+        x->wp = x->in.w + head->pad[2] + head->pad[3];
     }
 }
 
-static size_t floats(size_t n) {
-    return n * sizeof(float);
-}
-
-/* Bytes of one activation element: bf16 halves every map and band. */
-static size_t act_bytes(const ag_engine *e) {
-    return e->bf16 ? 2 : sizeof(float);
-}
-
-/* Conv outputs are activations, except the last: tanh reads it in fp32. */
-static size_t y_elem_bytes(const ag_engine *e, int i) {
-    return i + 1 == e->model->layer_count ? sizeof(float) : act_bytes(e);
-}
-
-/* ---- the arena plan -------------------------------------------------------------------- */
-
-enum { MAX_BUFFERS = 4 * AG_MAX_LAYERS + 8 };
-
-typedef struct plan_builder {
-    ag_arena_buffer buffers[MAX_BUFFERS];
-    int count;
-} plan_builder;
-
-static int plan_add(plan_builder *pb, size_t bytes, int first, int last) {
-    AG_ASSERT(pb->count < MAX_BUFFERS);
+int ag_engine_plan_add(ag_engine *e, size_t bytes, int first, int last) {
+    AG_ASSERT(e->buffer_count < e->buffer_capacity);
     ag_arena_buffer b = {bytes, first, last, 0};
-    pb->buffers[pb->count] = b;
-    return pb->count++;
-}
-
-/* Buffers both backends need for the whole pass: norm scratch and resize taps. */
-static void plan_common(ag_engine *e, plan_builder *pb, int steps, int *ids) {
-    int max_rows = 0, max_c = 0;
-    for (int i = 0; i < e->model->layer_count; i++) {
-        if (e->geom[i].out_h > max_rows)
-            max_rows = e->geom[i].out_h;
-        if (e->model->layers[i].out_c > max_c)
-            max_c = e->model->layers[i].out_c;
-    }
-    int taps = 0;
-    for (int i = 0; i < e->model->layer_count; i++)
-        if (e->model->layers[i].resize_before)
-            taps += e->geom[i].in_h + e->geom[i].in_w;
-    ids[0] = plan_add(pb, 2 * (size_t)max_rows * sizeof(double), 0, steps);
-    ids[1] = plan_add(pb, floats(2 * (size_t)max_c), 0, steps);
-    ids[2] = plan_add(pb, (size_t)taps * sizeof(ag_resize_tap), 0, steps);
-}
-
-static void bind_common(ag_engine *e, const plan_builder *pb, const int *ids) {
-    uint8_t *a = e->arena;
-    e->partials = (double *)(a + pb->buffers[ids[0]].offset);
-    e->affine.scale = (float *)(a + pb->buffers[ids[1]].offset);
-    size_t max_c = pb->buffers[ids[1]].bytes / (2 * sizeof(float));
-    e->affine.shift = e->affine.scale + max_c;
-    ag_resize_tap *taps = (ag_resize_tap *)(a + pb->buffers[ids[2]].offset);
-    for (int i = 0; i < e->model->layer_count; i++) {
-        if (!e->model->layers[i].resize_before)
-            continue;
-        const ag_layer_geom *g = &e->geom[i], *prev = &e->geom[i - 1];
-        e->row_taps[i] = taps;
-        ag_resize_taps(taps, prev->out_h, g->in_h, e->resize);
-        taps += g->in_h;
-        e->col_taps[i] = taps;
-        ag_resize_taps(taps, prev->out_w, g->in_w, e->resize);
-        taps += g->in_w;
-    }
-}
-
-static size_t y_bytes(const ag_engine *e, int i) {
-    const ag_layer_geom *g = &e->geom[i];
-    return (size_t)g->out_h * g->out_w * e->model->layers[i].out_c * y_elem_bytes(e, i);
-}
-
-/* The last step that reads Y[i]: the next layer; as a residual block's input, the step
- * that consumes the block's add, three layers later. */
-static int y_last_use(const ag_engine *e, int i) {
-    int n = e->model->layer_count;
-    int last = i + 1 < n && e->model->layers[i + 1].residual == AG_RESIDUAL_SAVE ? i + 4 : i + 1;
-    return last < n ? last : n - 1;
+    e->buffers[e->buffer_count] = b;
+    return e->buffer_count++;
 }
 
 /*
- * Whether Y[i] can overwrite Y[i-1] as it goes: a banded stride-1 layer whose output rows
- * are as long as its input rows, reading Y[i-1] for the last time. A band's input rows are
- * copied into the band buffer before its conv writes, so Y[i] may start `lag` bytes before
- * Y[i-1]: one band plus the top padding, which also covers the last band's overlap.
+ * Whether group gi's output can overwrite its source's as it goes: a banded stride-1 conv
+ * reading its source (the group just before) for the last time, with rows as long and as
+ * many. A band's input rows are copied into the band buffer before its conv writes, so the
+ * output may start `lag` bytes before the source: one band plus the top padding.
  */
-static size_t in_place_lag(const ag_engine *e, int i) {
-    const ag_layer *l = &e->model->layers[i];
-    const ag_layer_exec *x = &e->exec[i];
-    if (i == 0 || !x->banded || l->resize_before || l->stride != 1 || y_last_use(e, i - 1) != i ||
-        y_bytes(e, i) != y_bytes(e, i - 1) || e->geom[i].out_h != e->geom[i - 1].out_h)
+static size_t in_place_lag(const ag_engine *e, int gi) {
+    const ag_group *gr = &e->groups[gi];
+    const ag_node *head = head_of(e, gi);
+    const ag_group_exec *x = &e->exec[gi];
+    if (gi == 0 || gr->src != gi - 1 || gr->kind != AG_BAND_RAW || !gr->banded ||
+        head->stride != 1 || e->groups[gi - 1].last_use != gi ||
+        y_bytes(e, gi) != y_bytes(e, gi - 1) || x->out.h != e->exec[gi - 1].out.h)
         return 0;
-    size_t row = y_bytes(e, i) / (size_t)e->geom[i].out_h;
-    return (size_t)(x->band_rows + l->pad_top) * row;
+    size_t row = y_bytes(e, gi) / (size_t)x->out.h;
+    return (size_t)(x->band_rows + head->pad[0]) * row;
 }
 
-/*
- * oneDNN backend. Step i runs layer i: from its source (the image, or Y[i-1], the previous
- * conv's raw output) it builds padded input rows band by band in one small band buffer,
- * convolves each band into Y[i] and takes the rows' statistics. A map that a resize, a 1x1
- * conv or a later residual add needs whole is normalised in place first. So the live set
- * at any step is about two conv outputs plus one band, never a padded copy of a map, and
- * where a layer keeps its shape (the 64-channel full-size pair above all) only one.
- */
-static void plan_onednn(ag_engine *e, plan_builder *pb, size_t band_bytes) {
-    int n = e->model->layer_count;
+/* Group outputs: a run of convs each overwriting the one before shares one buffer. */
+static void plan_outputs(ag_engine *e) {
+    int n = e->group_count;
     for (int first = 0, last; first < n; first = last + 1) {
-        /* A run of layers each overwriting the one before shares one buffer. */
         size_t slack = 0, bytes = y_bytes(e, first);
-        int live_until = y_last_use(e, first);
+        int live_until = e->groups[first].last_use;
         for (last = first; last + 1 < n && in_place_lag(e, last + 1); last++) {
             slack += in_place_lag(e, last + 1);
             bytes = y_bytes(e, last + 1) > bytes ? y_bytes(e, last + 1) : bytes;
-            live_until =
-                y_last_use(e, last + 1) > live_until ? y_last_use(e, last + 1) : live_until;
+            live_until = e->groups[last + 1].last_use > live_until ? e->groups[last + 1].last_use
+                                                                   : live_until;
         }
-        int id = plan_add(pb, slack + bytes, first, live_until);
+        int id = ag_engine_plan_add(e, slack + bytes, first, live_until);
         for (int i = first; i <= last; i++) {
-            e->y_ids[i] = id;
-            e->y_offsets[i] = slack;
+            e->exec[i].buffer = id;
+            e->exec[i].offset = slack;
             if (i < last)
                 slack -= in_place_lag(e, i + 1);
         }
     }
-    e->band_id = plan_add(pb, band_bytes, 0, n);
 }
 
-/* How layer i reads its input; see ag_layer_exec. */
-static void plan_sources(ag_engine *e) {
-    const ag_model *m = e->model;
-    for (int i = 0; i < m->layer_count; i++) {
-        const ag_layer *l = &m->layers[i];
-        ag_layer_exec *x = &e->exec[i];
-        int unpadded = !l->pad_top && !l->pad_bottom && !l->pad_left && !l->pad_right;
-        x->materialize_prev = i > 0 && (unpadded || l->resize_before);
-        x->banded = i == 0 || !unpadded || l->resize_before;
-    }
-}
-
-/* Rows per band for layer i: the band buffer stays near AG_BAND_BYTES. */
-static int band_rows_for(const ag_engine *e, int i) {
-    const ag_layer *l = &e->model->layers[i];
-    const ag_layer_geom *g = &e->geom[i];
-    size_t in_row = (size_t)g->wp * l->in_c * act_bytes(e) * (size_t)l->stride;
+/* Rows per band for group gi: the band buffer stays near AG_BAND_BYTES. */
+static int band_rows_for(const ag_engine *e, int gi) {
+    const ag_node *head = head_of(e, gi);
+    const ag_group_exec *x = &e->exec[gi];
+    size_t act = e->bf16 ? 2 : sizeof(float);
+    size_t in_row = (size_t)x->wp * x->in.c * act * (size_t)head->stride;
     /* The target is for fp32: bf16 bands keep the rows (the synchronisations) and halve
      * the bytes. */
-    size_t target = e->band_bytes_target * act_bytes(e) / sizeof(float);
+    size_t target = e->band_bytes_target * act / sizeof(float);
     int rows = (int)(target / (in_row ? in_row : 1));
     rows = rows < 4 ? 4 : rows;
-    if (rows >= g->out_h)
-        return g->out_h;
+    if (rows >= x->out.h)
+        return x->out.h;
     /* Spread the rows evenly over the bands so the last one, moved up to end at the last
      * row, recomputes fewer rows than there are bands (not most of a band). */
-    int bands = (g->out_h + rows - 1) / rows;
-    return (g->out_h + bands - 1) / bands;
+    int bands = (x->out.h + rows - 1) / rows;
+    return (x->out.h + bands - 1) / bands;
 }
 
-static size_t band_input_bytes(const ag_engine *e, int i, int rows) {
-    const ag_layer *l = &e->model->layers[i];
-    return (size_t)((rows - 1) * l->stride + l->k) * e->geom[i].wp * l->in_c * act_bytes(e);
+static size_t band_input_bytes(const ag_engine *e, int gi, int rows) {
+    const ag_node *head = head_of(e, gi);
+    size_t act = e->bf16 ? 2 : sizeof(float);
+    return (size_t)((rows - 1) * head->stride + head->k) * e->exec[gi].wp * e->exec[gi].in.c * act;
 }
 
 /* ---- oneDNN primitives and weights ----------------------------------------------------- */
 
 static void destroy_convs(ag_engine *e) {
-    for (int i = 0; i < AG_MAX_LAYERS; i++) {
-        ag_dnnl_conv_destroy(e->exec[i].conv);
-        e->exec[i].conv = NULL;
+    for (int gi = 0; e->exec && gi < e->group_count; gi++) {
+        ag_dnnl_conv_destroy(e->exec[gi].conv);
+        e->exec[gi].conv = NULL;
     }
 }
 
 /*
- * Layer i's primitive, for one band of output rows (all rows when not banded). Every band
- * has the same height, so one primitive and one weight layout serve the layer: the last
- * band is moved up to end at the last row and recomputes a few rows the band before it
- * already wrote, identically.
+ * Group gi's primitive, for one band of output rows (all rows when not banded). Every band
+ * has the same height, so one primitive and one weight layout serve the conv: the last band
+ * is moved up to end at the last row and recomputes a few rows the band before it already
+ * wrote, identically.
  */
-static int create_layer_conv(ag_engine *e, int i, size_t *scratch_max, size_t *band_max,
-                             size_t *weight_bytes, ag_error *err) {
-    const ag_layer *l = &e->model->layers[i];
-    ag_layer_exec *x = &e->exec[i];
-    int out_h = e->geom[i].out_h;
-    x->band_rows = x->banded ? band_rows_for(e, i) : out_h;
-    x->bands = (out_h + x->band_rows - 1) / x->band_rows;
-    ag_conv_shape s = {(x->band_rows - 1) * l->stride + l->k,
-                       e->geom[i].wp,
-                       l->in_c,
-                       l->out_c,
-                       l->k,
-                       l->stride,
-                       l->groups,
-                       l->bias != NULL,
+static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_max,
+                       size_t *weight_bytes, ag_error *err) {
+    const ag_node *head = head_of(e, gi);
+    const ag_group *gr = &e->groups[gi];
+    ag_group_exec *x = &e->exec[gi];
+    x->band_rows = gr->banded ? band_rows_for(e, gi) : x->out.h;
+    x->bands = (x->out.h + x->band_rows - 1) / x->band_rows;
+    ag_conv_shape s = {(x->band_rows - 1) * head->stride + head->k,
+                       x->wp,
+                       x->in.c,
+                       x->out.c,
+                       head->k,
+                       head->stride,
+                       head->groups,
+                       head->bias != NULL,
                        e->bf16,
-                       y_elem_bytes(e, i) == 2};
+                       elem_bytes(e, gi) == 2};
     size_t scratch = 0;
     int rc = ag_dnnl_conv_create(e->dnnl, &s, &x->conv, &scratch, weight_bytes, err);
     *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
-    if (rc == AG_OK && x->banded) {
-        size_t band = band_input_bytes(e, i, x->band_rows);
+    if (rc == AG_OK && gr->banded) {
+        size_t band = band_input_bytes(e, gi, x->band_rows);
         *band_max = band > *band_max ? band : *band_max;
     }
     return rc;
 }
 
-/* Prepared weights are kept when every layer keeps its layout (the usual case when only
- * the image size changes); otherwise reordered again into one allocation. */
-static int prepare_weights(ag_engine *e, const ag_dnnl_conv **old, const size_t *bytes,
-                           ag_error *err) {
-    const ag_model *m = e->model;
+/* Prepared weights are kept when every conv keeps its layout (the usual case when only the
+ * image size changes); otherwise reordered again into one allocation. */
+static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, const size_t *bytes, ag_error *err) {
     int same = e->weights != NULL;
     size_t total = 0;
-    for (int i = 0; i < m->layer_count; i++) {
-        e->weight_offsets[i] = total;
-        total += (bytes[i] + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
-        same = same && ag_dnnl_conv_same_weights(e->exec[i].conv, old[i]);
+    for (int gi = 0; gi < e->group_count; gi++) {
+        e->exec[gi].weight_offset = total;
+        total += (bytes[gi] + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
+        if (e->exec[gi].conv)
+            same = same && ag_dnnl_conv_same_weights(e->exec[gi].conv, old[gi]);
     }
     if (same)
         return AG_OK;
@@ -274,9 +425,11 @@ static int prepare_weights(ag_engine *e, const ag_dnnl_conv **old, const size_t 
         return ag_error_set(err, AG_E_NOMEM, "out of memory for %zu bytes of weights", total);
     uint8_t *aligned = (uint8_t *)(((uintptr_t)e->weights_block + AG_ARENA_ALIGN - 1) &
                                    ~(uintptr_t)(AG_ARENA_ALIGN - 1));
-    for (int i = 0; i < m->layer_count; i++) {
-        int rc = ag_dnnl_conv_prepare_weights(e->exec[i].conv, m->layers[i].weight,
-                                              aligned + e->weight_offsets[i], err);
+    for (int gi = 0; gi < e->group_count; gi++) {
+        if (!e->exec[gi].conv)
+            continue;
+        int rc = ag_dnnl_conv_prepare_weights(e->exec[gi].conv, head_of(e, gi)->weight,
+                                              aligned + e->exec[gi].weight_offset, err);
         if (rc)
             return rc;
     }
@@ -285,49 +438,99 @@ static int prepare_weights(ag_engine *e, const ag_dnnl_conv **old, const size_t 
 }
 
 static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_error *err) {
-    const ag_model *m = e->model;
-    ag_layer_exec old[AG_MAX_LAYERS];
-    const ag_dnnl_conv *old_convs[AG_MAX_LAYERS];
-    size_t weight_bytes[AG_MAX_LAYERS];
-    memcpy(old, e->exec, sizeof old);
+    int n = e->group_count;
+    ag_dnnl_conv **old = ag_calloc((size_t)n, sizeof *old);
+    size_t *weight_bytes = ag_calloc((size_t)n, sizeof *weight_bytes);
+    int rc = old && weight_bytes ? AG_OK : ag_error_set(err, AG_E_NOMEM, "out of memory");
     *scratch_max = *band_max = 0;
-    int rc = AG_OK;
-    for (int i = 0; i < m->layer_count && rc == AG_OK; i++) {
-        e->exec[i].conv = NULL;
-        rc = create_layer_conv(e, i, scratch_max, band_max, &weight_bytes[i], err);
+    for (int gi = 0; gi < n && rc == AG_OK; gi++) {
+        old[gi] = e->exec[gi].conv;
+        e->exec[gi].conv = NULL;
+        if (head_of(e, gi)->op == AG_OP_CONV)
+            rc = create_conv(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
     }
-    if (rc == AG_OK && !e->measure_only) {
-        for (int i = 0; i < m->layer_count; i++)
-            old_convs[i] = old[i].conv;
-        rc = prepare_weights(e, old_convs, weight_bytes, err);
-    }
+    if (rc == AG_OK && !e->measure_only)
+        rc = prepare_weights(e, old, weight_bytes, err);
     /* Whatever happened, exactly one set of primitives survives. */
-    ag_layer_exec fresh[AG_MAX_LAYERS];
-    memcpy(fresh, e->exec, sizeof fresh);
-    memcpy(e->exec, old, sizeof old);
-    destroy_convs(e);
-    memcpy(e->exec, fresh, sizeof fresh);
+    for (int gi = 0; old && gi < n; gi++)
+        ag_dnnl_conv_destroy(old[gi]);
     if (rc)
         destroy_convs(e);
+    ag_free(old);
+    ag_free(weight_bytes);
     return rc;
 }
 
-/* Reference backend: two activation buffers that swap, the padded input and the residual. */
-static void plan_reference(ag_engine *e, plan_builder *pb, int *ids) {
-    size_t act = 0, padded = 0;
-    for (int i = 0; i < e->model->layer_count; i++) {
-        const ag_layer *l = &e->model->layers[i];
-        const ag_layer_geom *g = &e->geom[i];
-        size_t in = (size_t)g->in_h * g->in_w * l->in_c,
-               out = (size_t)g->out_h * g->out_w * l->out_c;
-        act = in > act ? in : act;
-        act = out > act ? out : act;
-        size_t p = (size_t)g->hp * g->wp * l->in_c;
-        padded = p > padded ? p : padded;
+/* ---- the oneDNN plan ------------------------------------------------------------------- */
+
+/* The group outputs, the band, oneDNN's scratchpad, the statistics, resize taps, and the
+ * scratch of LADE statistics and generic ops (only for graphs that have them). */
+static void plan_onednn(ag_engine *e, size_t band, size_t scratch) {
+    const ag_graph *g = &e->model->graph;
+    int n = e->group_count;
+    size_t taps = 0, generic = 0, lade = 0;
+    int max_rows = 1;
+    for (int gi = 0; gi < n; gi++) {
+        const ag_group *gr = &e->groups[gi];
+        const ag_group_exec *x = &e->exec[gi];
+        if (gr->resize >= 0)
+            taps += (size_t)x->in.h + x->in.w;
+        if (head_of(e, gi)->op != AG_OP_CONV) {
+            size_t s = ag_node_scratch_floats(head_of(e, gi), e->shapes, gr->head);
+            generic = s > generic ? s : generic;
+        }
+        if (gr->norm >= 0 && g->nodes[gr->norm].op == AG_OP_LADE) {
+            size_t s = 4096 * (size_t)x->out.c;
+            lade = s > lade ? s : lade;
+        }
+        max_rows = x->out.h > max_rows ? x->out.h : max_rows;
     }
-    int steps = e->model->layer_count;
-    for (int i = 0; i < 4; i++)
-        ids[i] = plan_add(pb, floats(i == 2 ? padded : act), 0, steps);
+    e->partials_id = ag_engine_plan_add(e, 2 * (size_t)max_rows * sizeof(double), 0, n);
+    e->pad_id = ag_engine_plan_add(e, sizeof(ag_resize_tap) * (taps ? taps : 1), 0, n);
+    plan_outputs(e);
+    e->band_id = ag_engine_plan_add(e, band, 0, n);
+    e->scratch_id = ag_engine_plan_add(e, scratch, 0, n);
+    e->lade_id =
+        lade || generic
+            ? ag_engine_plan_add(e, sizeof(float) * (lade > generic ? lade : generic), 0, n)
+            : -1;
+}
+
+/* Each run starts from the chains' constant affines (materialising resets them). */
+static void init_affines(ag_engine *e) {
+    const ag_graph *g = &e->model->graph;
+    for (int gi = 0; gi < e->group_count; gi++) {
+        const ag_group *gr = &e->groups[gi];
+        ag_group_exec *x = &e->exec[gi];
+        const ag_node *norm = gr->norm >= 0 ? &g->nodes[gr->norm] : NULL;
+        int constant = norm && norm->op == AG_OP_AFFINE;
+        for (int c = 0; c < x->out.c; c++) {
+            x->affine.scale[c] = constant && norm->gamma ? norm->gamma[c] : 1.0f;
+            x->affine.shift[c] = constant && norm->beta ? norm->beta[c] : 0.0f;
+        }
+    }
+}
+
+/* Resize taps, cut from their buffer once the arena exists. */
+static void bind_onednn(ag_engine *e) {
+    const ag_graph *g = &e->model->graph;
+    ag_resize_tap *taps = ag_engine_buffer(e, e->pad_id);
+    for (int gi = 0; gi < e->group_count; gi++) {
+        ag_group_exec *x = &e->exec[gi];
+        const ag_group *gr = &e->groups[gi];
+        if (gr->resize < 0)
+            continue;
+        const ag_node *r = &g->nodes[gr->resize];
+        ag_resize_mode mode = e->resize != AG_RESIZE_DEFAULT ? e->resize : r->mode;
+        ag_shape src = e->exec[gr->src].out;
+        x->row_taps = taps;
+        ag_resize_taps(taps, src.h, x->in.h, mode);
+        taps += x->in.h;
+        x->col_taps = taps;
+        ag_resize_taps(taps, src.w, x->in.w, mode);
+        taps += x->in.w;
+    }
+    e->partials = ag_engine_buffer(e, e->partials_id);
 }
 
 /* ---- prepare --------------------------------------------------------------------------- */
@@ -360,27 +563,26 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
     if (e->planned_w == width && e->planned_h == height)
         return AG_OK;
     int rc = check_size(width, height, err);
+    if (rc == AG_OK)
+        rc = ag_graph_shapes(&e->model->graph, width, height, e->shapes, err);
     if (rc)
         return rc;
     e->planned_w = e->planned_h = 0;
+    e->buffer_count = 0;
     omp_set_num_threads(e->threads);
-    plan_geometry(e, width, height);
-    plan_builder pb = {.count = 0};
-    int common[3], steps = e->model->layer_count;
-    size_t scratch = 0;
-    plan_common(e, &pb, steps, common);
     if (e->options.backend == AG_BACKEND_ONEDNN) {
-        size_t band = 0;
-        plan_sources(e);
+        size_t band = 0, scratch = 0;
+        plan_geometry(e);
         rc = create_convs(e, &scratch, &band, err);
         if (rc)
             return rc;
-        plan_onednn(e, &pb, band);
-        e->scratch_id = plan_add(&pb, scratch, 0, steps);
+        plan_onednn(e, band, scratch);
     } else {
-        plan_reference(e, &pb, e->ref_ids);
+        rc = ag_interpret_plan(e, err);
+        if (rc)
+            return rc;
     }
-    size_t arena_bytes = ag_arena_plan(pb.buffers, pb.count);
+    size_t arena_bytes = ag_arena_plan(e->buffers, e->buffer_count);
     if (e->measure_only) {
         e->arena_bytes = arena_bytes;
         return AG_OK;
@@ -388,156 +590,174 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
     rc = allocate_arena(e, arena_bytes, err);
     if (rc)
         return rc;
-    memcpy(e->buffers, pb.buffers, sizeof pb.buffers);
-    bind_common(e, &pb, common);
+    if (e->options.backend == AG_BACKEND_ONEDNN)
+        bind_onednn(e);
     e->planned_w = width, e->planned_h = height;
     return AG_OK;
 }
 
 /* ---- run: oneDNN ----------------------------------------------------------------------- */
 
-static void *buffer(ag_engine *e, int id) {
-    return e->arena + e->buffers[id].offset;
+/* The raw output of group gi's head. */
+static void *y_map(ag_engine *e, int gi) {
+    return e->arena + e->buffers[e->exec[gi].buffer].offset + e->exec[gi].offset;
 }
 
-/* Y[i], the raw output of layer i's conv. */
-static void *y_map(ag_engine *e, int i) {
-    return e->arena + e->buffers[e->y_ids[i]].offset + e->y_offsets[i];
-}
-
-/* The residual a layer's output gets: the input of its block, Y three layers back. */
-static const void *residual_of(ag_engine *e, int i) {
-    return e->model->layers[i].residual == AG_RESIDUAL_ADD ? y_map(e, i - 3) : NULL;
-}
-
-/* Where layer i's band rows come from (layer i > 0 reads Y[i-1] with its norm). */
-static ag_band_source band_source(ag_engine *e, int i, const ag_io *io) {
-    const ag_layer *l = &e->model->layers[i];
-    const ag_layer_geom *g = &e->geom[i];
-    ag_band_source s = {
-        .bf16 = e->bf16, .H = g->in_h, .W = g->in_w, .C = l->in_c, .pad = layer_pad(l)};
-    if (i == 0) {
-        s.kind = AG_BAND_IMAGE;
+/* Where conv group gi's band rows come from. */
+static ag_band_source band_source(ag_engine *e, int gi, const ag_io *io) {
+    const ag_group *gr = &e->groups[gi];
+    const ag_group_exec *x = &e->exec[gi];
+    ag_band_source s = {.bf16 = e->bf16,
+                        .H = x->in.h,
+                        .W = x->in.w,
+                        .C = x->in.c,
+                        .pad = node_pad(head_of(e, gi)),
+                        .pre_slope = 1.0f,
+                        .post_slope = 1.0f};
+    s.kind = gr->kind;
+    if (gr->kind == AG_BAND_IMAGE) {
         s.u8 = io->in_u8, s.f32 = io->in_f32, s.bands = io->bands;
-    } else if (l->resize_before) {
-        s.kind = AG_BAND_RESIZE;
-        s.a = y_map(e, i - 1);
-        s.HI = e->geom[i - 1].out_h, s.WI = e->geom[i - 1].out_w;
-        s.row_taps = e->row_taps[i], s.col_taps = e->col_taps[i];
+    } else if (gr->kind == AG_BAND_RESIZE) {
+        s.a = y_map(e, gr->src);
+        s.HI = e->exec[gr->src].out.h, s.WI = e->exec[gr->src].out.w;
+        s.row_taps = x->row_taps, s.col_taps = x->col_taps;
     } else {
-        s.kind = AG_BAND_RAW;
-        s.x = y_map(e, i - 1);
-        s.residual = residual_of(e, i - 1);
-        s.affine = e->affine;
-        s.lrelu = e->model->layers[i - 1].act == AG_ACT_LRELU;
+        const ag_group *src = &e->groups[gr->src];
+        s.x = y_map(e, gr->src);
+        s.affine = e->exec[gr->src].affine;
+        if (!src->materialize) { /* its chain, applied here; else the affine is identity */
+            s.residual = src->residual >= 0 ? y_map(e, src->residual) : NULL;
+            s.pre_slope = src->pre_slope, s.post_slope = src->post_slope;
+        }
     }
     return s;
 }
 
-/* Normalise Y[i-1] in place (norm, residual, activation) for a reader that needs it whole. */
-static void materialize_prev(ag_engine *e, int i) {
-    const ag_layer *prev = &e->model->layers[i - 1];
-    const ag_layer_geom *g = &e->geom[i - 1];
-    void *y = y_map(e, i - 1);
-    ag_pad none = {0, 0, 0, 0};
-    ag_fused_norm_act_pad(y, y, residual_of(e, i - 1), e->bf16, e->affine,
-                          prev->act == AG_ACT_LRELU, g->out_h, g->out_w, prev->out_c, none,
-                          e->threads);
+/* The affine form of group gi's norm from statistics of its output (fp32 maps). */
+static void channel_norm_affine(ag_engine *e, int gi) {
+    const ag_group *gr = &e->groups[gi];
+    const ag_node *norm = &e->model->graph.nodes[gr->norm];
+    ag_group_exec *x = &e->exec[gi];
+    int C = x->out.c;
+    size_t N = (size_t)x->out.h * x->out.w;
+    const float *y = y_map(e, gi);
+    double mean[AG_NORM_MAX_CHANNELS], var[AG_NORM_MAX_CHANNELS];
+    double mean_y[AG_NORM_MAX_CHANNELS], var_y[AG_NORM_MAX_CHANNELS];
+    ag_channel_moments(mean, var, y, N, C, e->threads);
+    if (norm->op == AG_OP_LADE)
+        ag_lade_moments(mean_y, var_y, y, norm->weight, N, C, ag_engine_buffer(e, e->lade_id), 4096,
+                        e->threads);
+    for (int c = 0; c < C; c++) {
+        double scale = 1.0 / sqrt(var[c] + (double)norm->eps), shift = 0.0;
+        if (norm->op == AG_OP_LADE)
+            scale *= sqrt(var_y[c] + (double)norm->eps), shift = mean_y[c];
+        if (norm->gamma)
+            scale *= (double)norm->gamma[c], shift *= (double)norm->gamma[c];
+        if (norm->beta)
+            shift += (double)norm->beta[c];
+        x->affine.scale[c] = (float)scale;
+        x->affine.shift[c] = (float)(shift - mean[c] * scale);
+    }
 }
 
-static int run_layer(ag_engine *e, int i, const ag_io *io, void *scratch, ag_error *err) {
-    const ag_layer *l = &e->model->layers[i];
-    const ag_layer_geom *g = &e->geom[i];
-    ag_layer_exec *x = &e->exec[i];
-    size_t out_row = (size_t)g->out_w * l->out_c;
-    uint8_t *y = y_map(e, i);
-    void *band = buffer(e, e->band_id);
-    size_t y_elem = y_elem_bytes(e, i);
-    ag_band_source src = band_source(e, i, io);
+/* Apply group gi's chain to its output in place, for readers that need the value whole. */
+static void materialize(ag_engine *e, int gi) {
+    const ag_group *gr = &e->groups[gi];
+    ag_group_exec *x = &e->exec[gi];
+    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->post_slope == 1.0f)
+        return;
+    void *y = y_map(e, gi);
+    ag_pad none = {0, 0, 0, 0};
+    ag_fused_norm_act_pad(y, y, gr->residual >= 0 ? y_map(e, gr->residual) : NULL,
+                          elem_bytes(e, gi) == 2, x->affine, gr->pre_slope, gr->post_slope,
+                          x->out.h, x->out.w, x->out.c, none, e->threads);
+    /* Readers now see a plain map. */
+    for (int c = 0; c < x->out.c; c++)
+        x->affine.scale[c] = 1.0f, x->affine.shift[c] = 0.0f;
+}
+
+static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_error *err) {
+    const ag_node *head = head_of(e, gi);
+    const ag_group *gr = &e->groups[gi];
+    ag_group_exec *x = &e->exec[gi];
+    int layer_norm = gr->norm >= 0 && e->model->graph.nodes[gr->norm].op == AG_OP_LAYER_NORM;
+    size_t out_row = (size_t)x->out.w * x->out.c;
+    uint8_t *y = y_map(e, gi);
+    void *band = ag_engine_buffer(e, e->band_id);
+    size_t y_elem = elem_bytes(e, gi);
+    ag_band_source src = band_source(e, gi, io);
     ag_stats_rows pending = {e->partials, y, y_elem == 2, 0, 0, out_row};
     for (int b = 0; b < x->bands; b++) {
         int first = b * x->band_rows, rows = x->band_rows;
-        if (first + rows > g->out_h) /* the last band, moved up; see create_layer_conv */
-            first = g->out_h - rows;
-        const void *in = y_map(e, i > 0 ? i - 1 : 0);
-        if (x->banded) {
-            ag_fused_band_stats(band, &src, first * l->stride, (rows - 1) * l->stride + l->k,
-                                &pending, e->threads);
+        if (first + rows > x->out.h) /* the last band, moved up; see create_conv */
+            first = x->out.h - rows;
+        const void *in = gr->src >= 0 ? y_map(e, gr->src) : NULL;
+        if (gr->banded) {
+            ag_fused_band_stats(band, &src, first * head->stride,
+                                (rows - 1) * head->stride + head->k, &pending, e->threads);
             pending.rows = 0;
             in = band;
         }
-        ag_dnnl_conv_bind(x->conv, in, y + first * out_row * y_elem, l->bias,
-                          e->weights + e->weight_offsets[i], scratch);
+        ag_dnnl_conv_bind(x->conv, in, y + first * out_row * y_elem, head->bias,
+                          e->weights + x->weight_offset, scratch);
         int rc = ag_dnnl_conv_run(x->conv, err);
         if (rc)
             return rc;
         /* The rows this band added; their statistics go with the next band's input. */
-        if (l->gamma) {
+        if (layer_norm) {
             pending.first = b * x->band_rows;
             pending.rows = first + rows - pending.first;
         }
     }
     if (pending.rows)
         ag_fused_band_stats(NULL, NULL, 0, 0, &pending, e->threads);
-    if (l->gamma)
-        ag_norm_affine_from_stats(e->affine, e->partials, g->out_h, out_row, l->gamma, l->beta,
-                                  l->out_c, e->model->info.norm_eps);
+    if (layer_norm) {
+        const ag_node *norm = &e->model->graph.nodes[gr->norm];
+        ag_norm_affine_from_stats(x->affine, e->partials, x->out.h, out_row, norm->gamma,
+                                  norm->beta, x->out.c, norm->eps);
+    } else if (gr->norm >= 0 && e->model->graph.nodes[gr->norm].op != AG_OP_AFFINE) {
+        channel_norm_affine(e, gi);
+    }
     return AG_OK;
+}
+
+/* A node the bands do not absorb, on whole fp32 maps of materialised groups. */
+static void run_generic(ag_engine *e, int gi) {
+    const ag_graph *g = &e->model->graph;
+    const ag_node *head = head_of(e, gi);
+    const float *in[2] = {NULL, NULL};
+    for (int j = 0; j < 2; j++)
+        if (head->in[j] > 0) {
+            int src = -1;
+            for (int h = gi - 1; h >= 0 && src < 0; h--)
+                if (e->groups[h].tail == head->in[j])
+                    src = h;
+            AG_ASSERT(src >= 0);
+            in[j] = y_map(e, src);
+        }
+    ag_node_run(head, e->shapes, e->groups[gi].head, in[0], in[1], y_map(e, gi),
+                e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, 1, e->resize, e->threads);
+    (void)g;
 }
 
 static int run_onednn(ag_engine *e, const ag_io *io, ag_error *err) {
-    const ag_model *m = e->model;
-    void *scratch = e->arena + e->buffers[e->scratch_id].offset;
-    for (int i = 0; i < m->layer_count; i++) {
-        if (e->exec[i].materialize_prev)
-            materialize_prev(e, i);
-        int rc = run_layer(e, i, io, scratch, err);
-        if (rc)
-            return rc;
-    }
-    const ag_layer_geom *g = &e->geom[m->layer_count - 1];
-    ag_fused_output(io->out_f32, io->out_u8, io->bands, y_map(e, m->layer_count - 1), g->out_h,
-                    g->out_w, e->threads);
-    return AG_OK;
-}
-
-/* ---- run: reference -------------------------------------------------------------------- */
-
-static void run_reference(ag_engine *e, const ag_io *io) {
-    const ag_model *m = e->model;
-    float *x = buffer(e, e->ref_ids[0]), *y = buffer(e, e->ref_ids[1]);
-    float *padded = buffer(e, e->ref_ids[2]), *residual = buffer(e, e->ref_ids[3]);
-    int h = e->planned_h, w = e->planned_w;
-    for (size_t i = 0; i < (size_t)h * w; i++)
-        for (int c = 0; c < 3; c++)
-            x[i * 3 + c] = io->in_u8 ? (float)io->in_u8[i * io->bands + c] / 127.5f - 1.0f
-                                     : io->in_f32[i * 3 + c];
-    for (int i = 0; i < m->layer_count; i++) {
-        const ag_layer *l = &m->layers[i];
-        const ag_layer_geom *g = &e->geom[i];
-        float *t;
-        if (l->resize_before) {
-            ag_ref_resize_bilinear(y, x, h, w, g->in_h, g->in_w, l->in_c, e->resize);
-            t = x, x = y, y = t;
+    void *scratch = ag_engine_buffer(e, e->scratch_id);
+    init_affines(e);
+    for (int gi = 0; gi < e->group_count; gi++) {
+        if (head_of(e, gi)->op == AG_OP_CONV) {
+            int rc = run_conv(e, gi, io, scratch, err);
+            if (rc)
+                return rc;
+        } else {
+            run_generic(e, gi);
         }
-        size_t in_n = (size_t)g->in_h * g->in_w * l->in_c;
-        size_t out_n = (size_t)g->out_h * g->out_w * l->out_c;
-        if (l->residual == AG_RESIDUAL_SAVE)
-            memcpy(residual, x, floats(in_n));
-        ag_ref_reflect_pad(padded, x, g->in_h, g->in_w, l->in_c, layer_pad(l));
-        ag_ref_conv2d(y, padded, l->weight, l->bias, g->hp, g->wp, l->in_c, l->out_c, l->k,
-                      l->stride, l->groups);
-        if (l->gamma)
-            ag_ref_layer_norm(y, l->gamma, l->beta, g->out_h, g->out_w, l->out_c, m->info.norm_eps);
-        if (l->residual == AG_RESIDUAL_ADD)
-            ag_ref_add(y, residual, out_n);
-        if (l->act == AG_ACT_LRELU)
-            ag_ref_leaky_relu(y, out_n, AG_LRELU_SLOPE);
-        t = x, x = y, y = t;
-        h = g->out_h, w = g->out_w;
+        if (e->groups[gi].materialize)
+            materialize(e, gi);
     }
-    /* x holds the last conv's output before tanh; the output pass applies it. */
-    ag_fused_output(io->out_f32, io->out_u8, io->bands, x, h, w, 1);
+    const ag_group_exec *x = &e->exec[e->output_group];
+    ag_fused_output(io->out_f32, io->out_u8, io->bands, y_map(e, e->output_group), e->output_tanh,
+                    x->out.h, x->out.w, e->threads);
+    return AG_OK;
 }
 
 /* ---- public API ------------------------------------------------------------------------ */
@@ -548,7 +768,7 @@ int ag_engine_run_io(ag_engine *e, const ag_io *io, int width, int height, ag_er
         return rc;
     omp_set_num_threads(e->threads);
     if (e->options.backend == AG_BACKEND_REFERENCE) {
-        run_reference(e, io);
+        ag_interpret_run(e, io);
         return AG_OK;
     }
     return run_onednn(e, io, err);
@@ -558,6 +778,18 @@ int ag_engine_run_f32(ag_engine *e, const float *in, int width, int height, floa
                       ag_error *err) {
     ag_io io = {.in_f32 = in, .out_f32 = out, .bands = 3};
     return ag_engine_run_io(e, &io, width, height, err);
+}
+
+static int engine_alloc(ag_engine *e, ag_error *err) {
+    int n = e->model->graph.count;
+    e->buffer_capacity = 2 * n + 16;
+    e->shapes = ag_calloc((size_t)n, sizeof *e->shapes);
+    e->exec = ag_calloc((size_t)n, sizeof *e->exec);
+    e->node_buffer = ag_calloc((size_t)n, sizeof *e->node_buffer);
+    e->buffers = ag_calloc((size_t)e->buffer_capacity, sizeof *e->buffers);
+    if (!e->shapes || !e->exec || !e->node_buffer || !e->buffers)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory");
+    return AG_OK;
 }
 
 int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag_engine **out,
@@ -582,14 +814,16 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     const char *band_env = getenv("AG_BAND_BYTES"); /* for tuning runs only */
     if (band_env && atol(band_env) > 0)
         e->band_bytes_target = (size_t)atol(band_env);
-    e->resize = o->resize != AG_RESIZE_DEFAULT ? o->resize : model->info.resize;
+    e->resize = o->resize;
     e->bf16 = o->precision == AG_PRECISION_BF16;
-    if (o->backend == AG_BACKEND_ONEDNN) {
-        int rc = ag_dnnl_create(&e->dnnl, err);
-        if (rc) {
-            ag_engine_destroy(e);
-            return rc;
-        }
+    int rc = engine_alloc(e, err);
+    if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
+        rc = lower_graph(e, err);
+    if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
+        rc = ag_dnnl_create(&e->dnnl, err);
+    if (rc) {
+        ag_engine_destroy(e);
+        return rc;
     }
     *out = e;
     return AG_OK;
@@ -602,6 +836,12 @@ void ag_engine_destroy(ag_engine *e) {
     ag_dnnl_destroy(e->dnnl);
     ag_free(e->weights_block);
     ag_free(e->arena_block);
+    ag_free(e->groups);
+    ag_free(e->affine_block);
+    ag_free(e->shapes);
+    ag_free(e->exec);
+    ag_free(e->node_buffer);
+    ag_free(e->buffers);
     ag_free(e);
 }
 
@@ -624,13 +864,5 @@ size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options 
 }
 
 double ag_model_flop(const ag_model *model, int width, int height) {
-    ag_engine e = {.model = model};
-    plan_geometry(&e, width, height);
-    double flop = 0.0;
-    for (int i = 0; i < model->layer_count; i++) {
-        const ag_layer *l = &model->layers[i];
-        flop += 2.0 * e.geom[i].out_h * e.geom[i].out_w * l->out_c * (l->in_c / l->groups) * l->k *
-                l->k;
-    }
-    return flop;
+    return ag_graph_flop(&model->graph, width, height);
 }

@@ -1,6 +1,7 @@
 /*
- * engine_internal.h - the engine's state, shared by engine.c and stylize.c (and the tests,
- * which reach into plans). Not part of the public API.
+ * engine_internal.h - the engine's state, shared by engine.c (the oneDNN backend), interpret.c
+ * (the reference backend) and stylize.c (and the tests, which reach into plans). Not part of
+ * the public API.
  */
 #ifndef AG_ENGINE_INTERNAL_H
 #define AG_ENGINE_INTERNAL_H
@@ -12,13 +13,6 @@
 
 /* Hard ceiling on one image, whatever the front end allows: 64 Mpx. */
 #define AG_MAX_PIXELS (64 * 1024 * 1024)
-
-/* Feature-map sizes of one layer at the planned image size. */
-typedef struct ag_layer_geom {
-    int in_h, in_w;   /* after any resize, before padding */
-    int hp, wp;       /* padded input */
-    int out_h, out_w; /* conv output */
-} ag_layer_geom;
 
 /* Where a pass reads the image and writes the result: u8 (H, W, bands) or f32 (H, W, 3). */
 typedef struct ag_io {
@@ -34,48 +28,98 @@ typedef struct ag_io {
  * smaller ones less memory; 8 MB measured twice as fast as 2 MB on a loaded 2-core box. */
 #define AG_BAND_BYTES ((size_t)8 << 20)
 
-/* How layer i runs on oneDNN at the planned size. */
-typedef struct ag_layer_exec {
-    int banded;           /* input rows built band by band (padding, resize, norm on the fly) */
-    int materialize_prev; /* normalise Y[i-1] in place first (1x1 convs, resize sources) */
-    int band_rows, bands; /* output rows per band; a non-banded layer is one band */
-    struct ag_dnnl_conv *conv; /* for one band of band_rows output rows */
-} ag_layer_exec;
+/*
+ * The fused form of the graph the oneDNN backend runs (made once per model by the lowering
+ * in engine.c): a step per group. A group is a producing node (a conv, or any op the bands
+ * cannot absorb) followed by a chain of per-channel ops that only it reads: a norm (whose
+ * affine form is computed from statistics after the step), a LeakyReLU, a residual add of
+ * another group's value, a second LeakyReLU. The chain is never a separate pass: whoever
+ * reads the group applies it on the fly while building its conv input band, or, when the
+ * value is needed whole (several readers, a resize, a residual, a 1x1 conv), it is applied
+ * in place once right after the step ("materialised").
+ */
+typedef struct ag_group {
+    int head, tail; /* graph nodes: the producer and the chain's last node (the value) */
+    int norm;       /* the chain's norm node, -1 for none */
+    float pre_slope, post_slope; /* LeakyReLU before / after the residual add; 1: none */
+    int residual;                /* group whose value is added, -1 for none */
+    int materialize;             /* chain applied in place after the step */
+    /* a conv head's input */
+    ag_band_kind kind;
+    int src;      /* group read (RAW, RESIZE), -1 for the image */
+    int resize;   /* the RESIZE node between src and this conv, -1 */
+    int banded;   /* input rows built band by band; else oneDNN reads src's map whole */
+    int last_use; /* last step that reads this group's buffer; group count = the output */
+    int f32;      /* kept in fp32 even in bf16 mode (the output, generic readers) */
+} ag_group;
+
+/* A group's plan at the planned image size. */
+typedef struct ag_group_exec {
+    ag_shape in;  /* conv input after any resize, before padding */
+    ag_shape out; /* the head's output */
+    int hp, wp;   /* padded conv input */
+    int band_rows, bands;
+    struct ag_dnnl_conv *conv;
+    int buffer;    /* arena buffer of the head's output */
+    size_t offset; /* within it (a conv overwriting its source as it goes) */
+    ag_norm_affine affine;
+    ag_resize_tap *row_taps, *col_taps;
+    size_t weight_offset;
+} ag_group_exec;
 
 struct ag_engine {
     const ag_model *model;
     ag_engine_options options;
     int threads;
-    ag_resize_mode resize;
-    int bf16;         /* activations and weights bf16 (fp32 accumulation and statistics) */
-    int measure_only; /* prepare plans sizes only (ag_engine_arena_bytes_for) */
+    ag_resize_mode resize; /* AG_RESIZE_DEFAULT: each resize node's own */
+    int bf16;              /* activations and weights bf16 (fp32 accumulation and statistics) */
+    int measure_only;      /* prepare plans sizes only (ag_engine_arena_bytes_for) */
+
+    /* The lowering (oneDNN backend), independent of the size. */
+    ag_group *groups; /* group_count entries, ag_malloc'ed at create */
+    int group_count;
+    int output_group;    /* whose value the output is taken from */
+    int output_tanh;     /* the graph's output is tanh of it */
+    float *affine_block; /* every group's per-channel affine arrays */
 
     /* The plan for planned_w x planned_h (0 x 0: none yet). */
     int planned_w, planned_h;
-    ag_layer_geom geom[AG_MAX_LAYERS];
-    ag_arena_buffer buffers[4 * AG_MAX_LAYERS + 8];
-    int y_ids[AG_MAX_LAYERS];        /* oneDNN: the buffer holding each conv output */
-    size_t y_offsets[AG_MAX_LAYERS]; /* and where in it (layers overwriting their input) */
-    int band_id, scratch_id;
-    int ref_ids[4]; /* reference: two activations, padded input, residual */
+    ag_shape *shapes;    /* per graph node, ag_malloc'ed at create */
+    ag_group_exec *exec; /* per group */
+    ag_arena_buffer *buffers;
+    int buffer_count, buffer_capacity;
+    int band_id, scratch_id, partials_id, lade_id;
+    int *node_buffer; /* reference: per graph node */
+    int pad_id;       /* reference: padded conv input; lade's y */
     size_t band_bytes_target;
-    ag_layer_exec exec[AG_MAX_LAYERS];
     void *arena_block; /* ag_malloc'ed; arena is its 64-byte aligned start */
     uint8_t *arena;
     size_t arena_bytes;
-
-    /* Views into the arena bound at prepare time. */
     double *partials;
-    ag_norm_affine affine;
-    ag_resize_tap *row_taps[AG_MAX_LAYERS], *col_taps[AG_MAX_LAYERS];
 
-    /* oneDNN state: primitives per layer and their prepared weights (one allocation). */
+    /* oneDNN state: primitives per group and their prepared weights (one allocation). */
     ag_dnnl *dnnl;
     void *weights_block;
     uint8_t *weights;
-    size_t weight_offsets[AG_MAX_LAYERS];
 };
 
 int ag_engine_run_io(ag_engine *e, const ag_io *io, int width, int height, ag_error *err);
+
+/* The reference backend (interpret.c): plan buffers per node, run node by node. */
+int ag_interpret_plan(ag_engine *e, ag_error *err);
+void ag_interpret_run(ag_engine *e, const ag_io *io);
+
+/* Add a buffer to the plan being built; returns its id. */
+int ag_engine_plan_add(ag_engine *e, size_t bytes, int first, int last);
+static inline void *ag_engine_buffer(ag_engine *e, int id) {
+    return e->arena + e->buffers[id].offset;
+}
+
+/* One node on whole fp32 maps (both backends): out <- op(in0 [, in1]); `scratch` holds
+ * ag_node_scratch_floats floats. Matmuls on sgemm when `fast`. */
+void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const float *in0,
+                 const float *in1, float *out, float *scratch, int fast, ag_resize_mode resize,
+                 int threads);
+size_t ag_node_scratch_floats(const ag_node *n, const ag_shape *shapes, int index);
 
 #endif

@@ -239,9 +239,9 @@ static int test_banded_equals_reference(void) {
     CHECK_OK(ag_engine_run_f32(reference, in, w, h, ref, &err), &err);
     CHECK_OK(ag_engine_run_f32(banded, in, w, h, out, &err), &err);
     int max_bands = 0, in_place = 0;
-    for (int i = 0; i < model->layer_count; i++) {
+    for (int i = 0; i < banded->group_count; i++) {
         max_bands = banded->exec[i].bands > max_bands ? banded->exec[i].bands : max_bands;
-        in_place += i > 0 && banded->y_ids[i] == banded->y_ids[i - 1];
+        in_place += i > 0 && banded->exec[i].buffer == banded->exec[i - 1].buffer;
     }
     float max_err = 0.0f;
     for (size_t i = 0; i < n; i++)

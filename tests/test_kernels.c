@@ -39,7 +39,9 @@ static float max_excess(const float *a, const float *b, size_t n, float rtol) {
     return worst;
 }
 
-static int check_norm_act_pad(int H, int W, int C, ag_pad pad, int with_residual, int lrelu) {
+/* pre / post: LeakyReLU before / after the residual add. */
+static int check_norm_act_pad(int H, int W, int C, ag_pad pad, int with_residual, int pre,
+                              int post) {
     size_t n = (size_t)H * W * C;
     int HP = H + pad.top + pad.bottom, WP = W + pad.left + pad.right;
     size_t np = (size_t)HP * WP * C;
@@ -50,14 +52,18 @@ static int check_norm_act_pad(int H, int W, int C, ag_pad pad, int with_residual
     double *partials = ag_malloc(2 * (size_t)H * sizeof(double));
     memcpy(ref, x, n * sizeof(float));
     ag_ref_layer_norm(ref, gamma, beta, H, W, C, 1e-5f);
+    if (pre)
+        ag_ref_leaky_relu(ref, n, AG_LRELU_SLOPE);
     if (with_residual)
         ag_ref_add(ref, res, n);
-    if (lrelu)
+    if (post)
         ag_ref_leaky_relu(ref, n, AG_LRELU_SLOPE);
     ag_ref_reflect_pad(ref_padded, ref, H, W, C, pad);
     ag_norm_affine affine = {scale, scale + C};
     ag_fused_norm_stats(affine, partials, x, gamma, beta, H, W, C, 1e-5f, 2);
-    ag_fused_norm_act_pad(out, x, with_residual ? res : NULL, 0, affine, lrelu, H, W, C, pad, 2);
+    ag_fused_norm_act_pad(out, x, with_residual ? res : NULL, 0, affine,
+                          pre ? AG_LRELU_SLOPE : 1.0f, post ? AG_LRELU_SLOPE : 1.0f, H, W, C, pad,
+                          2);
     float e = max_excess(out, ref_padded, np, 1e-5f);
     ag_free(x), ag_free(res), ag_free(gamma), ag_free(beta), ag_free(ref);
     ag_free(ref_padded), ag_free(out), ag_free(scale), ag_free(partials);
@@ -67,11 +73,15 @@ static int check_norm_act_pad(int H, int W, int C, ag_pad pad, int with_residual
 
 static int test_fused_norm_act_pad(void) {
     ag_pad p1 = {1, 1, 1, 1}, p3 = {3, 3, 3, 3}, asym = {0, 1, 0, 1}, none = {0, 0, 0, 0};
-    CHECK(check_norm_act_pad(9, 7, 32, p1, 0, 1) == 0);
-    CHECK(check_norm_act_pad(13, 11, 64, p3, 0, 1) == 0);
-    CHECK(check_norm_act_pad(5, 8, 128, asym, 0, 1) == 0);
-    CHECK(check_norm_act_pad(6, 5, 256, none, 1, 0) == 0);
-    CHECK(check_norm_act_pad(4, 4, 3, p3, 0, 1) == 0);
+    CHECK(check_norm_act_pad(9, 7, 32, p1, 0, 0, 1) == 0);
+    CHECK(check_norm_act_pad(13, 11, 64, p3, 0, 0, 1) == 0);
+    CHECK(check_norm_act_pad(5, 8, 128, asym, 0, 0, 1) == 0);
+    CHECK(check_norm_act_pad(6, 5, 256, none, 1, 0, 0) == 0);
+    CHECK(check_norm_act_pad(4, 4, 3, p3, 0, 0, 1) == 0);
+    /* channel counts that are not a multiple of 16 (vector part plus scalar tail) */
+    CHECK(check_norm_act_pad(6, 7, 4, p1, 1, 0, 1) == 0);
+    CHECK(check_norm_act_pad(6, 7, 20, p3, 1, 1, 0) == 0);
+    CHECK(check_norm_act_pad(5, 9, 48, asym, 1, 1, 1) == 0);
     return 0;
 }
 
@@ -93,8 +103,8 @@ static int test_fused_band_bf16(void) {
         memcpy(&x[i], &u, 4);
     }
     ag_norm_affine affine = {scale, shift};
-    ag_fused_norm_act_pad(out, x, NULL, 0, affine, 1, H, W, C, pad, 2);
-    ag_fused_norm_act_pad(outb, xb, NULL, 1, affine, 1, H, W, C, pad, 2);
+    ag_fused_norm_act_pad(out, x, NULL, 0, affine, AG_LRELU_SLOPE, 1.0f, H, W, C, pad, 2);
+    ag_fused_norm_act_pad(outb, xb, NULL, 1, affine, AG_LRELU_SLOPE, 1.0f, H, W, C, pad, 2);
     float worst = 0.0f;
     for (size_t i = 0; i < np; i++) {
         uint32_t u = (uint32_t)outb[i] << 16;

@@ -19,24 +19,24 @@
 #define AG_GRAPH_NAME_BYTES 64
 
 typedef enum ag_op {
-    AG_OP_INPUT = 0,    /* the image, (H, W, 3) */
-    AG_OP_CONV,         /* [pad] + conv (+ bias) */
-    AG_OP_LAYER_NORM,   /* GroupNorm(1) + per-channel gamma/beta */
-    AG_OP_INSTANCE_NORM,/* per channel over H, W (+ gamma/beta) */
-    AG_OP_LADE,         /* instance norm of x rescaled to the statistics of weight·x */
-    AG_OP_AFFINE,       /* x * scale + shift per channel */
-    AG_OP_LRELU,        /* alpha */
-    AG_OP_PRELU,        /* slope per channel */
+    AG_OP_INPUT = 0,     /* the image, (H, W, 3) */
+    AG_OP_CONV,          /* [pad] + conv (+ bias) */
+    AG_OP_LAYER_NORM,    /* GroupNorm(1) + per-channel gamma/beta */
+    AG_OP_INSTANCE_NORM, /* per channel over H, W (+ gamma/beta) */
+    AG_OP_LADE,          /* instance norm of x rescaled to the statistics of weight·x */
+    AG_OP_AFFINE,        /* x * scale + shift per channel */
+    AG_OP_LRELU,         /* alpha */
+    AG_OP_PRELU,         /* slope per channel */
     AG_OP_RELU,
     AG_OP_RELU6,
     AG_OP_TANH,
     AG_OP_SIGMOID,
-    AG_OP_ADD,          /* in[0] + in[1] */
-    AG_OP_RESIZE,       /* bilinear to the (H, W) of in[1] */
-    AG_OP_RESIZE2X,     /* bilinear to (2H, 2W) */
-    AG_OP_MATMUL,       /* per pixel: x (C) times weight (C, M), or (M, C) transposed */
-    AG_OP_SOFTMAX,      /* axis: spatial or channel */
-    AG_OP_SUM_NORMALIZE,/* x / (eps + sum over channels) */
+    AG_OP_ADD,           /* in[0] + in[1] */
+    AG_OP_RESIZE,        /* bilinear to the (H, W) of in[1] */
+    AG_OP_RESIZE2X,      /* bilinear to (2H, 2W) */
+    AG_OP_MATMUL,        /* per pixel: x (C) times weight (C, M), or (M, C) transposed */
+    AG_OP_SOFTMAX,       /* axis: spatial or channel */
+    AG_OP_SUM_NORMALIZE, /* x / (eps + sum over channels) */
     AG_OP_MAX_POOL,
     AG_OP_PAD_CHANNELS, /* zero channels appended */
     AG_OP_COUNT
@@ -52,8 +52,8 @@ typedef struct ag_node {
     char name[AG_GRAPH_NAME_BYTES];
     int in[2]; /* node indices; -1 when unused */
     /* conv, max_pool */
-    int k, stride, groups;
-    int pad[4]; /* top, bottom, left, right */
+    int k, stride, groups; /* groups 0 before binding: one per input channel (depthwise) */
+    int pad[4];            /* top, bottom, left, right */
     ag_pad_mode pad_mode;
     /* Tensors, as indices into the loader's ag_tensor_set (-1: none), then, once the model
      * is built (ag_model_from_graph), as fp32 arrays in the model's one weight block.

@@ -174,8 +174,8 @@ void ag_fused_band_stats(void *out, const ag_band_source *s, int first, int rows
 }
 
 void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int bf16,
-                           ag_norm_affine affine, int lrelu, int H, int W, int C, ag_pad pad,
-                           int threads) {
+                           ag_norm_affine affine, float pre_slope, float post_slope, int H, int W,
+                           int C, ag_pad pad, int threads) {
     ag_band_source s = {.kind = AG_BAND_RAW,
                         .bf16 = bf16,
                         .H = H,
@@ -185,7 +185,8 @@ void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int b
                         .x = x,
                         .residual = residual,
                         .affine = affine,
-                        .lrelu = lrelu};
+                        .pre_slope = pre_slope,
+                        .post_slope = post_slope};
     ag_fused_band(out, &s, 0, H + pad.top + pad.bottom, threads);
 }
 
@@ -196,14 +197,14 @@ uint8_t ag_output_to_u8(float y) {
     return (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
 }
 
-void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int H, int W,
-                     int threads) {
+void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
+                     int H, int W, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int row = 0; row < H; row++)
         for (int x = 0; x < W; x++)
             for (int c = 0; c < 3; c++) {
                 size_t i = (size_t)row * W + x;
-                float t = tanhf(y[i * 3 + c]);
+                float t = apply_tanh ? tanhf(y[i * 3 + c]) : y[i * 3 + c];
                 if (out_f32)
                     out_f32[i * 3 + c] = t;
                 if (out_u8)

@@ -56,6 +56,30 @@ void ag_ref_resize_bilinear(float *out, const float *in, int HI, int WI, int HO,
 /* The taps of one axis: `taps` has `out_size` entries. */
 void ag_resize_taps(ag_resize_tap *taps, int in_size, int out_size, ag_resize_mode mode);
 
+/* ---- graph ops outside the convolutions (kernels/ops.c) --------------------------------- */
+
+/* Channels a per-channel statistic takes (its sums live on the stack); checked at load. */
+#define AG_NORM_MAX_CHANNELS 1024
+
+/* Per-channel mean and population variance of x (N, C) in double. */
+void ag_channel_moments(double *mean, double *var, const float *x, size_t N, int C, int threads);
+
+/* LADE's statistics: y = x (N, C) times w (C, C)ᵀ per pixel, computed `block` pixels at a time
+ * into `scratch` (block x C floats); var and mean of y per channel. */
+void ag_lade_moments(double *mean_y, double *var_y, const float *x, const float *w, size_t N, int C,
+                     float *scratch, size_t block, int threads);
+
+/* out (N, M) <- x (N, C) times w: (C, M), or (M, C) used transposed. Over oneDNN's sgemm when
+ * `fast`, else plain loops. */
+void ag_matmul(float *out, const float *x, const float *w, int transpose, size_t N, int C, int M,
+               int fast, int threads);
+
+/* In place over x (N, C): softmax per channel over the N positions, or per position over C. */
+void ag_softmax(float *x, size_t N, int C, int spatial, int threads);
+
+/* In place: x / (eps + sum over channels) per position. */
+void ag_sum_normalize(float *x, size_t N, int C, float eps, int threads);
+
 /* ---- fused passes ---------------------------------------------------------------------- */
 
 /* Per-channel affine form of a norm: z = y * scale[c] + shift[c]. */
@@ -83,13 +107,14 @@ void ag_fused_norm_stats(ag_norm_affine affine, double *partials, const float *x
                          int threads);
 
 /*
- * out (H+pad, W+pad, C) <- act(x * scale + shift [+ residual]) for x (H, W, C), with the
- * borders reflected; all fp32, or all bf16 when `bf16`. `residual` is (H, W, C) or NULL.
- * With no padding, `out` may be `x` (the engine materialises a map in place this way).
+ * out (H+pad, W+pad, C) <- post(pre(x * scale + shift) [+ residual]) for x (H, W, C), pre
+ * and post LeakyReLUs of those slopes (1: none), with the borders reflected; all fp32, or
+ * all bf16 when `bf16`. `residual` is (H, W, C) or NULL. With no padding, `out` may be `x`
+ * (the engine materialises a map in place this way).
  */
 void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int bf16,
-                           ag_norm_affine affine, int lrelu, int H, int W, int C, ag_pad pad,
-                           int threads);
+                           ag_norm_affine affine, float pre_slope, float post_slope, int H, int W,
+                           int C, ag_pad pad, int threads);
 
 /* Where the rows of a banded convolution's padded input come from. */
 typedef enum ag_band_kind {
@@ -111,7 +136,7 @@ typedef struct ag_band_source {
     const void *x;
     const void *residual;
     ag_norm_affine affine;
-    int lrelu;
+    float pre_slope, post_slope; /* LeakyReLU before and after the residual add; 1: none */
     /* AG_BAND_RESIZE: a (HI, WI, C) and the taps of each axis (H and W entries) */
     const void *a;
     int HI, WI;
@@ -141,9 +166,9 @@ typedef struct ag_stats_rows {
 void ag_fused_band_stats(void *out, const ag_band_source *src, int first, int rows,
                          const ag_stats_rows *stats, int threads);
 
-/* tanh of y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
-void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int H, int W,
-                     int threads);
+/* [tanh of] y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
+void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
+                     int H, int W, int threads);
 
 /* The 8-bit value of a [-1, 1] output: (y + 1) * 127.5, clipped, rounded to nearest. */
 uint8_t ag_output_to_u8(float y);

@@ -23,50 +23,6 @@
 #define AG_DATADIR "/usr/local/share/animegan/models"
 #endif
 
-/* ---- architecture ---------------------------------------------------------------------- */
-
-/* One row of the architecture table: where a conv's weights live and what follows it. */
-typedef struct layer_spec {
-    const char *conv; /* state_dict prefix of the conv */
-    const char *norm; /* prefix of the norm after it, NULL for none */
-    int k, stride, pad, has_bias;
-    int depthwise;
-    ag_act act;
-    ag_resize_target resize_before;
-    ag_residual residual;
-    int is_block_a_end;
-} layer_spec;
-
-#define CNL(conv, norm, k, stride, pad)                                                            \
-    { conv, norm, k, stride, pad, 0, 0, AG_ACT_LRELU, 0, 0, 0 }
-#define IRB(p, res_save, res_add)                                                                  \
-    {p ".layers.0.1", p ".layers.0.2", 1, 1, 0, 0, 0, AG_ACT_LRELU, 0, res_save, 0},               \
-        {p ".layers.1.1", p ".layers.1.2", 3, 1, 1, 1, 1, AG_ACT_LRELU, 0, 0, 0}, {                \
-        p ".layers.2", p ".layers.3", 1, 1, 0, 0, 0, AG_ACT_NONE, 0, res_add, 0                    \
-    }
-
-/* pad -1 means the stride-2 layers' (0,1,0,1): reflect only the bottom row and right column. */
-static const layer_spec generator_spec[] = {
-    CNL("block_a.0.1", "block_a.0.2", 7, 1, 3),
-    CNL("block_a.1.1", "block_a.1.2", 3, 2, -1),
-    {"block_a.2.1", "block_a.2.2", 3, 1, 1, 0, 0, AG_ACT_LRELU, 0, 0, 1},
-    CNL("block_b.0.1", "block_b.0.2", 3, 2, -1),
-    CNL("block_b.1.1", "block_b.1.2", 3, 1, 1),
-    CNL("block_c.0.1", "block_c.0.2", 3, 1, 1),
-    IRB("block_c.1", 0, 0),
-    IRB("block_c.2", AG_RESIDUAL_SAVE, AG_RESIDUAL_ADD),
-    IRB("block_c.3", AG_RESIDUAL_SAVE, AG_RESIDUAL_ADD),
-    IRB("block_c.4", AG_RESIDUAL_SAVE, AG_RESIDUAL_ADD),
-    CNL("block_c.5.1", "block_c.5.2", 3, 1, 1),
-    {"block_d.0.1", "block_d.0.2", 3, 1, 1, 0, 0, AG_ACT_LRELU, AG_RESIZE_TO_HALF, 0, 0},
-    CNL("block_d.1.1", "block_d.1.2", 3, 1, 1),
-    {"block_e.0.1", "block_e.0.2", 3, 1, 1, 0, 0, AG_ACT_LRELU, AG_RESIZE_TO_INPUT, 0, 0},
-    CNL("block_e.1.1", "block_e.1.2", 3, 1, 1),
-    CNL("block_e.2.1", "block_e.2.2", 7, 1, 3),
-    {"out_layer.0", NULL, 1, 1, 0, 0, 0, AG_ACT_TANH, 0, 0, 0},
-};
-#define GENERATOR_LAYERS ((int)(sizeof generator_spec / sizeof generator_spec[0]))
-
 /* ---- weights --------------------------------------------------------------------------- */
 
 static float f16_to_f32(uint16_t h) {
@@ -137,105 +93,150 @@ static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, flo
     return AG_OK;
 }
 
-/* Find "<prefix>.<suffix>" and check its shape equals dims[0..ndim). A dim of -1 is read
- * from the file (and returned through dims). */
-static int find_tensor(const ag_tensor_set *set, const char *prefix, const char *suffix, int ndim,
-                       int64_t *dims, const char *path, const ag_tensor_ref **out, ag_error *err) {
-    char name[AG_TENSOR_NAME_BYTES];
-    snprintf(name, sizeof name, "%s.%s", prefix, suffix);
-    const ag_tensor_ref *ref = ag_tensor_set_find(set, name);
-    if (!ref)
-        return ag_error_set(err, AG_E_FORMAT,
-                            "%s: tensor '%s' is missing (not an AnimeGANv2 generator?)", path,
-                            name);
-    int ok = ref->ndim == ndim;
-    for (int i = 0; ok && i < ndim; i++) {
-        if (dims[i] < 0)
-            dims[i] = ref->shape[i];
-        ok = ref->shape[i] == dims[i] && dims[i] > 0 && dims[i] <= 4096;
-    }
-    if (!ok)
-        return ag_error_set(err, AG_E_FORMAT, "%s: tensor '%s' has an unexpected shape", path,
-                            name);
-    *out = ref;
-    return AG_OK;
-}
-
-/* The parameters a layer needs, located in the set. */
-typedef struct layer_refs {
-    const ag_tensor_ref *weight, *bias, *gamma, *beta;
-} layer_refs;
-
-static int locate_layer(const ag_tensor_set *set, const layer_spec *spec, int in_c, ag_layer *layer,
-                        layer_refs *refs, const char *path, ag_error *err) {
-    int64_t w_dims[4] = {-1, spec->depthwise ? 1 : in_c, spec->k, spec->k};
-    int rc = find_tensor(set, spec->conv, "weight", 4, w_dims, path, &refs->weight, err);
-    if (rc)
-        return rc;
-    int out_c = (int)w_dims[0];
-    if (spec->depthwise && out_c != in_c)
-        return ag_error_set(err, AG_E_FORMAT, "%s: depthwise '%s' has %d outputs for %d inputs",
-                            path, spec->conv, out_c, in_c);
-    int64_t c_dims[1] = {out_c};
-    if (spec->has_bias &&
-        (rc = find_tensor(set, spec->conv, "bias", 1, c_dims, path, &refs->bias, err)))
-        return rc;
-    if (spec->norm &&
-        ((rc = find_tensor(set, spec->norm, "weight", 1, c_dims, path, &refs->gamma, err)) ||
-         (rc = find_tensor(set, spec->norm, "bias", 1, c_dims, path, &refs->beta, err))))
-        return rc;
-    snprintf(layer->name, sizeof layer->name, "%s", spec->conv);
-    layer->in_c = in_c;
-    layer->out_c = out_c;
-    layer->k = spec->k;
-    layer->stride = spec->stride;
-    layer->groups = spec->depthwise ? in_c : 1;
-    int p = spec->pad < 0 ? 0 : spec->pad;
-    layer->pad_top = layer->pad_left = p;
-    layer->pad_bottom = layer->pad_right = spec->pad < 0 ? 1 : p;
-    layer->act = spec->act;
-    layer->resize_before = spec->resize_before;
-    layer->residual = spec->residual;
-    layer->is_block_a_end = spec->is_block_a_end;
-    return AG_OK;
-}
-
 static size_t ref_count(const ag_tensor_ref *ref) {
     size_t n = 1;
-    for (int i = 0; ref && i < ref->ndim; i++)
+    for (int i = 0; i < ref->ndim; i++)
         n *= (size_t)ref->shape[i];
-    return ref ? n : 0;
+    return n;
 }
 
-/* Copy the located tensors into the model's single weight allocation. */
-static int load_weights(ag_model *m, const ag_tensor_set *set, layer_refs *refs, const char *path,
-                        ag_error *err) {
+/* Whether `ref` has shape dims[0..ndim) (a -1 matches any size from 1 to 4096); a 2-D
+ * matrix may also be stored as (a, b, 1, 1). */
+static int shape_is(const ag_tensor_ref *ref, int ndim, const int64_t *dims) {
+    int n = ref->ndim;
+    if (ndim == 2 && n == 4 && ref->shape[2] == 1 && ref->shape[3] == 1)
+        n = 2;
+    if (n != ndim)
+        return 0;
+    for (int i = 0; i < ndim; i++)
+        if (ref->shape[i] < 1 || ref->shape[i] > 4096 || (dims[i] >= 0 && ref->shape[i] != dims[i]))
+            return 0;
+    return 1;
+}
+
+typedef struct binder {
+    const ag_tensor_set *set;
+    const char *path;
+    float *cursor, *end; /* the model's weight block, filled in node order */
+} binder;
+
+/* Point *dst at tensor `index` of the set, converted to fp32, after checking its shape. */
+static int bind_tensor(binder *b, const ag_node *n, int index, int ndim, const int64_t *dims,
+                       const float **dst, ag_error *err) {
+    if (index < 0) {
+        *dst = NULL;
+        return AG_OK;
+    }
+    if (index >= b->set->count)
+        return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" names tensor %d of %d", b->path,
+                            n->name, index, b->set->count);
+    const ag_tensor_ref *ref = &b->set->tensors[index];
+    if (!shape_is(ref, ndim, dims))
+        return ag_error_set(err, AG_E_FORMAT,
+                            "%s: tensor '%s' of node \"%s\" (%s) has an "
+                            "unexpected shape",
+                            b->path, ref->name, n->name, ag_op_name(n->op));
+    size_t count = ref_count(ref);
+    AG_ASSERT(count <= (size_t)(b->end - b->cursor));
+    int rc = tensor_to_f32(b->set, ref, b->cursor, count, b->path, err);
+    if (rc)
+        return rc;
+    *dst = b->cursor;
+    b->cursor += count;
+    return AG_OK;
+}
+
+/* Bind node n's tensors; its input's channels are known (nodes bind in order). */
+static int bind_node(binder *b, ag_graph *g, ag_node *n, ag_error *err) {
+    int c = n->op == AG_OP_INPUT ? 3 : g->nodes[n->in[0]].out_c;
+    const ag_tensor_set *set = b->set;
+    int w = n->tensor[AG_T_WEIGHT];
+    const ag_tensor_ref *wref = w >= 0 && w < set->count ? &set->tensors[w] : NULL;
+    int64_t per_c[1] = {c}, any4[4] = {-1, -1, -1, -1}, any2[2] = {-1, -1};
+    int rc = AG_OK;
+    n->out_c = n->op == AG_OP_INPUT ? 3 : n->op == AG_OP_PAD_CHANNELS ? n->out_c : c;
+    switch (n->op) {
+    case AG_OP_CONV:
+        if (!wref || !shape_is(wref, 4, any4) || wref->shape[2] != wref->shape[3])
+            return ag_error_set(err, AG_E_FORMAT,
+                                "%s: conv \"%s\" needs a square (OC, IC, K, K) "
+                                "weight",
+                                b->path, n->name);
+        n->out_c = (int)wref->shape[0];
+        n->k = (int)wref->shape[2];
+        n->in_c = c;
+        if (n->groups == 0)
+            n->groups = c;
+        if (n->groups < 1 || c % n->groups || wref->shape[1] != c / n->groups)
+            return ag_error_set(err, AG_E_FORMAT,
+                                "%s: conv \"%s\" has a weight of %lld input "
+                                "channels for %d inputs in %d groups",
+                                b->path, n->name, (long long)wref->shape[1], c, n->groups);
+        {
+            int64_t oc[1] = {n->out_c};
+            if ((rc = bind_tensor(b, n, w, 4, wref->shape, &n->weight, err)) ||
+                (rc = bind_tensor(b, n, n->tensor[AG_T_BIAS], 1, oc, &n->bias, err)))
+                return rc;
+        }
+        break;
+    case AG_OP_LADE: {
+        int64_t cc[2] = {c, c};
+        n->in_c = c;
+        rc = bind_tensor(b, n, w, 2, cc, &n->weight, err);
+        break;
+    }
+    case AG_OP_MATMUL:
+        if (!wref || !shape_is(wref, 2, any2))
+            return ag_error_set(err, AG_E_FORMAT, "%s: matmul \"%s\" needs a 2-D weight", b->path,
+                                n->name);
+        n->in_c = (int)wref->shape[n->transpose ? 1 : 0];
+        n->out_c = (int)wref->shape[n->transpose ? 0 : 1];
+        rc = bind_tensor(b, n, w, 2, wref->shape, &n->weight, err);
+        break;
+    default:
+        if (w >= 0)
+            return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" (%s) takes no weight", b->path,
+                                n->name, ag_op_name(n->op));
+        break;
+    }
+    if (rc == AG_OK)
+        rc = bind_tensor(b, n, n->tensor[AG_T_GAMMA], 1, per_c, &n->gamma, err);
+    if (rc == AG_OK)
+        rc = bind_tensor(b, n, n->tensor[AG_T_BETA], 1, per_c, &n->beta, err);
+    return rc;
+}
+
+/* Copy every tensor the graph names into the model's one weight block and point the nodes
+ * at it; then check the whole graph. */
+static int bind_graph(ag_model *m, const ag_tensor_set *set, const char *path, ag_error *err) {
+    ag_graph *g = &m->graph;
     size_t total = 0;
-    for (int i = 0; i < m->layer_count; i++)
-        total += ref_count(refs[i].weight) + ref_count(refs[i].bias) + ref_count(refs[i].gamma) +
-                 ref_count(refs[i].beta);
-    m->weights = ag_malloc(total * sizeof(float));
+    for (int i = 0; i < g->count; i++)
+        for (int t = 0; t < AG_NODE_TENSORS; t++) {
+            int index = g->nodes[i].tensor[t];
+            if (index >= set->count)
+                return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" names tensor %d of %d", path,
+                                    g->nodes[i].name, index, set->count);
+            if (index >= 0)
+                total += ref_count(&set->tensors[index]);
+        }
+    m->weights = ag_malloc((total ? total : 1) * sizeof(float));
     if (!m->weights)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory for %zu weights", path, total);
     m->info.param_count = total;
     m->info.weight_bytes = total * sizeof(float);
-    float *cursor = m->weights;
-    for (int i = 0; i < m->layer_count; i++) {
-        const ag_tensor_ref *srcs[4] = {refs[i].weight, refs[i].bias, refs[i].gamma, refs[i].beta};
-        const float **dsts[4] = {&m->layers[i].weight, &m->layers[i].bias, &m->layers[i].gamma,
-                                 &m->layers[i].beta};
-        for (int j = 0; j < 4; j++) {
-            if (!srcs[j])
-                continue;
-            size_t n = ref_count(srcs[j]);
-            int rc = tensor_to_f32(set, srcs[j], cursor, n, path, err);
-            if (rc)
-                return rc;
-            *dsts[j] = cursor;
-            cursor += n;
-        }
+    binder b = {set, path, m->weights, m->weights + total};
+    for (int i = 0; i < g->count; i++) {
+        ag_node *n = &g->nodes[i];
+        if ((i == 0) != (n->op == AG_OP_INPUT) || (i > 0 && (n->in[0] < 0 || n->in[0] >= i)) ||
+            n->in[1] >= i)
+            return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" reads a node not before it",
+                                path, n->name);
+        int rc = bind_node(&b, g, n, err);
+        if (rc)
+            return rc;
     }
-    return AG_OK;
+    return ag_graph_check(g, path, err);
 }
 
 /* ---- metadata -------------------------------------------------------------------------- */
@@ -268,12 +269,13 @@ static const char *base_name(const char *path) {
 
 /* Semantics: safetensors files carry them; PyTorch checkpoints are bryandlee's, whose
  * torch.hub / face2paint path uses GroupNorm eps 1e-5 and align_corners=True. */
-static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *path,
-                          const char *format, ag_error *err) {
+static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *path, ag_error *err) {
     const char *eps = ag_tensor_set_meta_get(set, "norm_eps");
     const char *resize = ag_tensor_set_meta_get(set, "resize");
+    const char *multiple = ag_tensor_set_meta_get(set, "side_multiple");
     m->info.norm_eps = 1e-5f;
     m->info.resize = AG_RESIZE_ALIGN_CORNERS;
+    m->info.side_multiple = 4;
     if (eps) {
         char *end;
         double v = strtod(eps, &end);
@@ -289,10 +291,20 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
                                 resize);
         m->info.resize = (ag_resize_mode)mode;
     }
-    const char *arch = ag_tensor_set_meta_get(set, "architecture");
-    if (arch && strcmp(arch, "animeganv2"))
-        return ag_error_set(err, AG_E_UNSUPPORTED, "%s: architecture '%s' is not supported", path,
-                            arch);
+    if (multiple) {
+        char *end;
+        long v = strtol(multiple, &end, 10);
+        if (*end || v < 1 || v > 64)
+            return ag_error_set(err, AG_E_FORMAT, "%s: metadata side_multiple '%s' is not 1-64",
+                                path, multiple);
+        m->info.side_multiple = (int)v;
+    }
+    return AG_OK;
+}
+
+/* info's strings, in one allocation. */
+static int set_strings(ag_model *m, const ag_tensor_set *set, const char *path, const char *format,
+                       const char *architecture, ag_error *err) {
     const char *style = ag_tensor_set_meta_get(set, "style");
     const char *license = ag_tensor_set_meta_get(set, "license");
     char name[128];
@@ -301,7 +313,7 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
     if (dot && dot != name)
         *dot = '\0';
     const char *strs[] = {
-        name, path, format, "animeganv2", style ? style : "", license ? license : ""};
+        name, path, format, architecture, style ? style : "", license ? license : ""};
     size_t len = 0;
     for (int i = 0; i < 6; i++)
         len += strlen(strs[i]) + 1;
@@ -319,28 +331,42 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
     return AG_OK;
 }
 
-int ag_model_build(const ag_tensor_set *set, const char *path, const char *format, ag_model **out,
-                   ag_error *err) {
+/* The graph of the file: given (ONNX), in the metadata, or AnimeGANv2's. */
+static int make_graph(ag_model *m, const ag_tensor_set *set, const ag_graph *graph,
+                      const char *path, const char **architecture, ag_error *err) {
+    const char *arch = ag_tensor_set_meta_get(set, "architecture");
+    const char *json = ag_tensor_set_meta_get(set, "graph");
+    *architecture = arch ? arch : graph ? "onnx" : "animeganv2";
+    if (graph) {
+        m->graph = *graph;
+        return AG_OK;
+    }
+    if (json)
+        return ag_graph_from_json(json, set, path, &m->graph, err);
+    if (arch && strcmp(arch, "animeganv2"))
+        return ag_error_set(err, AG_E_UNSUPPORTED,
+                            "%s: architecture '%s' has no graph in the file and is not supported",
+                            path, arch);
+    return ag_v2_graph(set, path, m->info.norm_eps, m->info.resize, &m->graph, err);
+}
+
+int ag_model_build(const ag_tensor_set *set, const ag_graph *graph, const char *path,
+                   const char *format, ag_model **out, ag_error *err) {
     *out = NULL;
     ag_model *m = ag_calloc(1, sizeof *m);
-    layer_refs refs[AG_MAX_LAYERS] = {0};
     if (!m)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", path);
-    int rc = read_semantics(m, set, path, format, err);
-    int in_c = 3;
-    for (int i = 0; rc == AG_OK && i < GENERATOR_LAYERS; i++) {
-        rc = locate_layer(set, &generator_spec[i], in_c, &m->layers[i], &refs[i], path, err);
-        in_c = m->layers[i].out_c;
-        m->layer_count = i + 1;
-    }
-    if (rc == AG_OK && in_c != 3)
-        rc = ag_error_set(err, AG_E_FORMAT, "%s: output layer has %d channels, not 3", path, in_c);
-    for (int i = 0; rc == AG_OK && i < m->layer_count; i++)
-        if (m->layers[i].residual == AG_RESIDUAL_ADD && m->layers[i].out_c != m->layers[i - 2].in_c)
-            rc = ag_error_set(err, AG_E_FORMAT, "%s: residual block '%s' changes channels", path,
-                              m->layers[i].name);
+    const char *arch = "";
+    int rc = read_semantics(m, set, path, err);
     if (rc == AG_OK)
-        rc = load_weights(m, set, refs, path, err);
+        rc = make_graph(m, set, graph, path, &arch, err);
+    if (rc == AG_OK)
+        rc = set_strings(m, set, path, format, arch, err);
+    if (rc == AG_OK)
+        rc = bind_graph(m, set, path, err);
+    if (rc == AG_OK && m->graph.nodes[m->graph.outputs[0]].out_c != 3)
+        rc = ag_error_set(err, AG_E_FORMAT, "%s: the output has %d channels, not 3", path,
+                          m->graph.nodes[m->graph.outputs[0]].out_c);
     if (rc) {
         ag_model_destroy(m);
         return rc;
@@ -381,7 +407,7 @@ int ag_model_load_memory(const void *data, size_t size, const char *label, ag_mo
                           label);
     }
     if (rc == AG_OK)
-        rc = ag_model_build(&set, label, format, out, err);
+        rc = ag_model_build(&set, NULL, label, format, out, err);
     ag_tensor_set_fini(&set);
     return rc;
 }

@@ -65,50 +65,28 @@ int ag_pytorch_parse(const uint8_t *data, size_t size, const char *label, ag_ten
 
 /* ---- the network ----------------------------------------------------------------------- */
 
-typedef enum ag_act { AG_ACT_NONE = 0, AG_ACT_LRELU, AG_ACT_TANH } ag_act;
-
-/* Feature-map size a bilinear resize in front of a layer goes to. */
-typedef enum ag_resize_target {
-    AG_RESIZE_TO_NONE = 0,
-    AG_RESIZE_TO_HALF,  /* block A's output size */
-    AG_RESIZE_TO_INPUT, /* the input image's size */
-} ag_resize_target;
-
-/* Residual connection of an inverted-residual block with in == out channels. */
-typedef enum ag_residual {
-    AG_RESIDUAL_NONE = 0,
-    AG_RESIDUAL_SAVE, /* this layer's input is the block input: keep it */
-    AG_RESIDUAL_ADD,  /* add the kept input after this layer's norm */
-} ag_residual;
-
-#define AG_MAX_LAYERS 32
-
-/* One convolution and what follows it: [resize] -> reflect pad -> conv (+bias) -> [norm]
- * -> [+residual] -> activation. */
-typedef struct ag_layer {
-    char name[48]; /* state_dict prefix of the conv, e.g. "block_c.1.layers.0.1" */
-    int in_c, out_c, k, stride, groups;
-    int pad_top, pad_bottom, pad_left, pad_right; /* reflection padding */
-    const float *weight;                          /* (OC, IC/groups, K, K) */
-    const float *bias;                            /* (OC) or NULL */
-    const float *gamma;                           /* (OC) norm scale, NULL when no norm follows */
-    const float *beta;                            /* (OC) */
-    ag_act act;
-    ag_resize_target resize_before;
-    ag_residual residual;
-    int is_block_a_end; /* its output size is the "half" size */
-} ag_layer;
+#include "../graph/graph.h"
 
 struct ag_model {
     ag_model_info info;
     char *strings;  /* one allocation holding info's strings */
     float *weights; /* one allocation holding every parameter, fp32 */
-    ag_layer layers[AG_MAX_LAYERS];
-    int layer_count;
+    ag_graph graph; /* weights bound, checked */
 };
 
-/* Build the generator from a parsed set; `format` is "safetensors" or "pytorch". */
-int ag_model_build(const ag_tensor_set *set, const char *path, const char *format, ag_model **out,
-                   ag_error *err);
+/* The AnimeGANv2 generator (bryandlee's state_dict names) as a graph whose nodes name
+ * their tensors by index into `set` (src/model/v2.c). */
+int ag_v2_graph(const ag_tensor_set *set, const char *path, float eps, ag_resize_mode mode,
+                ag_graph *g, ag_error *err);
+
+/* The graph of a file's "graph" metadata (docs/graph.md) (src/model/graph_json.c). */
+int ag_graph_from_json(const char *json, const ag_tensor_set *set, const char *path, ag_graph *g,
+                       ag_error *err);
+
+/* Build the model from a parsed set: the graph is `graph` when given (ONNX), else the
+ * file's "graph" metadata, else AnimeGANv2's; `format` is "safetensors", "pytorch" or
+ * "onnx". */
+int ag_model_build(const ag_tensor_set *set, const ag_graph *graph, const char *path,
+                   const char *format, ag_model **out, ag_error *err);
 
 #endif
