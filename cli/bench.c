@@ -22,9 +22,10 @@ static void print_help(void) {
     fputs("Usage: animegan bench [options]\n"
           "\n"
           "Time the generator (ag_engine_run_f32: no decoding or encoding) and print one JSON\n"
-          "object on stdout: size, width, height, precision, backend, upsample, threads, runs,\n"
-          "warmup, ms_median, ms_min, ms_max, ms_mean, prepare_ms, gflop, gflops, peak_rss_mb,\n"
-          "arena_mb, model, version.\n"
+          "object on stdout: size, width, height, precision, requested, emulated, backend,\n"
+          "upsample, threads, runs, warmup, ms_median, ms_min, ms_max, ms_mean, prepare_ms,\n"
+          "gflop, gflops, peak_rss_mb, arena_mb, model, version, cpu, cpu_flags, isa,\n"
+          "onednn_isa.\n"
           "\n"
           "Options:\n"
           "      --size N           side of the square synthetic image; with --input, the\n"
@@ -34,7 +35,8 @@ static void print_help(void) {
           "      --warmup N         untimed runs first, 0-1000 (default: 1)\n"
           "  -m, --model NAME|PATH  bundled model name or model file (default: hayao)\n"
           "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
-          "      --precision P      fp32, bf16 or int8 (default: fp32)\n"
+          "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"
+          "                         that meets its quality bar (default: fp32)\n"
           "      --backend B        onednn or reference (default: onednn)\n"
           "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
           "                         (default: the model's own mode)\n"
@@ -190,8 +192,19 @@ static void print_json_string(const char *text) {
     putchar('"');
 }
 
+/* What ran it: the CPU, our passes' variant and oneDNN's ISA (ANIMEGAN_ISA and
+ * ONEDNN_MAX_CPU_ISA lower the last two). */
+static void print_cpu(void) {
+    const ag_cpu_info *cpu = ag_cpu_get_info();
+    printf(", \"cpu\": ");
+    print_json_string(cpu->model);
+    printf(", \"cpu_flags\": \"%s\", \"isa\": \"%s\", \"onednn_isa\": \"%s\"", cpu->flags_text,
+           ag_isa_name(cpu->isa), cpu->onednn_isa);
+}
+
 static void print_report(const bench_args *a, const ag_model *model, const ag_engine *engine,
-                         const ag_engine_options *options, int width, int height, timings t) {
+                         const ag_engine_options *options, const ag_precision_choice *precision,
+                         int width, int height, timings t) {
     const ag_model_info *info = ag_model_get_info(model);
     ag_resize_mode resize = options->resize ? options->resize : info->resize;
     double gflop = ag_model_flop(model, width, height) / 1e9;
@@ -207,15 +220,19 @@ static void print_report(const bench_args *a, const ag_model *model, const ag_en
     printf(", \"precision\": \"%s\", \"backend\": \"%s\", \"upsample\": \"%s\"",
            ag_cli_precision_name(options->precision), ag_cli_backend_name(options->backend),
            ag_resize_mode_name(resize));
+    printf(", \"requested\": \"%s\", \"emulated\": %s", ag_precision_name(a->e.engine.precision),
+           precision->emulated ? "true" : "false");
     printf(", \"threads\": %d, \"runs\": %d, \"warmup\": %d", options->threads, a->runs, a->warmup);
     printf(", \"prepare_ms\": %.3f, \"ms_median\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
            "\"ms_mean\": %.3f",
            t.prepare_ms, t.median_ms, t.min_ms, t.max_ms, t.mean_ms);
     printf(", \"gflop\": %.4f, \"gflops\": %.3f", gflop,
            t.median_ms > 0 ? gflop / (t.median_ms / 1e3) : 0.0);
-    printf(", \"peak_rss_mb\": %.1f, \"arena_mb\": %.1f, \"version\": \"%s\"}\n",
+    printf(", \"peak_rss_mb\": %.1f, \"arena_mb\": %.1f, \"version\": \"%s\"",
            (double)ag_process_peak_rss_bytes() / 1048576.0,
            (double)ag_engine_arena_bytes(engine) / 1048576.0, AG_VERSION);
+    print_cpu();
+    printf("}\n");
 }
 
 /* Warm up, then time each run separately; ms has a->runs slots. */
@@ -234,7 +251,7 @@ static int time_runs(ag_engine *engine, const bench_args *a, const float *in, fl
 }
 
 static int run_bench(const bench_args *a, ag_model *model, ag_engine_options *options,
-                     ag_error *err) {
+                     const ag_precision_choice *precision, ag_error *err) {
     ag_engine *engine = NULL;
     float *in = NULL, *out = NULL;
     double *ms = ag_malloc((size_t)a->runs * sizeof *ms);
@@ -258,7 +275,8 @@ static int run_bench(const bench_args *a, ag_model *model, ag_engine_options *op
     double prepare_ms = now_ms() - start;
     if ((rc = time_runs(engine, a, in, out, width, height, ms, err)))
         goto done;
-    print_report(a, model, engine, options, width, height, summarise(ms, a->runs, prepare_ms));
+    print_report(a, model, engine, options, precision, width, height,
+                 summarise(ms, a->runs, prepare_ms));
 done:
     ag_free(out);
     ag_engine_destroy(engine);
@@ -277,10 +295,14 @@ int ag_cli_bench(int argc, char **argv) {
     ag_engine_options options = a.e.engine;
     if (options.threads <= 0)
         options.threads = ag_cpu_count();
+    ag_precision_choice precision;
+    if (ag_cli_resolve_precision(&options, &precision))
+        return AG_EXIT_FAILED;
     ag_model *model = NULL;
     ag_error err = {0};
     status = AG_EXIT_OK;
-    if (ag_model_load(a.e.model, &model, &err) || run_bench(&a, model, &options, &err)) {
+    if (ag_model_load(a.e.model, &model, &err) ||
+        run_bench(&a, model, &options, &precision, &err)) {
         ag_cli_report(&err);
         status = AG_EXIT_FAILED;
     }

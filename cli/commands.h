@@ -71,6 +71,13 @@ int ag_cli_usage_error(const char *command, const char *fmt, ...)
 /* Print "animegan: <message>" for a failed library call. */
 void ag_cli_report(const ag_error *err);
 
+/*
+ * Resolve options->precision (auto, or an explicit one) for this CPU with ag_precision_resolve
+ * and store the result back; prints the one-line warning when it is emulated. Returns 0,
+ * or -1 after printing why this CPU cannot run it (the command then exits 1).
+ */
+int ag_cli_resolve_precision(ag_engine_options *options, ag_precision_choice *choice);
+
 const char *ag_cli_precision_name(ag_precision precision);
 const char *ag_cli_backend_name(ag_backend backend);
 

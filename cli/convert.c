@@ -56,7 +56,8 @@ static void print_help(void) {
           "  -m, --model NAME|PATH  bundled model name, or a .safetensors / PyTorch .pt file\n"
           "                         (default: hayao; see 'animegan models')\n"
           "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
-          "      --precision P      fp32, bf16 or int8 (default: fp32)\n"
+          "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"
+          "                         that meets its quality bar (default: fp32)\n"
           "      --backend B        onednn or reference (default: onednn)\n"
           "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
           "                         (default: the model's own mode)\n"
@@ -494,6 +495,9 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
     ag_engine_options options = a->e.engine;
     if (options.threads <= 0)
         options.threads = ag_cpu_count();
+    ag_precision_choice precision;
+    if (ag_cli_resolve_precision(&options, &precision))
+        return AG_EXIT_FAILED;
     ag_model *model = NULL;
     ag_engine *engine = NULL;
     ag_error err = {0};

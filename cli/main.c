@@ -26,18 +26,35 @@ static void print_help(void) {
           "  -V, --version   print the version\n"
           "\n"
           "convert options (defaults in brackets): -o/--output PATH, -m/--model NAME|PATH\n"
-          "[hayao], -t/--threads N [0 = every core], --precision fp32|bf16|int8 [fp32],\n"
+          "[hayao], -t/--threads N [0 = every core], --precision fp32|bf16|int8|auto [fp32],\n"
           "--backend onednn|reference [onednn], --upsample asymmetric|align-corners|half-pixel\n"
           "[the model's], --max-side N [1024], --portrait, --size N [512], --side-by-side,\n"
           "--quality N [90], --format png|jpg|webp [png], -q/--quiet.\n"
           "\n"
           "Environment:\n"
           "  ANIMEGAN_MODEL_PATH   colon-separated directories searched for bundled models\n"
+          "  ANIMEGAN_ISA          avx2 or generic: run our passes' lower variant (with\n"
+          "                        ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN's, to time an AVX2 server)\n"
           "\n"
           "Example:\n"
           "  animegan convert photo.jpg -o anime.png\n"
           "  animegan convert holiday/ -o holiday-anime/ --format jpg --quality 85\n",
           stdout);
+}
+
+/* The version, and the CPU with what this process runs on it. */
+static void print_version(void) {
+    const ag_cpu_info *cpu = ag_cpu_get_info();
+    ag_precision_choice autop;
+    ag_precision_resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, cpu, &autop);
+    printf("animegan %s\n", AG_VERSION);
+    printf("cpu: %s (%d cpus)\n", cpu->model, ag_cpu_count());
+    printf("cpu flags: %s\n", cpu->flags_text[0] ? cpu->flags_text : "none of interest");
+    printf("isa: %s (best %s), onednn %s\n", ag_isa_name(cpu->isa), ag_isa_name(cpu->best_isa),
+           cpu->onednn_isa);
+    printf("precision auto: %s\n", ag_precision_name(autop.precision));
+    if (cpu->isa_note[0])
+        fprintf(stderr, "animegan: %s\n", cpu->isa_note);
 }
 
 typedef struct command {
@@ -57,7 +74,7 @@ static int run_builtin(const char *word) {
     if (!strcmp(word, "-h") || !strcmp(word, "--help") || !strcmp(word, "help"))
         return print_help(), AG_EXIT_OK;
     if (!strcmp(word, "-V") || !strcmp(word, "--version"))
-        return printf("animegan %s\n", AG_VERSION), AG_EXIT_OK;
+        return print_version(), AG_EXIT_OK;
     return -1;
 }
 

@@ -46,11 +46,10 @@ int ag_cli_parse_int(const char *command, const char *option, const char *text, 
     return 0;
 }
 
-static const char *const precision_names[] = {"fp32", "bf16", "int8"};
 static const char *const backend_names[] = {"onednn", "reference"};
 
 const char *ag_cli_precision_name(ag_precision precision) {
-    return (unsigned)precision < 3 ? precision_names[precision] : "?";
+    return ag_precision_name(precision);
 }
 
 const char *ag_cli_backend_name(ag_backend backend) {
@@ -88,8 +87,9 @@ int ag_cli_engine_option(const char *command, int opt, const char *arg, ag_cli_e
             return -1;
         return 1;
     case 'P':
-        if ((value = lookup(arg, precision_names, 3)) < 0)
-            return ag_cli_usage_error(command, "--precision: '%s' is not fp32, bf16 or int8", arg),
+        if ((value = ag_precision_parse(arg)) < 0)
+            return ag_cli_usage_error(command, "--precision: '%s' is not fp32, bf16, int8 or auto",
+                                      arg),
                    -1;
         args->engine.precision = (ag_precision)value;
         return 1;
@@ -118,4 +118,15 @@ int ag_cli_bad_option(const char *command, int opt, int optopt_value, const char
     if (optopt_value > 0 && optopt_value < 128 && strncmp(word, "--", 2) != 0)
         return ag_cli_usage_error(command, "unknown option '-%c'", optopt_value);
     return ag_cli_usage_error(command, "unknown or malformed option '%s'", word);
+}
+
+int ag_cli_resolve_precision(ag_engine_options *options, ag_precision_choice *choice) {
+    if (ag_precision_resolve(options->precision, options->backend, NULL, choice) != 0) {
+        fprintf(stderr, "animegan: %s\n", choice->note[0] ? choice->note : "bad precision");
+        return -1;
+    }
+    options->precision = choice->precision;
+    if (choice->emulated)
+        fprintf(stderr, "animegan: %s\n", choice->note);
+    return 0;
 }

@@ -111,6 +111,7 @@ typedef enum ag_precision {
     AG_PRECISION_FP32 = 0,
     AG_PRECISION_BF16,
     AG_PRECISION_INT8,
+    AG_PRECISION_AUTO, /* resolve with ag_precision_resolve before ag_engine_create */
 } ag_precision;
 
 typedef struct ag_engine_options {
@@ -233,6 +234,81 @@ size_t ag_allocated_peak_bytes(void);
 
 /* CPUs this process may run on (its affinity mask): the default thread count. */
 int ag_cpu_count(void);
+
+/* ---- the CPU and the precision it runs best ----------------------------------------------- */
+
+/* Instruction-set features the CPU reports (cpuid) and the OS enables (xgetbv). */
+enum {
+    AG_CPU_AVX2 = 1u << 0,
+    AG_CPU_FMA = 1u << 1,
+    AG_CPU_AVX512F = 1u << 2,
+    AG_CPU_AVX512BW = 1u << 3,
+    AG_CPU_AVX512VL = 1u << 4,
+    AG_CPU_AVX512DQ = 1u << 5,
+    AG_CPU_AVX512CD = 1u << 6,
+    AG_CPU_AVX512_VNNI = 1u << 7,
+    AG_CPU_AVX_VNNI = 1u << 8,
+    AG_CPU_AVX512_BF16 = 1u << 9,
+    AG_CPU_AMX_TILE = 1u << 10,
+    AG_CPU_AMX_INT8 = 1u << 11,
+    AG_CPU_AMX_BF16 = 1u << 12,
+};
+#define AG_CPU_FLAG_COUNT 13
+
+/* The variants our fused passes are compiled for, best last. */
+typedef enum ag_isa {
+    AG_ISA_GENERIC = 0, /* baseline x86-64 (SSE2), or the build's default elsewhere */
+    AG_ISA_AVX2,        /* x86-64-v3: AVX2, FMA, F16C, BMI */
+    AG_ISA_AVX512,      /* x86-64-v4: AVX-512 F, BW, VL, DQ, CD */
+} ag_isa;
+
+typedef struct ag_cpu_info {
+    char model[64];       /* cpuid brand string, else /proc/cpuinfo's model name; "unknown" */
+    unsigned flags;       /* AG_CPU_* bits */
+    char flags_text[160]; /* the flags as /proc/cpuinfo names them: "avx2 fma avx512f ..." */
+    ag_isa best_isa;      /* the best variant this CPU runs */
+    ag_isa isa;           /* the variant in use: best_isa, or lower when ANIMEGAN_ISA says so */
+    /* One line for the user when ANIMEGAN_ISA was not honoured as written (unknown value, or
+     * above what the CPU runs), else "". */
+    char isa_note[160];
+    /* oneDNN's effective ISA ("avx512_core_bf16", "avx2", ...: its detection lowered by
+     * ONEDNN_MAX_CPU_ISA) and the subset of `flags` it leaves to its convolutions. */
+    char onednn_isa[32];
+    unsigned onednn_flags;
+} ag_cpu_info;
+
+/*
+ * This CPU, detected once per process (thread-safe; later calls return the same object).
+ * ANIMEGAN_ISA=avx512|avx2|generic (or AG_NOSIMD=1, = generic) lowers `isa`; it never raises
+ * it above `best_isa`. oneDNN has its own limit, ONEDNN_MAX_CPU_ISA (e.g. AVX2).
+ */
+const ag_cpu_info *ag_cpu_get_info(void);
+
+/* "generic", "avx2", "avx512"; ag_isa_parse returns -1 when unknown. */
+const char *ag_isa_name(ag_isa isa);
+int ag_isa_parse(const char *text);
+
+/* "fp32", "bf16", "int8", "auto"; ag_precision_parse returns -1 when unknown. */
+const char *ag_precision_name(ag_precision precision);
+int ag_precision_parse(const char *text);
+
+typedef struct ag_precision_choice {
+    ag_precision precision; /* never AG_PRECISION_AUTO */
+    int emulated;           /* 1: this CPU has no native instructions for it (slower) */
+    char note[200];         /* why auto chose it, or the warning for an emulated one */
+} ag_precision_choice;
+
+/*
+ * The one place that decides which precision runs. AUTO picks the fastest precision that is
+ * available in the engine, meets its quality bar (PSNR against fp32; see docs/benchmarks.md)
+ * and is native on `cpu` (NULL: this CPU) for `backend`; it never picks an emulated one. An
+ * explicit precision is kept as asked, with `emulated` set (and a warning in `note`) when the
+ * CPU, or oneDNN as limited by ONEDNN_MAX_CPU_ISA (`onednn_flags`), lacks its instructions.
+ * Returns 0; AG_E_UNSUPPORTED (reason in `note`) when the CPU cannot run it at all (bf16
+ * below AVX-512); AG_E_ARG for a value outside the enum.
+ */
+int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cpu_info *cpu,
+                         ag_precision_choice *out);
 
 /* Resident set size of the process now / at its peak, in bytes (from /proc). */
 size_t ag_process_rss_bytes(void);

@@ -84,7 +84,7 @@ void ag_config_usage(void) {
         "                        longer than S, for a supervisor to restart (default 600;\n"
         "                        0 = never)\n"
         "  --backend B           onednn or reference (default onednn)\n"
-        "  --precision P         fp32, bf16 or int8 (default fp32)\n"
+        "  --precision P         fp32, bf16, int8 or auto (default fp32)\n"
         "  --upsample MODE       asymmetric, align-corners or half-pixel (default: the model's)\n"
         "  --log-format F        logfmt or json, one line per request on stderr (default logfmt)\n"
         "  --quiet               no per-request lines\n"
@@ -224,7 +224,6 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
         {NULL, 0, NULL, 0},
     };
     static const char *const backends[] = {"onednn", "reference"};
-    static const char *const precisions[] = {"fp32", "bf16", "int8"};
     static const char *const log_formats[] = {"logfmt", "json"};
     int threads_given = 0;
     long long v;
@@ -331,8 +330,8 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
             c->engine.backend = (ag_backend)i;
             break;
         case OPT_PRECISION:
-            if ((i = lookup(arg, precisions, 3)) < 0)
-                return usage_error("--precision: '%s' is not fp32, bf16 or int8", arg);
+            if ((i = ag_precision_parse(arg)) < 0)
+                return usage_error("--precision: '%s' is not fp32, bf16, int8 or auto", arg);
             c->engine.precision = (ag_precision)i;
             break;
         case OPT_UPSAMPLE:

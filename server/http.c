@@ -389,6 +389,10 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
                    c->workers, c->threads_per_worker, g.busy_workers, g.longest_busy_s,
                    g.queue_depth, c->queue, c->queue_timeout_s, g.admitted, g.admit_limit,
                    (unsigned long long)served, (unsigned long long)requests);
+    ag_text_printf(&t, "\"precision\":\"%s\",\"isa\":\"%s\",\"cpu\":",
+                   ag_precision_name(c->engine.precision), ag_isa_name(ag_cpu_get_info()->isa));
+    ag_text_json_string(&t, ag_cpu_get_info()->model);
+    ag_text_append(&t, ",", 1);
     ag_text_printf(&t,
                    "\"memory\":{\"rss_bytes\":%zu,\"peak_rss_bytes\":%zu,\"allocated_bytes\":%zu,"
                    "\"arena_bytes\":%zu,\"bound_bytes\":%zu,\"bound\":{\"base_bytes\":%zu,"

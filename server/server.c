@@ -231,6 +231,14 @@ int ag_server_main(int argc, char **argv) {
             }
         }
     }
+    ag_precision_choice precision; /* auto, or the emulated-bf16 warning: issue 12 */
+    if (ag_precision_resolve(c->engine.precision, c->engine.backend, NULL, &precision) != 0) {
+        fprintf(stderr, "animegan: %s\n", precision.note);
+        goto out;
+    }
+    s->config.engine.precision = precision.precision;
+    if (precision.emulated)
+        ag_log_event(lf, "warn", "%s", precision.note);
     s->admit_limit = c->queue + c->workers;
     if (ag_queue_init(&s->queue, s->admit_limit) != 0) {
         fputs("animegan: out of memory\n", stderr);
@@ -270,10 +278,13 @@ int ag_server_main(int argc, char **argv) {
     int v6 = strchr(shown, ':') != NULL;
     ag_log_event(lf, "info",
                  "listening on http://%s%s%s:%d/ models=%s workers=%d threads_per_worker=%d "
-                 "queue=%d max_upload_mb=%zu max_side=%d cache_mb=%zu",
+                 "queue=%d max_upload_mb=%zu max_side=%d cache_mb=%zu precision=%s isa=%s "
+                 "onednn_isa=%s cpu=\"%s\"",
                  v6 ? "[" : "", shown, v6 ? "]" : "", s->port, models, c->workers,
                  c->threads_per_worker, c->queue, c->max_upload_bytes >> 20, c->max_side,
-                 c->cache_bytes >> 20);
+                 c->cache_bytes >> 20, ag_precision_name(c->engine.precision),
+                 ag_isa_name(ag_cpu_get_info()->isa), ag_cpu_get_info()->onednn_isa,
+                 ag_cpu_get_info()->model);
 
     while (!wait_signal(50)) {
         expire_queue(s);

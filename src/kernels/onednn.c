@@ -9,6 +9,7 @@
 
 #include <dnnl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,4 +243,42 @@ int ag_dnnl_conv_run(ag_dnnl_conv *c, ag_error *err) {
     if (st == dnnl_success)
         st = dnnl_stream_wait(c->dnnl->stream);
     return st == dnnl_success ? AG_OK : dnnl_fail(err, "convolution", st);
+}
+
+unsigned ag_dnnl_effective_isa(char *name, size_t name_bytes) {
+    /* dnnl_cpu_isa_t values are bit sets: each level contains the bits of those below. */
+    static const struct {
+        unsigned bits;
+        const char *name;
+        unsigned flags;
+    } levels[] = {
+        {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx",
+         AG_CPU_AMX_TILE | AG_CPU_AMX_INT8 | AG_CPU_AMX_BF16 | AG_CPU_AVX512_BF16 |
+             AG_CPU_AVX512_VNNI},
+        {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16",
+         AG_CPU_AVX512_BF16 | AG_CPU_AVX512_VNNI},
+        {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni", AG_CPU_AVX512_VNNI},
+        {dnnl_cpu_isa_avx512_core, "avx512_core", 0},
+        {dnnl_cpu_isa_avx2_vnni, "avx2_vnni", AG_CPU_AVX_VNNI},
+        {dnnl_cpu_isa_avx2, "avx2", 0},
+        {dnnl_cpu_isa_avx, "avx", 0},
+        {dnnl_cpu_isa_sse41, "sse41", 0},
+    };
+    const unsigned avx2 = AG_CPU_AVX2 | AG_CPU_FMA;
+    const unsigned avx512 = avx2 | AG_CPU_AVX512F | AG_CPU_AVX512BW | AG_CPU_AVX512VL |
+                            AG_CPU_AVX512DQ | AG_CPU_AVX512CD;
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+        if ((isa & levels[i].bits) != levels[i].bits)
+            continue;
+        snprintf(name, name_bytes, "%s", levels[i].name);
+        unsigned flags = levels[i].flags;
+        if ((levels[i].bits & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core)
+            flags |= avx512;
+        else if ((levels[i].bits & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2)
+            flags |= avx2;
+        return flags;
+    }
+    snprintf(name, name_bytes, "%s", "any");
+    return 0;
 }

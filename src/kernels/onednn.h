@@ -43,4 +43,8 @@ void ag_dnnl_conv_bind(ag_dnnl_conv *conv, const void *src, void *dst, const flo
 
 int ag_dnnl_conv_run(ag_dnnl_conv *conv, ag_error *err);
 
+/* oneDNN's effective ISA (its detection lowered by ONEDNN_MAX_CPU_ISA): its name into
+ * `name` and the AG_CPU_* flags it implies, for src/util/cpu.c. */
+unsigned ag_dnnl_effective_isa(char *name, size_t name_bytes);
+
 #endif

@@ -1,0 +1,108 @@
+/*
+ * precision.c - which precision runs: the one place that knows which precisions the engine
+ * has, which meet their quality bar, and which instructions make each native. The CLI and
+ * the server resolve --precision (auto or explicit) here before creating engines.
+ */
+#include "animegan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const precision_names[] = {"fp32", "bf16", "int8", "auto"};
+
+const char *ag_precision_name(ag_precision precision) {
+    return (unsigned)precision < 4 ? precision_names[precision] : "?";
+}
+
+int ag_precision_parse(const char *text) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(text, precision_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+typedef struct precision_row {
+    ag_precision precision;
+    int available;     /* the engine runs it */
+    int meets_bar;     /* its measured quality against fp32 clears the bar */
+    int reference;     /* the reference backend runs it */
+    unsigned minimum;  /* all of these AG_CPU_* flags are needed to run it at all */
+    unsigned native;   /* any of these AG_CPU_* flags makes it native; 0: always native */
+    const char *needs; /* those instructions, for the messages */
+    const char *why;   /* its quality, for auto's note */
+} precision_row;
+
+/*
+ * Fastest first. int8 (u8 activations, s8 weights, VNNI) joins auto when the engine runs it
+ * and its PSNR test (>= 38 dB against fp32 on the test photos) passes: set `available` and
+ * `meets_bar` then. bf16: 54 dB against fp32 (tests/test_precision.c), 1.9x fp32 where native.
+ */
+#define AVX512_CORE (AG_CPU_AVX512F | AG_CPU_AVX512BW | AG_CPU_AVX512VL | AG_CPU_AVX512DQ)
+static const precision_row rows[] = {
+    {AG_PRECISION_INT8, 0, 0, 0, 0, AG_CPU_AVX512_VNNI | AG_CPU_AVX_VNNI | AG_CPU_AMX_INT8,
+     "AVX512-VNNI, AVX-VNNI or AMX", "not available yet"},
+    /* oneDNN 2.6 emulates bf16 convolutions on AVX-512 only; below it has none at all. */
+    {AG_PRECISION_BF16, 1, 1, 0, AVX512_CORE, AG_CPU_AVX512_BF16 | AG_CPU_AMX_BF16,
+     "AVX512-BF16 or AMX", "54 dB against fp32"},
+    {AG_PRECISION_FP32, 1, 1, 1, 0, 0, "", "the reference precision"},
+};
+#define ROW_COUNT (sizeof rows / sizeof rows[0])
+
+static const precision_row *row_of(ag_precision p) {
+    for (size_t i = 0; i < ROW_COUNT; i++)
+        if (rows[i].precision == p)
+            return &rows[i];
+    return NULL;
+}
+
+/* Native for oneDNN on this CPU: the flags both the CPU and oneDNN's ISA limit allow. */
+static int is_native(const precision_row *r, const ag_cpu_info *cpu) {
+    return r->native == 0 || (cpu->flags & cpu->onednn_flags & r->native) != 0;
+}
+
+static int can_run(const precision_row *r, const ag_cpu_info *cpu) {
+    return (cpu->flags & cpu->onednn_flags & r->minimum) == r->minimum;
+}
+
+int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cpu_info *cpu,
+                         ag_precision_choice *out) {
+    memset(out, 0, sizeof *out);
+    out->precision = AG_PRECISION_FP32;
+    if (!cpu)
+        cpu = ag_cpu_get_info();
+    if (requested == AG_PRECISION_AUTO) {
+        for (size_t i = 0; i < ROW_COUNT; i++) {
+            const precision_row *r = &rows[i];
+            int runs = r->available && (backend == AG_BACKEND_ONEDNN || r->reference);
+            if (!runs || !r->meets_bar || !can_run(r, cpu) || !is_native(r, cpu))
+                continue;
+            out->precision = r->precision;
+            snprintf(out->note, sizeof out->note, "auto: %s (%s%s%s)",
+                     ag_precision_name(r->precision), r->why, r->native ? ", native " : "",
+                     r->native ? r->needs : "");
+            return AG_OK;
+        }
+        return AG_E_INTERNAL; /* not reached: fp32 always qualifies */
+    }
+    const precision_row *r = row_of(requested);
+    if (!r)
+        return AG_E_ARG;
+    out->precision = requested;
+    /* The reference backend is plain C in fp32; the engine refuses the others there. */
+    if (backend == AG_BACKEND_ONEDNN && r->available && !can_run(r, cpu)) {
+        snprintf(out->note, sizeof out->note,
+                 "%s needs AVX-512 here (natively %s); this CPU%s has %s",
+                 ag_precision_name(requested), r->needs,
+                 (cpu->flags & r->minimum) == r->minimum ? " as limited by ONEDNN_MAX_CPU_ISA" : "",
+                 cpu->onednn_isa);
+        return AG_E_UNSUPPORTED;
+    }
+    if (backend == AG_BACKEND_ONEDNN && r->available && !is_native(r, cpu)) {
+        out->emulated = 1;
+        snprintf(out->note, sizeof out->note,
+                 "warning: %s is emulated on this CPU (no %s%s), slower than fp32",
+                 ag_precision_name(requested), r->needs,
+                 (cpu->flags & r->native) ? " allowed by ONEDNN_MAX_CPU_ISA" : "");
+    }
+    return AG_OK;
+}
