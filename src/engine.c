@@ -38,8 +38,9 @@ typedef struct lowering {
 static void count_consumers(lowering *lw) {
     const ag_graph *g = lw->g;
     memset(lw->consumers, 0, sizeof lw->consumers);
+    /* A resize's second input gives only its size: no reader of its data. */
     for (int i = 0; i < g->count; i++)
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < (g->nodes[i].op == AG_OP_RESIZE ? 1 : 2); j++)
             if (g->nodes[i].in[j] >= 0)
                 lw->consumers[g->nodes[i].in[j]]++;
     for (int o = 0; o < g->output_count; o++)
@@ -562,11 +563,18 @@ static int allocate_arena(ag_engine *e, size_t bytes, ag_error *err) {
 int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
     if (e->planned_w == width && e->planned_h == height)
         return AG_OK;
+    const ag_graph *g = &e->model->graph;
     int rc = check_size(width, height, err);
     if (rc == AG_OK)
-        rc = ag_graph_shapes(&e->model->graph, width, height, e->shapes, err);
+        rc = ag_graph_shapes(g, width, height, e->shapes, err);
     if (rc)
         return rc;
+    ag_shape out = e->shapes[g->outputs[0]];
+    if (out.h != height || out.w != width || out.c != 3)
+        return ag_error_set(err, AG_E_UNSUPPORTED,
+                            "%s: gives a %dx%dx%d output for a %dx%d image, not an image of its "
+                            "size",
+                            e->model->info.name, out.w, out.h, out.c, width, height);
     e->planned_w = e->planned_h = 0;
     e->buffer_count = 0;
     omp_set_num_threads(e->threads);
@@ -612,6 +620,7 @@ static ag_band_source band_source(ag_engine *e, int gi, const ag_io *io) {
                         .W = x->in.w,
                         .C = x->in.c,
                         .pad = node_pad(head_of(e, gi)),
+                        .zero_pad = head_of(e, gi)->pad_mode == AG_PAD_ZERO,
                         .pre_slope = 1.0f,
                         .post_slope = 1.0f};
     s.kind = gr->kind;

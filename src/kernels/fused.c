@@ -137,7 +137,13 @@ static inline int reflect(int i, int n) {
 
 static void band_row(void *out, const ag_band_source *s, int first, int i) {
     size_t row_elems = (size_t)(s->W + s->pad.left + s->pad.right) * s->C;
-    int y = reflect(first + i - s->pad.top, s->H);
+    int y = first + i - s->pad.top;
+    if (s->zero_pad && (y < 0 || y >= s->H)) {
+        memset((uint8_t *)out + (size_t)i * row_elems * (s->bf16 ? 2 : 4), 0,
+               row_elems * (s->bf16 ? 2 : 4));
+        return;
+    }
+    y = reflect(y, s->H);
     if (s->bf16)
         band_row_bf16((uint16_t *)out + (size_t)i * row_elems, s, y);
     else

@@ -128,6 +128,7 @@ typedef struct ag_band_source {
     int bf16;    /* activations (x, residual, a) and the band are bf16, else fp32 */
     int H, W, C; /* the interior of the padded map the band is cut from */
     ag_pad pad;
+    int zero_pad; /* the border is zeros; else reflected */
     /* AG_BAND_IMAGE: u8 (H, W, bands) or f32 (H, W, 3) */
     const uint8_t *u8;
     const float *f32;

@@ -207,6 +207,11 @@ int ag_graph_from_json(const char *json, const ag_tensor_set *set, const char *p
     if (rc == AG_OK)
         cJSON_ArrayForEach(item, outputs) {
             int index = cJSON_IsString(item) ? ag_graph_find(g, item->valuestring) : -1;
+            if (index < 1) {
+                rc = ag_error_set(err, AG_E_FORMAT, "%s: graph output \"%.64s\" is not a node",
+                                  path, cJSON_IsString(item) ? item->valuestring : "?");
+                break;
+            }
             if ((rc = ag_graph_add_output(g, index, err)) != AG_OK)
                 break;
         }

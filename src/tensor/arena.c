@@ -6,6 +6,7 @@
 #include "arena.h"
 
 #include "../util/util_internal.h"
+#include <stdlib.h>
 
 static size_t align_up(size_t n) {
     return (n + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
@@ -36,8 +37,8 @@ static size_t first_fit(const ag_arena_buffer *buffers, const int *placed, int p
 }
 
 size_t ag_arena_plan(ag_arena_buffer *buffers, int count) {
-    int order[256], placed[256];
-    AG_ASSERT(count <= 256);
+    int order[AG_ARENA_MAX_BUFFERS], placed[AG_ARENA_MAX_BUFFERS];
+    AG_ASSERT(count <= AG_ARENA_MAX_BUFFERS);
     for (int i = 0; i < count; i++)
         order[i] = i;
     for (int i = 1; i < count; i++) /* insertion sort, largest first */
@@ -50,6 +51,8 @@ size_t ag_arena_plan(ag_arena_buffer *buffers, int count) {
     for (int i = 0; i < count; i++) {
         ag_arena_buffer *b = &buffers[order[i]];
         b->offset = b->bytes ? first_fit(buffers, placed, i, b) : 0;
+        if (getenv("AG_DEBUG_NO_SHARE")) /* debugging: keep every buffer to the end */
+            b->offset = total;
         placed[i] = order[i];
         if (b->offset + align_up(b->bytes) > total)
             total = b->offset + align_up(b->bytes);

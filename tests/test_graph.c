@@ -1,0 +1,302 @@
+/*
+ * test_graph.c - graphs from JSON (docs/graph.md) with seeded random weights: the oneDNN
+ * backend's lowering (chains fused into bands, materialised values, resizes to a skip's
+ * size, LADE, the attention ops, channel counts that are not multiples of 16) against the
+ * reference interpreter of the same graph, node by node; and graphs that must be refused.
+ */
+#include "test.h"
+
+#include "../src/engine_internal.h"
+
+#include <stdint.h>
+
+#define MAX_TENSORS 64
+
+/* Tensors of one test graph: name, shape, seeded values. */
+typedef struct tensors {
+    ag_tensor_set set;
+    float *data[MAX_TENSORS];
+    int count;
+    uint32_t seed;
+} tensors;
+
+static float next_random(tensors *t) {
+    t->seed = t->seed * 1664525u + 1013904223u;
+    return (float)(t->seed >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+/* A tensor of `shape` with values uniform in [center - spread, center + spread]. */
+static void add_tensor(tensors *t, const char *name, int ndim, const int64_t *shape, float center,
+                       float spread) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= (size_t)shape[i];
+    float *v = ag_malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        v[i] = center + spread * next_random(t);
+    ag_tensor_ref ref = {.dtype = AG_DTYPE_F32, .ndim = ndim, .data = v, .nbytes = n * 4};
+    snprintf(ref.name, sizeof ref.name, "%s", name);
+    memcpy(ref.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    ag_error err;
+    ag_tensor_set_add(&t->set, &ref, &err);
+    t->data[t->count++] = v;
+}
+
+static void conv_weight(tensors *t, const char *name, int oc, int ic, int k) {
+    int64_t shape[4] = {oc, ic, k, k};
+    add_tensor(t, name, 4, shape, 0.0f, 1.5f / sqrtf((float)(ic * k * k)));
+}
+
+static void vector(tensors *t, const char *name, int c, float center, float spread) {
+    int64_t shape[1] = {c};
+    add_tensor(t, name, 1, shape, center, spread);
+}
+
+static void tensors_fini(tensors *t) {
+    ag_tensor_set_fini(&t->set);
+    for (int i = 0; i < t->count; i++)
+        ag_free(t->data[i]);
+}
+
+/*
+ * A small network with every construct of AnimeGANv3 full and tiny, plus the odd cases:
+ * 20 and 4 channels, a zero-padded conv, pre- and post-residual activations, an instance
+ * norm and a constant affine, resizes to a skip's size (asymmetric and half-pixel).
+ */
+static const char *mixed_graph =
+    "{\"outputs\": [\"out\"], \"nodes\": ["
+    "{\"op\": \"conv\", \"name\": \"e0\", \"in\": [\"input\"], \"weight\": \"e0.w\","
+    " \"pad\": [3, 3, 3, 3]},"
+    "{\"op\": \"lade\", \"name\": \"e0.n\", \"in\": [\"e0\"], \"weight\": \"e0.lade\"},"
+    "{\"op\": \"lrelu\", \"name\": \"e0.a\", \"in\": [\"e0.n\"], \"alpha\": 0.2},"
+    "{\"op\": \"conv\", \"name\": \"e1\", \"in\": [\"e0.a\"], \"weight\": \"e1.w\", \"stride\": 2,"
+    " \"pad\": [1, 0, 1, 0]},"
+    "{\"op\": \"layer_norm\", \"name\": \"e1.n\", \"in\": [\"e1\"], \"gamma\": \"e1.g\","
+    " \"beta\": \"e1.b\"},"
+    "{\"op\": \"lrelu\", \"name\": \"e1.a\", \"in\": [\"e1.n\"]},"
+    "{\"op\": \"conv\", \"name\": \"q\", \"in\": [\"e1.a\"], \"weight\": \"q.w\"},"
+    "{\"op\": \"matmul\", \"name\": \"m1\", \"in\": [\"q\"], \"weight\": \"M\"},"
+    "{\"op\": \"softmax\", \"name\": \"sm\", \"in\": [\"m1\"], \"axis\": \"spatial\"},"
+    "{\"op\": \"sum_normalize\", \"name\": \"sn\", \"in\": [\"sm\"], \"eps\": 1e-9},"
+    "{\"op\": \"matmul\", \"name\": \"m2\", \"in\": [\"sn\"], \"weight\": \"M\", \"transpose\": 1},"
+    "{\"op\": \"conv\", \"name\": \"p\", \"in\": [\"m2\"], \"weight\": \"p.w\"},"
+    "{\"op\": \"affine\", \"name\": \"bn\", \"in\": [\"p\"], \"scale\": \"bn.s\", \"shift\": "
+    "\"bn.t\"},"
+    "{\"op\": \"add\", \"name\": \"att\", \"in\": [\"bn\", \"e1.a\"]},"
+    "{\"op\": \"lrelu\", \"name\": \"att.a\", \"in\": [\"att\"]},"
+    "{\"op\": \"resize\", \"name\": \"up\", \"in\": [\"att.a\", \"e0.a\"], \"mode\": "
+    "\"asymmetric\"},"
+    "{\"op\": \"conv\", \"name\": \"d0\", \"in\": [\"up\"], \"weight\": \"d0.w\", \"bias\": "
+    "\"d0.b\","
+    " \"pad\": [1, 1, 1, 1]},"
+    "{\"op\": \"lrelu\", \"name\": \"d0.a\", \"in\": [\"d0\"]},"
+    "{\"op\": \"add\", \"name\": \"skip\", \"in\": [\"e0.a\", \"d0.a\"]},"
+    "{\"op\": \"conv\", \"name\": \"d1\", \"in\": [\"skip\"], \"weight\": \"d1.w\","
+    " \"pad\": [1, 1, 1, 1]},"
+    "{\"op\": \"instance_norm\", \"name\": \"d1.n\", \"in\": [\"d1\"], \"gamma\": \"d1.g\","
+    " \"beta\": \"d1.b\"},"
+    "{\"op\": \"lrelu\", \"name\": \"d1.a\", \"in\": [\"d1.n\"]},"
+    "{\"op\": \"conv\", \"name\": \"small\", \"in\": [\"d1.a\"], \"weight\": \"s.w\","
+    " \"stride\": 2, \"pad\": [1, 1, 1, 1]},"
+    "{\"op\": \"resize\", \"name\": \"up2\", \"in\": [\"small\", \"d1.a\"], \"mode\": "
+    "\"half-pixel\"},"
+    "{\"op\": \"conv\", \"name\": \"o\", \"in\": [\"up2\"], \"weight\": \"o.w\","
+    " \"pad\": [1, 1, 1, 1], \"pad_mode\": \"zero\"},"
+    "{\"op\": \"tanh\", \"name\": \"out\", \"in\": [\"o\"]}]}";
+
+static void mixed_tensors(tensors *t) {
+    t->seed = 20261201u;
+    conv_weight(t, "e0.w", 20, 3, 7);
+    int64_t lade[4] = {20, 20, 1, 1};
+    add_tensor(t, "e0.lade", 4, lade, 0.0f, 0.4f);
+    conv_weight(t, "e1.w", 16, 20, 3);
+    vector(t, "e1.g", 16, 1.0f, 0.3f);
+    vector(t, "e1.b", 16, 0.0f, 0.3f);
+    conv_weight(t, "q.w", 16, 16, 1);
+    int64_t m[2] = {16, 16};
+    add_tensor(t, "M", 2, m, 0.0f, 0.5f);
+    conv_weight(t, "p.w", 16, 16, 1);
+    vector(t, "bn.s", 16, 1.0f, 0.2f);
+    vector(t, "bn.t", 16, 0.0f, 0.1f);
+    conv_weight(t, "d0.w", 20, 16, 3);
+    vector(t, "d0.b", 20, 0.0f, 0.2f);
+    conv_weight(t, "d1.w", 4, 20, 3);
+    vector(t, "d1.g", 4, 1.0f, 0.2f);
+    vector(t, "d1.b", 4, 0.0f, 0.2f);
+    conv_weight(t, "s.w", 4, 4, 3);
+    conv_weight(t, "o.w", 3, 4, 3);
+}
+
+static int build(const char *json, tensors *t, ag_model **model, ag_error *err) {
+    ag_graph *g = ag_malloc(sizeof *g);
+    int rc = g ? ag_graph_from_json(json, &t->set, "test.graph", g, err) : AG_E_NOMEM;
+    if (rc == AG_OK)
+        rc = ag_model_build(&t->set, g, "test.graph", "safetensors", model, err);
+    ag_free(g);
+    return rc;
+}
+
+/* On a failure: each group's buffer against the reference's node of the same value. Only
+ * meaningful with AG_DEBUG_NO_SHARE=1 (no two buffers share bytes, so none is overwritten). */
+static void debug_compare(ag_engine *ref, ag_engine *fast) {
+    for (int gi = 0; gi < fast->group_count; gi++) {
+        const ag_group *g = &fast->groups[gi];
+        ag_group_exec *x = &fast->exec[gi];
+        const float *y = (const float *)(fast->arena + fast->buffers[x->buffer].offset + x->offset);
+        int node = g->materialize ? g->tail : g->head;
+        const float *r = ag_engine_buffer(ref, ref->node_buffer[node]);
+        size_t n = (size_t)x->out.h * x->out.w * x->out.c;
+        float w = 0;
+        for (size_t i = 0; i < n; i++)
+            w = fmaxf(w, fabsf(y[i] - r[i]));
+        printf("   group %d head %s tail %s mat %d src %d kind %d banded %d res %d pre %.1f post "
+               "%.1f: %g\n",
+               gi, fast->model->graph.nodes[g->head].name, fast->model->graph.nodes[g->tail].name,
+               g->materialize, g->src, g->kind, g->banded, g->residual, (double)g->pre_slope,
+               (double)g->post_slope, (double)w);
+    }
+}
+
+static float max_diff(const float *a, const float *b, size_t n) {
+    float worst = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        worst = fmaxf(worst, fabsf(a[i] - b[i]));
+    return worst;
+}
+
+static int run_both(ag_model *model, int w, int h, float *worst) {
+    size_t n = (size_t)w * h * 3;
+    float *in = ag_malloc(n * 4), *a = ag_malloc(n * 4), *b = ag_malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (float)((i * 7919) % 255) / 127.5f - 1.0f;
+    ag_engine_options ref_opt = {.backend = AG_BACKEND_REFERENCE, .threads = 1};
+    ag_engine_options opt = {.backend = AG_BACKEND_ONEDNN, .threads = 2};
+    ag_engine *reference, *fast;
+    ag_error err;
+    CHECK_OK(ag_engine_create(model, &ref_opt, &reference, &err), &err);
+    CHECK_OK(ag_engine_create(model, &opt, &fast, &err), &err);
+    fast->band_bytes_target = 4 << 10; /* many bands even on small maps */
+    CHECK_OK(ag_engine_run_f32(reference, in, w, h, a, &err), &err);
+    CHECK_OK(ag_engine_run_f32(fast, in, w, h, b, &err), &err);
+    CHECK_OK(ag_engine_run_f32(fast, in, w, h, b, &err), &err); /* a second run: same plan */
+    *worst = max_diff(a, b, n);
+    if (*worst > 1e-4f)
+        debug_compare(reference, fast);
+    int materialized = 0, fused = 0;
+    for (int i = 0; i < fast->group_count; i++)
+        materialized += fast->groups[i].materialize, fused += !fast->groups[i].materialize;
+    printf("  %dx%d: %d groups (%d applied on the fly), max abs error vs reference %.2e\n", w, h,
+           fast->group_count, fused, (double)*worst);
+    ag_engine_destroy(reference);
+    ag_engine_destroy(fast);
+    ag_free(in), ag_free(a), ag_free(b);
+    CHECK(fused >= 2);
+    return 0;
+}
+
+static int test_mixed_graph_equals_reference(void) {
+    tensors t = {0};
+    mixed_tensors(&t);
+    ag_model *model;
+    ag_error err;
+    CHECK_OK(build(mixed_graph, &t, &model, &err), &err);
+    int sizes[][2] = {{8, 8}, {13, 9}, {37, 29}, {64, 48}};
+    for (int i = 0; i < 4; i++) {
+        float worst;
+        CHECK(run_both(model, sizes[i][0], sizes[i][1], &worst) == 0);
+        CHECK_MSG(worst <= 1e-4f, "%dx%d: %g", sizes[i][0], sizes[i][1], (double)worst);
+    }
+    printf("  %.3f MFLOP at 64x48\n", ag_model_flop(model, 64, 48) / 1e6);
+    ag_model_destroy(model);
+    tensors_fini(&t);
+    return 0;
+}
+
+/* bf16 is refused for graphs with fp32-only ops, with the node named. */
+static int test_bf16_refused_for_generic_ops(void) {
+    tensors t = {0};
+    mixed_tensors(&t);
+    ag_model *model;
+    ag_engine *e;
+    ag_error err;
+    CHECK_OK(build(mixed_graph, &t, &model, &err), &err);
+    ag_engine_options opt = {.backend = AG_BACKEND_ONEDNN, .precision = AG_PRECISION_BF16};
+    CHECK(ag_engine_create(model, &opt, &e, &err) == AG_E_UNSUPPORTED);
+    printf("  %s\n", err.message);
+    CHECK(strstr(err.message, "fp32"));
+    ag_model_destroy(model);
+    tensors_fini(&t);
+    return 0;
+}
+
+/* Replace the first occurrence of `from` in the mixed graph by `to`, build, expect refusal. */
+static int refused(const char *from, const char *to, const char *needle) {
+    char json[8192];
+    const char *at = strstr(mixed_graph, from);
+    CHECK(at);
+    snprintf(json, sizeof json, "%.*s%s%s", (int)(at - mixed_graph), mixed_graph, to,
+             at + strlen(from));
+    tensors t = {0};
+    mixed_tensors(&t);
+    ag_model *model = NULL;
+    ag_error err;
+    int rc = build(json, &t, &model, &err);
+    tensors_fini(&t);
+    ag_model_destroy(model);
+    CHECK_MSG(rc == AG_E_FORMAT || rc == AG_E_LIMIT, "%s -> %s gave %d", from, to, rc);
+    printf("  %s\n", err.message);
+    CHECK_MSG(strstr(err.message, needle), "'%s' not in '%s'", needle, err.message);
+    return 0;
+}
+
+static int test_bad_graphs_refused(void) {
+    CHECK(refused("\"op\": \"matmul\"", "\"op\": \"grid_sample\"", "not supported") == 0);
+    CHECK(refused("\"weight\": \"q.w\"", "\"weight\": \"nope\"", "'nope' is not in the file") == 0);
+    CHECK(refused("\"weight\": \"q.w\"", "\"weight\": \"e1.w\"", "input channels") == 0);
+    CHECK(refused("\"in\": [\"e0.a\"], \"weight\": \"e1.w\"",
+                  "\"in\": [\"skip\"], \"weight\": \"e1.w\"",
+                  "not the name of an earlier node") == 0);
+    CHECK(refused("\"stride\": 2", "\"stride\": 9", "stride") == 0);
+    CHECK(refused("\"pad\": [3, 3, 3, 3]", "\"pad\": [3, 3, 3]", "pad") == 0);
+    CHECK(refused("\"name\": \"q\"", "\"name\": \"e0\"", "not unique") == 0);
+    CHECK(refused("{\"outputs\": [\"out\"]", "{\"outputs\": [\"ghost\"]", "output") == 0);
+    CHECK(refused("\"alpha\": 0.2", "\"alpha\": \"x\"", "'alpha' is not a number") == 0);
+    CHECK(refused("{\"op\": \"add\", \"name\": \"att\", \"in\": [\"bn\", \"e1.a\"]}",
+                  "{\"op\": \"add\", \"name\": \"att\", \"in\": [\"bn\", \"e0.a\"]}", "adds") == 0);
+    return 0;
+}
+
+/* An add of maps whose sizes differ at some image size is refused at prepare, by name. */
+static int test_shape_mismatch_named(void) {
+    const char *json =
+        "{\"outputs\": [\"out\"], \"nodes\": ["
+        "{\"op\": \"conv\", \"name\": \"a\", \"in\": [\"input\"], \"weight\": \"w\","
+        " \"stride\": 2},"
+        "{\"op\": \"conv\", \"name\": \"b\", \"in\": [\"input\"], \"weight\": \"w\"},"
+        "{\"op\": \"add\", \"name\": \"s\", \"in\": [\"a\", \"b\"]},"
+        "{\"op\": \"tanh\", \"name\": \"out\", \"in\": [\"s\"]}]}";
+    tensors t = {0};
+    t.seed = 7;
+    conv_weight(&t, "w", 3, 3, 1);
+    ag_model *model;
+    ag_engine *e;
+    ag_error err;
+    CHECK_OK(build(json, &t, &model, &err), &err);
+    ag_engine_options opt = {.backend = AG_BACKEND_REFERENCE};
+    CHECK_OK(ag_engine_create(model, &opt, &e, &err), &err);
+    CHECK(ag_engine_prepare(e, 16, 16, &err) == AG_E_ARG);
+    printf("  %s\n", err.message);
+    CHECK(strstr(err.message, "\"s\""));
+    ag_engine_destroy(e);
+    ag_model_destroy(model);
+    tensors_fini(&t);
+    return 0;
+}
+
+static int test_no_leak(void) {
+    CHECK_MSG(ag_allocated_bytes() == 0, "%zu bytes still allocated", ag_allocated_bytes());
+    return 0;
+}
+
+TEST_MAIN(TEST(test_mixed_graph_equals_reference), TEST(test_bf16_refused_for_generic_ops),
+          TEST(test_bad_graphs_refused), TEST(test_shape_mismatch_named), TEST(test_no_leak))
