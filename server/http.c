@@ -246,7 +246,7 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
     }
     if (r->status == 405)
         add_header(resp, "Allow", r->route == AG_ROUTE_CONVERT ? "POST" : "GET, HEAD");
-    if (!atomic_load(&s->accepting))
+    if (!atomic_load(&s->accepting) || r->close)
         add_header(resp, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
@@ -457,6 +457,114 @@ static void handle_page(struct MHD_Connection *conn, const char *url, ag_request
     }
 }
 
+/* ---- framing (RFC 9112): what a front end and we could read differently is refused ------ */
+
+typedef struct framing {
+    int content_lengths, transfer_encodings;
+    const char *content_length; /* the first one */
+    int lengths_differ;
+    int bad_name, bad_value;
+    char te[128]; /* every Transfer-Encoding value, comma-joined */
+} framing;
+
+static int is_tchar(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static enum MHD_Result framing_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    size_t key_size, const char *value, size_t value_size) {
+    (void)kind;
+    framing *f = cls;
+    if (key_size == 0)
+        f->bad_name = 1;
+    for (size_t i = 0; i < key_size; i++)
+        if (!is_tchar((unsigned char)key[i]))
+            f->bad_name = 1; /* "Transfer-Encoding :" arrives as "Transfer-Encoding " */
+    /* MHD ends a line at a bare LF (RFC 9112 allows that) but leaves a bare CR in the
+     * value, and a NUL makes the C string shorter than the value. */
+    if (value && (strlen(value) != value_size || memchr(value, '\r', value_size) ||
+                  memchr(value, '\n', value_size)))
+        f->bad_value = 1;
+    if (!value)
+        return MHD_YES;
+    if (!strcasecmp(key, "Content-Length")) {
+        if (f->content_lengths++ == 0)
+            f->content_length = value;
+        else if (strcmp(value, f->content_length) != 0)
+            f->lengths_differ = 1;
+    } else if (!strcasecmp(key, "Transfer-Encoding")) {
+        size_t n = strlen(f->te);
+        snprintf(f->te + n, sizeof f->te - n, "%s%s", n ? "," : "", value);
+        f->transfer_encodings++;
+    }
+    return MHD_YES;
+}
+
+/* A Transfer-Encoding list: 0 when it is one plain "chunked" (OWS and case aside), 1 when
+ * chunked is last after other codings (we decode none: 501), 2 when chunked is not last,
+ * so the body's length cannot be told (RFC 9112 6.3: 400 and close). */
+static int te_kind(const char *te) {
+    int codings = 0, chunked_last = 0;
+    const char *p = te;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        const char *start = p;
+        while (*p && *p != ',' && *p != ' ' && *p != '\t')
+            p++;
+        size_t n = (size_t)(p - start);
+        codings++;
+        chunked_last = n == 7 && !strncasecmp(start, "chunked", 7);
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p && *p != ',')
+            return 2; /* a parameter or garbage */
+    }
+    return !chunked_last ? 2 : codings == 1 ? 0 : 1;
+}
+
+/* Refuse a request head whose framing is ambiguous. Returns 0, or fills err (and the request
+ * is answered from its headers, which makes MHD close the connection). */
+static int framing_check(struct MHD_Connection *conn, ag_reply_error *err) {
+    framing f;
+    memset(&f, 0, sizeof f);
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_iter, &f);
+    int te = f.transfer_encodings ? te_kind(f.te) : 0;
+    if (f.bad_name)
+        ag_reply_error_set(err, 400, "bad_request",
+                           "malformed header field name (whitespace before the colon?)");
+    else if (f.bad_value)
+        ag_reply_error_set(err, 400, "bad_request", "a header value holds a CR, LF or NUL");
+    else if (f.lengths_differ)
+        ag_reply_error_set(err, 400, "bad_request", "Content-Length given twice, differently");
+    else if (f.transfer_encodings && f.content_lengths)
+        ag_reply_error_set(err, 400, "bad_request",
+                           "Content-Length together with Transfer-Encoding");
+    else if (te)
+        ag_reply_error_set(err, te == 1 ? 501 : 400, te == 1 ? "not_implemented" : "bad_request",
+                           "Transfer-Encoding '%.60s': only a plain 'chunked' is taken", f.te);
+    else
+        return 0;
+    return -1;
+}
+
+/* Absolute-form targets ("GET http://host/path", RFC 9112 3.2.2) name the origin-form path
+ * after their authority. */
+static const char *origin_form(const char *url) {
+    const char *p = NULL;
+    if (!strncasecmp(url, "http://", 7))
+        p = url + 7;
+    else if (!strncasecmp(url, "https://", 8))
+        p = url + 8;
+    if (!p)
+        return url;
+    const char *slash = strchr(p, '/');
+    return slash ? slash : "/";
+}
+
 /* ---- the watch over admitted requests ---------------------------------------------------- */
 
 /*
@@ -622,8 +730,8 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
-    if (te && strcasecmp(te, "identity") != 0) {
-        r->declared_size = SIZE_MAX; /* chunked: checked as it arrives */
+    if (te) {
+        r->declared_size = SIZE_MAX; /* chunked (framing_check): checked as it arrives */
     } else if (cl) {
         if (parse_length(cl, &r->declared_size) != 0) {
             reply_error(r, 400, "bad_request", "malformed Content-Length");
@@ -763,11 +871,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     ag_server *s = cls;
     ag_request *r = *con_cls;
+    url = origin_form(url);
     if (!r) {
         r = request_new(s, conn, url, method);
         if (!r)
             return MHD_NO; /* no memory even for the owner: close */
         *con_cls = r;
+        ag_reply_error fe;
+        if (framing_check(conn, &fe) != 0) {
+            reply_reply_error(r, &fe);
+            r->close = 1;
+            r->closed_by_us = 1;
+            return send_reply(s, conn, r);
+        }
         if (r->route == AG_ROUTE_CONVERT) {
             convert_headers(s, conn, r);
             if (atomic_load(&r->state) == AG_REQ_BODY)

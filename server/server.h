@@ -232,6 +232,7 @@ typedef struct ag_request {
     size_t declared_size; /* Content-Length, or SIZE_MAX when chunked */
     int body_too_large;   /* a chunked body went over the limit */
     int closed_by_us;     /* we closed the connection on purpose (status says why) */
+    int close;            /* answer with Connection: close (a framing error) */
     const uint8_t *image; /* slice of body */
     size_t image_size;
     ag_convert_options options;

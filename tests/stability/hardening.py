@@ -304,6 +304,69 @@ def health_answers_when_idle_clients_hold_every_connection():
         s.stop()
 
 
+# ---- 3. HTTP framing ---------------------------------------------------------------------
+
+FRAMING = [
+    # (name, request bytes after the request line's "POST /api/v1/convert HTTP/1.1", status)
+    ("Content-Length with Transfer-Encoding",
+     b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("two different Content-Lengths", b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nabcdef", 400),
+    ("Transfer-Encoding: gzip", b"Transfer-Encoding: gzip\r\n\r\nabc", 400),
+    ("Transfer-Encoding: identity", b"Transfer-Encoding: identity\r\n\r\nabc", 400),
+    ("Transfer-Encoding: gzip, chunked",
+     b"Transfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 501),
+    ("Transfer-Encoding: chunked, gzip",
+     b"Transfer-Encoding: chunked, gzip\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 400),
+    ("whitespace before the colon",
+     b"Transfer-Encoding : chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 400),
+    ("bare CR in a value", b"X-A: a\rb\r\nContent-Length: 3\r\n\r\nabc", 400),
+]
+
+
+@test
+def ambiguous_framing_is_refused_and_closed():
+    """What RFC 9112 says to refuse is refused at once, as a JSON error with a request id,
+    and the connection is closed (gzip or identity used to hang until the timeout)."""
+    s = Server("--workers", "1", "--threads", "1", "--timeout", "20")
+    try:
+        for name, rest, want in FRAMING:
+            head = (b"POST /api/v1/convert HTTP/1.1\r\nHost: t\r\nContent-Type: image/png\r\n" +
+                    rest)
+            t0 = time.time()
+            raw = raw_exchange(s.port, head, timeout=10)
+            took = time.time() - t0
+            check(status_of(raw) == want, "%s: %r, wanted %d" % (name, raw[:100], want))
+            check(took < 3, "%s: %.1f s before the answer and close" % (name, took))
+            head_part, _, body = raw.partition(b"\r\n\r\n")
+            check(b"x-request-id:" in head_part.lower(), "%s: no X-Request-Id" % name)
+            check(b"connection: close" in head_part.lower(), "%s: not closed" % name)
+            driver.error_shape(body)
+        # and what is fine still is: a plain chunked upload
+        body = CHELSEA
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 4000]), body[i:i + 4000])
+                           for i in range(0, len(body), 4000)) + b"0\r\n\r\n"
+        raw = raw_exchange(s.port, b"POST /api/v1/convert HTTP/1.1\r\nHost: t\r\n"
+                           b"Content-Type: image/png\r\nTransfer-Encoding: chunked\r\n"
+                           b"Connection: close\r\n\r\n" + chunked, timeout=60)
+        check(status_of(raw) == 200, "chunked upload: %r" % raw[:100])
+    finally:
+        s.stop()
+
+
+@test
+def absolute_form_targets_are_the_origin_form():
+    """"GET http://host/healthz" used to be 404: RFC 9112 3.2.2 says a server takes it."""
+    s = Server("--workers", "1", "--threads", "1")
+    try:
+        for target, want in ((b"http://t/healthz", 200), (b"HTTP://t:8080/api/v1/models", 200),
+                             (b"https://t/readyz", 200), (b"http://t/nope", 404)):
+            raw = raw_exchange(s.port, b"GET " + target +
+                               b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            check(status_of(raw) == want, "%s: %r" % (target, raw[:80]))
+    finally:
+        s.stop()
+
+
 # ---- main --------------------------------------------------------------------------------
 
 
