@@ -1158,6 +1158,7 @@ def convert(key, src_dir, out_dir, dump=False):
         "architecture": spec["arch"],
         "style": spec["style"],
         "side_multiple": str(side),
+        "min_side": "16" if side == 16 else "8",
         "norm_eps": "1e-5",
         "resize": "asymmetric",
         "input": "rgb x/127.5-1",
