@@ -161,7 +161,8 @@ static void plan_liveness(ag_engine *e, const lowering *lw) {
                     e->groups[src].last_use = h;
             }
     }
-    e->groups[e->output_group].last_use = n;
+    for (int o = 0; o < g->output_count; o++)
+        e->groups[e->output_groups[o]].last_use = n;
     /* A residual is read where its adder is applied: at the adder's step when materialised,
      * else by the adder's reader. Walk backwards so chains of residuals settle. */
     for (int h = n - 1; h >= 0; h--) {
@@ -222,16 +223,27 @@ static int lower_graph(ag_engine *e, ag_error *err) {
             new_group(e, lw, i);
         }
     }
-    e->output_group = lw->group_of[out];
+    for (int o = 0; o < g->output_count; o++)
+        e->output_groups[o] = group_valued(e, lw, g->outputs[o]);
     if (e->output_tanh)
-        e->output_group = group_valued(e, lw, g->nodes[out].in[0]);
+        e->output_groups[0] = group_valued(e, lw, g->nodes[out].in[0]);
+    e->output_group = e->output_groups[0];
+    int missing = 0;
+    for (int o = 0; o < g->output_count; o++)
+        missing |= e->output_groups[o] < 0;
+    if (missing || e->output_group < 0) {
+        ag_free(lw);
+        return ag_error_set(err, AG_E_INTERNAL, "a graph output is no group's value");
+    }
     resolve_sources(e, lw);
     plan_liveness(e, lw);
     /* Generic ops and the output read and write fp32. */
     for (int gi = 0; gi < e->group_count; gi++) {
         ag_group *gr = &e->groups[gi];
-        if (g->nodes[gr->head].op != AG_OP_CONV || gi == e->output_group)
+        if (g->nodes[gr->head].op != AG_OP_CONV)
             gr->f32 = 1;
+        for (int o = 0; o < g->output_count; o++)
+            gr->f32 |= gi == e->output_groups[o];
         if (gr->norm >= 0 && g->nodes[gr->norm].op != AG_OP_LAYER_NORM &&
             g->nodes[gr->norm].op != AG_OP_AFFINE)
             gr->f32 = 1;
@@ -245,15 +257,13 @@ static int lower_graph(ag_engine *e, ag_error *err) {
         if (g->nodes[gr->head].op != AG_OP_CONV && g->nodes[gr->head].in[0] == 0)
             rc = ag_error_set(err, AG_E_UNSUPPORTED, "node \"%s\" (%s) reads the image directly",
                               g->nodes[gr->head].name, ag_op_name(g->nodes[gr->head].op));
-        if (e->bf16 && gr->f32 && gi != e->output_group)
+        if (e->bf16 && gr->f32 && g->nodes[gr->head].op != AG_OP_CONV)
             rc = ag_error_set(err, AG_E_UNSUPPORTED,
                               "bf16 needs a graph of convolutions and LayerNorms; node \"%s\" "
                               "(%s) runs in fp32 only (use --precision fp32)",
                               g->nodes[gr->norm >= 0 ? gr->norm : gr->head].name,
                               ag_op_name(g->nodes[gr->norm >= 0 ? gr->norm : gr->head].op));
     }
-    if (rc == AG_OK && e->output_group < 0)
-        rc = ag_error_set(err, AG_E_INTERNAL, "the graph's output is no group's value");
     ag_free(lw);
     return rc == AG_OK ? alloc_affines(e, err) : rc;
 }
@@ -569,12 +579,7 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
         rc = ag_graph_shapes(g, width, height, e->shapes, err);
     if (rc)
         return rc;
-    ag_shape out = e->shapes[g->outputs[0]];
-    if (out.h != height || out.w != width || out.c != 3)
-        return ag_error_set(err, AG_E_UNSUPPORTED,
-                            "%s: gives a %dx%dx%d output for a %dx%d image, not an image of its "
-                            "size",
-                            e->model->info.name, out.w, out.h, out.c, width, height);
+
     e->planned_w = e->planned_h = 0;
     e->buffer_count = 0;
     omp_set_num_threads(e->threads);
@@ -749,7 +754,8 @@ static void run_generic(ag_engine *e, int gi) {
     (void)g;
 }
 
-static int run_onednn(ag_engine *e, const ag_io *io, ag_error *err) {
+/* Every step; the outputs are then the output groups' (materialised, fp32) maps. */
+static int run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
     void *scratch = ag_engine_buffer(e, e->scratch_id);
     init_affines(e);
     for (int gi = 0; gi < e->group_count; gi++) {
@@ -763,6 +769,13 @@ static int run_onednn(ag_engine *e, const ag_io *io, ag_error *err) {
         if (e->groups[gi].materialize)
             materialize(e, gi);
     }
+    return AG_OK;
+}
+
+static int run_onednn(ag_engine *e, const ag_io *io, ag_error *err) {
+    int rc = run_steps(e, io, err);
+    if (rc)
+        return rc;
     const ag_group_exec *x = &e->exec[e->output_group];
     ag_fused_output(io->out_f32, io->out_u8, io->bands, y_map(e, e->output_group), e->output_tanh,
                     x->out.h, x->out.w, e->threads);
@@ -775,12 +788,53 @@ int ag_engine_run_io(ag_engine *e, const ag_io *io, int width, int height, ag_er
     int rc = ag_engine_prepare(e, width, height, err);
     if (rc)
         return rc;
+    ag_shape out = e->shapes[e->model->graph.outputs[0]];
+    if (out.h != height || out.w != width || out.c != 3)
+        return ag_error_set(err, AG_E_UNSUPPORTED,
+                            "%s gives a %dx%dx%d output for a %dx%d image, not an image of its "
+                            "size",
+                            e->model->info.name, out.w, out.h, out.c, width, height);
     omp_set_num_threads(e->threads);
     if (e->options.backend == AG_BACKEND_REFERENCE) {
         ag_interpret_run(e, io);
         return AG_OK;
     }
     return run_onednn(e, io, err);
+}
+
+int ag_engine_run_raw(ag_engine *e, const float *in, int width, int height, float *const *outs,
+                      ag_error *err) {
+    int rc = ag_engine_prepare(e, width, height, err);
+    if (rc)
+        return rc;
+    omp_set_num_threads(e->threads);
+    ag_io io = {.in_f32 = in, .bands = 3};
+    const ag_graph *g = &e->model->graph;
+    if (e->options.backend == AG_BACKEND_REFERENCE)
+        ag_interpret_steps(e, &io);
+    else if ((rc = run_steps(e, &io, err)) != AG_OK)
+        return rc;
+    for (int o = 0; o < g->output_count; o++) {
+        ag_shape s = e->shapes[g->outputs[o]];
+        size_t n = (size_t)s.h * s.w * s.c;
+        const float *src = e->options.backend == AG_BACKEND_REFERENCE
+                               ? ag_engine_buffer(e, e->node_buffer[g->outputs[o]])
+                               : y_map(e, e->output_groups[o]);
+        for (size_t i = 0; i < n; i++)
+            outs[o][i] = o == 0 && e->output_tanh && e->options.backend != AG_BACKEND_REFERENCE
+                             ? tanhf(src[i])
+                             : src[i];
+    }
+    return AG_OK;
+}
+
+int ag_engine_output_shape(const ag_engine *e, int index, int *h, int *w, int *c) {
+    const ag_graph *g = &e->model->graph;
+    if (index < 0 || index >= g->output_count || !e->planned_w)
+        return -1;
+    ag_shape s = e->shapes[g->outputs[index]];
+    *h = s.h, *w = s.w, *c = s.c;
+    return g->output_count;
 }
 
 int ag_engine_run_f32(ag_engine *e, const float *in, int width, int height, float *out,

@@ -78,7 +78,8 @@ struct ag_engine {
     /* The lowering (oneDNN backend), independent of the size. */
     ag_group *groups; /* group_count entries, ag_malloc'ed at create */
     int group_count;
-    int output_group;    /* whose value the output is taken from */
+    int output_group; /* whose value the image is taken from (output_groups[0]) */
+    int output_groups[AG_GRAPH_MAX_OUTPUTS];
     int output_tanh;     /* the graph's output is tanh of it */
     float *affine_block; /* every group's per-channel affine arrays */
 
@@ -108,6 +109,17 @@ int ag_engine_run_io(ag_engine *e, const ag_io *io, int width, int height, ag_er
 /* The reference backend (interpret.c): plan buffers per node, run node by node. */
 int ag_interpret_plan(ag_engine *e, ag_error *err);
 void ag_interpret_run(ag_engine *e, const ag_io *io);
+void ag_interpret_steps(ag_engine *e, const ag_io *io); /* without the output pass */
+
+/*
+ * Run the graph on a float input (H, W, 3) and copy each graph output o, (h, w, c) as
+ * ag_engine_output_shape gives after prepare, into outs[o] (fp32, NHWC): for networks
+ * whose outputs are not an image (the face detector and landmarks).
+ */
+int ag_engine_run_raw(ag_engine *e, const float *in, int width, int height, float *const *outs,
+                      ag_error *err);
+/* Shape of output `index` at the planned size; returns the output count, -1 if none. */
+int ag_engine_output_shape(const ag_engine *e, int index, int *h, int *w, int *c);
 
 /* Add a buffer to the plan being built; returns its id. */
 int ag_engine_plan_add(ag_engine *e, size_t bytes, int first, int last);

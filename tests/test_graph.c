@@ -293,10 +293,57 @@ static int test_shape_mismatch_named(void) {
     return 0;
 }
 
+/* Several raw outputs (the face networks' form): each equals the reference's. */
+static int test_raw_outputs(void) {
+    char json[8192];
+    snprintf(json, sizeof json, "{\"outputs\": [\"out\", \"e1.a\", \"sm\"]%s",
+             strchr(mixed_graph, ','));
+    tensors t = {0};
+    mixed_tensors(&t);
+    ag_model *model;
+    ag_error err;
+    CHECK_OK(build(json, &t, &model, &err), &err);
+    ag_engine_options ref_opt = {.backend = AG_BACKEND_REFERENCE, .threads = 1};
+    ag_engine_options opt = {.backend = AG_BACKEND_ONEDNN, .threads = 2};
+    ag_engine *engines[2];
+    CHECK_OK(ag_engine_create(model, &ref_opt, &engines[0], &err), &err);
+    CHECK_OK(ag_engine_create(model, &opt, &engines[1], &err), &err);
+    int w = 21, h = 17;
+    float in[21 * 17 * 3], *outs[2][3];
+    for (int i = 0; i < w * h * 3; i++)
+        in[i] = (float)((i * 31) % 200) / 100.0f - 1.0f;
+    size_t sizes[3];
+    for (int b = 0; b < 2; b++) {
+        CHECK_OK(ag_engine_prepare(engines[b], w, h, &err), &err);
+        for (int o = 0; o < 3; o++) {
+            int oh, ow, oc;
+            CHECK(ag_engine_output_shape(engines[b], o, &oh, &ow, &oc) == 3);
+            sizes[o] = (size_t)oh * ow * oc;
+            outs[b][o] = ag_malloc(sizes[o] * sizeof(float));
+        }
+        CHECK_OK(ag_engine_run_raw(engines[b], in, w, h, outs[b], &err), &err);
+    }
+    float worst = 0.0f;
+    for (int o = 0; o < 3; o++)
+        worst = fmaxf(worst, max_diff(outs[0][o], outs[1][o], sizes[o]));
+    printf("  3 outputs (%zu, %zu, %zu values), max abs error vs reference %.2e\n", sizes[0],
+           sizes[1], sizes[2], (double)worst);
+    for (int b = 0; b < 2; b++) {
+        for (int o = 0; o < 3; o++)
+            ag_free(outs[b][o]);
+        ag_engine_destroy(engines[b]);
+    }
+    ag_model_destroy(model);
+    tensors_fini(&t);
+    CHECK(worst <= 1e-4f);
+    return 0;
+}
+
 static int test_no_leak(void) {
     CHECK_MSG(ag_allocated_bytes() == 0, "%zu bytes still allocated", ag_allocated_bytes());
     return 0;
 }
 
 TEST_MAIN(TEST(test_mixed_graph_equals_reference), TEST(test_bf16_refused_for_generic_ops),
-          TEST(test_bad_graphs_refused), TEST(test_shape_mismatch_named), TEST(test_no_leak))
+          TEST(test_bad_graphs_refused), TEST(test_shape_mismatch_named), TEST(test_raw_outputs),
+          TEST(test_no_leak))

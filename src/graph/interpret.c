@@ -203,7 +203,7 @@ int ag_interpret_plan(ag_engine *e, ag_error *err) {
     return AG_OK;
 }
 
-void ag_interpret_run(ag_engine *e, const ag_io *io) {
+void ag_interpret_steps(ag_engine *e, const ag_io *io) {
     const ag_graph *g = &e->model->graph;
     float *x = ag_engine_buffer(e, e->node_buffer[0]);
     size_t n = (size_t)e->planned_h * e->planned_w;
@@ -219,6 +219,11 @@ void ag_interpret_run(ag_engine *e, const ag_io *io) {
         ag_node_run(node, e->shapes, i, ag_engine_buffer(e, e->node_buffer[node->in[0]]), in1,
                     ag_engine_buffer(e, e->node_buffer[i]), scratch, 0, e->resize, 1);
     }
+}
+
+void ag_interpret_run(ag_engine *e, const ag_io *io) {
+    const ag_graph *g = &e->model->graph;
+    ag_interpret_steps(e, io);
     int out = g->outputs[0];
     ag_shape s = e->shapes[out];
     ag_fused_output(io->out_f32, io->out_u8, io->bands, ag_engine_buffer(e, e->node_buffer[out]), 0,

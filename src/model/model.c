@@ -364,7 +364,9 @@ int ag_model_build(const ag_tensor_set *set, const ag_graph *graph, const char *
         rc = set_strings(m, set, path, format, arch, err);
     if (rc == AG_OK)
         rc = bind_graph(m, set, path, err);
-    if (rc == AG_OK && m->graph.nodes[m->graph.outputs[0]].out_c != 3)
+    const char *kind = ag_tensor_set_meta_get(set, "kind");
+    int generator = !kind || !strcmp(kind, "generator");
+    if (rc == AG_OK && generator && m->graph.nodes[m->graph.outputs[0]].out_c != 3)
         rc = ag_error_set(err, AG_E_FORMAT, "%s: the output has %d channels, not 3", path,
                           m->graph.nodes[m->graph.outputs[0]].out_c);
     if (rc) {
