@@ -33,10 +33,24 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARNINGS) -fopenmp -pthread $(SA
 LDLIBS = $(PKG_LIBS) -ldnnl -lm
 ALL_LDFLAGS = $(LDFLAGS) -fopenmp -pthread $(SAN_FLAGS)
 
-LIB_SRC := $(shell find src -name '*.c' | sort)
+# The fused passes (src/kernels/fused.c) are compiled once per ISA variant, each with its
+# -march level and -DAG_FUSED_ISA=name; src/kernels/fused_dispatch.c picks one at start-up
+# from the CPU (ANIMEGAN_ISA=avx2|generic forces a lower one). Elsewhere than x86-64: one.
+FUSED_SRC := src/kernels/fused.c
+ifneq ($(filter x86_64%,$(shell $(CC) -dumpmachine)),)
+FUSED_ISAS := avx512 avx2 generic
+else
+FUSED_ISAS := generic
+endif
+FUSED_FLAGS_avx512 := -march=x86-64-v4 -mtune=generic
+FUSED_FLAGS_avx2 := -march=x86-64-v3 -mtune=generic
+FUSED_FLAGS_generic :=
+FUSED_OBJ := $(FUSED_ISAS:%=$(BUILD)/obj/src/kernels/fused.%.o)
+
+LIB_SRC := $(filter-out $(FUSED_SRC),$(shell find src -name '*.c' | sort))
 APP_SRC := $(wildcard cli/*.c) $(wildcard server/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(FUSED_OBJ)
 APP_OBJ := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Test-time generator of hostile and worst-case images (tests/stability/hardening.py).
@@ -56,6 +70,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUSED_OBJ): $(BUILD)/obj/src/kernels/fused.%.o: $(FUSED_SRC)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< ($*)"
+	@$(CC) $(ALL_CFLAGS) $(FUSED_FLAGS_$*) -DAG_FUSED_ISA=$* -MMD -MP -c $< -o $@
 
 $(BUILD)/libanimegan.a: $(LIB_OBJ)
 	@rm -f $@

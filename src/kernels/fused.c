@@ -6,18 +6,15 @@
  * row right after the conv wrote them. Parallel over rows with OpenMP, the team oneDNN
  * uses.
  */
-#include "kernels.h"
+#include "fused_isa.h"
 
 #include <math.h>
 #include <string.h>
 
-/* The hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load
- * time (GCC function multi-versioning), so one binary runs everywhere at full width. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(AG_NO_CLONES)
-#define AG_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
+/* This file is compiled once per ISA (AVX-512, AVX2, baseline x86-64: the Makefile's
+ * FUSED_ISAS) and src/kernels/fused_dispatch.c picks one variant at start-up, so one binary
+ * runs everywhere at full width and ANIMEGAN_ISA can force a lower variant. */
 #define AG_HOT
-#endif
 
 /* ---- statistics ------------------------------------------------------------------------ */
 
@@ -217,3 +214,5 @@ void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y,
                     out_u8[i * bands + c] = ag_output_to_u8(t);
             }
 }
+
+#include "fused_table.inc"

@@ -1,0 +1,80 @@
+/*
+ * fused_dispatch.c - the one dispatch point of the fused passes: the ag_fused_* functions
+ * kernels.h declares, each a call through the table of the variant this CPU runs best (or
+ * the lower one ANIMEGAN_ISA asks for), chosen once per process. The variants are fused.c
+ * compiled per ISA (fused_isa.h); calls are per band or per map, never per row, so the
+ * indirection costs nothing measurable.
+ */
+#include "fused_isa.h"
+
+#include <pthread.h>
+#include <stddef.h>
+
+static const ag_fused_ops *active;
+static pthread_once_t active_once = PTHREAD_ONCE_INIT;
+
+const ag_fused_ops *ag_fused_ops_for(ag_isa isa) {
+    if (isa > ag_cpu_get_info()->best_isa)
+        return NULL;
+    switch (isa) {
+    case AG_ISA_GENERIC: return &ag_fused_ops_generic;
+#ifdef AG_FUSED_X86
+    case AG_ISA_AVX2: return &ag_fused_ops_avx2;
+    case AG_ISA_AVX512: return &ag_fused_ops_avx512;
+#endif
+    default: return NULL;
+    }
+}
+
+static void choose(void) {
+    active = ag_fused_ops_for(ag_cpu_get_info()->isa);
+    if (!active)
+        active = &ag_fused_ops_generic;
+}
+
+const ag_fused_ops *ag_fused_ops_active(void) {
+    pthread_once(&active_once, choose);
+    return active;
+}
+
+void ag_fused_row_stats(double *partials, const void *y, int bf16, int first, int rows,
+                        size_t row_n, int threads) {
+    ag_fused_ops_active()->row_stats(partials, y, bf16, first, rows, row_n, threads);
+}
+
+void ag_norm_affine_from_stats(ag_norm_affine affine, const double *partials, int H, size_t row_n,
+                               const float *gamma, const float *beta, int C, float eps) {
+    ag_fused_ops_active()->norm_affine_from_stats(affine, partials, H, row_n, gamma, beta, C, eps);
+}
+
+void ag_fused_norm_stats(ag_norm_affine affine, double *partials, const float *x,
+                         const float *gamma, const float *beta, int H, int W, int C, float eps,
+                         int threads) {
+    ag_fused_ops_active()->norm_stats(affine, partials, x, gamma, beta, H, W, C, eps, threads);
+}
+
+void ag_fused_band(void *out, const ag_band_source *src, int first, int rows, int threads) {
+    ag_fused_ops_active()->band(out, src, first, rows, threads);
+}
+
+void ag_fused_band_stats(void *out, const ag_band_source *src, int first, int rows,
+                         const ag_stats_rows *stats, int threads) {
+    ag_fused_ops_active()->band_stats(out, src, first, rows, stats, threads);
+}
+
+void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int bf16,
+                           ag_norm_affine affine, float pre_slope, float post_slope, int H, int W,
+                           int C, ag_pad pad, int threads) {
+    ag_fused_ops_active()->norm_act_pad(out, x, residual, bf16, affine, pre_slope, post_slope, H, W,
+                                        C, pad, threads);
+}
+
+void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
+                     int H, int W, int threads) {
+    ag_fused_ops_active()->output(out_f32, out_u8, bands, y, apply_tanh, H, W, threads);
+}
+
+/* Scalar: the same in every variant, so no table lookup per value. */
+uint8_t ag_output_to_u8(float y) {
+    return ag_output_to_u8_generic(y);
+}

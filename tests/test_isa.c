@@ -1,0 +1,290 @@
+/*
+ * test_isa.c - the ISA variants of the fused passes (src/kernels/fused.c compiled per ISA,
+ * src/kernels/fused_dispatch.c) give the same bits: every pass of every variant this CPU
+ * runs against the baseline (generic) one on seeded random inputs, fp32 and bf16, channel
+ * counts with and without a vector tail; then the whole generator with each variant
+ * swapped in; and ANIMEGAN_ISA forcing the lower variant in a child process.
+ * The variants differ only in vector width: -std=c11 keeps -ffp-contract=off, so no FMA
+ * contraction changes a rounding, and the expected difference is exactly zero.
+ */
+#include "test.h"
+
+#include "../src/kernels/fused_dispatch.c"
+
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static float rand_uniform(void) { /* xorshift64*, in [-1, 1) */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
+}
+
+static void fill(float *p, size_t n, float offset) {
+    for (size_t i = 0; i < n; i++)
+        p[i] = rand_uniform() + offset;
+}
+
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The variants this CPU runs, generic first (the one the others are compared with). */
+static int variants(const ag_fused_ops **out) {
+    int n = 0;
+    for (int isa = AG_ISA_GENERIC; isa <= AG_ISA_AVX512; isa++)
+        if (ag_fused_ops_for((ag_isa)isa))
+            out[n++] = ag_fused_ops_for((ag_isa)isa);
+    return n;
+}
+
+/* First differing byte of two buffers, -1 when equal. */
+static long first_diff(const void *a, const void *b, size_t bytes) {
+    const unsigned char *x = a, *y = b;
+    for (size_t i = 0; i < bytes; i++)
+        if (x[i] != y[i])
+            return (long)i;
+    return -1;
+}
+
+/* One band of each kind, C channels, fp32 or bf16, through `ops`, into out. */
+typedef struct band_case {
+    int kind, bf16, H, W, C, first, rows;
+    ag_pad pad;
+    float pre, post;
+    int residual;
+} band_case;
+
+static int run_band(const ag_fused_ops *ops, const band_case *k, void *out, size_t out_bytes) {
+    size_t n = (size_t)k->H * k->W * k->C;
+    int HI = (k->H + 1) / 2, WI = (k->W + 1) / 2;
+    size_t ni = (size_t)HI * WI * k->C;
+    size_t esz = k->bf16 ? 2 : 4, big = n > ni ? n : ni;
+    float *x = ag_malloc(big * 4), *res = ag_malloc(n * 4), *a = ag_malloc(ni * 4);
+    void *xv = ag_malloc(big * esz), *resv = ag_malloc(n * esz), *av = ag_malloc(ni * esz);
+    float *scale = ag_malloc((size_t)k->C * 4), *shift = ag_malloc((size_t)k->C * 4);
+    uint8_t *u8 = ag_malloc((size_t)k->H * k->W * 4);
+    ag_resize_tap *ty = ag_malloc((size_t)k->H * sizeof *ty),
+                  *tx = ag_malloc((size_t)k->W * sizeof *tx);
+    rng_state = 0x9E3779B97F4A7C15ull + (uint64_t)k->C * 131u + (uint64_t)k->kind;
+    fill(x, big, 0.3f), fill(res, n, 0.0f), fill(a, ni, -0.2f);
+    fill(scale, (size_t)k->C, 1.0f), fill(shift, (size_t)k->C, 0.0f);
+    for (size_t i = 0; i < (size_t)k->H * k->W * 4; i++)
+        u8[i] = (uint8_t)(rand_uniform() * 127.0f + 128.0f);
+    if (k->bf16) {
+        for (size_t i = 0; i < big; i++)
+            ((uint16_t *)xv)[i] = to_bf16(x[i]);
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)resv)[i] = to_bf16(res[i]);
+        for (size_t i = 0; i < ni; i++)
+            ((uint16_t *)av)[i] = to_bf16(a[i]);
+    } else {
+        memcpy(xv, x, big * 4), memcpy(resv, res, n * 4), memcpy(av, a, ni * 4);
+    }
+    ag_resize_taps(ty, HI, k->H, AG_RESIZE_ASYMMETRIC);
+    ag_resize_taps(tx, WI, k->W, AG_RESIZE_ASYMMETRIC);
+    ag_band_source s = {.kind = (ag_band_kind)k->kind,
+                        .bf16 = k->bf16,
+                        .H = k->H,
+                        .W = k->W,
+                        .C = k->kind == AG_BAND_IMAGE ? 3 : k->C,
+                        .pad = k->pad,
+                        .u8 = k->C % 2 ? u8 : NULL,
+                        .f32 = x,
+                        .bands = 4,
+                        .x = xv,
+                        .residual = k->residual ? resv : NULL,
+                        .affine = {scale, shift},
+                        .pre_slope = k->pre,
+                        .post_slope = k->post,
+                        .a = av,
+                        .HI = HI,
+                        .WI = WI,
+                        .row_taps = ty,
+                        .col_taps = tx};
+    memset(out, 0xa5, out_bytes);
+    ops->band(out, &s, k->first, k->rows, 2);
+    ag_free(x), ag_free(res), ag_free(a), ag_free(xv), ag_free(resv), ag_free(av);
+    ag_free(scale), ag_free(shift), ag_free(u8), ag_free(ty), ag_free(tx);
+    return 0;
+}
+
+static int test_bands_equal_across_variants(void) {
+    const ag_fused_ops *v[3];
+    int nv = variants(v);
+    printf("  variants this CPU runs:");
+    for (int i = 0; i < nv; i++)
+        printf(" %s", v[i]->isa);
+    printf("\n");
+    static const int channels[] = {3, 16, 20, 48, 64, 128};
+    int cases = 0;
+    for (int kind = AG_BAND_IMAGE; kind <= AG_BAND_RESIZE; kind++)
+        for (int bf16 = 0; bf16 <= 1; bf16++)
+            for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++) {
+                int C = kind == AG_BAND_IMAGE ? 3 : channels[ci];
+                if (kind == AG_BAND_IMAGE && ci > 1)
+                    break;
+                band_case k = {.kind = kind,
+                               .bf16 = bf16,
+                               .H = 9,
+                               .W = 13,
+                               .C = kind == AG_BAND_IMAGE ? (ci ? 4 : 3) : C,
+                               .first = 1,
+                               .rows = 9,
+                               .pad = {1, 2, 3, 1},
+                               .pre = AG_LRELU_SLOPE,
+                               .post = ci % 2 ? AG_LRELU_SLOPE : 1.0f,
+                               .residual = (int)ci % 2};
+                int Cb = kind == AG_BAND_IMAGE ? 3 : C;
+                size_t bytes =
+                    (size_t)k.rows * (k.W + k.pad.left + k.pad.right) * Cb * (bf16 ? 2 : 4);
+                void *ref = ag_malloc(bytes), *got = ag_malloc(bytes);
+                run_band(v[0], &k, ref, bytes);
+                for (int i = 1; i < nv; i++) {
+                    run_band(v[i], &k, got, bytes);
+                    long d = first_diff(ref, got, bytes);
+                    if (d >= 0) {
+                        ag_free(ref), ag_free(got);
+                        CHECK_MSG(d < 0, "%s vs %s: kind %d bf16 %d C %d differ at byte %ld",
+                                  v[i]->isa, v[0]->isa, kind, bf16, C, d);
+                    }
+                }
+                ag_free(ref), ag_free(got);
+                cases++;
+            }
+    printf("  %d band cases, bit-identical\n", cases);
+    return 0;
+}
+
+/* Row statistics (fp32 and bf16, lengths with and without a 16-lane tail), the affine fold,
+ * norm_act_pad in place and with padding, and the output pass. */
+static int test_stats_and_output_equal(void) {
+    const ag_fused_ops *v[3];
+    int nv = variants(v);
+    enum { H = 6, W = 11, C = 20, N = H * W * C };
+    float *x = ag_malloc(N * 4), gamma[C], beta[C], scale[2][C], shift[2][C];
+    uint16_t *xb = ag_malloc(N * 2);
+    rng_state = 77;
+    fill(x, N, 5.0f), fill(gamma, C, 1.0f), fill(beta, C, 0.0f);
+    for (int i = 0; i < N; i++)
+        xb[i] = to_bf16(x[i]);
+    double p[2][2 * H], pb[2][2 * H];
+    size_t pad_n = (size_t)(H + 2) * (W + 2) * C;
+    float *padded[2] = {ag_malloc(pad_n * 4), ag_malloc(pad_n * 4)};
+    float *out[2] = {ag_malloc(H * W * 3 * 4), ag_malloc(H * W * 3 * 4)};
+    uint8_t *u8[2] = {ag_malloc(H * W * 4), ag_malloc(H * W * 4)};
+    int rc = 0;
+    for (int i = 1; i < nv && !rc; i++) {
+        const ag_fused_ops *o[2] = {v[0], v[i]};
+        for (int j = 0; j < 2; j++) {
+            ag_norm_affine af = {scale[j], shift[j]};
+            o[j]->row_stats(p[j], x, 0, 0, H, (size_t)W * C - 3, 2); /* a tail of 13 */
+            o[j]->row_stats(pb[j], xb, 1, 0, H, (size_t)W * C, 2);
+            o[j]->norm_stats(af, p[j], x, gamma, beta, H, W, C, 1e-5f, 2);
+            o[j]->norm_act_pad(padded[j], x, NULL, 0, af, AG_LRELU_SLOPE, 1.0f, H, W, C,
+                               (ag_pad){1, 1, 1, 1}, 2);
+            memset(u8[j], 7, H * W * 4);
+            o[j]->output(out[j], u8[j], 4, x, 1, H, W / 2, 2);
+        }
+        const char *what = memcmp(p[0], p[1], sizeof p[0])                    ? "fp32 stats"
+                           : memcmp(pb[0], pb[1], sizeof pb[0])               ? "bf16 stats"
+                           : memcmp(scale[0], scale[1], sizeof scale[0])      ? "affine scale"
+                           : memcmp(shift[0], shift[1], sizeof shift[0])      ? "affine shift"
+                           : memcmp(padded[0], padded[1], pad_n * 4)          ? "norm_act_pad"
+                           : memcmp(out[0], out[1], (size_t)H * (W / 2) * 12) ? "output f32"
+                           : memcmp(u8[0], u8[1], H * W * 4)                  ? "output u8"
+                                                                              : NULL;
+        if (what) {
+            fprintf(stderr, "  %s differs from %s: %s\n", v[i]->isa, v[0]->isa, what);
+            rc = 1;
+        }
+        CHECK(v[i]->output_to_u8(0.3f) == v[0]->output_to_u8(0.3f));
+    }
+    ag_free(x), ag_free(xb), ag_free(padded[0]), ag_free(padded[1]);
+    ag_free(out[0]), ag_free(out[1]), ag_free(u8[0]), ag_free(u8[1]);
+    return rc;
+}
+
+/* The generator end to end, the table swapped under the engine: the same output bits. */
+static int test_generator_equal_across_variants(void) {
+    const ag_fused_ops *v[3];
+    int nv = variants(v);
+    ag_model *model = NULL;
+    ag_error err = {0};
+    CHECK_OK(ag_model_load(AG_SOURCE_DIR "/models/hayao.safetensors", &model, &err), &err);
+    enum { W = 40, H = 28, N = W * H * 3 };
+    float *in = ag_malloc(N * 4), *ref = ag_malloc(N * 4), *got = ag_malloc(N * 4);
+    rng_state = 5;
+    fill(in, N, 0.0f);
+    int rc = 0;
+    for (int bf16 = 0; bf16 <= 1 && !rc; bf16++) {
+        ag_engine_options o = {.precision = bf16 ? AG_PRECISION_BF16 : AG_PRECISION_FP32,
+                               .threads = 2};
+        for (int i = 0; i < nv && !rc; i++) {
+            ag_engine *engine = NULL;
+            (void)ag_fused_ops_active(); /* the once-only choice is made; now override it */
+            active = v[i];
+            rc = ag_engine_create(model, &o, &engine, &err);
+            if (!rc)
+                rc = ag_engine_run_f32(engine, in, W, H, i ? got : ref, &err);
+            ag_engine_destroy(engine);
+            if (rc)
+                fprintf(stderr, "  %s: %s\n", v[i]->isa, err.message);
+            else if (i && memcmp(ref, got, N * 4)) {
+                float worst = 0.0f;
+                for (int j = 0; j < N; j++)
+                    worst = fmaxf(worst, fabsf(ref[j] - got[j]));
+                fprintf(stderr, "  %s %s output differs from %s by up to %g\n",
+                        bf16 ? "bf16" : "fp32", v[i]->isa, v[0]->isa, (double)worst);
+                rc = 1;
+            }
+        }
+    }
+    active = NULL;
+    choose();
+    ag_free(in), ag_free(ref), ag_free(got);
+    ag_model_destroy(model);
+    return rc;
+}
+
+/* The table in use is the variant ag_cpu_get_info names. */
+static int test_active_is_cpu_isa(void) {
+    const ag_cpu_info *cpu = ag_cpu_get_info();
+    CHECK(!strcmp(ag_fused_ops_active()->isa, ag_isa_name(cpu->isa)));
+    const char *want = getenv("ANIMEGAN_ISA");
+    if (want && ag_isa_parse(want) >= 0 && ag_isa_parse(want) <= (int)cpu->best_isa)
+        CHECK_MSG(!strcmp(ag_fused_ops_active()->isa, want), "forced %s, running %s", want,
+                  ag_fused_ops_active()->isa);
+    return 0;
+}
+
+/* ANIMEGAN_ISA=avx2 and =generic in a child: the dispatch follows (the choice is per process). */
+static int test_forced_isa_in_child(void) {
+    static const char *const forced[] = {"avx2", "generic"};
+    for (size_t i = 0; i < 2; i++) {
+        if (ag_isa_parse(forced[i]) > (int)ag_cpu_get_info()->best_isa)
+            continue;
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("ANIMEGAN_ISA", forced[i], 1);
+            execl("/proc/self/exe", "test_isa", "test_active_is_cpu_isa", (char *)NULL);
+            _exit(127);
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "ANIMEGAN_ISA=%s: status %d",
+                  forced[i], status);
+    }
+    return 0;
+}
+
+TEST_MAIN(TEST(test_bands_equal_across_variants), TEST(test_stats_and_output_equal),
+          TEST(test_generator_equal_across_variants), TEST(test_active_is_cpu_isa),
+          TEST(test_forced_isa_in_child))
