@@ -58,7 +58,7 @@ typedef struct band_case {
     int kind, bf16, H, W, C, first, rows;
     ag_pad pad;
     float pre, post;
-    int residual;
+    int residual, zero_pad;
 } band_case;
 
 static int run_band(const ag_fused_ops *ops, const band_case *k, void *out, size_t out_bytes) {
@@ -95,6 +95,7 @@ static int run_band(const ag_fused_ops *ops, const band_case *k, void *out, size
                         .W = k->W,
                         .C = k->kind == AG_BAND_IMAGE ? 3 : k->C,
                         .pad = k->pad,
+                        .zero_pad = k->zero_pad,
                         .u8 = k->C % 2 ? u8 : NULL,
                         .f32 = x,
                         .bands = 4,
@@ -140,7 +141,8 @@ static int test_bands_equal_across_variants(void) {
                                .pad = {1, 2, 3, 1},
                                .pre = AG_LRELU_SLOPE,
                                .post = ci % 2 ? AG_LRELU_SLOPE : 1.0f,
-                               .residual = (int)ci % 2};
+                               .residual = (int)ci % 2,
+                               .zero_pad = ci == 2 || (bf16 && ci == 5)};
                 int Cb = kind == AG_BAND_IMAGE ? 3 : C;
                 size_t bytes =
                     (size_t)k.rows * (k.W + k.pad.left + k.pad.right) * Cb * (bf16 ? 2 : 4);

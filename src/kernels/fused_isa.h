@@ -5,6 +5,8 @@
  * copy's public functions the variant's suffix (ag_fused_band_avx2, ...) and makes its
  * table (ag_fused_ops_avx2, fused_table.inc). fused_dispatch.c defines the unsuffixed
  * ag_fused_* functions the engine calls: one table, chosen once from ag_cpu_get_info()->isa.
+ * A new public function of fused.c needs its line in each of the three lists below (the
+ * link fails with "multiple definition" until it has them).
  */
 #ifndef AG_FUSED_ISA_H
 #define AG_FUSED_ISA_H
