@@ -169,6 +169,17 @@ void ag_image_fini(ag_image *image);
 int ag_image_startup(const char *argv0, ag_error *err);
 void ag_image_shutdown(void);
 
+/*
+ * Send the messages libvips and GLib would print on stderr (warnings about a corrupt tile,
+ * an ignored profile, ...) to fn instead: called on the thread that logged, with the domain
+ * ("VIPS", "GLib", ...), a level ("error", "warn", "info", "debug") and the text without
+ * a trailing newline. fn must be thread-safe; NULL restores GLib's default. Call after
+ * ag_image_startup.
+ */
+typedef void (*ag_library_log_fn)(void *ctx, const char *domain, const char *level,
+                                  const char *message);
+void ag_image_set_log_handler(ag_library_log_fn fn, void *ctx);
+
 /* Width and height from the header only, without decoding pixels. */
 int ag_image_probe(const void *data, size_t size, int *width, int *height, ag_error *err);
 

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,12 +113,29 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     r->route = route_of(url);
     r->cache_hit = -1;
     snprintf(r->method, sizeof r->method, "%s", method);
+    /* Our ids are 128 random bits, so /api/v1/status?request_id= cannot be walked to read
+     * other clients' queue state (they were a counter). A client's own id is kept for the
+     * log and echoed, but it is a key for the status lookup only when it is long enough to
+     * be a secret of its own (the page sends 32 random hex digits); a short one ("1",
+     * "req-7") could be anyone's. */
     const char *given = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
     if (given && valid_request_id(given)) {
         snprintf(r->id, sizeof r->id, "%s", given);
+        r->keyed = strlen(given) >= AG_REQUEST_KEY_MIN;
     } else {
-        uint64_t n = atomic_fetch_add(&s->next_id, 1);
-        snprintf(r->id, sizeof r->id, "%08x%08llx", (unsigned)s->id_prefix, (unsigned long long)n);
+        uint8_t bits[16];
+        if (getrandom(bits, sizeof bits, GRND_NONBLOCK) != (ssize_t)sizeof bits) {
+            /* The pool is not ready (early boot): unique, not secret, so not a key. */
+            uint64_t n = atomic_fetch_add(&s->next_id, 1);
+            memcpy(bits, &s->id_prefix, 4);
+            memcpy(bits + 4, &n, 8);
+            memset(bits + 12, 0, 4);
+            r->keyed = 0;
+        } else {
+            r->keyed = 1;
+        }
+        for (int i = 0; i < 16; i++)
+            snprintf(r->id + 2 * i, 3, "%02x", bits[i]);
     }
     return r;
 }
@@ -231,8 +249,8 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
         add_header(resp, "X-Queue-Ms", num);
         snprintf(num, sizeof num, "%.1f", r->inference_ms);
         add_header(resp, "X-Inference-Ms", num);
-        if (r->cache_hit >= 0)
-            add_header(resp, "X-Cache", r->cache_hit ? "hit" : "miss");
+        /* No X-Cache: a hit would tell any client that someone else converted this photo
+         * with these options. Hits and misses are in /metrics and the log only. */
         if (r->status == 200) {
             char disp[64];
             snprintf(disp, sizeof disp, "inline; filename=\"anime.%s\"",
@@ -353,7 +371,8 @@ static void handle_healthz(ag_server *s, ag_request *r) {
 }
 
 static int match_id(const void *item, const void *arg) {
-    return !strcmp(((const ag_request *)item)->id, (const char *)arg);
+    const ag_request *r = item;
+    return r->keyed && !strcmp(r->id, (const char *)arg);
 }
 
 static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request *r) {

@@ -8,6 +8,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,16 +36,20 @@ static void timestamp(char *buf, size_t cap) {
     snprintf(buf + n, cap - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
-/* Append `key=value` (logfmt, value quoted when needed) or `"key":"value"` (JSON). */
+/* Append `key=value` (logfmt, value quoted when needed) or `"key":"value"` (JSON). The last
+ * bytes of buf are kept for the closing quote, brace and newline, and an escape is written
+ * whole or not at all, so a long value is cut but the line stays valid. */
 typedef struct line {
     char buf[1024];
     size_t n;
     int json;
 } line;
 
+#define LINE_TAIL 4 /* '"', '}', '\n', NUL */
+
 static void put_raw(line *l, const char *s, size_t len) {
-    if (l->n + len >= sizeof l->buf - 2)
-        len = sizeof l->buf - 2 - l->n;
+    if (l->n + len > sizeof l->buf - LINE_TAIL)
+        return;
     memcpy(l->buf + l->n, s, len);
     l->n += len;
 }
@@ -62,25 +67,52 @@ static void put_key(line *l, const char *key) {
     }
 }
 
+/* Length of the well-formed UTF-8 sequence at p (1-4), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *p) {
+    if (p[0] < 0x80)
+        return 1;
+    size_t n = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
+    if (n == 0 || p[0] > 0xF4)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) ||
+        (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] > 0x8F))
+        return 0; /* overlong, surrogate or past U+10FFFF */
+    return n;
+}
+
+/* Values may hold client bytes (the method, a path, libmicrohttpd's and libvips' texts):
+ * quotes and backslashes are escaped, control characters and bytes that are not UTF-8
+ * become \u00XX (JSON) or \xXX (logfmt), so every line is valid JSON or logfmt. */
 static void put_str(line *l, const char *key, const char *value) {
     put_key(l, key);
     if (!value)
         value = "";
     int quote = l->json || !value[0] || strpbrk(value, " =\"\\") != NULL;
+    for (const unsigned char *p = (const unsigned char *)value; *p && !quote; p++)
+        quote = *p < 0x20 || *p >= 0x7f;
     if (quote)
         put_raw(l, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)value; *p;) {
+        size_t n = utf8_len(p);
+        char esc[8];
         if (*p == '"' || *p == '\\') {
-            put_raw(l, "\\", 1);
-            put_raw(l, (const char *)p, 1);
-        } else if (*p < 0x20 || *p == 0x7f) {
-            put_raw(l, "?", 1);
+            esc[0] = '\\', esc[1] = (char)*p;
+            put_raw(l, esc, 2);
+            p++;
+        } else if (n == 0 || *p < 0x20 || *p == 0x7f) {
+            snprintf(esc, sizeof esc, l->json ? "\\u%04x" : "\\x%02x", *p);
+            put_raw(l, esc, strlen(esc));
+            p++;
         } else {
-            put_raw(l, (const char *)p, 1);
+            put_raw(l, (const char *)p, n);
+            p += n;
         }
     }
     if (quote)
-        put_raw(l, "\"", 1);
+        l->buf[l->n++] = '"'; /* from the tail: always fits */
 }
 
 static void put_fmt(line *l, const char *key, const char *fmt, ...)
@@ -97,8 +129,10 @@ static void put_fmt(line *l, const char *key, const char *fmt, ...) {
 }
 
 static void finish(line *l) {
+    if (l->n > sizeof l->buf - 2)
+        l->n = sizeof l->buf - 2;
     if (l->json)
-        put_raw(l, "}", 1);
+        l->buf[l->n++] = '}';
     l->buf[l->n++] = '\n';
     write_line(l->buf, l->n);
 }
@@ -157,5 +191,53 @@ void ag_log_event(ag_log_format format, const char *level, const char *fmt, ...)
     line l;
     begin(&l, format, level);
     put_str(&l, "msg", msg);
+    finish(&l);
+}
+
+/* ---- libvips and GLib messages -------------------------------------------------------- */
+
+static _Thread_local char thread_request[AG_REQUEST_ID_BYTES];
+
+void ag_log_thread_request(const char *id) {
+    snprintf(thread_request, sizeof thread_request, "%s", id ? id : "");
+}
+
+/* At most LIB_BURST lines at once and LIB_PER_S a second on average (a token bucket, one
+ * for the process); what is dropped is counted and said on the next line that gets out. */
+#define LIB_BURST 20.0
+#define LIB_PER_S 5.0
+
+static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+static double lib_tokens = LIB_BURST;
+static uint64_t lib_last_us, lib_dropped;
+
+void ag_log_library(void *ctx, const char *domain, const char *level, const char *message) {
+    ag_log_library_ctx *c = ctx;
+    atomic_fetch_add(c->counter, 1);
+    uint64_t now = ag_now_us(), dropped = 0;
+    pthread_mutex_lock(&lib_lock);
+    if (lib_last_us)
+        lib_tokens += (double)(now - lib_last_us) / 1e6 * LIB_PER_S;
+    lib_tokens = lib_tokens > LIB_BURST ? LIB_BURST : lib_tokens;
+    lib_last_us = now;
+    int out = lib_tokens >= 1;
+    if (out) {
+        lib_tokens -= 1;
+        dropped = lib_dropped;
+        lib_dropped = 0;
+    } else {
+        lib_dropped++;
+    }
+    pthread_mutex_unlock(&lib_lock);
+    if (!out)
+        return;
+    line l;
+    begin(&l, c->format, level);
+    if (thread_request[0])
+        put_str(&l, "id", thread_request);
+    put_str(&l, "source", domain);
+    put_str(&l, "msg", message);
+    if (dropped)
+        put_fmt(&l, "suppressed", "%llu", (unsigned long long)dropped);
     finish(&l);
 }

@@ -39,6 +39,7 @@ enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 
 
 #define AG_SERVER_MAX_MODELS 8
 #define AG_REQUEST_ID_BYTES 40 /* up to 36 characters + NUL: fits a UUID or nginx $request_id */
+#define AG_REQUEST_KEY_MIN 32  /* a client's id is a status key from this length on */
 
 /* ---- configuration (config.c) ---------------------------------------------------------- */
 
@@ -211,6 +212,7 @@ typedef struct ag_request {
     _Atomic int state; /* ag_request_state */
     struct MHD_Connection *connection;
     char id[AG_REQUEST_ID_BYTES];
+    int keyed; /* id may be looked up by /api/v1/status (ours, or a client's long one) */
     ag_route route;
     char method[8];
     uint64_t start_us;    /* headers received */
@@ -341,6 +343,7 @@ typedef struct ag_metrics {
     atomic_uint_fast64_t timed_out;          /* 504 */
     atomic_uint_fast64_t client_gone;        /* completed with an error (client closed early) */
     atomic_uint_fast64_t uploads_cut;        /* 408: past the deadline or under the rate */
+    atomic_uint_fast64_t library_messages;   /* libvips/GLib warnings (logged or dropped) */
     atomic_int connections;                  /* open TCP connections */
     atomic_uint_fast64_t connections_opened; /* in total (drain waits for adopted ones) */
 } ag_metrics;
@@ -417,6 +420,16 @@ void ag_log_request(ag_log_format format, const ag_request *r, size_t bytes_in, 
 void ag_log_event(ag_log_format format, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The request a thread works on, named in the library lines it logs ("" for none). */
+void ag_log_thread_request(const char *id);
+/* ag_image_set_log_handler's callback: libvips and GLib messages as log lines of their
+ * own (source=VIPS), rate-limited, with the thread's request id; ctx counts them. */
+typedef struct ag_log_library_ctx {
+    ag_log_format format;
+    atomic_uint_fast64_t *counter;
+} ag_log_library_ctx;
+void ag_log_library(void *ctx, const char *domain, const char *level, const char *message);
+
 /* ---- workers (worker.c) ---------------------------------------------------------------- */
 
 typedef struct ag_server ag_server;
@@ -481,6 +494,7 @@ struct ag_server {
     /* Admitted requests, watched by the main thread (ag_http_watch): capacity admit_limit. */
     pthread_mutex_t watch_lock;
     ag_request **watch;
+    ag_log_library_ctx library_log;
 };
 
 uint64_t ag_now_us(void);

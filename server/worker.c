@@ -120,10 +120,11 @@ static int convert(ag_worker *w, ag_request *r) {
     return 1;
 }
 
-static void set_current(ag_worker *w, const char *id) {
+static void set_current(ag_worker *w, const char *id, int keyed) {
     pthread_mutex_lock(&w->current_lock);
-    snprintf(w->current_id, sizeof w->current_id, "%s", id);
+    snprintf(w->current_id, sizeof w->current_id, "%s", keyed ? id : "");
     pthread_mutex_unlock(&w->current_lock);
+    ag_log_thread_request(id);
     atomic_store(&w->busy_since_us, id[0] ? ag_now_us() : 0);
 }
 
@@ -140,7 +141,7 @@ static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
     }
     atomic_store(&r->state, AG_REQ_RUNNING);
     atomic_fetch_add(&s->busy_workers, 1);
-    set_current(w, r->id);
+    set_current(w, r->id, r->keyed);
 
     int ok = convert(w, r);
 
@@ -149,7 +150,7 @@ static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
     for (int i = 0; i < s->model_count; i++)
         arena += ag_engine_arena_bytes(w->engines[i]);
     atomic_store(&w->arena_bytes, arena);
-    set_current(w, "");
+    set_current(w, "", 0);
     atomic_fetch_sub(&s->busy_workers, 1);
     if (!ok)
         return; /* finished with an error inside convert */

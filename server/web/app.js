@@ -115,7 +115,7 @@
   }
 
   function randomId() {
-    const a = new Uint8Array(8);
+    const a = new Uint8Array(16); // 128 bits: the server takes ids of 32+ characters as status keys
     crypto.getRandomValues(a);
     return "web-" + Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("");
   }

@@ -475,3 +475,33 @@ int ag_image_decode_file(const char *path, const ag_decode_options *options, ag_
     ag_free(data);
     return rc;
 }
+
+/* ---- libvips and GLib messages ------------------------------------------------------------ */
+
+static ag_library_log_fn log_fn;
+static void *log_ctx;
+
+static void on_glib_log(const gchar *domain, GLogLevelFlags level, const gchar *message,
+                        gpointer data) {
+    (void)data;
+    ag_library_log_fn fn = __atomic_load_n(&log_fn, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        g_log_default_handler(domain, level, message, NULL);
+        return;
+    }
+    const char *name = level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL) ? "error"
+                       : level & G_LOG_LEVEL_WARNING                      ? "warn"
+                       : level & (G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO) ? "info"
+                                                                          : "debug";
+    fn(log_ctx, domain ? domain : "GLib", name, message ? message : "");
+}
+
+void ag_image_set_log_handler(ag_library_log_fn fn, void *ctx) {
+    static const char *const domains[] = {"VIPS", "GLib", "GLib-GObject", "GLib-GIO"};
+    log_ctx = ctx;
+    __atomic_store_n(&log_fn, fn, __ATOMIC_RELEASE);
+    GLogLevelFlags all = G_LOG_LEVEL_MASK | G_LOG_FLAG_FATAL | G_LOG_FLAG_RECURSION;
+    for (size_t i = 0; i < sizeof domains / sizeof domains[0]; i++)
+        g_log_set_handler(domains[i], all, on_glib_log, NULL);
+    g_log_set_default_handler(fn ? on_glib_log : g_log_default_handler, NULL);
+}

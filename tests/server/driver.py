@@ -753,24 +753,26 @@ def queue_timeout_504_and_request_state():
         time.sleep(delay)
         results[name] = s.convert(headers={"X-Request-Id": name})  # full size: seconds
 
-    threads = [threading.Thread(target=send, args=(n, d)) for n, d in (("first", 0), ("second", 0.1))]
+    # Ids of 32 characters or more are status keys (shorter client ids are not).
+    first, second = "first-" + "1" * 26, "second-" + "2" * 25
+    threads = [threading.Thread(target=send, args=(n, d)) for n, d in ((first, 0), (second, 0.1))]
     for t in threads:
         t.start()
     seen = set()
     deadline = time.time() + 5
     while time.time() < deadline and len(seen) < 2:
-        st = s.get_json("/api/v1/status?request_id=first")[1]
+        st = s.get_json("/api/v1/status?request_id=" + first)[1]
         if st["request"]["state"] == "working":
             seen.add("working")
-        st = s.get_json("/api/v1/status?request_id=second")[1]
+        st = s.get_json("/api/v1/status?request_id=" + second)[1]
         if st["request"]["state"] == "queued" and st["request"]["position"] == 1:
             seen.add("queued")
         time.sleep(0.02)
     for t in threads:
         t.join(300)
     check(seen == {"working", "queued"}, "request states seen: %r" % seen)
-    check(results["first"][0] == 200, "first gave %d" % results["first"][0])
-    status, h, body = results["second"]
+    check(results[first][0] == 200, "first gave %d" % results[first][0])
+    status, h, body = results[second]
     check(status == 504, "queued past the timeout gave %d" % status)
     error_shape(body, "queue_timeout")
     check(float(h["x-queue-ms"]) >= 500, "X-Queue-Ms %s" % h.get("x-queue-ms"))
@@ -782,11 +784,10 @@ def cache_hits():
     status, h1, a = s.convert(query="?max_side=128")
     status2, h2, b = s.convert(query="?max_side=128")
     check(status == 200 and status2 == 200, "cache converts")
-    check(h1.get("x-cache") == "miss" and h2.get("x-cache") == "hit", "X-Cache %r %r"
-          % (h1.get("x-cache"), h2.get("x-cache")))
+    # No X-Cache header: it would tell anyone that someone else converted this photo.
+    check("x-cache" not in h1 and "x-cache" not in h2, "X-Cache header sent")
     check(a == b, "cached bytes differ")
     status, h3, c = s.convert(query="?max_side=128&format=jpeg")
-    check(h3.get("x-cache") == "miss", "options must be part of the key")
     m = s.metrics()
     check(m["animegan_cache_hits_total"] == 1 and m["animegan_cache_misses_total"] == 2,
           "cache counters %r %r" % (m["animegan_cache_hits_total"], m["animegan_cache_misses_total"]))

@@ -367,6 +367,110 @@ def absolute_form_targets_are_the_origin_form():
         s.stop()
 
 
+# ---- 4. privacy and logs -----------------------------------------------------------------
+
+
+@test
+def cache_hits_are_not_told_to_clients():
+    """X-Cache: hit told any client that someone else had converted this photo. The header
+    is gone; hits and misses stay in /metrics (and the operator's log)."""
+    s = Server("--workers", "1", "--threads", "1", "--cache-mb", "16")
+    try:
+        _, h1, a = s.convert(query="?max_side=96")
+        _, h2, b = s.convert(query="?max_side=96")
+        check(a == b, "cached result differs")
+        check("x-cache" not in h1 and "x-cache" not in h2, "X-Cache sent: %r" % h2.get("x-cache"))
+        m = s.metrics()
+        check(m["animegan_cache_hits_total"] == 1, "hit not counted")
+    finally:
+        s.stop()
+
+
+@test
+def request_ids_are_unguessable():
+    """Our ids were a counter, so ?request_id= could be walked to read other clients' queue
+    state. Now 128 random bits; a short client id is logged and echoed but is no key."""
+    s = Server("--workers", "1", "--threads", "1", "--queue", "4")
+    try:
+        ids = [s.request("GET", "/healthz")[1]["x-request-id"] for _ in range(4)]
+        for i in ids:
+            check(re.fullmatch(r"[0-9a-f]{32}", i), "id %r is not 32 hex digits" % i)
+        nums = sorted(int(i, 16) for i in ids)
+        check(all(b - a > 2**64 for a, b in zip(nums, nums[1:])), "ids look sequential: %r" % ids)
+        # A queued request with a short client id cannot be looked up; a long one can.
+        import threading
+        out = {}
+        t0 = threading.Thread(target=lambda: out.setdefault(0, s.convert(driver.ASTRONAUT)))
+        t0.start()
+        check(wait_for(lambda: s.status()["busy_workers"] == 1, 30), "worker never busy")
+        long_id = "k" * 32
+        t1 = threading.Thread(target=lambda: out.setdefault(1, s.convert(
+            headers={"X-Request-Id": "short-1"})))
+        t2 = threading.Thread(target=lambda: out.setdefault(2, s.convert(
+            headers={"X-Request-Id": long_id})))
+        t1.start()
+        t2.start()
+        check(wait_for(lambda: s.status()["queue"]["depth"] == 2, 30), "not queued")
+        short = s.get_json("/api/v1/status?request_id=short-1")[1]["request"]
+        longer = s.get_json("/api/v1/status?request_id=" + long_id)[1]["request"]
+        for t in (t0, t1, t2):
+            t.join(300)
+        check(short["state"] == "unknown", "a short client id is a key: %r" % short)
+        check(longer["state"] == "queued", "a long client id is no key: %r" % longer)
+        check(out[1][1]["x-request-id"] == "short-1", "client id not echoed")
+        check(any(l.get("id") == "short-1" for l in s.log()), "client id not logged")
+    finally:
+        s.stop()
+
+
+@test
+def every_json_log_line_is_json():
+    """libvips warnings went raw to stderr (21,227 of 26,058 lines of one log) and bytes
+    >= 0x80 of the method were copied into JSON lines. Every line now parses, as UTF-8."""
+    err = tempfile.TemporaryFile()
+    p = subprocess.Popen([BIN, "serve", "--port", "0", "--workers", "1", "--threads", "1",
+                          "--log-format", "json"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        port = None
+        deadline = time.time() + 120
+        while port is None and time.time() < deadline and p.poll() is None:
+            time.sleep(0.05)
+            err.seek(0)
+            m = re.search(rb"listening on http://\S+:(\d+)/", err.read())
+            port = int(m.group(1)) if m else None
+        check(port, "server did not start")
+        for raw in (b"G\xc3\x28T /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+                    "GÉT /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode(),
+                    b"GET /\xff\xfe%FF\x80 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+                    b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Request-Id: \xff\xfe\r\n"
+                    b"Connection: close\r\n\r\n"):
+            raw_exchange(port, raw, timeout=5)
+        with open(os.path.join(ROOT, "tests", "data", "generated", "truncated.png"), "rb") as f:
+            trunc = f.read()  # libvips warns "error in tile ..." on the way to its 422
+        raw_exchange(port, upload_head(len(trunc), "image/png", b"X-Request-Id: trunc-1\r\n"
+                                       b"Connection: close\r\n") + trunc, timeout=30)
+        p.send_signal(2)
+        p.wait(60)
+        err.seek(0)
+        lines = err.read().splitlines()
+        docs = []
+        for line in lines:
+            try:
+                docs.append(json.loads(line.decode("utf-8")))
+            except (UnicodeDecodeError, ValueError) as e:
+                raise Failure("not a JSON line (%s): %r" % (e, line[:160]))
+        lib = [d for d in docs if d.get("source") == "VIPS"]
+        check(lib, "no libvips line among %d: %r" % (len(docs), docs[-4:]))
+        check(any(d.get("id") == "trunc-1" for d in lib), "libvips lines not tied to the request")
+        print("  %d lines, all JSON; %d from libvips, e.g. %r" % (len(docs), len(lib), lib[0]["msg"]))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        err.close()
+
+
 # ---- main --------------------------------------------------------------------------------
 
 
