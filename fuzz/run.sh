@@ -2,9 +2,10 @@
 # fuzz/run.sh [seconds] - builds the libFuzzer targets (model file parsers, image decode, the
 # server's request parsers) with clang
 # (ASan + UBSan) into build/fuzz/ and runs each for `seconds` (default 20) on one thread,
-# seeded from tests/fixtures/pt/ and models/*.safetensors. The corpus grows across runs in
-# build/fuzz/corpus_*. A crash leaves build/fuzz/crash_*: fix it, then copy the input to
-# tests/fixtures/pt/fuzz_<what>.pt (or .safetensors) so test_model_files replays it.
+# seeded from tests/fixtures/pt/, tests/fixtures/onnx/ and models/*.safetensors. The corpus
+# grows across runs in build/fuzz/corpus_*. A crash leaves build/fuzz/crash_*: fix it, then
+# copy the input to tests/fixtures/pt/fuzz_<what>.pt (or .safetensors) so test_model_files
+# replays it, or to tests/fixtures/onnx/fuzz_<what>.onnx for test_onnx.
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -17,18 +18,25 @@ flags="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=all -Wall -Wextra -Werror -Iinclude
        -DAG_PT_MAX_BYTES=((size_t)64<<20) $(pkg-config --cflags libzip libcjson)"
 src="src/model/tensor_set.c src/model/safetensors.c src/model/pickle.c src/model/pytorch.c
-     src/util/alloc.c src/util/util.c"
+     src/model/onnx_pb.c src/model/onnx_import.c src/graph/graph.c src/util/alloc.c
+     src/util/util.c"
 libs="$(pkg-config --libs libzip libcjson) -lm"
 
 # Tokens that let mutations reach past the first check.
 printf '%s\n' '"storage"' '"FloatStorage"' '"HalfStorage"' '"torch"' '"torch._utils"' \
     '"_rebuild_tensor_v2"' '"_rebuild_parameter"' '"collections"' '"OrderedDict"' '"cpu"' \
     '"data.pkl"' '"/data/"' '"\x80\x02"' '"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"' >"$out/pt.dict"
+# ONNX: op types and attribute names of the supported set.
+printf '%s\n' '"Conv"' '"Pad"' '"reflect"' '"LeakyRelu"' '"Add"' '"Mul"' '"Sub"' '"Div"' \
+    '"Sqrt"' '"GlobalAveragePool"' '"ReduceMean"' '"ReduceSum"' '"MatMul"' '"Softmax"' \
+    '"Resize"' '"linear"' '"asymmetric"' '"Transpose"' '"Reshape"' '"Shape"' '"Gather"' \
+    '"Slice"' '"Concat"' '"Unsqueeze"' '"Squeeze"' '"Cast"' '"Tanh"' '"perm"' '"pads"' \
+    '"strides"' '"alpha"' '"axis"' '"mode"' '"keepdims"' >"$out/onnx.dict"
 printf '%s\n' '"dtype"' '"shape"' '"data_offsets"' '"__metadata__"' '"F32"' '"F16"' \
     '"BF16"' '"F64"' '"I8"' '"I64"' >"$out/safetensors.dict"
 
 status=0
-for target in pt safetensors; do
+for target in pt safetensors onnx; do
     # shellcheck disable=SC2086 # word splitting of the flag lists is intended
     $cc $flags -o "$out/fuzz_model_$target" "fuzz/fuzz_model_$target.c" $src $libs
     corpus="$out/corpus_$target"
@@ -36,6 +44,11 @@ for target in pt safetensors; do
     mkdir -p "$corpus" "$seeds"
     if [ "$target" = pt ]; then
         cp tests/fixtures/pt/*.pt "$seeds/"
+    elif [ "$target" = onnx ]; then
+        # The small graphs only: the 2.4 MB Cute file is past -max_len.
+        for f in tests/fixtures/onnx/*.onnx; do
+            [ "$(wc -c <"$f")" -le 65536 ] && cp "$f" "$seeds/"
+        done
     else
         cp tests/fixtures/pt/*.safetensors "$seeds/"
         for f in models/*.safetensors; do [ -f "$f" ] && cp "$f" "$seeds/"; done

@@ -101,7 +101,7 @@ def resize_like_tf(g, x):
                   exclude_outside=0, mode="linear", nearest_mode="floor")
 
 
-def lade(g, x, c, wname):
+def lade(g, x, c, wname, bias=None):
     """LADE as tf2onnx writes the tiny generator's: moments of x and of a 1x1 conv of x."""
     names = [i.name for i in g.inits]
     if "eps" not in names:
@@ -114,7 +114,9 @@ def lade(g, x, c, wname):
     std = g.node("Reshape", [g.node("Sqrt", [g.node("Add", [var, "eps"])]), "shape_nhwc_c"])
     norm = g.node("Div", [g.node("Transpose", [sub], perm=[0, 2, 3, 1]), std])
     g.w(wname, [c, c, 1, 1])
-    y = g.node("Conv", [g.node("Pad", [x, "pads_0"], mode="reflect"), wname], dilations=[1, 1],
+    if bias:
+        g.w(bias, [c])
+    y = g.node("Conv", [g.node("Pad", [x, "pads_0"], mode="reflect"), wname] + ([bias] if bias else []), dilations=[1, 1],
                strides=[1, 1], kernel_shape=[1, 1], group=1)
     ymean = g.node("GlobalAveragePool", [y])
     ysub = g.node("Sub", [y, ymean])
@@ -124,7 +126,7 @@ def lade(g, x, c, wname):
     return g.node("Add", [out, ymean])
 
 
-def mini_v3():
+def mini_v3(lade_bias=None, fixed_size=False):
     """The tiny generator's block kinds: encoder with a stride-2 step, a residual 1x1 block,
     one 2x upsample (the tf resize chain) with a skip add, LADE, 7x7... here 3x3 to 3, tanh."""
     global rng
@@ -140,11 +142,15 @@ def mini_v3():
                            pads=(1, 1, 0, 0), stride=2))
     r = pad_conv(g, e1, g.w("res.w", [c, c, 1, 1]), pads=(0, 0, 0, 0))
     e1 = lrelu(g, g.node("Add", [r, e1]))
-    up = resize_like_tf(g, e1)
+    if fixed_size:
+        up = g.node("Resize", [e1, "", "", g.const("fixed", [1, 4, 16, 16], np.int64)],
+                    coordinate_transformation_mode="asymmetric", mode="linear")
+    else:
+        up = resize_like_tf(g, e1)
     d0 = lrelu(g, pad_conv(g, up, g.w("dec0.w", [c, c, 3, 3]), g.w("dec0.b", [c])))
     d0 = g.node("Add", [d0, e0])
     x = pad_conv(g, d0, g.w("lade.conv.w", [c, c, 3, 3]))
-    x = lrelu(g, lade(g, x, c, "lade.w"))
+    x = lrelu(g, lade(g, x, c, "lade.w", lade_bias))
     x = pad_conv(g, x, g.w("out.w", [3, c, 3, 3]))
     x = g.node("Tanh", [x])
     g.nodes.append(helper.make_node("Transpose", [x], ["output:0"], perm=[0, 2, 3, 1],
@@ -153,7 +159,7 @@ def mini_v3():
     return g.model([nhwc_input()], [out])
 
 
-def ea_block():
+def ea_block(transpose_node=False):
     """AnimeGANv3's external attention at 4 channels and 8 memory slots, on an NCHW map."""
     global rng
     rng = np.random.default_rng(SEED + 1)
@@ -172,7 +178,11 @@ def ea_block():
     total = g.node("ReduceSum", [attn, g.const("axes2", [2], np.int64)], keepdims=1)
     total = g.node("Add", [g.const("eps9", np.array(1e-9, np.float32)), total])
     attn = g.node("Div", [attn, total])
-    x = g.node("MatMul", [attn, g.const("ea.memory_t", memory.T.copy())])
+    if transpose_node:  # M^T as a Transpose of the same constant
+        mt = g.node("Transpose", ["ea.memory"], perm=[1, 0])
+    else:  # M^T folded into a constant, as tf2onnx does
+        mt = g.const("ea.memory_t", memory.T.copy())
+    x = g.node("MatMul", [attn, mt])
     x = g.node("Reshape", [x, shape])
     x = g.node("Transpose", [x], perm=[0, 3, 1, 2])
     x = g.node("Conv", [x, g.w("ea.conv1.w", [c, c, 1, 1])], kernel_shape=[1, 1])
@@ -257,6 +267,9 @@ def main():
         "mini_v3.onnx": mini_v3(),
         "mini_v3_float_data.onnx": with_initializer(mini_v3(), "enc0.w", typed_floats),
         "ea_block.onnx": ea_block(),
+        "ea_block_transpose.onnx": ea_block(transpose_node=True),
+        "bad_lade_bias.onnx": mini_v3(lade_bias="lade.b"),
+        "bad_fixed_size.onnx": mini_v3(fixed_size=True),
         "bad_unknown_op.onnx": two_nodes("GridSample"),
         "bad_cyclic.onnx": cyclic(),
         "bad_external.onnx": with_initializer(mini_v3(), "enc1.w", external),

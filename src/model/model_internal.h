@@ -63,6 +63,15 @@ int ag_safetensors_parse(const uint8_t *data, size_t size, const char *label, ag
 int ag_pytorch_parse(const uint8_t *data, size_t size, const char *label, ag_tensor_set *out,
                      ag_error *err);
 
+/* ONNX files (src/model/onnx_pb.c, onnx_import.c) carry the network as well: `graph` gets
+ * its nodes, whose tensor[] fields index `tensors` (weights pointing into `data` where they
+ * can, derived ones as blobs of the set); in_c, out_c and k are left for the model builder
+ * to derive from the weights. Any op or pattern outside the supported set is refused with
+ * one line naming the node and its op type. */
+struct ag_graph;
+int ag_onnx_parse(const uint8_t *data, size_t size, const char *label, ag_tensor_set *tensors,
+                  struct ag_graph *graph, ag_error *err);
+
 /* ---- the network ----------------------------------------------------------------------- */
 
 #include "../graph/graph.h"

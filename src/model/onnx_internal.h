@@ -49,6 +49,7 @@ typedef struct ag_pb_span {
 
 typedef struct ag_onnx_tensor {
     ag_pb_span name;
+    bool initializer; /* of the graph; otherwise the value of a node attribute */
     int32_t data_type;
     int ndim;
     int64_t dims[AG_ONNX_MAX_DIMS];
@@ -96,7 +97,7 @@ typedef struct ag_onnx_model {
     int name_count;
     ag_onnx_attr *attrs;
     int attr_count;
-    ag_onnx_tensor *tensors; /* initializers first, then tensors of node attributes */
+    ag_onnx_tensor *tensors; /* initializers and tensors of node attributes */
     int tensor_count, initializer_count;
     ag_onnx_value_info inputs[AG_ONNX_MAX_GRAPH_IO], outputs[AG_ONNX_MAX_GRAPH_IO];
     int input_count, output_count;

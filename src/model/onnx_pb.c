@@ -43,7 +43,10 @@ typedef struct pb_ctx {
     ag_onnx_model *m;
 } pb_ctx;
 
+/* A reader over a span; an absent field's span is (NULL, 0), read as empty. */
 static pb pb_of(ag_pb_span s) {
+    if (!s.ptr)
+        return (pb){NULL, NULL};
     return (pb){s.ptr, s.ptr + s.len};
 }
 
@@ -453,7 +456,7 @@ static int add_tensor(pb_ctx *c, ag_pb_span msg, bool initializer, const char *w
     rc = parse_tensor(c, msg, &m->tensors[m->tensor_count], where);
     if (rc != AG_OK)
         return rc;
-    (void)initializer;
+    m->tensors[m->tensor_count].initializer = initializer;
     m->initializer_count += initializer;
     *index = m->tensor_count++;
     return AG_OK;
@@ -852,15 +855,13 @@ int ag_onnx_pb_parse(const uint8_t *data, size_t size, const char *label, ag_onn
                      ag_error *err) {
     pb_ctx c = {.label = label, .err = err, .file_bytes = size, .m = out};
     memset(out, 0, sizeof *out);
+    if (size == 0 || !data)
+        return ag_error_set(err, AG_E_FORMAT, "%s: empty file", label);
     pb r = {data, data + size};
     pb_field f;
     int rc;
     ag_pb_span graph = {NULL, 0};
     int graphs = 0;
-    if (size == 0) {
-        rc = ag_error_set(err, AG_E_FORMAT, "%s: empty file", label);
-        goto fail;
-    }
     while ((rc = pb_next(&c, &r, &f, "the ModelProto")) == 1) {
         switch (f.num) {
         case 1:
