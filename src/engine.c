@@ -546,10 +546,12 @@ static void bind_onednn(ag_engine *e) {
 
 /* ---- prepare --------------------------------------------------------------------------- */
 
-static int check_size(int width, int height, ag_error *err) {
-    if (width < AG_MIN_SIDE || height < AG_MIN_SIDE)
-        return ag_error_set(err, AG_E_ARG, "image is %dx%d; both sides must be at least %d pixels",
-                            width, height, AG_MIN_SIDE);
+static int check_size(const ag_engine *e, int width, int height, ag_error *err) {
+    int min = e->model->info.min_side > AG_MIN_SIDE ? e->model->info.min_side : AG_MIN_SIDE;
+    if (width < min || height < min)
+        return ag_error_set(err, AG_E_ARG,
+                            "image is %dx%d; both sides must be at least %d pixels for model %s",
+                            width, height, min, e->model->info.name);
     if ((size_t)width * height > AG_MAX_PIXELS)
         return ag_error_set(err, AG_E_LIMIT, "image is %dx%d; more than %d pixels", width, height,
                             AG_MAX_PIXELS);
@@ -574,7 +576,7 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
     if (e->planned_w == width && e->planned_h == height)
         return AG_OK;
     const ag_graph *g = &e->model->graph;
-    int rc = check_size(width, height, err);
+    int rc = check_size(e, width, height, err);
     if (rc == AG_OK)
         rc = ag_graph_shapes(g, width, height, e->shapes, err);
     if (rc)

@@ -105,10 +105,11 @@ static int check_fixture(const fixture *f, const ag_model *model, ag_backend bac
     return 0;
 }
 
-/* Every fixture whose name starts with `prefix`, on both backends. */
-static int check_fixtures(const char *prefix, int min_count) {
+/* Every fixture in tests/fixtures/<subdir> whose name starts with `prefix`, on both
+ * backends. */
+static int check_fixtures_in(const char *subdir, const char *prefix, int min_count) {
     char dir_path[512];
-    snprintf(dir_path, sizeof dir_path, "%s/tests/fixtures", AG_SOURCE_DIR);
+    snprintf(dir_path, sizeof dir_path, "%s/tests/fixtures/%s", AG_SOURCE_DIR, subdir);
     DIR *dir = opendir(dir_path);
     CHECK(dir);
     struct dirent *e;
@@ -120,7 +121,9 @@ static int check_fixtures(const char *prefix, int min_count) {
             strcmp(e->d_name + len - 5, ".agfx"))
             continue;
         fixture f;
-        failed |= fixture_load(&f, e->d_name);
+        char name[120];
+        snprintf(name, sizeof name, "%.8s%s%.100s", subdir, *subdir ? "/" : "", e->d_name);
+        failed |= fixture_load(&f, name);
         if (!model)
             failed |= load_model(f.model, &model);
         if (model) {
@@ -135,6 +138,25 @@ static int check_fixtures(const char *prefix, int min_count) {
     CHECK_MSG(count >= min_count, "only %d fixtures named %s*", count, prefix);
     CHECK(!failed);
     return 0;
+}
+
+static int check_fixtures(const char *prefix, int min_count) {
+    return check_fixtures_in("", prefix, min_count);
+}
+
+/* AnimeGANv3 against the original files' interpreters, ONNX Runtime on the original .onnx,
+ * and the hand-written PyTorch generator at sizes the originals cannot run (including
+ * 1-pixel maps at H/8 and H/16); see tests/fixtures/README.md. */
+static int test_golden_hayao_v3(void) {
+    return check_fixtures_in("v3", "hayao-v3_", 5);
+}
+
+static int test_golden_shinkai_v3(void) {
+    return check_fixtures_in("v3", "shinkai-v3_", 5);
+}
+
+static int test_golden_cute_v3(void) {
+    return check_fixtures_in("v3", "cute-v3_", 5);
 }
 
 static int test_golden_hayao(void) {
@@ -263,7 +285,8 @@ static int test_no_leak(void) {
     return 0;
 }
 
-TEST_MAIN(TEST(test_golden_hayao), TEST(test_golden_hayao_upsample_override),
+TEST_MAIN(TEST(test_golden_hayao), TEST(test_golden_hayao_v3), TEST(test_golden_shinkai_v3),
+          TEST(test_golden_cute_v3), TEST(test_golden_hayao_upsample_override),
           TEST(test_golden_pytorch_checkpoint), TEST(test_pytorch_legacy_equals_zip),
           TEST(test_arena_reused_no_allocation), TEST(test_flop_count),
           TEST(test_too_small_refused), TEST(test_banded_equals_reference), TEST(test_no_leak))

@@ -226,9 +226,11 @@ int ag_graph_shapes(const ag_graph *g, int width, int height, ag_shape *s, ag_er
         case AG_OP_MAX_POOL:
             out.h = shrink(in.h, n->pad[0] + n->pad[1], n->k, n->stride);
             out.w = shrink(in.w, n->pad[2] + n->pad[3], n->k, n->stride);
-            /* Reflection cannot mirror more than the map minus one pixel. */
+            /* Reflection cannot mirror more than the map minus one pixel (a 1-pixel map
+             * repeats its pixel). */
             if (n->op == AG_OP_CONV && n->pad_mode == AG_PAD_REFLECT &&
-                (n->pad[0] >= in.h || n->pad[1] >= in.h || n->pad[2] >= in.w || n->pad[3] >= in.w))
+                ((in.h > 1 && (n->pad[0] >= in.h || n->pad[1] >= in.h)) ||
+                 (in.w > 1 && (n->pad[2] >= in.w || n->pad[3] >= in.w))))
                 out.h = 0;
             break;
         case AG_OP_RESIZE: out.h = s[n->in[1]].h, out.w = s[n->in[1]].w; break;

@@ -123,8 +123,11 @@ void ag_fused_norm_stats(ag_norm_affine affine, double *partials, const float *x
 
 /* ---- bands ------------------------------------------------------------------------------ */
 
-/* PyTorch ReflectionPad2d: index -1 maps to 1, n maps to n - 2. */
+/* PyTorch ReflectionPad2d: index -1 maps to 1, n maps to n - 2. A 1-pixel map (which
+ * PyTorch and TF refuse to pad) repeats its pixel, so small images still run. */
 static inline int reflect(int i, int n) {
+    if (n == 1)
+        return 0;
     if (i < 0)
         return -i;
     if (i >= n)

@@ -7,8 +7,11 @@
 #include <math.h>
 #include <string.h>
 
-/* PyTorch ReflectionPad2d: index -1 maps to 1, n maps to n - 2. */
+/* PyTorch ReflectionPad2d: index -1 maps to 1, n maps to n - 2. A 1-pixel map (which
+ * PyTorch and TF refuse to pad) repeats its pixel, so small images still run. */
 static int reflect(int i, int n) {
+    if (n == 1)
+        return 0;
     if (i < 0)
         return -i;
     if (i >= n)

@@ -273,6 +273,7 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
     const char *eps = ag_tensor_set_meta_get(set, "norm_eps");
     const char *resize = ag_tensor_set_meta_get(set, "resize");
     const char *multiple = ag_tensor_set_meta_get(set, "side_multiple");
+    const char *min_side = ag_tensor_set_meta_get(set, "min_side");
     m->info.norm_eps = 1e-5f;
     m->info.resize = AG_RESIZE_ALIGN_CORNERS;
     m->info.side_multiple = 4;
@@ -298,6 +299,15 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
             return ag_error_set(err, AG_E_FORMAT, "%s: metadata side_multiple '%s' is not 1-64",
                                 path, multiple);
         m->info.side_multiple = (int)v;
+    }
+    m->info.min_side = AG_MIN_SIDE;
+    if (min_side) {
+        char *end;
+        long v = strtol(min_side, &end, 10);
+        if (*end || v < AG_MIN_SIDE || v > 256)
+            return ag_error_set(err, AG_E_FORMAT, "%s: metadata min_side '%s' is not %d-256", path,
+                                min_side, AG_MIN_SIDE);
+        m->info.min_side = (int)v;
     }
     return AG_OK;
 }
