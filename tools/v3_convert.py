@@ -22,7 +22,7 @@ constants are checked against the architecture; anything else is refused with a 
 
 Usage (from the repository root):
   /usr/bin/python3 tools/v3_convert.py [--model hayao|shinkai|cute|all] [--dump]
-      [--src DIR] [--outdir models]
+      [--src DIR] [--outdir models] [--input FILE]
 The output is deterministic: rerunning it gives byte-identical files.
 """
 
@@ -667,6 +667,12 @@ def check_conv(c, name, cin, cout, k, s):
 def convert_full(g, dtype):
     m = FullMatcher(g)
     enc, att, stages, outc = m.run()
+    # the epsilons as stored: 1e-5 / 1e-9, or 0 where float16 export flushed them
+    ok_eps = {float(np.float32(LADE_EPS)), 0.0}
+    check(m.file_eps <= ok_eps and len(m.file_eps) == 1,
+          "LADE eps %s, expected 1e-5 (or 0 in an fp16 file)" % sorted(m.file_eps))
+    check(m.att_eps in (float(np.float32(ATTENTION_EPS)), 0.0),
+          "attention eps %r, expected 1e-9" % m.att_eps)
     check(len(enc) == len(FULL_ENC), "%d encoder blocks, expected %d" % (len(enc),
                                                                         len(FULL_ENC)))
     E = Emitter(dtype)
@@ -1002,6 +1008,8 @@ TINY_DEC = [("enc6", [("dec0", 128, 64), ("dec1", 64, 64), ("dec2", 64, 64)]),
 def convert_tiny(g):
     m = TinyMatcher(g)
     enc, res, stages, outc = m.run()
+    check(m.file_eps == {float(np.float32(LADE_EPS))}, "LADE eps %s, expected 1e-5"
+          % sorted(m.file_eps))
     check(len(enc) == len(TINY_ENC), "%d encoder convs, expected %d" % (len(enc), len(TINY_ENC)))
     E = Emitter(np.float32)
     names = {}
@@ -1134,21 +1142,26 @@ def conv_flop(nodes, tensors, h, w):
     return flop
 
 
-def convert(key, src_dir, out_dir, dump=False):
+def convert(key, src_dir, out_dir, dump=False, path=None):
     spec = MODELS[key]
-    path = os.path.join(src_dir, spec["file"])
+    path = path or os.path.join(src_dir, spec["file"])
     with open(path, "rb") as f:
         buf = f.read()
     sha = hashlib.sha256(buf).hexdigest()
-    if key == "hayao":
-        g = tflite_graph(buf)
-        E, info = convert_full(g, np.float16)
-    elif key == "shinkai":
-        g = pb_graph(buf)
-        E, info = convert_full(g, np.float32)
-    else:
-        g = onnx_graph(path)
-        E, info = convert_tiny(g)
+    try:
+        if key == "hayao":
+            g = tflite_graph(buf)
+            E, info = convert_full(g, np.float16)
+        elif key == "shinkai":
+            g = pb_graph(buf)
+            E, info = convert_full(g, np.float32)
+        else:
+            g = onnx_graph(path)
+            E, info = convert_tiny(g)
+    except (F.FormatError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            struct.error, UnicodeDecodeError) as e:
+        raise SystemExit("v3_convert: %s: not a readable %s file (%s: %s)"
+                         % (path, os.path.splitext(spec["file"])[1], type(e).__name__, e))
     validate(E.nodes, E.tensors)
     side = 16 if spec["arch"] == "animeganv3-tiny" else 8
     params = sum(int(a.size) for a in E.tensors.values())
@@ -1192,10 +1205,13 @@ def main():
     ap.add_argument("--src", default=SRC_DIR)
     ap.add_argument("--outdir", default=os.path.join(REPO_ROOT, "models"))
     ap.add_argument("--dump", action="store_true", help="print the graph written")
+    ap.add_argument("--input", help="another file of the same kind as --model's")
     args = ap.parse_args()
     keys = sorted(MODELS) if args.model == "all" else [args.model]
+    if args.input and len(keys) != 1:
+        raise SystemExit("v3_convert: --input needs --model")
     for k in keys:
-        convert(k, args.src, args.outdir, args.dump)
+        convert(k, args.src, args.outdir, args.dump, args.input)
     return 0
 
 
