@@ -2,13 +2,19 @@
 # compare.sh - animegan.c against its peers on this machine, interleaved in one run.
 #
 #   bench/compare.sh [--rounds N] [--runs R] [--size S] [--threads T] [--timeout SEC]
-#                    [--precisions "fp32 bf16 int8"] [--no-install]
+#                    [--model M] [--precisions "fp32 bf16 int8 auto"] [--no-avx2]
+#                    [--no-install]
 #   bench/compare.sh --scaling [--sizes "256 512 1024 2048"] [same options]
 #
-# Each round runs, in an order rotated from round to round: our engine (`animegan bench`,
-# once per available precision), PyTorch 1.13 eager (bench/peers/torch_bench.py), ONNX
+# Each round runs, in an order rotated from round to round: our engine (`animegan bench
+# --model M`, once per available precision, `auto` included), the same again as an
+# AVX2-only server runs it (ANIMEGAN_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2; on a CPU above AVX2,
+# unless --no-avx2), PyTorch 1.13 eager (bench/peers/torch_bench.py, F.interpolate), ONNX
 # Runtime (bench/peers/ort_bench.js on the graph bench/export_onnx.py writes) and the FMA
-# peak loop (bench/fma_peak.c). Every runtime gets the same size, --threads and R timed runs
+# peak loop (bench/fma_peak.c, AVX-512 and AVX2). M is any model `animegan` accepts (a
+# bundled name or a file); the peers run it when the PyTorch reference can load it (a v2
+# .safetensors file), else they are skipped with a note. Every runtime gets the same size,
+# --threads and R timed runs
 # after one warm-up, in its own process under /usr/bin/time -v (whole-process peak RSS) and
 # timeout. bench/report.py turns the raw outputs (bench/results/run-*/) into the table,
 # printed and written to bench/results/compare-<date>.md.
@@ -22,12 +28,15 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
-ROUNDS=5 RUNS=5 SIZE=512 THREADS=2 TIMEOUT=900 INSTALL=1 SCALING=0
-PRECISIONS="fp32 bf16 int8"
+ROUNDS=5 RUNS=5 SIZE=512 THREADS=2 TIMEOUT=900 INSTALL=1 SCALING=0 AVX2=1
+MODEL=hayao
+PRECISIONS="fp32 bf16 int8 auto"
+# How an AVX2-only server runs: our passes' AVX2 variant and oneDNN held at AVX2.
+AVX2_ENV="ANIMEGAN_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2"
 SIZES="256 512 1024 2048"
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 posint() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 wants a positive integer, got '$2'"; }
 
 while [ $# -gt 0 ]; do
@@ -38,6 +47,8 @@ while [ $# -gt 0 ]; do
     --threads) posint "$1" "${2:-}"; THREADS=$2; shift ;;
     --timeout) posint "$1" "${2:-}"; TIMEOUT=$2; shift ;;
     --precisions) PRECISIONS=${2:-}; shift ;;
+    --model) [ -n "${2:-}" ] || die "--model wants a model name or file"; MODEL=$2; shift ;;
+    --no-avx2) AVX2=0 ;;
     --sizes) SIZES=${2:-}; shift ;;
     --scaling) SCALING=1 ;;
     --no-install) INSTALL=0 ;;
@@ -74,21 +85,41 @@ install_deps() {
 build() {
     make -s "$BUILD/animegan" >&2 || die "make $BUILD/animegan failed"
     mkdir -p "$BUILD/bench"
+    # The peak of the widest FMA this CPU has; the AVX2 one for the AVX2-only rows.
+    local wide="-mavx512f -mfma"
+    grep -qw avx512f /proc/cpuinfo || wide="-DFMA_AVX2 -mavx2 -mfma"
     if [ ! -x "$BUILD/bench/fma_peak" ] || [ bench/fma_peak.c -nt "$BUILD/bench/fma_peak" ]; then
-        cc -O2 -Wall -Wextra -mavx512f -mfma -pthread bench/fma_peak.c -o "$BUILD/bench/fma_peak" ||
+        # shellcheck disable=SC2086 # flag list
+        cc -O2 -Wall -Wextra $wide -pthread bench/fma_peak.c -o "$BUILD/bench/fma_peak" ||
             die "cannot build bench/fma_peak.c"
+    fi
+    if [ ! -x "$BUILD/bench/fma_peak_avx2" ] || [ bench/fma_peak.c -nt "$BUILD/bench/fma_peak_avx2" ]; then
+        cc -O2 -Wall -Wextra -DFMA_AVX2 -mavx2 -mfma -pthread bench/fma_peak.c \
+            -o "$BUILD/bench/fma_peak_avx2" || die "cannot build bench/fma_peak.c for AVX2"
     fi
 }
 
+# The model file the peers load: --model as a path, or a bundled name's file; "" if none.
+model_file() {
+    if [ -f "$MODEL" ]; then
+        echo "$MODEL"
+    elif [ -f "models/$MODEL.safetensors" ]; then
+        echo "models/$MODEL.safetensors"
+    fi
+}
+MODEL_TAG=$(basename "$MODEL")
+MODEL_TAG=${MODEL_TAG%.*}
+
 # The ONNX graph and the check tensors for one size, rebuilt when an input is newer.
 export_onnx() {
-    local s=$1 onnx=bench/results/hayao_$1.onnx
+    local s=$1 onnx=bench/results/${MODEL_TAG}_$1.onnx
     local dep
-    for dep in models/hayao.safetensors bench/export_onnx.py tools/reference_model.py; do
+    for dep in "$MODEL_FILE" bench/export_onnx.py tools/reference_model.py; do
         if [ ! -f "$onnx" ] || [ "$dep" -nt "$onnx" ]; then
             echo "exporting the generator to $onnx" >&2
-            timeout -k 10 "$TIMEOUT" $PY bench/export_onnx.py --size "$s" --output "$onnx" \
-                --check "bench/results/hayao_$s" >&2 || die "ONNX export failed"
+            timeout -k 10 "$TIMEOUT" $PY bench/export_onnx.py --model "$MODEL_FILE" --size "$s" \
+                --output "$onnx" --check "bench/results/${MODEL_TAG}_$s" >&2 ||
+                die "ONNX export failed"
             return
         fi
     done
@@ -106,29 +137,74 @@ run_one() {
 d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print("%.1f GFLOP/s" % d["gflops"] if "ms_median" not in d else "%.1f ms median" % d["ms_median"])' \
         "$base.json" 2>/dev/null) || summary="FAILED (exit $rc, see $base.err)"
-    [ "$rc" -eq 0 ] || summary="FAILED (exit $rc$([ "$rc" -eq 124 ] && echo ", timeout ${TIMEOUT}s"), see $base.err)"
+    [ "$rc" -eq 0 ] || summary="FAILED (exit $rc$([ "$rc" -ne 124 ] || echo ", timeout ${TIMEOUT}s"), see $base.err)"
     printf '  round %s  %-20s %s\n' "$round" "$name" "$summary" >&2
 }
 
-# Precisions our engine accepts, probed on a tiny image; notes for the others.
-probe_precisions() {
-    local p out
-    OK_PRECISIONS=""
-    : >"$1/notes.txt"
+# probe DIR LABEL ENV... : the precisions our engine accepts under ENV, probed on a tiny
+# image, into PROBED ("precision=resolved" words); notes for the others. An auto that
+# resolves to a precision already probed under the same ENV is noted, not run twice, except
+# on the native rows (the auto row is what a user gets by default).
+probe() {
+    local dir=$1 label=$2 p out json resolved
+    shift 2
+    PROBED=""
     for p in $PRECISIONS; do
-        if out=$(timeout -k 10 120 "$BUILD/animegan" bench --size 64 --runs 1 --warmup 0 \
-            --threads "$THREADS" --precision "$p" 2>&1 >/dev/null); then
-            OK_PRECISIONS="$OK_PRECISIONS $p"
-        else
-            echo "animegan $p skipped: $(echo "$out" | tail -1)" | tee -a "$1/notes.txt" >&2
+        json=$(env "$@" timeout -k 10 120 "$BUILD/animegan" bench --size 64 --runs 1 --warmup 0 \
+            --threads "$THREADS" --precision "$p" --model "$MODEL" 2>"$dir/probe.err") || {
+            echo "animegan $label$p skipped: $(tail -1 "$dir/probe.err")" | tee -a "$dir/notes.txt" >&2
+            continue
+        }
+        resolved=$(echo "$json" | $PY -c 'import json,sys; print(json.loads(sys.stdin.read())["precision"])')
+        if [ "$p" = auto ] && [ -n "$label" ] && [[ " $PROBED " == *" $resolved="* ]]; then
+            echo "animegan ${label}auto = $resolved here: the ${label}$resolved row" | tee -a "$dir/notes.txt" >&2
+            continue
         fi
+        PROBED="$PROBED $p=$resolved"
+        out=$(grep -m1 -i 'warning' "$dir/probe.err" || true)
+        [ -z "$out" ] || echo "animegan $label$p: ${out#animegan: }" | tee -a "$dir/notes.txt" >&2
     done
+    rm -f "$dir/probe.err"
+}
+
+probe_precisions() {
+    : >"$1/notes.txt"
+    probe "$1" ""
+    OK_PRECISIONS=""
+    for w in $PROBED; do OK_PRECISIONS="$OK_PRECISIONS ${w%%=*}"; done
+    AVX2_PRECISIONS=""
+    if [ "$AVX2" -eq 1 ] && grep -qw avx512f /proc/cpuinfo; then
+        # shellcheck disable=SC2086 # the variable assignments are words for env
+        probe "$1" "avx2-" $AVX2_ENV
+        for w in $PROBED; do AVX2_PRECISIONS="$AVX2_PRECISIONS ${w%%=*}"; done
+    fi
+}
+
+# The peers run the model when the PyTorch reference loads it (v2 safetensors).
+probe_peers() {
+    MODEL_FILE=$(model_file)
+    PEERS=0
+    if [ -z "$MODEL_FILE" ]; then
+        echo "peers skipped: no model file for '$MODEL' (a bundled name or a path)" | tee -a "$1/notes.txt" >&2
+    elif ! timeout -k 10 300 $PY bench/peers/torch_bench.py --model "$MODEL_FILE" --size 64 \
+        --runs 1 --warmup 0 --threads "$THREADS" >/dev/null 2>"$1/peer-probe.err"; then
+        echo "peers skipped: the PyTorch reference cannot run $MODEL_FILE: $(tail -1 "$1/peer-probe.err")" |
+            tee -a "$1/notes.txt" >&2
+    else
+        PEERS=1
+    fi
+    rm -f "$1/peer-probe.err"
 }
 
 write_meta() {
     {
         echo "date=$(date '+%Y-%m-%d %H:%M %Z')"
         echo "cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
+        # "isa: avx512 (best avx512), onednn avx512_core_bf16" and the flags, from our engine
+        echo "isa=$("$BUILD/animegan" --version 2>/dev/null | sed -n 's/^isa: //p')"
+        echo "cpu_flags=$("$BUILD/animegan" --version 2>/dev/null | sed -n 's/^cpu flags: //p')"
+        echo "auto=$("$BUILD/animegan" --version 2>/dev/null | sed -n 's/^precision auto: //p')"
+        echo "model=$MODEL"
         echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src cli 2>/dev/null || echo ' + uncommitted changes')"
         echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
         echo "size=$SIZE"
@@ -147,6 +223,7 @@ mkdir -p "$DIR"
 write_meta "$DIR"
 probe_precisions "$DIR"
 [ -n "$OK_PRECISIONS" ] || die "our engine runs none of: $PRECISIONS"
+echo "avx2_precisions=$AVX2_PRECISIONS" >>"$DIR/meta.txt"
 
 if [ "$SCALING" -eq 1 ]; then
     echo "scaling: our engine at $SIZES, precisions$OK_PRECISIONS, $ROUNDS rounds -> $DIR" >&2
@@ -161,7 +238,8 @@ if [ "$SCALING" -eq 1 ]; then
             [ "$runs" -lt 2 ] && runs=2
             for p in $OK_PRECISIONS; do
                 run_one "$DIR" "animegan-$p-$s" "$r" "$BUILD/animegan" bench --size "$s" \
-                    --runs "$runs" --warmup 1 --threads "$THREADS" --precision "$p"
+                    --runs "$runs" --warmup 1 --threads "$THREADS" --precision "$p" \
+                    --model "$MODEL"
             done
         done
     done
@@ -169,17 +247,33 @@ if [ "$SCALING" -eq 1 ]; then
     exec $PY bench/report.py scaling "$DIR" --out "bench/results/scaling-$STAMP.md"
 fi
 
-export_onnx "$SIZE"
+probe_peers "$DIR"
+[ "$PEERS" -eq 1 ] && export_onnx "$SIZE"
+# Model names and paths go into command lines split on blanks: refuse what would split.
+[[ $MODEL != *[[:space:]]* ]] || die "--model: no blanks in the name or path, please"
 names=() cmds=()
+ours="bench --size $SIZE --runs $RUNS --warmup 1 --threads $THREADS --model $MODEL --precision"
 for p in $OK_PRECISIONS; do
     names+=("animegan-$p")
-    cmds+=("$BUILD/animegan bench --size $SIZE --runs $RUNS --warmup 1 --threads $THREADS --precision $p")
+    cmds+=("$BUILD/animegan $ours $p")
 done
-names+=(pytorch onnxruntime fma-peak)
-cmds+=("$PY bench/peers/torch_bench.py --size $SIZE --runs $RUNS --warmup 1 --threads $THREADS")
-cmds+=("node bench/peers/ort_bench.js --model bench/results/hayao_$SIZE.onnx --size $SIZE --runs $RUNS --warmup 1 --threads $THREADS --check bench/results/hayao_$SIZE")
+for p in $AVX2_PRECISIONS; do
+    names+=("animegan-avx2-$p")
+    cmds+=("env $AVX2_ENV $BUILD/animegan $ours $p")
+done
+if [ "$PEERS" -eq 1 ]; then
+    names+=(pytorch onnxruntime)
+    cmds+=("$PY bench/peers/torch_bench.py --model $MODEL_FILE --size $SIZE --runs $RUNS --warmup 1 --threads $THREADS")
+    cmds+=("node bench/peers/ort_bench.js --model bench/results/${MODEL_TAG}_$SIZE.onnx --size $SIZE --runs $RUNS --warmup 1 --threads $THREADS --check bench/results/${MODEL_TAG}_$SIZE")
+fi
+names+=(fma-peak)
 cmds+=("$BUILD/bench/fma_peak --threads $THREADS --seconds 0.5")
+if [ -n "$AVX2_PRECISIONS" ]; then
+    names+=(fma-peak-avx2)
+    cmds+=("$BUILD/bench/fma_peak_avx2 --threads $THREADS --seconds 0.5")
+fi
 
+echo "peers=$PEERS" >>"$DIR/meta.txt"
 echo "compare: ${names[*]} at ${SIZE}x$SIZE, $THREADS threads, $ROUNDS rounds x $RUNS runs -> $DIR" >&2
 n=${#names[@]}
 for ((r = 1; r <= ROUNDS; r++)); do

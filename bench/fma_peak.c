@@ -2,6 +2,9 @@
  * fma_peak.c - the machine's fp32 FMA peak, the denominator of "% of peak" in
  * bench/compare.sh. Not linked into anything; the script builds it with
  *   cc -O2 -mavx512f -mfma -pthread bench/fma_peak.c -o build/bench/fma_peak
+ * and, for the AVX2-only rows (the peak of a server without AVX-512), with
+ *   cc -O2 -DFMA_AVX2 -mavx2 -mfma -pthread bench/fma_peak.c -o build/bench/fma_peak_avx2
+ * (16 ymm chains of 8 lanes instead of 16 zmm chains of 16).
  *
  * Each thread runs 16 independent AVX-512 FMA chains (acc = acc * a + b on 16 zmm
  * registers): 16 chains cover a 4-cycle FMA latency on two FMA pipes with room to spare,
@@ -23,6 +26,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#ifdef FMA_AVX2
+typedef __m256 vec;
+#define LANES 8
+#define ISA_TEXT "avx2 fma, %d ymm chains per thread"
+#define vset _mm256_set1_ps
+#define vfma _mm256_fmadd_ps
+#define vadd _mm256_add_ps
+static float vsum(__m256 v) {
+    float t[8], s = 0.0f;
+    _mm256_storeu_ps(t, v);
+    for (int i = 0; i < 8; i++)
+        s += t[i];
+    return s;
+}
+#else
+typedef __m512 vec;
+#define LANES 16
+#define ISA_TEXT "avx512f fma, %d zmm chains per thread"
+#define vset _mm512_set1_ps
+#define vfma _mm512_fmadd_ps
+#define vadd _mm512_add_ps
+#define vsum _mm512_reduce_add_ps
+#endif
 
 #define CHAINS 16
 #define INNER 1024 /* iterations between looks at the stop flag */
@@ -50,34 +77,34 @@ static double now_s(void) {
 
 #define FMA16(a, b)                                                                                \
     do {                                                                                           \
-        c0 = _mm512_fmadd_ps(c0, a, b);                                                            \
-        c1 = _mm512_fmadd_ps(c1, a, b);                                                            \
-        c2 = _mm512_fmadd_ps(c2, a, b);                                                            \
-        c3 = _mm512_fmadd_ps(c3, a, b);                                                            \
-        c4 = _mm512_fmadd_ps(c4, a, b);                                                            \
-        c5 = _mm512_fmadd_ps(c5, a, b);                                                            \
-        c6 = _mm512_fmadd_ps(c6, a, b);                                                            \
-        c7 = _mm512_fmadd_ps(c7, a, b);                                                            \
-        c8 = _mm512_fmadd_ps(c8, a, b);                                                            \
-        c9 = _mm512_fmadd_ps(c9, a, b);                                                            \
-        c10 = _mm512_fmadd_ps(c10, a, b);                                                          \
-        c11 = _mm512_fmadd_ps(c11, a, b);                                                          \
-        c12 = _mm512_fmadd_ps(c12, a, b);                                                          \
-        c13 = _mm512_fmadd_ps(c13, a, b);                                                          \
-        c14 = _mm512_fmadd_ps(c14, a, b);                                                          \
-        c15 = _mm512_fmadd_ps(c15, a, b);                                                          \
+        c0 = vfma(c0, a, b);                                                            \
+        c1 = vfma(c1, a, b);                                                            \
+        c2 = vfma(c2, a, b);                                                            \
+        c3 = vfma(c3, a, b);                                                            \
+        c4 = vfma(c4, a, b);                                                            \
+        c5 = vfma(c5, a, b);                                                            \
+        c6 = vfma(c6, a, b);                                                            \
+        c7 = vfma(c7, a, b);                                                            \
+        c8 = vfma(c8, a, b);                                                            \
+        c9 = vfma(c9, a, b);                                                            \
+        c10 = vfma(c10, a, b);                                                          \
+        c11 = vfma(c11, a, b);                                                          \
+        c12 = vfma(c12, a, b);                                                          \
+        c13 = vfma(c13, a, b);                                                          \
+        c14 = vfma(c14, a, b);                                                          \
+        c15 = vfma(c15, a, b);                                                          \
     } while (0)
 
 static void *run(void *arg) {
     worker *w = arg;
     /* acc -> acc * 0.999999 + 1e-6 converges to 1: no overflow, no denormals. */
-    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-6f);
-    __m512 c0 = _mm512_set1_ps(0.0f), c1 = _mm512_set1_ps(0.1f), c2 = _mm512_set1_ps(0.2f);
-    __m512 c3 = _mm512_set1_ps(0.3f), c4 = _mm512_set1_ps(0.4f), c5 = _mm512_set1_ps(0.5f);
-    __m512 c6 = _mm512_set1_ps(0.6f), c7 = _mm512_set1_ps(0.7f), c8 = _mm512_set1_ps(0.8f);
-    __m512 c9 = _mm512_set1_ps(0.9f), c10 = _mm512_set1_ps(1.0f), c11 = _mm512_set1_ps(1.1f);
-    __m512 c12 = _mm512_set1_ps(1.2f), c13 = _mm512_set1_ps(1.3f), c14 = _mm512_set1_ps(1.4f);
-    __m512 c15 = _mm512_set1_ps(1.5f);
+    const vec a = vset(0.999999f), b = vset(1e-6f);
+    vec c0 = vset(0.0f), c1 = vset(0.1f), c2 = vset(0.2f);
+    vec c3 = vset(0.3f), c4 = vset(0.4f), c5 = vset(0.5f);
+    vec c6 = vset(0.6f), c7 = vset(0.7f), c8 = vset(0.8f);
+    vec c9 = vset(0.9f), c10 = vset(1.0f), c11 = vset(1.1f);
+    vec c12 = vset(1.2f), c13 = vset(1.3f), c14 = vset(1.4f);
+    vec c15 = vset(1.5f);
     unsigned long long n = 0;
     while (!atomic_load_explicit(&start_flag, memory_order_acquire))
         ;
@@ -88,12 +115,12 @@ static void *run(void *arg) {
         n += INNER;
     }
     w->cpu_s = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                             _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-    s = _mm512_add_ps(
-        s, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)),
-                         _mm512_add_ps(_mm512_add_ps(c12, c13), _mm512_add_ps(c14, c15))));
-    w->sink = _mm512_reduce_add_ps(s);
+    vec s = vadd(vadd(vadd(c0, c1), vadd(c2, c3)),
+                             vadd(vadd(c4, c5), vadd(c6, c7)));
+    s = vadd(
+        s, vadd(vadd(vadd(c8, c9), vadd(c10, c11)),
+                         vadd(vadd(c12, c13), vadd(c14, c15))));
+    w->sink = vsum(s);
     w->iterations = n;
     return NULL;
 }
@@ -139,7 +166,7 @@ int main(int argc, char **argv) {
     float sink = 0.0f;
     for (int t = 0; t < threads; t++) {
         pthread_join(workers[t].thread, NULL);
-        double f = (double)workers[t].iterations * CHAINS * 16.0 * 2.0;
+        double f = (double)workers[t].iterations * CHAINS * (double)LANES * 2.0;
         flop += f;
         cpu_s += workers[t].cpu_s;
         if (workers[t].cpu_s > 0.0)
@@ -147,7 +174,7 @@ int main(int argc, char **argv) {
         sink += workers[t].sink;
     }
     double elapsed = now_s() - t0;
-    printf("{\"runtime\": \"fma_peak\", \"isa\": \"avx512f fma, %d zmm chains per thread\", "
+    printf("{\"runtime\": \"fma_peak\", \"isa\": \"" ISA_TEXT "\", "
            "\"threads\": %d, \"seconds\": %.3f, \"cpu_seconds\": %.3f, \"gflops\": %.1f, "
            "\"gflops_wall\": %.1f, \"sink\": %.3f}\n",
            CHAINS, threads, elapsed, cpu_s, cpu_rate * 1e-9, flop / elapsed * 1e-9, (double)sink);

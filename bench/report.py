@@ -89,11 +89,39 @@ def summarize(rounds):
 
 
 def header_lines(meta):
-    return ["%s; %s; animegan.c %s; %s threads, %s rounds x %s timed runs (+1 warm-up)." % (
-        meta.get("date", "?"), meta.get("cpu", "?"), meta.get("commit", "?"),
-        meta.get("threads", "?"), meta.get("rounds", "?"), meta.get("runs", "?")),
-        "Load average (1/5/15 min) at start %s, at end %s." % (
-            meta.get("load_start", "?"), meta.get("load_end", "?")), ""]
+    lines = ["%s; %s; animegan.c %s; model %s; %s threads, %s rounds x %s timed runs "
+             "(+1 warm-up)." % (
+                 meta.get("date", "?"), meta.get("cpu", "?"), meta.get("commit", "?"),
+                 meta.get("model", "hayao"), meta.get("threads", "?"), meta.get("rounds", "?"),
+                 meta.get("runs", "?"))]
+    if meta.get("isa"):
+        lines.append("ISA: our passes %s; CPU flags: %s; --precision auto picks %s here." % (
+            meta["isa"], meta.get("cpu_flags") or "none of interest", meta.get("auto", "?")))
+    lines += ["Load average (1/5/15 min) at start %s, at end %s." % (
+        meta.get("load_start", "?"), meta.get("load_end", "?")), ""]
+    return lines
+
+
+def engine_order(names):
+    """Native rows first (fp32, bf16, int8, auto), then the AVX2-only ones."""
+    rank = {"fp32": 0, "bf16": 1, "int8": 2, "auto": 3}
+
+    def key(n):
+        rest = n[len("animegan-"):]
+        avx2 = rest.startswith("avx2-")
+        p = rest[len("avx2-"):] if avx2 else rest
+        return (avx2, rank.get(p, 9), p)
+    return sorted(names, key=key)
+
+
+def precision_label(j, fallback):
+    """'bf16', 'auto (bf16)', 'bf16 (emulated)' from our engine's JSON."""
+    p = j.get("precision", fallback)
+    if j.get("requested") == "auto":
+        p = "auto (%s)" % p
+    if j.get("emulated"):
+        p += " (emulated)"
+    return p
 
 
 def fmt(v, spec, missing="-"):
@@ -116,9 +144,14 @@ def compare(directory):
     peak = max(peak_rounds) if peak_rounds else None
     if peak is None:
         failed.append("fma-peak")
+    peak2_rounds = [r["json"]["gflops"] for r in runs.get("fma-peak-avx2", []) if r["ok"]]
+    peak2 = max(peak2_rounds) if peak2_rounds else None
+    if "fma-peak-avx2" in runs and peak2 is None:
+        failed.append("fma-peak-avx2")
 
-    engine = sorted(n for n in runs if n.startswith("animegan-"))
-    order = engine + ["pytorch", "onnxruntime"]
+    engine = engine_order(n for n in runs if n.startswith("animegan-"))
+    peers = ["pytorch", "onnxruntime"] if meta.get("peers", "1") == "1" else []
+    order = engine + peers
     stats = {}
     for name in order:
         s = summarize(runs.get(name, []))
@@ -136,27 +169,31 @@ def compare(directory):
         gflop = GFLOP_512 * size * size / (512.0 * 512.0)
 
     torch_ms = stats["pytorch"]["median"] if stats.get("pytorch") else None
+    torch_ms = torch_ms if peers else None
     ort_ms = stats["onnxruntime"]["median"] if stats.get("onnxruntime") else None
     rows = []
     for name in order:
         s = stats.get(name)
+        avx2 = name.startswith("animegan-avx2-")
         label = {"pytorch": "PyTorch %s eager", "onnxruntime": "ONNX Runtime %s (node)"}.get(
-            name, "animegan.c")
+            name, "animegan.c, AVX2 only" if avx2 else "animegan.c")
         if s is None:
             prec = name.split("-")[-1] if name.startswith("animegan-") else "fp32"
             rows.append([label.replace(" %s", ""), prec, "failed"] + ["-"] * 7)
             continue
+        row_peak = peak2 if avx2 else peak
         if "%s" in label:
             label = label % s["json"].get("version", "")
         gflops = gflop / (s["median"] / 1000.0)
         rounds = "" if s["rounds_ok"] == s["rounds"] else " (%d/%d rounds)" % (
             s["rounds_ok"], s["rounds"])
         rows.append([
-            label + rounds, s["json"].get("precision", "fp32"),
+            label + rounds,
+            precision_label(s["json"], "fp32") if name.startswith("animegan-") else "fp32",
             "%.0f" % s["median"], "%.0f" % s["min"], "%.0f" % s["spread"],
             fmt(torch_ms / s["median"] if torch_ms else None, ".2f") + "x",
             fmt(ort_ms / s["median"] if ort_ms else None, ".2f") + "x",
-            "%.1f" % gflops, fmt(100.0 * gflops / peak if peak else None, ".1f") + "%",
+            "%.1f" % gflops, fmt(100.0 * gflops / row_peak if row_peak else None, ".1f") + "%",
             fmt(s["rss"], ".0f"),
         ])
 
@@ -174,6 +211,17 @@ def compare(directory):
         out.append("FMA peak (%s threads, AVX-512, per-thread CPU time): %.1f GFLOP/s best "
                    "round, rounds %s." % (threads, peak,
                                           ", ".join("%.0f" % v for v in peak_rounds)))
+    if peak2:
+        out.append("AVX2 FMA peak (%s threads, the denominator of the AVX2-only rows): %.1f "
+                   "GFLOP/s best round, rounds %s. AVX2-only rows run with ANIMEGAN_ISA=avx2 "
+                   "ONEDNN_MAX_CPU_ISA=AVX2." % (threads, peak2,
+                                                 ", ".join("%.0f" % v for v in peak2_rounds)))
+    torch_json = stats["pytorch"]["json"] if stats.get("pytorch") else {}
+    if torch_json.get("resize") == "align-corners":
+        out.append("PyTorch runs the network as its users do: F.interpolate(bilinear, "
+                   "align_corners=True) for the two upsamplings, whose sampling coordinates "
+                   "differ slightly from the TF-legacy resize our engine and ONNX Runtime "
+                   "compute (same cost class; the picture differs a little).")
     checks = [r["json"].get("check_max_abs") for r in runs.get("onnxruntime", []) if r["ok"]]
     checks = [c for c in checks if c is not None]
     if checks:
