@@ -598,6 +598,82 @@ LEAK_CHECKED(test_import_runs) {
     return 0;
 }
 
+static float *read_floats(const char *name, size_t count) {
+    uint8_t *data = NULL;
+    size_t size = 0;
+    if (read_fixture(name, &data, &size) != 0)
+        return NULL;
+    if (size != count * sizeof(float)) {
+        fprintf(stderr, "  %s: %zu bytes, want %zu\n", name, size, count * sizeof(float));
+        ag_free(data);
+        return NULL;
+    }
+    return (float *)data; /* ag_read_file's buffer is malloc-aligned */
+}
+
+/* The imported graphs equal ONNX Runtime running the same files (tools/make_onnx_golden.js
+ * wrote its outputs): |ours - ort| <= 1e-4 + 1e-4 |ort| per element and NMSE <= 1e-7, on
+ * both backends. */
+LEAK_CHECKED(test_import_matches_ort) {
+    static const struct {
+        const char *name;
+        int w, h;
+    } cases[] = {{"AnimeGANv3_tiny_Cute", 64, 48}, {"mini_v3", 16, 12}, {"ea_block", 11, 9}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char file[128], in_name[160], out_name[160];
+        int w = cases[c].w, h = cases[c].h;
+        size_t n = (size_t)w * h * 3;
+        snprintf(file, sizeof file, "%s.onnx", cases[c].name);
+        snprintf(in_name, sizeof in_name, "golden_%s_%dx%d.in.f32", cases[c].name, w, h);
+        snprintf(out_name, sizeof out_name, "golden_%s_%dx%d.out.f32", cases[c].name, w, h);
+        uint8_t *data = NULL;
+        ag_tensor_set set;
+        ag_error err = {0};
+        ag_model *model = NULL;
+        CHECK(import_fixture(file, &data, &set) == 0);
+        int rc = ag_model_build(&set, &graph, file, "onnx", &model, &err);
+        ag_tensor_set_fini(&set);
+        ag_free(data);
+        CHECK_OK(rc, &err);
+        float *in = read_floats(in_name, n), *ort = read_floats(out_name, n);
+        float *ours = ag_malloc(n * sizeof *ours);
+        rc = !in || !ort || !ours;
+        for (int b = 0; b < 2 && !rc; b++) {
+            ag_backend backend = b ? AG_BACKEND_REFERENCE : AG_BACKEND_ONEDNN;
+            ag_engine_options options = {.backend = backend, .threads = 2};
+            ag_engine *engine = NULL;
+            rc = ag_engine_create(model, &options, &engine, &err);
+            if (rc == AG_OK)
+                rc = ag_engine_run_f32(engine, in, w, h, ours, &err);
+            ag_engine_destroy(engine);
+            if (rc != AG_OK) {
+                fprintf(stderr, "  %s: %s\n", file, err.message);
+                break;
+            }
+            double max_err = 0.0, worst = 0.0, se = 0.0, ref2 = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                double d = fabs((double)ours[i] - (double)ort[i]);
+                double over = d - (1e-4 + 1e-4 * fabs((double)ort[i]));
+                max_err = d > max_err ? d : max_err;
+                worst = over > worst ? over : worst;
+                se += d * d;
+                ref2 += (double)ort[i] * (double)ort[i];
+            }
+            double nmse = se / (ref2 > 0 ? ref2 : 1);
+            printf("  %s %dx%d %s: max abs error vs ONNX Runtime %.2e, NMSE %.1e (tolerance "
+                   "1e-4 + 1e-4 |ref|, NMSE 1e-7)\n",
+                   file, w, h, b ? "reference" : "onednn", max_err, nmse);
+            rc = worst > 0.0 || nmse > 1e-7;
+        }
+        ag_free(in);
+        ag_free(ort);
+        ag_free(ours);
+        ag_model_destroy(model);
+        CHECK_MSG(!rc, "%s", file);
+    }
+    return 0;
+}
+
 /* Every input the fuzzer once crashed on (tests/fixtures/onnx/fuzz_*): imported or refused
  * naming the file, without a crash or a leak. */
 LEAK_CHECKED(test_fuzz_regressions) {
@@ -636,4 +712,4 @@ TEST_MAIN(TEST(test_pb_cute), TEST(test_pb_float_data), TEST(test_pb_refused_fil
           TEST(test_import_cute_perturbed), TEST(test_import_mini),
           TEST(test_import_external_attention), TEST(test_import_refusals),
           TEST(test_import_truncated_everywhere), TEST(test_import_flipped_bytes),
-          TEST(test_import_runs), TEST(test_fuzz_regressions))
+          TEST(test_import_runs), TEST(test_import_matches_ort), TEST(test_fuzz_regressions))
