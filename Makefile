@@ -7,6 +7,8 @@
 #
 #   make                 build/animegan and build/libanimegan.a
 #   make test            build and run the whole test suite (prints "N passed, N failed")
+#   make check           the fast part: unit, golden and CLI test binaries (a few minutes)
+#   make format-check    fail when a C file is not as clang-format writes it (CI runs it)
 #   make SANITIZER=address test   the same under ASan + UBSan, in build/asan/
 #   make valgrind        memcheck of one `animegan convert`
 #   make format          clang-format every C file
@@ -59,7 +61,7 @@ GEN_SRC :=
 
 -include server/web.mk
 
-.PHONY: all test check-deps valgrind format clean fuzz bench soak load
+.PHONY: all test check check-deps valgrind format format-check clean fuzz bench soak load
 all: check-deps $(BUILD)/animegan $(TEST_BIN) $(TEST_TOOLS)
 
 check-deps:
@@ -96,6 +98,10 @@ $(BUILD)/tools/make_attack_images: tools/make_attack_images.c
 test: all
 	BUILD=$(BUILD) tests/run.sh
 
+# The fast subset: the C test binaries (unit, golden, CLI), no server or stability suites.
+check: all
+	BUILD=$(BUILD) QUICK=1 tests/run.sh
+
 valgrind: all
 	BUILD=$(BUILD) tests/valgrind.sh
 
@@ -116,7 +122,11 @@ load: check-deps $(BUILD)/animegan
 	BUILD=$(BUILD) bench/load.sh $(LOAD_ARGS)
 
 format:
-	clang-format -i $$(find include src cli server tests -name '*.[ch]')
+	clang-format -i $$(find include src cli server tests tools fuzz -name '*.[ch]')
+
+# What CI checks: every C file as clang-format would write it.
+format-check:
+	clang-format --dry-run -Werror $$(find include src cli server tests tools fuzz -name '*.[ch]')
 
 clean:
 	rm -rf build

@@ -30,15 +30,13 @@ void ag_cli_report(const ag_error *err) {
 
 int ag_cli_parse_int(const char *command, const char *option, const char *text, int min, int max,
                      int *out) {
-    /* strtol alone accepts "12abc", " 12" and overflows silently; options must be exact. */
-    char *end = NULL;
-    errno = 0;
-    long value = strtol(text, &end, 10);
-    if (text[0] == '\0' || text[0] == ' ' || *end != '\0' || errno == ERANGE) {
+    long long value;
+    int rc = ag_parse_int64(text, min, max, &value);
+    if (rc == AG_E_ARG) {
         ag_cli_usage_error(command, "--%s: '%s' is not a whole number", option, text);
         return -1;
     }
-    if (value < min || value > max) {
+    if (rc != AG_OK) {
         ag_cli_usage_error(command, "--%s: %s is out of range (%d to %d)", option, text, min, max);
         return -1;
     }

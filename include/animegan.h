@@ -247,6 +247,14 @@ size_t ag_allocated_peak_bytes(void);
 /* CPUs this process may run on (its affinity mask): the default thread count. */
 int ag_cpu_count(void);
 
+/*
+ * The one integer parser of every front end (command-line options of every subcommand, the
+ * server's options, query parameters): "0", or an optional '-' and digits without a
+ * leading zero, and nothing else (no '+', space, suffix, "0x"). Returns AG_OK and sets *out,
+ * AG_E_ARG when `text` is not such a number, AG_E_LIMIT when it is outside [min, max].
+ */
+int ag_parse_int64(const char *text, long long min, long long max, long long *out);
+
 /* ---- the CPU and the precision it runs best ----------------------------------------------- */
 
 /* Instruction-set features the CPU reports (cpuid) and the OS enables (xgetbv). */

@@ -107,17 +107,14 @@ static int usage_error(const char *fmt, ...) {
     return -1;
 }
 
-/* A whole number in [min, max]; strtoll alone accepts "12abc" and " 12". */
+/* A whole number in [min, max], by the one parser every front end uses. */
 static int parse_ll(const char *option, const char *text, long long min, long long max,
                     long long *out) {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (!text[0] || text[0] == ' ' || text[0] == '+' || *end || errno == ERANGE)
+    int rc = ag_parse_int64(text, min, max, out);
+    if (rc == AG_E_ARG)
         return usage_error("--%s: '%s' is not a whole number", option, text);
-    if (v < min || v > max)
+    if (rc != AG_OK)
         return usage_error("--%s: %s is out of range (%lld to %lld)", option, text, min, max);
-    *out = v;
     return 0;
 }
 

@@ -26,19 +26,12 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
     opts->quality = AG_DEFAULT_QUALITY;
 }
 
-/* A decimal integer with no sign, spaces or trailing text, at most 9 digits. */
+/* A decimal integer with no sign (ag_parse_int64, the one parser), at most 9 digits. */
 static int parse_uint(const char *s, int *out) {
-    int v = 0, n = 0;
-    if (!s)
+    long long v;
+    if (ag_parse_int64(s, 0, 999999999, &v) != AG_OK)
         return -1;
-    for (; s[n]; n++) {
-        if (s[n] < '0' || s[n] > '9' || n >= 9)
-            return -1;
-        v = v * 10 + (s[n] - '0');
-    }
-    if (n == 0)
-        return -1;
-    *out = v;
+    *out = (int)v;
     return 0;
 }
 

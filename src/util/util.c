@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,11 +60,17 @@ int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *siz
     if (fd < 0)
         return ag_error_set(err, AG_E_IO, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
+        return ag_error_set(err, AG_E_IO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        /* A device, FIFO or socket has no size to bound the read by (and /dev/zero never
+         * ends), so only regular files are read. */
+        close(fd);
         return ag_error_set(err, AG_E_IO, "%s: %s", path,
-                            S_ISDIR(st.st_mode) ? "is a directory" : strerror(e));
+                            S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
     }
     if ((uint64_t)st.st_size > max_bytes) {
         close(fd);
@@ -102,4 +109,27 @@ int ag_cpu_count(void) {
         return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 && n < 4096 ? (int)n : 1;
+}
+
+int ag_parse_int64(const char *text, long long min, long long max, long long *out) {
+    const char *p = text;
+    if (!p || !*p)
+        return AG_E_ARG;
+    int negative = *p == '-';
+    p += negative;
+    /* "0", or digits without a leading zero: 19 at most, so the sum below cannot wrap. */
+    size_t digits = strspn(p, "0123456789");
+    if (digits == 0 || p[digits] != '\0' || (p[0] == '0' && (digits > 1 || negative)) ||
+        digits > 19)
+        return AG_E_ARG;
+    unsigned long long v = 0;
+    for (size_t i = 0; i < digits; i++)
+        v = v * 10 + (unsigned long long)(p[i] - '0');
+    if (v > (unsigned long long)LLONG_MAX + (unsigned long long)negative)
+        return AG_E_LIMIT;
+    long long value = negative ? (long long)(0 - v) : (long long)v;
+    if (value < min || value > max)
+        return AG_E_LIMIT;
+    *out = value;
+    return AG_OK;
 }

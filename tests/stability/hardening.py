@@ -471,6 +471,69 @@ def every_json_log_line_is_json():
         err.close()
 
 
+# ---- 5. found in review ------------------------------------------------------------------
+
+
+@test
+def read_file_says_what_a_non_regular_file_is():
+    """`animegan convert /dev/null` said "No such file or directory" (a stale errno)."""
+    out = os.path.join(tempfile.mkdtemp(prefix="animegan-devnull-"), "x.png")
+    p = subprocess.run([BIN, "convert", "/dev/null", "-o", out], capture_output=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode != 0, "converted /dev/null")
+    check("not a regular file" in err and "No such file" not in err, "message: %r" % err)
+
+
+@test
+def one_strict_integer_parser_everywhere():
+    """`bench --threads +1` ran while `serve --threads +1` was refused: two parsers. Now one
+    (ag_parse_int64) for every subcommand's options and the query parameters."""
+    cases = [["bench", "--threads", "+1", "--runs", "1"], ["bench", "--runs", " 1"],
+             ["convert", "--threads", "+1", "x.png", "-o", "y.png"],
+             ["convert", "--quality", "090", "x.png", "-o", "y.png"],
+             ["serve", "--threads", "+1"], ["serve", "--port", "08080"],
+             ["serve", "--queue", "1e3"], ["serve", "--workers", "-0"]]
+    for args in cases:
+        p = subprocess.run([BIN, *args], capture_output=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        err = p.stderr.decode("utf-8", "replace")
+        check(p.returncode == 2 and "not a whole number" in err,
+              "%s: exit %d, %r" % (" ".join(args), p.returncode, err[:200]))
+    s = Server("--workers", "1", "--threads", "1")
+    try:
+        for q, want in (("?quality=090", 400), ("?quality=+90", 400), ("?quality=90", 200)):
+            status, _, _ = s.convert(query=q + "&max_side=64&format=jpeg")
+            check(status == want, "%s: %d, wanted %d" % (q, status, want))
+    finally:
+        s.stop()
+
+
+@test
+def check_target_format_check_in_ci_and_licence():
+    """No fast `make check`, no formatting check in CI, no LICENSE file."""
+    dry = subprocess.run(["make", "-s", "-n", "check", "format-check"], cwd=ROOT,
+                         capture_output=True, timeout=120)
+    out = dry.stdout.decode()
+    check(dry.returncode == 0 and "QUICK=1 tests/run.sh" in out, "make check: %r" % out[-300:])
+    check("clang-format --dry-run -Werror" in out, "make format-check: %r" % out[-300:])
+    with open(os.path.join(ROOT, ".ci", "run")) as f:
+        check("make format-check" in f.read(), ".ci/run does not check the formatting")
+    # The check catches a misformatted file (a copy, outside the tree).
+    tmp = tempfile.mkdtemp(prefix="animegan-fmt-")
+    with open(os.path.join(ROOT, ".clang-format")) as f, \
+            open(os.path.join(tmp, ".clang-format"), "w") as g:
+        g.write(f.read())
+    with open(os.path.join(tmp, "bad.c"), "w") as f:
+        f.write("int  f( void ){return 1 ;}\n")
+    bad = subprocess.run(["clang-format", "--dry-run", "-Werror", os.path.join(tmp, "bad.c")],
+                         capture_output=True, timeout=60)
+    check(bad.returncode != 0, "clang-format passed a misformatted file")
+    with open(os.path.join(ROOT, "LICENSE")) as f:
+        text = f.read()
+    check(text.startswith("MIT License") and "models/" in text, "LICENSE")
+
+
 # ---- main --------------------------------------------------------------------------------
 
 
