@@ -97,23 +97,6 @@ def out8(y):
     return np.clip(np.rint((y + np.float32(1)) * np.float32(127.5)), 0, 255).astype(np.uint8)
 
 
-def run_ort(onnx_path, inputs):
-    """inputs: list of (1, H, W, 3) float32 -> outputs, one node process per model."""
-    with tempfile.TemporaryDirectory() as d:
-        jobs = []
-        for k, x in enumerate(inputs):
-            _, h, w, _ = x.shape
-            fi, fo = os.path.join(d, "in%d.f32" % k), os.path.join(d, "out%d.f32" % k)
-            x.astype("<f4").tofile(fi)
-            jobs.append("%s %d %d %s" % (fi, h, w, fo))
-        with open(os.path.join(d, "jobs.txt"), "w") as f:
-            f.write("\n".join(jobs) + "\n")
-        subprocess.run(["node", os.path.join(TOOLS, "v3_ort.js"), onnx_path,
-                        os.path.join(d, "jobs.txt")], check=True)
-        return [np.fromfile(os.path.join(d, "out%d.f32" % k), "<f4").reshape(x.shape)
-                for k, x in enumerate(inputs)]
-
-
 def torch_model(key, tmpdir):
     if key in ("hayao", "shinkai", "cute"):
         return R.load_generator(os.path.join(ROOT, MODEL[key]))
@@ -143,7 +126,7 @@ def main():
     ort = {}
     for key in sorted({k for _, k, r, *_ in FIXTURES if r == "ort"}):
         names = [n for n, k, r, *_ in FIXTURES if k == key and r == "ort"]
-        for n, yv in zip(names, run_ort(ONNX[key], [to_x(inputs[n]) for n in names])):
+        for n, yv in zip(names, R.run_ort(ONNX[key], [to_x(inputs[n]) for n in names])):
             ort[n] = yv
     files = {k: R.original(k) for k in ("hayao", "shinkai")}
     worst = {}

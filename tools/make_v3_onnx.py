@@ -23,6 +23,7 @@ after its transpose optimiser, mimicking the layout of AnimeGANv3_tiny_Cute.onnx
 Usage:
   /usr/bin/python3 tools/make_v3_onnx.py [--input AnimeGANv3_Shinkai_37.pb]
                                          [--output build/v3/AnimeGANv3_Shinkai_37.onnx]
+                                         [--check]
 The output is deterministic (a rerun gives a byte-identical file).
 """
 
@@ -380,6 +381,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--input", default=DEFAULT_INPUT)
     ap.add_argument("--output", default=DEFAULT_OUTPUT)
+    ap.add_argument("--check", action="store_true",
+                    help="run the result in ONNX Runtime against the .pb interpreter of "
+                         "tools/v3_reference.py (needs PyTorch and onnxruntime-node)")
     args = ap.parse_args()
     with open(args.input, "rb") as f:
         nodes = VF.read_graphdef(f.read())
@@ -401,6 +405,14 @@ def main():
     print("wrote %s: %d nodes (%s), %d initializers, %d bytes" %
           (args.output, len(m.graph.node), ", ".join("%s x%d" % kv for kv in sorted(ops.items())),
            len(m.graph.initializer), os.path.getsize(args.output)))
+    if args.check:
+        import v3_reference as R
+        sizes = [(64, 64), (32, 48), (80, 96)]
+        xs = [R.test_input(h, w) for h, w in sizes]
+        ys = R.run_ort(args.output, xs)
+        for (h, w), x, y in zip(sizes, xs, ys):
+            print("%dx%d: ONNX Runtime on it vs the .pb interpreter: max abs %.3g"
+                  % (w, h, np.abs(y - R.run_graphdef(nodes, x)).max()))
     return 0
 
 

@@ -21,12 +21,15 @@ Python 3, numpy, PyTorch 1.13; python3-onnx only for reading the .onnx file).
     8..15, at H/8) repeats the pixel (TF and PyTorch refuse such a pad).
 
   /usr/bin/python3 tools/v3_reference.py [--check] [--sizes 64x64,48x32]
-prints the max abs error between (a) and (b) for hayao-v3 and shinkai-v3 and the eps effect.
+prints the max abs error between (a) and (b) for hayao-v3 and shinkai-v3, the eps effect, and
+ONNX Runtime on the original .onnx against (b) for cute-v3 (sizes multiples of 16 for it).
 """
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -466,6 +469,24 @@ def original(key, src=SRC):
     raise ValueError(key)
 
 
+def run_ort(onnx_path, inputs):
+    """ONNX Runtime (tools/v3_ort.js, onnxruntime-node from bench/node_modules) on a list of
+    (1, H, W, 3) float32 inputs -> outputs; one node process per call."""
+    with tempfile.TemporaryDirectory() as d:
+        jobs = []
+        for k, x in enumerate(inputs):
+            _, h, w, _ = x.shape
+            fi, fo = os.path.join(d, "in%d.f32" % k), os.path.join(d, "out%d.f32" % k)
+            x.astype("<f4").tofile(fi)
+            jobs.append("%s %d %d %s" % (fi, h, w, fo))
+        with open(os.path.join(d, "jobs.txt"), "w") as f:
+            f.write("\n".join(jobs) + "\n")
+        subprocess.run(["node", os.path.join(TOOLS, "v3_ort.js"), onnx_path,
+                        os.path.join(d, "jobs.txt")], check=True)
+        return [np.fromfile(os.path.join(d, "out%d.f32" % k), "<f4").reshape(x.shape)
+                for k, x in enumerate(inputs)]
+
+
 def test_input(h, w, seed=1):
     """A smooth pseudo-photo in [-1, 1] (so statistics are image-like), fixed seed."""
     rng = np.random.RandomState(seed)
@@ -477,13 +498,24 @@ def test_input(h, w, seed=1):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="64x64,48x32,96x80")
-    ap.add_argument("--models", default="shinkai,hayao")
+    ap.add_argument("--sizes", default="64x64,48x32,96x80")  # W x H
+    ap.add_argument("--models", default="shinkai,hayao,cute")
     args = ap.parse_args()
     torch.set_num_threads(2)
     for key in args.models.split(","):
-        ref = original(key)
         path = os.path.join(ROOT, "models", "%s-v3.safetensors" % key)
+        if key == "cute":
+            xs = []
+            for sz in args.sizes.split(","):
+                w, h = (int(v) for v in sz.split("x"))
+                xs.append(test_input(h, w))
+            ys = run_ort(os.path.join(SRC, FILES[key]), xs)
+            g = load_generator(path)
+            for sz, x, y in zip(args.sizes.split(","), xs, ys):
+                print("cute %s: ONNX Runtime on the .onnx vs PyTorch: max abs %.3g"
+                      % (sz, np.abs(y - run_torch(g, x)).max()))
+            continue
+        ref = original(key)
         for sz in args.sizes.split(","):
             w, h = (int(v) for v in sz.split("x"))
             x = test_input(h, w)
