@@ -234,6 +234,90 @@ int ag_image_save_file(const ag_image *image, const char *path, ag_format format
 int ag_stylize(ag_engine *engine, const ag_image *in, int side_by_side, ag_image *out,
                ag_error *err);
 
+/* ---- faces (src/face/) -------------------------------------------------------------------- */
+
+/*
+ * Faces are found by two bundled networks that run on the engine like any model: the
+ * BlazeFace full-range detector ("face-detect": boxes, 6 keypoints, on a 192x192 letterboxed
+ * downscaled copy) and FaceMesh ("face-mesh": 468 landmarks in a 192x192 crop rotated to the
+ * eyes). Every coordinate is in pixels of the image passed in (x right, y down, pixel centres
+ * at +0.5).
+ */
+#define AG_FACE_LANDMARKS 468
+#define AG_FACE_MAX 64 /* faces one call reports at most */
+
+typedef struct ag_face {
+    float score;           /* detector confidence, [0, 1] */
+    float box[4];          /* x0, y0, x1, y1 */
+    float keypoints[6][2]; /* the subject's right eye, left eye, nose tip, mouth centre, right
+                              ear, left ear */
+    float quad[4][2];      /* FFHQ crop: top-left, bottom-left, bottom-right, top-right */
+    float presence;        /* FaceMesh's face probability; 0 when it did not run */
+    int has_landmarks;     /* landmarks valid (presence >= 0.5); else the quad is from keypoints */
+    float landmarks[AG_FACE_LANDMARKS][2];
+} ag_face;
+
+typedef struct ag_face_options {
+    float min_score;  /* detection threshold; <= 0: 0.6 */
+    int max_faces;    /* faces kept, largest box first; <= 0: 8 (at most AG_FACE_MAX) */
+    float expand;     /* FFHQ crop size factor; <= 0: 1.3 */
+    int no_landmarks; /* 1: skip FaceMesh (quads from the detector's keypoints) */
+} ag_face_options;
+
+typedef struct ag_face_detector ag_face_detector;
+
+/* Load the bundled "face-detect" and "face-mesh" models (the model search path of
+ * ag_model_load); both must be freed with ag_model_destroy. */
+int ag_face_models_load(ag_model **detect, ag_model **mesh, ag_error *err);
+
+/*
+ * A detector over the two models (which must outlive it; `mesh` may be NULL: keypoints
+ * only), with its own engines and fixed buffers (about 2 MB): one per thread, like an
+ * engine. `options` as for ag_engine_create (NULL: defaults).
+ */
+int ag_face_detector_create(const ag_model *detect, const ag_model *mesh,
+                            const ag_engine_options *options, ag_face_detector **out,
+                            ag_error *err);
+void ag_face_detector_destroy(ag_face_detector *detector);
+
+/*
+ * Find the faces of `image` (RGB or RGBA; any size from 1x1): fills faces[0..*count), largest
+ * box first, at most min(capacity, max_faces); *found (may be NULL) is how many there were
+ * before the cap. Never runs a network on more than 192x192 pixels.
+ */
+int ag_faces_detect(ag_face_detector *detector, const ag_image *image,
+                    const ag_face_options *options, ag_face *faces, int capacity, int *count,
+                    int *found, ag_error *err);
+
+/* Wall time of the last ag_faces_detect call (detection + landmarks), in ms. */
+double ag_face_detector_last_ms(const ag_face_detector *detector);
+
+/*
+ * The FFHQ-aligned crop of `face` (its quad) as a size x size image with the bands of
+ * `image`: shrunk by an integer box filter first when the quad is 2x or more the output, then
+ * a cubic filter widened by the remaining factor; the quad's parts outside the image are
+ * filled by reflection of the image (no blur). `out` is the caller's (ag_image_fini).
+ */
+int ag_face_align(const ag_image *image, const ag_face *face, int size, ag_image *out,
+                  ag_error *err);
+
+/*
+ * Paste a stylised aligned crop (from ag_face_align of the same face, then stylised) back
+ * into `image` in place, through the inverse of the crop's warp, blended by a feathered mask
+ * of the face-oval landmarks (the quad's inscribed ellipse without landmarks). Pixels outside
+ * the mask are left exactly as they were.
+ */
+int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag_error *err);
+
+/*
+ * The full-photo mode: `engine` stylises the whole of `in`, then each face (one at a time)
+ * is aligned at `size` (<= 0: 512), stylised by `face_engine` (NULL: `engine`) and pasted
+ * back. `out` as for ag_stylize.
+ */
+int ag_stylize_paste_faces(ag_engine *engine, ag_engine *face_engine, const ag_image *in,
+                           const ag_face *faces, int count, int size, ag_image *out,
+                           ag_error *err);
+
 /* ---- memory accounting ----------------------------------------------------------------- */
 
 /* Every heap allocation of the library goes through these; counts feed metrics. */

@@ -1,0 +1,74 @@
+/*
+ * face_internal.h - what the files of src/face/ share: the resampler (warp.c), the network
+ * side (192), the detector's state, and the landmark indices the recipes use.
+ */
+#ifndef AG_FACE_INTERNAL_H
+#define AG_FACE_INTERNAL_H
+
+#include "animegan.h"
+
+#include <stdint.h>
+
+#define AG_FACE_SIDE 192 /* both networks' input side */
+#define AG_FACE_GRID 48  /* detector anchors: 48 x 48 cells of 4 input pixels */
+#define AG_FACE_ANCHORS (AG_FACE_GRID * AG_FACE_GRID)
+#define AG_FACE_NMS_IOU 0.3f
+
+/* An affine map from output pixel coordinates to source ones, both with pixel centres at
+ * +0.5: src = (a x + b y + c, d x + e y + f). */
+typedef struct ag_affine {
+    double a, b, c, d, e, f;
+} ag_affine;
+
+typedef enum ag_warp_border {
+    AG_WARP_REFLECT = 0, /* taps outside the image mirror it (-1 -> 1) */
+    AG_WARP_LETTERBOX,   /* taps clamped; a pixel whose centre falls outside is 0 */
+} ag_warp_border;
+
+/*
+ * out (oh, ow, bands of src) <- src resampled through `m` (tools/face_reference.py `warp` is
+ * the same algorithm): with s = sqrt|det m| the source pixels per output pixel, a box shrink
+ * by f = floor(s) first when s >= 2 (the antialiasing prefilter; a temporary of 1/f^2 of the
+ * image), then a Keys cubic (a = -0.5) widened by r = max(1, s / f). Exactly one of out_u8
+ * (rounded, clamped) and out_f32 (0..255, unclamped) is non-NULL.
+ */
+int ag_face_warp(const ag_image *src, const ag_affine *m, int ow, int oh, ag_warp_border border,
+                 uint8_t *out_u8, float *out_f32, ag_error *err);
+
+/* The inverse of an affine map (the maps here are similarities: never singular). */
+ag_affine ag_affine_invert(const ag_affine *m);
+
+/* The affine map of the square crop of side `size` onto `quad` (TL, BL, BR, TR). */
+ag_affine ag_face_quad_map(const float quad[4][2], int size);
+
+/* The FFHQ quad from 468 landmarks, or from the 6 keypoints (eyes, mouth) without them. */
+void ag_face_quad_from_landmarks(const float lm[][2], float expand, float quad[4][2]);
+void ag_face_quad_from_keypoints(const float kp[6][2], float expand, float quad[4][2]);
+
+/* FaceMesh's face oval, in order around the face. */
+#define AG_FACE_OVAL_COUNT 36
+extern const int ag_face_oval[AG_FACE_OVAL_COUNT];
+
+/* One decoded anchor: score, box x0 y0 x1 y1, 6 keypoints, in letterbox pixels. */
+typedef struct ag_face_candidate {
+    float score;
+    float v[16];
+} ag_face_candidate;
+
+struct ag_face_detector {
+    ag_engine *detect, *mesh;      /* mesh NULL: keypoints only */
+    float *input;                  /* (192, 192, 3) */
+    float *regressors;             /* (48, 48, 16) */
+    float *scores;                 /* (48, 48, 1) */
+    float *landmarks;              /* (1, 1, 1404) */
+    float *presence;               /* (1, 1, 1) */
+    ag_face_candidate *candidates; /* AG_FACE_ANCHORS */
+    ag_face_candidate *kept;       /* AG_FACE_ANCHORS */
+    double last_ms;
+};
+
+/* FaceMesh on one face (mesh.c): landmarks, presence and the quad; keypoints otherwise. */
+int ag_face_mesh_run(ag_face_detector *d, const ag_image *image, float expand, ag_face *face,
+                     ag_error *err);
+
+#endif
