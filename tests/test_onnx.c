@@ -674,6 +674,158 @@ LEAK_CHECKED(test_import_matches_ort) {
     return 0;
 }
 
+/* The ONNX Runtime references of tests/fixtures/v3 (tools/make_v3_fixtures.py): every
+ * .agfx whose model is an .onnx file, through the importer directly, on both backends,
+ * within the golden tests' 1e-3. The full-v3 and perturbed Cute models live in build/v3/
+ * (sh tools/make_v3_test_models.sh); those not built are skipped with a note. */
+LEAK_CHECKED(test_import_v3_fixtures) {
+    const char *dir_path = AG_SOURCE_DIR "/tests/fixtures/v3";
+    DIR *dir = opendir(dir_path);
+    if (!dir) {
+        printf("  note: %s not there; skipped\n", dir_path);
+        return 0;
+    }
+    struct dirent *entry;
+    int checked = 0, skipped = 0, failed = 0;
+    while ((entry = readdir(dir)) && !failed) {
+        size_t len = strlen(entry->d_name);
+        if (len < 5 || strcmp(entry->d_name + len - 5, ".agfx"))
+            continue;
+        char path[512], model_path[600];
+        snprintf(path, sizeof path, "%s/%s", dir_path, entry->d_name);
+        uint8_t *fx = NULL, *data = NULL;
+        size_t fx_size = 0, size = 0;
+        ag_error err = {0};
+        if (ag_read_file(path, 64u << 20, &fx, &fx_size, &err) != AG_OK || fx_size < 100 ||
+            memcmp(fx, "AGFX", 4)) {
+            ag_free(fx);
+            CHECK_MSG(0, "%s: unreadable", path);
+        }
+        char model[65] = {0};
+        memcpy(model, fx + 16, 64);
+        size_t mlen = strlen(model);
+        int w = (int)(fx[8] | fx[9] << 8), h = (int)(fx[12] | fx[13] << 8);
+        size_t n = (size_t)w * h * 3;
+        if (mlen < 5 || strcmp(model + mlen - 5, ".onnx") || fx_size != 100 + 6 * n) {
+            ag_free(fx);
+            continue;
+        }
+        snprintf(model_path, sizeof model_path, "%s/%s", AG_SOURCE_DIR, model);
+        FILE *probe = fopen(model_path, "rb");
+        if (!probe) {
+            printf("  note: %s not built (sh tools/make_v3_test_models.sh); %s skipped\n", model,
+                   entry->d_name);
+            skipped++;
+            ag_free(fx);
+            continue;
+        }
+        fclose(probe);
+        ag_tensor_set set = {0};
+        ag_model *built = NULL;
+        int rc = ag_read_file(model_path, (size_t)1 << 30, &data, &size, &err);
+        if (rc == AG_OK)
+            rc = ag_onnx_parse(data, size, model, &set, &graph, &err);
+        if (rc == AG_OK)
+            rc = ag_model_build(&set, &graph, model, "onnx", &built, &err);
+        ag_tensor_set_fini(&set);
+        ag_free(data);
+        float *in = ag_malloc(2 * n * sizeof *in), *out = in ? in + n : NULL;
+        for (size_t i = 0; in && i < n; i++)
+            in[i] = (float)fx[100 + i] / 127.5f - 1.0f;
+        for (int b = 0; b < 2 && rc == AG_OK && in; b++) {
+            ag_engine_options options = {.backend = b ? AG_BACKEND_REFERENCE : AG_BACKEND_ONEDNN,
+                                         .threads = 2};
+            ag_engine *engine = NULL;
+            rc = ag_engine_create(built, &options, &engine, &err);
+            if (rc == AG_OK)
+                rc = ag_engine_run_f32(engine, in, w, h, out, &err);
+            ag_engine_destroy(engine);
+            double max_err = 0.0;
+            for (size_t i = 0; rc == AG_OK && i < n; i++) {
+                float ref;
+                memcpy(&ref, fx + 100 + n + 4 * i, 4);
+                double d = fabs((double)out[i] - (double)ref);
+                max_err = d > max_err || d != d ? d : max_err;
+            }
+            if (rc == AG_OK)
+                printf("  %-26s %-9s max abs error vs ONNX Runtime %.2e (tolerance 1e-3)\n",
+                       entry->d_name, b ? "reference" : "onednn", max_err);
+            failed |= rc == AG_OK && !(max_err <= 1e-3);
+        }
+        if (rc != AG_OK)
+            fprintf(stderr, "  %s: %s\n", entry->d_name, err.message);
+        failed |= rc != AG_OK || !in;
+        ag_free(in);
+        ag_model_destroy(built);
+        ag_free(fx);
+        checked++;
+    }
+    closedir(dir);
+    printf("  %d ONNX fixtures checked, %d skipped\n", checked, skipped);
+    CHECK(!failed);
+    return 0;
+}
+
+/* At sizes the exported networks cannot run (odd, not multiples of 8 or 16) there is no ONNX
+ * Runtime reference; there the imported file must equal the bundled model converted from
+ * the same weights (models/NAME-v3.safetensors, tools/v3_convert.py), whose graph is written
+ * by hand: the importer's reading of each upsample (to the skip's size) is the same. */
+LEAK_CHECKED(test_import_equals_bundled) {
+    static const struct {
+        const char *onnx, *bundled;
+        int w, h;
+    } cases[] = {
+        {"tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx", "models/cute-v3.safetensors", 37, 33},
+        {"tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx", "models/cute-v3.safetensors", 50, 41},
+        {"build/v3/AnimeGANv3_Shinkai_37.onnx", "models/shinkai-v3.safetensors", 37, 29}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char onnx[512], bundled[512];
+        snprintf(onnx, sizeof onnx, "%s/%s", AG_SOURCE_DIR, cases[c].onnx);
+        snprintf(bundled, sizeof bundled, "%s/%s", AG_SOURCE_DIR, cases[c].bundled);
+        FILE *p1 = fopen(onnx, "rb"), *p2 = fopen(bundled, "rb");
+        if (p1)
+            fclose(p1);
+        if (p2)
+            fclose(p2);
+        if (!p1 || !p2) {
+            printf("  note: %s or %s not there; skipped\n", cases[c].onnx, cases[c].bundled);
+            continue;
+        }
+        uint8_t *data = NULL;
+        size_t size = 0;
+        ag_error err = {0};
+        ag_tensor_set set = {0};
+        ag_model *imported = NULL, *reference = NULL;
+        CHECK_OK(ag_read_file(onnx, (size_t)1 << 30, &data, &size, &err), &err);
+        int rc = ag_onnx_parse(data, size, cases[c].onnx, &set, &graph, &err);
+        if (rc == AG_OK)
+            rc = ag_model_build(&set, &graph, cases[c].onnx, "onnx", &imported, &err);
+        ag_tensor_set_fini(&set);
+        ag_free(data);
+        if (rc == AG_OK)
+            rc = ag_model_load(bundled, &reference, &err);
+        int w = cases[c].w, h = cases[c].h;
+        size_t n = (size_t)w * h * 3;
+        float *a = ag_malloc(2 * n * sizeof *a), *b = a ? a + n : NULL;
+        if (rc == AG_OK && a)
+            rc = run_model(imported, AG_BACKEND_ONEDNN, w, h, a) ||
+                 run_model(reference, AG_BACKEND_ONEDNN, w, h, b);
+        double max_err = 0.0;
+        for (size_t i = 0; rc == AG_OK && a && i < n; i++) {
+            double d = fabs((double)a[i] - (double)b[i]);
+            max_err = d > max_err || d != d ? d : max_err;
+        }
+        ag_free(a);
+        ag_model_destroy(imported);
+        ag_model_destroy(reference);
+        CHECK_MSG(rc == AG_OK, "%s: %s", cases[c].onnx, err.message);
+        printf("  %s at %dx%d vs %s: max abs difference %.2e (tolerance 1e-4)\n", cases[c].onnx, w,
+               h, cases[c].bundled, max_err);
+        CHECK(max_err <= 1e-4);
+    }
+    return 0;
+}
+
 /* Every input the fuzzer once crashed on (tests/fixtures/onnx/fuzz_*): imported or refused
  * naming the file, without a crash or a leak. */
 LEAK_CHECKED(test_fuzz_regressions) {
@@ -712,4 +864,5 @@ TEST_MAIN(TEST(test_pb_cute), TEST(test_pb_float_data), TEST(test_pb_refused_fil
           TEST(test_import_cute_perturbed), TEST(test_import_mini),
           TEST(test_import_external_attention), TEST(test_import_refusals),
           TEST(test_import_truncated_everywhere), TEST(test_import_flipped_bytes),
-          TEST(test_import_runs), TEST(test_import_matches_ort), TEST(test_fuzz_regressions))
+          TEST(test_import_runs), TEST(test_import_matches_ort), TEST(test_import_v3_fixtures),
+          TEST(test_import_equals_bundled), TEST(test_fuzz_regressions))

@@ -45,7 +45,9 @@
 #define MAX_SYM 8
 
 typedef enum vkind { V_UNDEF = 0, V_CONST, V_SHAPE, V_EXPR, V_PADDED } vkind;
-typedef enum layout { L_NONE = 0, L_NCHW, L_NHWC, L_SEQ } layout;
+/* L_SEQ: (1, H*W, C) or (H*W, C), our NHWC data read as rows of pixels; L_SEQT: the same
+ * with the last two axes swapped, (1, C, H*W), as a Transpose before a Softmax leaves it. */
+typedef enum layout { L_NONE = 0, L_NCHW, L_NHWC, L_SEQ, L_SEQT } layout;
 
 /* One element of a shape: node < 0: the constant v; else v times the H, W or H*W of node. */
 typedef struct sym {
@@ -57,7 +59,7 @@ typedef struct sym {
 typedef struct value {
     vkind kind;
     layout lay;
-    int rank;        /* V_SHAPE: 0 or 1; L_SEQ: 2 (H*W, C) or 3 (1, H*W, C) */
+    int rank;        /* V_SHAPE: 0 or 1; L_SEQ, L_SEQT: 2 or 3; else 4 */
     int tensor;      /* V_CONST: index into the model's tensors */
     bool transposed; /* V_CONST: a 2-D constant read through a Transpose */
     int expr;        /* V_EXPR, V_PADDED */
@@ -718,6 +720,15 @@ static int as_shape(imp *im, const value *v, value *out) {
     return AG_OK;
 }
 
+static bool is_seq(layout lay) {
+    return lay == L_SEQ || lay == L_SEQT;
+}
+
+/* The channel axis of a value of layout lay and rank (4 unless a row sequence). */
+static int channel_axis(layout lay, int rank) {
+    return lay == L_NCHW ? 1 : lay == L_SEQT ? rank - 2 : rank - 1;
+}
+
 /* The expression of an operand; a constant is read in the layout `lay` of the other one,
  * where only the channel axis may exceed 1. */
 static int operand_expr(imp *im, const value *v, layout lay, int seq_rank, int *e) {
@@ -728,7 +739,7 @@ static int operand_expr(imp *im, const value *v, layout lay, int seq_rank, int *
     if (v->kind != V_CONST || v->transposed)
         return REFUSE("an operand is not a map, a statistic or a constant");
     const ag_onnx_tensor *t = &im->m->tensors[v->tensor];
-    int rank = lay == L_SEQ ? seq_rank : 4, chan_axis = lay == L_NCHW ? 1 : rank - 1;
+    int rank = is_seq(lay) ? seq_rank : 4, chan_axis = channel_axis(lay, rank);
     if (t->ndim > rank || t->count < 1 || t->count > MAX_CONST_FLOATS)
         return REFUSE("a constant of shape rank %d, %lld values, broadcast to a map", t->ndim,
                       (long long)t->count);
@@ -823,6 +834,13 @@ static int op_transpose(imp *im) {
         if (t->ndim != 2 || (n >= 0 && (n != 2 || perm[0] != 1 || perm[1] != 0)))
             return REFUSE("a transpose of a constant other than a matrix");
         out.transposed = !in->transposed;
+    } else if (in->kind == V_EXPR && is_seq(in->lay)) {
+        /* (1, N, C) <-> (1, C, N), or (N, C) <-> (C, N) */
+        bool swap = in->rank == 3 ? n == 3 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1
+                                  : n < 0 || (n == 2 && perm[0] == 1 && perm[1] == 0);
+        if (!swap)
+            return REFUSE("a transpose of rows of pixels other than swapping the last two axes");
+        out.lay = in->lay == L_SEQ ? L_SEQT : L_SEQ;
     } else if ((in->kind == V_EXPR || in->kind == V_PADDED) &&
                (in->lay == L_NCHW || in->lay == L_NHWC) && n == 4) {
         bool to_nchw = perm[0] == 0 && perm[1] == 3 && perm[2] == 1 && perm[3] == 2;
@@ -1101,7 +1119,7 @@ static int op_reduce(imp *im, bool mean, bool global) {
     if (!in || in->kind != V_EXPR || !(im->ex[in->expr].vary & VARY_PIXEL))
         return REFUSE("input 0 is not a feature map");
     int64_t axes[8], keep = 1;
-    int n = 0, rc, rank = in->lay == L_SEQ ? in->rank : 4, h, w;
+    int n = 0, rc, rank = is_seq(in->lay) ? in->rank : 4, h, w;
     if (!global && ((rc = reduce_axes(im, mean ? 18 : 13, axes, &n)) != AG_OK ||
                     (rc = attr_int(im, "keepdims", 1, &keep)) != AG_OK))
         return rc;
@@ -1114,7 +1132,7 @@ static int op_reduce(imp *im, bool mean, bool global) {
         k = E_MEAN;
     } else if (spatial_axes(in->lay, &h, &w) && axes_are(axes, n, 4, h, w)) {
         k = E_MEAN;
-    } else if (axes_are(axes, n, rank, in->lay == L_NCHW ? 1 : rank - 1, -1)) {
+    } else if (axes_are(axes, n, rank, channel_axis(in->lay, rank), -1)) {
         k = E_CSUM;
     } else {
         return REFUSE("a reduction over axes other than H, W or the channels");
@@ -1153,10 +1171,14 @@ static int op_shape(imp *im) {
         all[0] = one, all[1] = c, all[2] = hh, all[3] = ww;
     else if (in->lay == L_NHWC)
         all[0] = one, all[1] = hh, all[2] = ww, all[3] = c;
-    else if (in->rank == 3)
+    else if (in->rank == 3 && in->lay == L_SEQ)
         all[0] = one, all[1] = p, all[2] = c, n = 3;
-    else
+    else if (in->rank == 3)
+        all[0] = one, all[1] = c, all[2] = p, n = 3;
+    else if (in->lay == L_SEQ)
         all[0] = p, all[1] = c, n = 2;
+    else
+        all[0] = c, all[1] = p, n = 2;
     if (start < 0)
         start += n;
     if (end < 0)
@@ -1392,14 +1414,15 @@ static int op_softmax(imp *im) {
     int64_t axis;
     if ((rc = attr_int(im, "axis", im->m->opset >= 13 ? -1 : 1, &axis)) != AG_OK)
         return rc;
-    int rank = in->lay == L_SEQ ? in->rank : 4;
+    int rank = is_seq(in->lay) ? in->rank : 4;
     axis = axis < 0 ? axis + rank : axis;
-    int chan_axis = in->lay == L_NCHW ? 1 : rank - 1;
+    int chan_axis = channel_axis(in->lay, rank);
+    int pixel_axis = in->lay == L_SEQ ? rank - 2 : in->lay == L_SEQT ? rank - 1 : -1;
     ag_node n = ag_node_make(AG_OP_SOFTMAX, "", -1, -1);
     /* Before opset 13 Softmax flattens every axis from `axis` on: one axis only if last. */
     if (axis == chan_axis && (im->m->opset >= 13 || axis == rank - 1))
         n.axis = AG_AXIS_CHANNEL;
-    else if (in->lay == L_SEQ && axis == rank - 2 && im->m->opset >= 13)
+    else if (axis == pixel_axis && (im->m->opset >= 13 || axis == rank - 1))
         n.axis = AG_AXIS_SPATIAL;
     else
         return REFUSE("a softmax over axis %lld of this layout", (long long)axis);
@@ -1848,8 +1871,8 @@ int ag_onnx_parse(const uint8_t *data, size_t size, const char *label, ag_tensor
     if (rc == AG_OK)
         rc = walk(im);
     if (rc == AG_OK) {
+        drop_dead(im); /* first: LADE's statistics conv is a second reader of its input */
         retarget_resizes(graph);
-        drop_dead(im);
         unique_names(graph);
         rc = set_meta(im);
     }
