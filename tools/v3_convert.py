@@ -427,7 +427,7 @@ class FullMatcher:
         check((va is None) != (vb is None), "%s: expected one constant operand" % what)
         return (b, va) if va is not None else (a, vb)
 
-    def conv(self, name, bias_ok_zero=True):
+    def conv(self, name):
         n = self.op(name, "conv")
         src = n.ins[0]
         pad = (0, 0, 0, 0)
@@ -440,8 +440,7 @@ class FullMatcher:
             src = p.ins[0]
         bias = n["bias"]
         if bias is not None:
-            check(bias_ok_zero and not np.any(bias), "%s: nonzero conv bias" % name)
-            bias = None
+            check(not np.any(bias), "%s: nonzero conv bias" % name)
         return Conv(n["w"], n["stride"], pad, src)
 
     def moments(self, mean_name, var_name):
@@ -563,7 +562,6 @@ class FullMatcher:
         xs = self.g.n(x).shape
         check(tgt == [("dim", x, 0), ("dim", x, 1), ("dim", x, 2), 128] or
               (xs is not None and tgt == list(xs)), "%s: reshape target %s" % (proj.src, tgt))
-        mv = self.op(self.strip_reshapes(proj.src), "conv")
         mv = self.conv(self.strip_reshapes(proj.src))
         div = self.op(self.strip_reshapes(mv.src), "div")
         t1 = div.ins[0]
@@ -970,7 +968,7 @@ class TinyMatcher:
         check(list(t["perm"]) == [0, 2, 3, 1], "output transpose")
         th = self.op(t.ins[0], "Tanh")
         outc = self.conv(th.ins[0], False)
-        cur = self.lrelu(outc.src) and outc.src
+        cur = outc.src
         stages = []
         prev, skip, convs, lw = self.stage(cur, last=True)
         stages.append((skip, convs, lw))
