@@ -423,6 +423,33 @@ LEAK_CHECKED(test_import_external_attention) {
     return 0;
 }
 
+/* torch.onnx's vocabulary: NCHW in and out, a conv's own zero pads, InstanceNormalization
+ * with its scale and bias, PRelu, BatchNormalization as an affine, Clip(0, 6), a Resize by
+ * scales and one sized by a Shape -> Slice -> Concat chain from the skip. */
+LEAK_CHECKED(test_import_torch_style) {
+    uint8_t *data = NULL;
+    ag_tensor_set set;
+    char ops[512];
+    CHECK(import_fixture("torch_style.onnx", &data, &set) == 0);
+    CHECK(check_graph_form(&set) == 0);
+    graph_ops(ops, sizeof ops);
+    CHECK_MSG(!strcmp(ops, "conv instance_norm relu conv prelu resize add relu6 conv affine "
+                           "sigmoid resize add conv tanh"),
+              "%s", ops);
+    const ag_node *c0 = &graph.nodes[1], *norm = &graph.nodes[2];
+    CHECK(c0->pad_mode == AG_PAD_ZERO && c0->pad[0] == 1 && c0->pad[3] == 1);
+    CHECK(norm->tensor[AG_T_GAMMA] >= 0 && norm->tensor[AG_T_BETA] >= 0);
+    const ag_node *r0 = &graph.nodes[6], *r1 = &graph.nodes[12];
+    CHECK(r0->in[1] == 3 && r0->mode == AG_RESIZE_HALF_PIXEL);    /* 2x, retargeted */
+    CHECK(r1->in[1] == 8 && r1->mode == AG_RESIZE_ALIGN_CORNERS); /* sized from the file */
+    CHECK(node_tensor(&set, 5, AG_T_GAMMA) && node_tensor(&set, 5, AG_T_GAMMA)->shape[0] == 4);
+    CHECK(!strcmp(ag_tensor_set_meta_get(&set, "resize"), "half-pixel"));
+    CHECK(!strcmp(ag_tensor_set_meta_get(&set, "side_multiple"), "2"));
+    ag_tensor_set_fini(&set);
+    ag_free(data);
+    return 0;
+}
+
 static int expect_import_refusal(const char *name, int code, const char *needle) {
     uint8_t *data = NULL;
     size_t size = 0;
@@ -563,7 +590,8 @@ LEAK_CHECKED(test_import_runs) {
                  {"AnimeGANv3_tiny_Cute.onnx", 64, 48},
                  {"mini_v3.onnx", 13, 9},
                  {"ea_block.onnx", 11, 9},
-                 {"ea_block_transpose.onnx", 11, 9}};
+                 {"ea_block_transpose.onnx", 11, 9},
+                 {"torch_style.onnx", 13, 11}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         uint8_t *data = NULL;
         ag_tensor_set set;
@@ -618,7 +646,10 @@ LEAK_CHECKED(test_import_matches_ort) {
     static const struct {
         const char *name;
         int w, h;
-    } cases[] = {{"AnimeGANv3_tiny_Cute", 64, 48}, {"mini_v3", 16, 12}, {"ea_block", 11, 9}};
+    } cases[] = {{"AnimeGANv3_tiny_Cute", 64, 48},
+                 {"mini_v3", 16, 12},
+                 {"ea_block", 11, 9},
+                 {"torch_style", 16, 12}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char file[128], in_name[160], out_name[160];
         int w = cases[c].w, h = cases[c].h;
@@ -862,7 +893,8 @@ LEAK_CHECKED(test_fuzz_regressions) {
 TEST_MAIN(TEST(test_pb_cute), TEST(test_pb_float_data), TEST(test_pb_refused_files),
           TEST(test_pb_wire_errors), TEST(test_pb_truncated_everywhere), TEST(test_import_cute),
           TEST(test_import_cute_perturbed), TEST(test_import_mini),
-          TEST(test_import_external_attention), TEST(test_import_refusals),
-          TEST(test_import_truncated_everywhere), TEST(test_import_flipped_bytes),
-          TEST(test_import_runs), TEST(test_import_matches_ort), TEST(test_import_v3_fixtures),
-          TEST(test_import_equals_bundled), TEST(test_fuzz_regressions))
+          TEST(test_import_external_attention), TEST(test_import_torch_style),
+          TEST(test_import_refusals), TEST(test_import_truncated_everywhere),
+          TEST(test_import_flipped_bytes), TEST(test_import_runs), TEST(test_import_matches_ort),
+          TEST(test_import_v3_fixtures), TEST(test_import_equals_bundled),
+          TEST(test_fuzz_regressions))

@@ -195,6 +195,52 @@ def ea_block(transpose_node=False):
     return g.model([nhwc_input()], [out])
 
 
+def torch_style():
+    """torch.onnx's vocabulary instead of tf2onnx's: an NCHW input, convs with their own zero
+    pads, InstanceNormalization, Relu, PRelu, BatchNormalization, Clip(0, 6), Sigmoid, a
+    Resize by scales (half_pixel) and one sized like the skip it is added to (Shape ->
+    Slice -> Concat, align_corners), opset 13."""
+    global rng
+    rng = np.random.default_rng(SEED + 2)
+    g, c = Graph(), 4
+
+    def conv(x, name, cin, cout, k, stride=1):
+        p = k // 2
+        return g.node("Conv", [x, g.w(name + ".w", [cout, cin, k, k]), g.w(name + ".b", [cout])],
+                      kernel_shape=[k, k], strides=[stride, stride], pads=[p, p, p, p])
+
+    x = conv("input", "c0", 3, c, 3)
+    x = g.node("InstanceNormalization",
+               [x, g.const("in.scale", rng.uniform(0.5, 1.5, c), np.float32),
+                g.const("in.bias", rng.uniform(-0.5, 0.5, c), np.float32)], epsilon=1e-5)
+    e0 = g.node("Relu", [x])
+    e1 = g.node("PRelu", [conv(e0, "c1", c, c, 3, 2),
+                          g.const("slope", rng.uniform(0.0, 0.3, (c, 1, 1)), np.float32)])
+    up = g.node("Resize", [e1, "", g.const("scales", [1, 1, 2, 2], np.float32)],
+                mode="linear", coordinate_transformation_mode="half_pixel")
+    a = g.node("Add", [up, e0])
+    r = g.node("Clip", [a, g.const("zero", np.array(0, np.float32)),
+                        g.const("six", np.array(6, np.float32))])
+    e2 = conv(r, "c2", c, c, 3, 2)
+    e2 = g.node("BatchNormalization",
+                [e2, g.const("bn.g", rng.uniform(0.5, 1.5, c), np.float32),
+                 g.const("bn.b", rng.uniform(-0.5, 0.5, c), np.float32),
+                 g.const("bn.m", rng.uniform(-0.5, 0.5, c), np.float32),
+                 g.const("bn.v", rng.uniform(0.5, 1.5, c), np.float32)], epsilon=1e-3)
+    e2 = g.node("Sigmoid", [e2])
+    nc = g.node("Slice", [g.node("Shape", [e2]), g.const("s0", [0], np.int64),
+                          g.const("s2", [2], np.int64)])
+    hw = g.node("Slice", [g.node("Shape", [r]), "s2", g.const("s4", [4], np.int64)])
+    sizes = g.node("Concat", [nc, hw], axis=0)
+    u2 = g.node("Resize", [e2, "", "", sizes], mode="linear",
+                coordinate_transformation_mode="align_corners")
+    x = g.node("Add", [u2, r])
+    g.nodes.append(helper.make_node("Tanh", [conv(x, "out", c, 3, 1)], ["output"], name="out"))
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, "h", "w"])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, "h", "w"])
+    return g.model([inp], [out], opset=13)
+
+
 def two_nodes(op="Tanh", **attrs):
     """input -> Transpose -> op -> Transpose -> output."""
     g = Graph()
@@ -268,6 +314,7 @@ def main():
         "mini_v3_float_data.onnx": with_initializer(mini_v3(), "enc0.w", typed_floats),
         "ea_block.onnx": ea_block(),
         "ea_block_transpose.onnx": ea_block(transpose_node=True),
+        "torch_style.onnx": torch_style(),
         "bad_lade_bias.onnx": mini_v3(lade_bias="lade.b"),
         "bad_fixed_size.onnx": mini_v3(fixed_size=True),
         "bad_unknown_op.onnx": two_nodes("GridSample"),

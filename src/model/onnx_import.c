@@ -1020,6 +1020,61 @@ static int op_activation(imp *im, ag_op op) {
     return node < 0 ? im->err->code : set_expr(im, map_expr(im, node), in->lay, in->rank);
 }
 
+/* PRelu with a per-channel (or single) slope: AG_OP_PRELU, the slope as a C-vector. */
+static int op_prelu(imp *im) {
+    value *in, *slope = input(im, 1);
+    int rc = map_input(im, 0, &in);
+    if (rc)
+        return rc;
+    if (!slope)
+        return REFUSE("no slope");
+    int e, c = im->ex[in->expr].chan;
+    if ((rc = operand_expr(im, slope, in->lay, in->rank, &e)) != AG_OK)
+        return rc;
+    if (!is_const(im, e) || (im->ex[e].cn != 1 && im->ex[e].cn != c) || c > MAX_CONST_FLOATS)
+        return REFUSE("a slope that is not one value per channel");
+    float *v = ag_malloc((size_t)c * sizeof *v);
+    if (!v)
+        return nomem(im);
+    for (int i = 0; i < c; i++)
+        v[i] = im->ex[e].c[im->ex[e].cn == 1 ? 0 : i];
+    ag_node n = ag_node_make(AG_OP_PRELU, "", -1, -1);
+    n.tensor[AG_T_GAMMA] = derived_tensor(im, "slope", v, c);
+    ag_free(v);
+    if (n.tensor[AG_T_GAMMA] < 0 || (n.in[0] = materialize(im, in->expr, 0)) < 0)
+        return im->err->code;
+    n.out_c = c;
+    int node = emit(im, &n, im->cur);
+    return node < 0 ? im->err->code : set_expr(im, map_expr(im, node), in->lay, in->rank);
+}
+
+/* Clip to [0, 6] is ReLU6, to [0, +inf) ReLU; bounds are attributes before opset 11. */
+static int op_clip(imp *im) {
+    float lo = -INFINITY, hi = INFINITY;
+    int rc;
+    if (im->m->opset < 11) {
+        if ((rc = attr_float(im, "min", -INFINITY, &lo)) ||
+            (rc = attr_float(im, "max", INFINITY, &hi)))
+            return rc;
+    } else {
+        for (int i = 1; i <= 2; i++) {
+            value *b = input(im, i);
+            int e;
+            float v;
+            if (!b)
+                continue;
+            if ((rc = operand_expr(im, b, L_NONE, 4, &e)) != AG_OK)
+                return rc;
+            if (!is_scalar(im, e, &v))
+                return REFUSE("a bound that is not one constant");
+            *(i == 1 ? &lo : &hi) = v;
+        }
+    }
+    if (lo != 0.0f || (hi != 6.0f && hi != INFINITY))
+        return REFUSE("a clip to [%g, %g] (only [0, 6] and [0, inf))", (double)lo, (double)hi);
+    return op_activation(im, hi == 6.0f ? AG_OP_RELU6 : AG_OP_RELU);
+}
+
 /* Elementwise product of two shapes (one may be a single element). */
 static int shape_mul(imp *im, const value *a, const value *b) {
     value x, y;
@@ -1323,11 +1378,14 @@ static int op_resize(imp *im) {
         else
             return REFUSE("a resize by %lld", (long long)sh.v);
     } else if (scales && scales->kind == V_CONST) {
-        int e;
-        if ((rc = operand_expr(im, scales, L_NONE, 4, &e)) != AG_OK)
+        const ag_onnx_tensor *t = &im->m->tensors[scales->tensor];
+        float f[4];
+        if (t->count != 4 || t->data_type != AG_ONNX_FLOAT)
+            return REFUSE("scales that are not 4 floats");
+        if ((rc = ag_onnx_tensor_floats(t, f, im->label, im->err)) != AG_OK)
             return rc;
-        const expr *x = &im->ex[e];
-        if (x->cn != 4 || x->c[0] != 1.0f || x->c[h] != 2.0f || x->c[w] != 2.0f)
+        int c_axis = channel_axis(in->lay, 4);
+        if (f[0] != 1.0f || f[c_axis] != 1.0f || f[h] != 2.0f || f[w] != 2.0f)
             return REFUSE("scales other than 2 on H and W");
     } else {
         return REFUSE("neither scales nor sizes");
@@ -1601,6 +1659,10 @@ static int import_node(imp *im) {
         return op_instance_norm(im);
     if (ag_pb_span_eq(op, "Constant"))
         return op_constant(im);
+    if (ag_pb_span_eq(op, "PRelu"))
+        return op_prelu(im);
+    if (ag_pb_span_eq(op, "Clip"))
+        return op_clip(im);
     return REFUSE(NULL);
 }
 
