@@ -81,6 +81,38 @@ int ag_cli_resolve_precision(ag_engine_options *options, ag_precision_choice *ch
 const char *ag_cli_precision_name(ag_precision precision);
 const char *ag_cli_backend_name(ag_backend backend);
 
+/* ---- video (cli/video.c) ----------------------------------------------------------------- */
+
+typedef struct ag_cli_video_args {
+    int crf;            /* -1: the encoder's default (H.264 18, VP9 31) */
+    const char *preset; /* x264 preset, NULL: medium */
+    double start_s, duration_s;
+    int start_given, duration_given;
+} ag_cli_video_args;
+
+enum { AG_CLI_OPT_CRF = 512, AG_CLI_OPT_PRESET, AG_CLI_OPT_START, AG_CLI_OPT_DURATION };
+
+// clang-format off
+#define AG_CLI_VIDEO_LONG_OPTIONS                                                                  \
+    {"crf", required_argument, NULL, AG_CLI_OPT_CRF},                                              \
+        {"preset", required_argument, NULL, AG_CLI_OPT_PRESET},                                    \
+        {"start", required_argument, NULL, AG_CLI_OPT_START},                                      \
+        {"duration", required_argument, NULL, AG_CLI_OPT_DURATION}
+// clang-format on
+
+void ag_cli_video_args_init(ag_cli_video_args *v);
+/* Like ag_cli_engine_option, for the video options: 1 handled, 0 not one, -1 bad value. */
+int ag_cli_video_option(const char *command, int opt, const char *arg, ag_cli_video_args *v);
+/* Whether any video option was given (they are refused for photos). */
+int ag_cli_video_given(const ag_cli_video_args *v);
+/* AG_CLI_ROUTE_VIDEO: convert `input` as a video (the output is a video container),
+ * _PHOTO: as a photo, _FAILED: a one-line error was printed (a video to a still image). */
+enum { AG_CLI_ROUTE_PHOTO = 0, AG_CLI_ROUTE_VIDEO, AG_CLI_ROUTE_FAILED };
+int ag_cli_video_route(const char *input, const char *output);
+/* Convert one video; returns the exit status (130 after Ctrl-C, nothing written). */
+int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
+                     int max_side, int side_by_side, const ag_cli_video_args *v, int quiet);
+
 /* ---- progress bar (cli/progress.c) ------------------------------------------------------- */
 
 typedef struct ag_progress {

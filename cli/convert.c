@@ -24,6 +24,7 @@ typedef struct convert_args {
     int quality;
     int format; /* --format: of files written into an output directory */
     int quiet;
+    ag_cli_video_args video;
 } convert_args;
 
 typedef struct job {
@@ -70,6 +71,13 @@ static void print_help(void) {
           "      --format F         png, jpg or webp, for files written into an output\n"
           "                         directory (default: png)\n"
           "  -q, --quiet            no progress bar or summary (errors are still printed)\n"
+          "\n"
+          "Video (one input whose output is .mp4, .mov, .mkv or .webm; H.264, VP9 for .webm;\n"
+          "timing, rotation and sound kept; --max-side applies to frames):\n"
+          "      --crf N            quality, lower is better (H.264 0-51: 18, VP9 0-63: 31)\n"
+          "      --preset P         x264 preset, ultrafast ... veryslow (default: medium)\n"
+          "      --start T          convert from time T (seconds, MM:SS or HH:MM:SS)\n"
+          "      --duration T       convert this long (default: to the end)\n"
           "  -h, --help             show this help\n"
           "\n"
           "A progress bar is shown on a terminal when converting several images.\n"
@@ -89,6 +97,7 @@ static const struct option long_options[] = {
     {"side-by-side", no_argument, NULL, OPT_SIDE_BY_SIDE},
     {"quality", required_argument, NULL, OPT_QUALITY},
     {"format", required_argument, NULL, OPT_FORMAT},
+    AG_CLI_VIDEO_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -133,6 +142,8 @@ static int parse_args(int argc, char **argv, convert_args *a) {
         if (opt == '?' || opt == ':')
             return ag_cli_bad_option("convert", opt, optopt, argv[optind - 1]);
         int handled = ag_cli_engine_option("convert", opt, optarg, &a->e);
+        if (!handled)
+            handled = ag_cli_video_option("convert", opt, optarg, &a->video);
         if (handled < 0 || (!handled && parse_option(opt, optarg, a)))
             return AG_EXIT_USAGE;
     }
@@ -519,10 +530,23 @@ int ag_cli_convert(int argc, char **argv) {
     a.decode = (ag_decode_options){.max_side = 1024, .portrait_size = 512};
     a.quality = 90;
     a.format = AG_FORMAT_PNG;
+    ag_cli_video_args_init(&a.video);
 
     int status = parse_args(argc, argv, &a);
     if (status >= 0)
         return status;
+    int route = argc - optind == 1 ? ag_cli_video_route(argv[optind], a.output) : 0;
+    if (route == AG_CLI_ROUTE_FAILED)
+        return AG_EXIT_FAILED;
+    if (route == AG_CLI_ROUTE_VIDEO) {
+        if (a.decode.portrait)
+            return ag_cli_usage_error("convert", "--portrait applies to photos, not video");
+        return ag_cli_video_run(argv[optind], a.output, &a.e, a.decode.max_side, a.side_by_side,
+                                &a.video, a.quiet);
+    }
+    if (ag_cli_video_given(&a.video))
+        return ag_cli_usage_error("convert", "--crf, --preset, --start and --duration apply to "
+                                             "video outputs (.mp4, .mov, .mkv, .webm)");
     job_list jobs = {0};
     status = plan_jobs(&jobs, argv + optind, argc - optind, &a);
     if (status < 0)

@@ -38,6 +38,7 @@ enum {
     AG_E_LIMIT = -6,       /* input exceeds a configured limit (pixels, bytes) */
     AG_E_NOTFOUND = -7,    /* unknown model name */
     AG_E_INTERNAL = -8,    /* a backend failure that is our bug, not the input's */
+    AG_E_CANCELLED = -9,   /* stopped on request (a progress callback asked to stop) */
 };
 
 #define AG_ERROR_MESSAGE_BYTES 256
@@ -317,6 +318,97 @@ int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag
 int ag_stylize_paste_faces(ag_engine *engine, ag_engine *face_engine, const ag_image *in,
                            const ag_face *faces, int count, int size, ag_image *out,
                            ag_error *err);
+
+/* ---- video and animated images --------------------------------------------------------- */
+
+/*
+ * Video is converted as a stream, frame by frame, with FFmpeg's libraries: one thread demuxes
+ * and decodes, the caller's thread stylises, one thread encodes and muxes. Between them sit
+ * two queues of `queue_frames` frames each, so at most 2 x queue_frames + 3 decoded frames
+ * (plus the encoder's own look-ahead, capped at AG_VIDEO_LOOKAHEAD) exist at any time,
+ * whatever the length of the clip. Timestamps are copied frame by frame (a variable frame
+ * rate stays variable), rotation metadata is applied to the pixels, colour range and matrix
+ * are kept, audio is copied when the output container takes its codec and re-encoded
+ * otherwise. The output is written to a temporary file in the target directory and renamed
+ * at the end: an error or a cancel leaves no file.
+ */
+
+#define AG_VIDEO_LOOKAHEAD 8 /* frames the H.264 / VP9 encoder may hold for rate control */
+
+typedef struct ag_video_info {
+    char container[32];   /* demuxer name, e.g. "mov,mp4,m4a,3gp,3g2,mj2" -> "mov" */
+    char video_codec[32]; /* e.g. "h264" */
+    char audio_codec[32]; /* first audio stream's codec, "" when none */
+    int width, height;    /* as displayed: rotation applied */
+    int rotation;         /* degrees clockwise applied to the coded frames: 0, 90, 180, 270 */
+    double fps;           /* average frame rate (0 when unknown) */
+    double duration_s;    /* container duration (0 when unknown) */
+    int64_t frames;       /* frame count from the header, or duration x fps; 0 when unknown */
+    int audio_streams;
+} ag_video_info;
+
+typedef struct ag_video_limits {
+    size_t max_pixels;   /* refuse frames whose header has more; 0 = 16.7 M */
+    double max_seconds;  /* refuse containers that declare longer; 0 = no limit */
+} ag_video_limits;
+
+/*
+ * Open the container at `path` (or the bytes in memory) and read its header only: refuses
+ * a still image (AG_E_UNSUPPORTED, naming its format), no video stream, an unknown codec,
+ * frames or a duration beyond `limits` (AG_E_LIMIT), all before decoding a frame. Nested
+ * files (playlists, references) are never opened. `limits` may be NULL.
+ */
+int ag_video_probe(const char *path, const ag_video_limits *limits, ag_video_info *info,
+                   ag_error *err);
+int ag_video_probe_memory(const void *data, size_t size, const ag_video_limits *limits,
+                          ag_video_info *info, ag_error *err);
+
+/* 1 when `path` names a container we write (.mp4, .mov, .mkv, .webm), else 0. */
+int ag_video_output_supported(const char *path);
+
+/* Called on the converting thread after each frame; return nonzero to cancel. */
+typedef int (*ag_video_progress_fn)(void *user, int64_t frames_done, int64_t frames_total);
+/* Stylise one frame (RGB, 3 bands) into `out` (initialised by the call), as ag_stylize does. */
+typedef int (*ag_video_stylize_fn)(void *user, const ag_image *in, int side_by_side,
+                                   ag_image *out, ag_error *err);
+
+typedef struct ag_video_options {
+    ag_video_limits limits;
+    int max_side;       /* downscale frames whose long side exceeds this; 0 = never */
+    int side_by_side;   /* input and result next to each other */
+    int crf;            /* quality, lower is better: H.264 0-51 (18), VP9 0-63 (31); -1 default */
+    const char *preset; /* x264 preset (NULL: "medium"); ignored for VP9 */
+    double start_s;     /* convert from this time */
+    double duration_s;  /* and this long; 0 = to the end */
+    int queue_frames;   /* frames between the threads, each way; 0 = 2 */
+    ag_video_progress_fn progress;
+    void *progress_user;
+    ag_video_stylize_fn stylize; /* NULL: ag_stylize with the engine passed to the call */
+    void *stylize_user;
+} ag_video_options;
+
+void ag_video_options_init(ag_video_options *options);
+
+typedef struct ag_video_result {
+    int64_t frames;    /* frames written */
+    int width, height; /* of the output frames */
+    double duration_s; /* of the output video stream */
+    int audio_copied, audio_encoded, audio_dropped; /* streams */
+    char audio_note[160]; /* one line saying what happened to the sound, "" without audio */
+} ag_video_result;
+
+/*
+ * Convert the video at `in_path` into `out_path` (container from its extension: .mp4, .mov,
+ * .mkv take H.264, .webm VP9). `engine` is used from the calling thread only (unless
+ * options->stylize replaces it). Returns 0, AG_E_CANCELLED when the progress callback asked,
+ * or another AG_E_* code; on any failure no output file exists.
+ */
+int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_path,
+                     const ag_video_options *options, ag_video_result *result, ag_error *err);
+
+/* Bytes of frame buffers a conversion of frames of width x height (after max_side) holds
+ * at most, excluding the engine's arena: what a memory budget adds for the video path. */
+size_t ag_video_frame_bytes(int width, int height, const ag_video_options *options);
 
 /* ---- memory accounting ----------------------------------------------------------------- */
 

@@ -44,6 +44,7 @@ const char *ag_error_name(int code) {
     case AG_E_NOMEM: return "out_of_memory";
     case AG_E_LIMIT: return "too_large";
     case AG_E_NOTFOUND: return "not_found";
+    case AG_E_CANCELLED: return "cancelled";
     default: return "internal";
     }
 }

@@ -1,0 +1,46 @@
+/*
+ * video_internal.h - what src/video/input.c (opening and checking a container) shares with
+ * src/video/video.c (the decode -> stylise -> encode pipeline). Not part of the public API.
+ */
+#ifndef AG_VIDEO_INTERNAL_H
+#define AG_VIDEO_INTERNAL_H
+
+#include "animegan.h"
+
+#include <libavformat/avformat.h>
+#include <stdio.h>
+
+#define AG_VIDEO_DEFAULT_MAX_PIXELS ((size_t)4096 * 4096)
+
+/* The bytes behind a demuxer: a file of ours or a buffer, never a URL libavformat opens. */
+typedef struct ag_video_source {
+    FILE *file;          /* or NULL for memory */
+    const uint8_t *data; /* (size) */
+    size_t size, pos;
+} ag_video_source;
+
+/* An open input: the demuxer, its I/O, the chosen video stream and what the header says. */
+typedef struct ag_video_input {
+    AVFormatContext *format;
+    AVIOContext *io;
+    ag_video_source source;
+    int video_index; /* stream index */
+    ag_video_info info;
+} ag_video_input;
+
+/*
+ * Open `path` (or data/size when path is NULL), read the header and the stream parameters,
+ * and check them against `limits` before any frame is decoded. `label` names the input in
+ * messages. On failure everything is released and `in` is zeroed.
+ */
+int ag_video_input_open(ag_video_input *in, const char *path, const void *data, size_t size,
+                        const char *label, const ag_video_limits *limits, ag_error *err);
+void ag_video_input_close(ag_video_input *in);
+
+/* Once per process: route libav* logging (off unless AG_VIDEO_DEBUG=1). */
+void ag_video_init(void);
+
+/* libavutil's text for an AVERROR code. */
+const char *ag_video_averror(int code, char *buf, size_t size);
+
+#endif
