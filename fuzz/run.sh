@@ -1,6 +1,6 @@
 #!/bin/sh
-# fuzz/run.sh [seconds] - builds the libFuzzer targets (model file parsers, image decode, the
-# server's request parsers) with clang
+# fuzz/run.sh [seconds] - builds the libFuzzer targets (model file parsers, image decode, video
+# probe/demux, the server's request parsers) with clang
 # (ASan + UBSan) into build/fuzz/ and runs each for `seconds` (default 20) on one thread,
 # seeded from tests/fixtures/pt/, tests/fixtures/onnx/ and models/*.safetensors. The corpus
 # grows across runs in build/fuzz/corpus_*. A crash leaves build/fuzz/crash_*: fix it, then
@@ -73,6 +73,19 @@ echo "== fuzz_image for ${seconds}s"
     -print_final_stats=1 -artifact_prefix="$out/crash_image_" "$out/corpus_image" tests/data \
     tests/data/generated 2>"$out/image.log" || status=1
 grep -E '^stat::number_of_executed_units|ERROR|SUMMARY' "$out/image.log" || true
+
+# The video entry (container probe + demux), seeded with the test clips.
+# shellcheck disable=SC2046 # word splitting of pkg-config output is intended
+$cc $flags $(pkg-config --cflags libavformat libavcodec libavutil) -o "$out/fuzz_video" \
+    fuzz/fuzz_video.c src/video/input.c src/util/alloc.c src/util/util.c \
+    $(pkg-config --libs libavformat libavcodec libavutil) -lm
+mkdir -p "$out/corpus_video" "$out/seeds_video"
+tools/make_test_clips.sh "$out/seeds_video" >/dev/null 2>&1 || status=1
+echo "== fuzz_video for ${seconds}s"
+"$out/fuzz_video" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$out/crash_video_" "$out/corpus_video" \
+    "$out/seeds_video" "$out/seeds_video/bad" 2>"$out/video.log" || status=1
+grep -E '^stat::number_of_executed_units|ERROR|SUMMARY' "$out/video.log" || true
 
 # The server's request parsers (Content-Type, multipart, options).
 tests/server/fuzz.sh "$seconds" || status=1
