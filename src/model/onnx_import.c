@@ -97,8 +97,9 @@ typedef struct imp {
     size_t slot_mask;
     expr *ex;
     int ex_count, ex_cap;
-    int *tensor_index;                /* per model tensor: its index in `set`, -1 */
-    int cur;                          /* the ONNX node being imported */
+    int *tensor_index; /* per model tensor: its index in `set`, -1 */
+    int cur;           /* the ONNX node being imported */
+    long *eq_budget;   /* structural comparisons left: a crafted DAG could make them explode */
     int node_src[AG_GRAPH_MAX_NODES]; /* ONNX node of each graph node */
 } imp;
 
@@ -240,7 +241,7 @@ static bool is_scalar(const imp *im, int e, float *v) {
 static bool expr_eq(const imp *im, int a, int b, int depth) {
     if (a == b)
         return true;
-    if (a < 0 || b < 0 || depth > 24)
+    if (a < 0 || b < 0 || depth > 24 || --*im->eq_budget < 0)
         return false;
     const expr *x = &im->ex[a], *y = &im->ex[b];
     if (x->k != y->k)
@@ -1788,34 +1789,26 @@ static bool keeps_size(const ag_node *n) {
     }
 }
 
-/* The one reader of node i, or -1 (none, several, or a graph output). */
-static int only_reader(const ag_graph *g, int i) {
-    int reader = -1;
-    for (int o = 0; o < g->output_count; o++)
-        if (g->outputs[o] == i)
-            return -1;
-    for (int j = i + 1; j < g->count; j++) {
-        if (g->nodes[j].in[0] != i && g->nodes[j].in[1] != i)
-            continue;
-        if (reader >= 0 || (g->nodes[j].in[0] == i && g->nodes[j].in[1] == i))
-            return -1;
-        reader = j;
-    }
-    return reader;
-}
-
 /* Each 2x upsample followed (through size-keeping ops) by an add of an earlier map is
- * resized to that map's size: the same whenever the sides divide, and defined when not. */
+ * resized to that map's size: the same whenever the sides divide, and defined when not. A
+ * chain continues only through a node's one reader (a graph output has none). */
 static void retarget_resizes(ag_graph *g) {
+    int readers[AG_GRAPH_MAX_NODES] = {0}, reader[AG_GRAPH_MAX_NODES];
+    for (int o = 0; o < g->output_count; o++)
+        readers[g->outputs[o]] += 2;
+    for (int j = 1; j < g->count; j++)
+        for (int k = 0; k < 2; k++) {
+            int i = g->nodes[j].in[k];
+            if (i >= 0) {
+                readers[i]++;
+                reader[i] = j;
+            }
+        }
     for (int r = 1; r < g->count; r++) {
         if (g->nodes[r].op != AG_OP_RESIZE2X)
             continue;
-        int cur = r;
-        for (int guard = 0; guard < AG_GRAPH_MAX_NODES; guard++) {
-            int j = only_reader(g, cur);
-            if (j < 0)
-                break;
-            const ag_node *n = &g->nodes[j];
+        for (int cur = r; readers[cur] == 1;) {
+            const ag_node *n = &g->nodes[reader[cur]];
             if (n->op == AG_OP_ADD) {
                 int other = n->in[0] == cur ? n->in[1] : n->in[0];
                 if (other < r) {
@@ -1826,7 +1819,7 @@ static void retarget_resizes(ag_graph *g) {
             }
             if (!keeps_size(n))
                 break;
-            cur = j;
+            cur = reader[cur];
         }
     }
 }
@@ -1923,7 +1916,9 @@ int ag_onnx_parse(const uint8_t *data, size_t size, const char *label, ag_tensor
         ag_onnx_model_fini(&m);
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", label);
     }
+    long eq_budget = 1L << 20;
     im->m = &m, im->label = label, im->err = err, im->set = tensors, im->g = graph;
+    im->eq_budget = &eq_budget;
     err->code = AG_OK;
     if (m.opset < 7 || m.opset > 23)
         rc = ag_error_set(err, AG_E_UNSUPPORTED, "%s: opset %lld is not supported (7 to 23)", label,

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/stability/fuzz.sh [seconds] - a short run of every libFuzzer target through
-# fuzz/run.sh (`seconds` each, default 10): the model loaders (.pt zip/pickle and
-# safetensors), the image decode entry and the server's request parsers (options,
+# fuzz/run.sh (`seconds` each, default 10): the model loaders (.pt zip/pickle,
+# safetensors and ONNX), the image decode entry and the server's request parsers (options,
 # Content-Type, multipart). Prints one PASS/FAIL line per target with its executions from
 # libFuzzer's final stats, and "N passed, N failed". Without clang + libFuzzer it says so and
 # skips. A crash leaves build/fuzz/crash_*: docs/stability.md says how it becomes a
@@ -20,7 +20,8 @@ if ! command -v "$cc" >/dev/null 2>&1 ||
     echo "0 passed, 0 failed"
     exit 0
 fi
-rm -f "$out/.probe" "$out/pt.log" "$out/safetensors.log" "$out/image.log" "$out/server.log"
+rm -f "$out/.probe" "$out/pt.log" "$out/safetensors.log" "$out/onnx.log" "$out/image.log" \
+    "$out/server.log"
 [ -f build/libanimegan.a ] || make -s build/libanimegan.a >/dev/null 2>&1
 # Known third-party leaks (each documented in docs/stability.md) would stop the image fuzzer
 # at its first rediscovery; everything else still fails the run.
@@ -29,7 +30,7 @@ fuzz/run.sh "$seconds" >"$out/run.log" 2>&1
 rc=$?
 passed=0
 failed=0
-for t in model_pt:pt model_safetensors:safetensors image:image server:server; do
+for t in model_pt:pt model_safetensors:safetensors model_onnx:onnx image:image server:server; do
     name=${t%%:*}
     f=$out/${t#*:}.log
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$f" 2>/dev/null | tail -n 1)
