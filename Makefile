@@ -62,7 +62,7 @@ GEN_SRC :=
 
 -include server/web.mk
 
-.PHONY: all test check check-deps valgrind format format-check clean fuzz bench soak load
+.PHONY: all test v3-test-models check check-deps valgrind format format-check clean fuzz bench soak load
 all: check-deps $(BUILD)/animegan $(TEST_BIN) $(TEST_TOOLS)
 
 check-deps:
@@ -96,11 +96,15 @@ $(BUILD)/tools/make_attack_images: tools/make_attack_images.c
 	@echo "  CC      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS) -ljpeg -lwebp -lz -lm
 
-test: all
+# The ONNX test models of the v3 fixtures are made from files in the repository (seconds).
+v3-test-models:
+	sh tools/make_v3_test_models.sh
+
+test: all v3-test-models
 	BUILD=$(BUILD) tests/run.sh
 
 # The fast subset: the C test binaries (unit, golden, CLI), no server or stability suites.
-check: all
+check: all v3-test-models
 	BUILD=$(BUILD) QUICK=1 tests/run.sh
 
 valgrind: all

@@ -11,8 +11,8 @@
 static void print_help(void) {
     fputs("Usage: animegan models\n"
           "\n"
-          "List the bundled models: name, style, upsampling mode, normalisation epsilon,\n"
-          "parameter count, file and the licence terms of the weights. Models are looked up\n"
+          "List the bundled models: name, kind, style, network, parameter count, the image\n"
+          "sizes it takes, file and the licence terms of the weights. Models are looked up\n"
           "in $ANIMEGAN_MODEL_PATH (colon-separated), then <executable's directory>/../models,\n"
           "then the install data directory. Any model file can also be passed to\n"
           "'animegan convert --model PATH'.\n"
@@ -24,11 +24,15 @@ static void print_help(void) {
 
 static void print_model(const ag_model_info *info) {
     printf("%s\n", info->name);
+    printf("  kind:       %s\n", info->kind);
     printf("  style:      %s\n", info->style[0] ? info->style : "(unknown)");
-    printf("  upsample:   %s\n", ag_resize_mode_name(info->resize));
-    printf("  eps:        %g\n", (double)info->norm_eps);
-    printf("  parameters: %zu (%.1f MB fp32)\n", info->param_count,
-           (double)info->weight_bytes / 1048576.0);
+    printf("  network:    %s, %zu parameters (%.1f MB fp32)\n", info->architecture,
+           info->param_count, (double)info->weight_bytes / 1048576.0);
+    printf("  sizes:      any side >= %d (the original needs multiples of %d)\n", info->min_side,
+           info->side_multiple);
+    if (!strcmp(info->architecture, "animeganv2"))
+        printf("  upsample:   %s, eps %g\n", ag_resize_mode_name(info->resize),
+               (double)info->norm_eps);
     printf("  file:       %s (%s, %s)\n", info->path, info->format, info->architecture);
     printf("  licence:    %s\n", info->license[0] ? info->license : "(unknown: see the file)");
 }

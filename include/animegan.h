@@ -69,6 +69,7 @@ typedef struct ag_model_info {
     const char *format;       /* "safetensors", "pytorch" or "onnx" */
     const char *architecture; /* "animeganv2", "animeganv3", "animeganv3-tiny", "onnx", ... */
     const char *style;        /* e.g. "Hayao"; "" when unknown */
+    const char *kind;         /* "generator" (a style), or e.g. "detector", "landmarks" */
     const char *license;      /* licence terms of the weights; "" when unknown */
     float norm_eps;           /* LayerNorm / GroupNorm(1) epsilon */
     ag_resize_mode resize;    /* default upsampling mode of this model */

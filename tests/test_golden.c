@@ -106,8 +106,10 @@ static int check_fixture(const fixture *f, const ag_model *model, ag_backend bac
 }
 
 /* Every fixture in tests/fixtures/<subdir> whose name starts with `prefix`, on both
- * backends. */
-static int check_fixtures_in(const char *subdir, const char *prefix, int min_count) {
+ * backends, with the model the fixture names or, when given, `model_path` (the same
+ * network in another file format). */
+static int check_fixtures_with(const char *subdir, const char *prefix, const char *model_path,
+                               int min_count) {
     char dir_path[512];
     snprintf(dir_path, sizeof dir_path, "%s/tests/fixtures/%s", AG_SOURCE_DIR, subdir);
     DIR *dir = opendir(dir_path);
@@ -115,6 +117,7 @@ static int check_fixtures_in(const char *subdir, const char *prefix, int min_cou
     struct dirent *e;
     int count = 0, failed = 0;
     ag_model *model = NULL;
+    char loaded[65] = "";
     while ((e = readdir(dir)) != NULL) {
         size_t len = strlen(e->d_name);
         if (strncmp(e->d_name, prefix, strlen(prefix)) || len < 5 ||
@@ -124,8 +127,13 @@ static int check_fixtures_in(const char *subdir, const char *prefix, int min_cou
         char name[120];
         snprintf(name, sizeof name, "%.8s%s%.100s", subdir, *subdir ? "/" : "", e->d_name);
         failed |= fixture_load(&f, name);
-        if (!model)
-            failed |= load_model(f.model, &model);
+        const char *want = model_path ? model_path : f.model;
+        if (strcmp(loaded, want)) {
+            ag_model_destroy(model);
+            model = NULL;
+            failed |= load_model(want, &model);
+            snprintf(loaded, sizeof loaded, "%s", want);
+        }
         if (model) {
             failed |= check_fixture(&f, model, AG_BACKEND_ONEDNN);
             failed |= check_fixture(&f, model, AG_BACKEND_REFERENCE);
@@ -140,6 +148,10 @@ static int check_fixtures_in(const char *subdir, const char *prefix, int min_cou
     return 0;
 }
 
+static int check_fixtures_in(const char *subdir, const char *prefix, int min_count) {
+    return check_fixtures_with(subdir, prefix, NULL, min_count);
+}
+
 static int check_fixtures(const char *prefix, int min_count) {
     return check_fixtures_in("", prefix, min_count);
 }
@@ -148,15 +160,35 @@ static int check_fixtures(const char *prefix, int min_count) {
  * and the hand-written PyTorch generator at sizes the originals cannot run (including
  * 1-pixel maps at H/8 and H/16); see tests/fixtures/README.md. */
 static int test_golden_hayao_v3(void) {
-    return check_fixtures_in("v3", "hayao-v3_", 5);
+    return check_fixtures_in("v3", "hayao-v3_", 4) || check_fixtures_in("v3/1px", "hayao-v3_", 1);
 }
 
 static int test_golden_shinkai_v3(void) {
-    return check_fixtures_in("v3", "shinkai-v3_", 5);
+    return check_fixtures_in("v3", "shinkai-v3_", 4) || check_fixtures_in("v3/1px", "shinkai-v3_", 1);
 }
 
 static int test_golden_cute_v3(void) {
-    return check_fixtures_in("v3", "cute-v3_", 5);
+    return check_fixtures_in("v3", "cute-v3_", 4) || check_fixtures_in("v3/1px", "cute-v3_", 1);
+}
+
+/* AnimeGANv3 .onnx files loaded directly: the author's tiny Cute file on the cute-v3
+ * fixtures (ONNX Runtime on that very file at 64x64 and 48x32), its weight-perturbed
+ * variants against ONNX Runtime on each, and the full-v3 .onnx built from the Shinkai .pb
+ * (tools/make_v3_onnx.py) on the shinkai fixtures. build/v3/ is written by
+ * tools/make_v3_test_models.sh, which `make test` runs first. */
+static int test_golden_onnx_cute(void) {
+    const char *file = "tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx";
+    return check_fixtures_with("v3", "cute-v3_", file, 4) ||
+           check_fixtures_with("v3/1px", "cute-v3_", file, 1) ||
+           check_fixtures_in("v3", "cute-onnx_", 1);
+}
+
+static int test_golden_onnx_perturbed(void) {
+    return check_fixtures_with("v3", "cute-p", NULL, 3);
+}
+
+__attribute__((unused)) static int test_golden_onnx_full_v3(void) {
+    return check_fixtures_with("v3", "shinkai-v3", "build/v3/AnimeGANv3_Shinkai_37.onnx", 5);
 }
 
 static int test_golden_hayao(void) {
@@ -286,7 +318,8 @@ static int test_no_leak(void) {
 }
 
 TEST_MAIN(TEST(test_golden_hayao), TEST(test_golden_hayao_v3), TEST(test_golden_shinkai_v3),
-          TEST(test_golden_cute_v3), TEST(test_golden_hayao_upsample_override),
-          TEST(test_golden_pytorch_checkpoint), TEST(test_pytorch_legacy_equals_zip),
-          TEST(test_arena_reused_no_allocation), TEST(test_flop_count),
-          TEST(test_too_small_refused), TEST(test_banded_equals_reference), TEST(test_no_leak))
+          TEST(test_golden_cute_v3), TEST(test_golden_onnx_cute), TEST(test_golden_onnx_perturbed),
+          TEST(test_golden_hayao_upsample_override), TEST(test_golden_pytorch_checkpoint),
+          TEST(test_pytorch_legacy_equals_zip), TEST(test_arena_reused_no_allocation),
+          TEST(test_flop_count), TEST(test_too_small_refused), TEST(test_banded_equals_reference),
+          TEST(test_no_leak))

@@ -1,13 +1,13 @@
 #!/bin/sh
 # make_v3_test_models.sh - write the ONNX test models of the v3 fixtures into build/v3/ (run
-# from the repository root; needs python3-onnx and python3-numpy, the Shinkai .pb from
-# ../shared/models/animeganv3 (or $V3_SRC) and tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx):
+# from the repository root; needs python3-onnx and python3-numpy, the Shinkai .pb
+# (tests/fixtures/v3/AnimeGANv3_Shinkai_37.pb, a copy of the author's file) and
+# tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx):
 #   build/v3/AnimeGANv3_Shinkai_37.onnx  full v3 in tf2onnx's vocabulary, from the .pb
 #   build/v3/cute_p{1,2,3}.onnx          AnimeGANv3_tiny_Cute.onnx with perturbed weights
 # Deterministic (byte-identical on every run); a file already up to date is not rewritten.
 set -eu
-SRC="${V3_SRC:-/work/shared/models/animeganv3}"
-[ -d "$SRC" ] || SRC="../shared/models/animeganv3"
+SRC="${V3_SRC:-tests/fixtures/v3}"
 PY=/usr/bin/python3
 CUTE=tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx
 [ -f "$CUTE" ] || CUTE="$SRC/AnimeGANv3_tiny_Cute.onnx"

@@ -322,17 +322,24 @@ static int set_strings(ag_model *m, const ag_tensor_set *set, const char *path, 
     char *dot = strrchr(name, '.');
     if (dot && dot != name)
         *dot = '\0';
-    const char *strs[] = {
-        name, path, format, architecture, style ? style : "", license ? license : ""};
+    const char *kind = ag_tensor_set_meta_get(set, "kind");
+    const char *strs[] = {name,
+                          path,
+                          format,
+                          architecture,
+                          style ? style : "",
+                          license ? license : "",
+                          kind ? kind : "generator"};
     size_t len = 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         len += strlen(strs[i]) + 1;
     char *p = m->strings = ag_malloc(len);
     if (!p)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", path);
     const char **fields[] = {&m->info.name,         &m->info.path,  &m->info.format,
-                             &m->info.architecture, &m->info.style, &m->info.license};
-    for (int i = 0; i < 6; i++) {
+                             &m->info.architecture, &m->info.style, &m->info.license,
+                             &m->info.kind};
+    for (int i = 0; i < 7; i++) {
         size_t n = strlen(strs[i]) + 1;
         memcpy(p, strs[i], n);
         *fields[i] = p;
@@ -401,12 +408,29 @@ static int is_safetensors(const uint8_t *d, size_t n) {
     return header_len >= 2 && header_len <= n - 8 && d[8] == '{';
 }
 
+/* An ONNX ModelProto starts with field 1 (ir_version, varint) or, rarely, another
+ * low-numbered field; the parser decides. Tried after the formats with magic bytes. */
+static int is_onnx(const uint8_t *d, size_t n, const char *label) {
+    size_t len = strlen(label);
+    return n >= 2 && (d[0] == 0x08 || (len > 5 && !strcasecmp(label + len - 5, ".onnx")));
+}
+
 int ag_model_load_memory(const void *data, size_t size, const char *label, ag_model **out,
                          ag_error *err) {
     *out = NULL;
     ag_tensor_set set = {0};
     const char *format = "";
     int rc;
+    if (!is_safetensors(data, size) && !is_pytorch(data, size) && is_onnx(data, size, label)) {
+        ag_graph *graph = ag_malloc(sizeof *graph);
+        rc = graph ? ag_onnx_parse(data, size, label, &set, graph, err)
+                   : ag_error_set(err, AG_E_NOMEM, "%s: out of memory", label);
+        if (rc == AG_OK)
+            rc = ag_model_build(&set, graph, label, "onnx", out, err);
+        ag_free(graph);
+        ag_tensor_set_fini(&set);
+        return rc;
+    }
     if (is_safetensors(data, size)) {
         format = "safetensors";
         rc = ag_safetensors_parse(data, size, label, &set, err);
@@ -415,7 +439,8 @@ int ag_model_load_memory(const void *data, size_t size, const char *label, ag_mo
         rc = ag_pytorch_parse(data, size, label, &set, err);
     } else {
         rc = ag_error_set(err, AG_E_FORMAT,
-                          "%s: not a model file (neither safetensors nor a PyTorch checkpoint)",
+                          "%s: not a model file (neither safetensors, a PyTorch checkpoint nor "
+                          "ONNX)",
                           label);
     }
     if (rc == AG_OK)
@@ -464,7 +489,8 @@ static int looks_like_path(const char *s) {
     size_t n = strlen(s);
     return strchr(s, '/') || (n > 3 && !strcasecmp(s + n - 3, ".pt")) ||
            (n > 4 && !strcasecmp(s + n - 4, ".pth")) ||
-           (n > 12 && !strcasecmp(s + n - 12, ".safetensors"));
+           (n > 12 && !strcasecmp(s + n - 12, ".safetensors")) ||
+           (n > 5 && !strcasecmp(s + n - 5, ".onnx"));
 }
 
 int ag_model_load(const char *name_or_path, ag_model **out, ag_error *err) {
@@ -490,7 +516,11 @@ int ag_model_load(const char *name_or_path, ag_model **out, ag_error *err) {
                         name_or_path);
 }
 
-/* Names live in static storage: call from one thread (start-up, the CLI). */
+static int compare_names(const void *a, const void *b) {
+    return strcmp(a, b);
+}
+
+/* Names live in static storage, sorted: call from one thread (start-up, the CLI). */
 int ag_model_list_bundled(const char **names, int max) {
     static char found[16][64];
     char dirs[8][PATH_MAX];
@@ -513,6 +543,7 @@ int ag_model_list_bundled(const char **names, int max) {
         if (dir)
             closedir(dir);
     }
+    qsort(found, (size_t)count, sizeof found[0], compare_names);
     for (int i = 0; i < count && i < max; i++)
         names[i] = found[i];
     return count;
