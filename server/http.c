@@ -97,6 +97,28 @@ static ag_route route_of(const char *url) {
     return AG_ROUTE_OTHER;
 }
 
+static const char *origin_form(const char *url);
+
+ag_route ag_http_route_of(const char *target) {
+    char path[AG_HEAD_PATH_BYTES];
+    snprintf(path, sizeof path, "%s", origin_form(target));
+    path[strcspn(path, "?")] = '\0';
+    return route_of(path);
+}
+
+void ag_http_new_request_id(ag_server *s, char id[AG_REQUEST_ID_BYTES]) {
+    uint8_t bits[16];
+    if (getrandom(bits, sizeof bits, GRND_NONBLOCK) != (ssize_t)sizeof bits) {
+        /* The pool is not ready (early boot): unique, not secret. */
+        uint64_t n = atomic_fetch_add(&s->next_id, 1);
+        memcpy(bits, &s->id_prefix, 4);
+        memcpy(bits + 4, &n, 8);
+        memset(bits + 12, 0, 4);
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(id + 2 * i, 3, "%02x", bits[i]);
+}
+
 static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const char *url,
                                const char *method) {
     ag_request *r = ag_calloc(1, sizeof *r);
@@ -123,19 +145,8 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
         snprintf(r->id, sizeof r->id, "%s", given);
         r->keyed = strlen(given) >= AG_REQUEST_KEY_MIN;
     } else {
-        uint8_t bits[16];
-        if (getrandom(bits, sizeof bits, GRND_NONBLOCK) != (ssize_t)sizeof bits) {
-            /* The pool is not ready (early boot): unique, not secret, so not a key. */
-            uint64_t n = atomic_fetch_add(&s->next_id, 1);
-            memcpy(bits, &s->id_prefix, 4);
-            memcpy(bits + 4, &n, 8);
-            memset(bits + 12, 0, 4);
-            r->keyed = 0;
-        } else {
-            r->keyed = 1;
-        }
-        for (int i = 0; i < 16; i++)
-            snprintf(r->id + 2 * i, 3, "%02x", bits[i]);
+        ag_http_new_request_id(s, r->id);
+        r->keyed = 1;
     }
     return r;
 }
@@ -1036,6 +1047,20 @@ static size_t unescape_no_nul(void *cls, struct MHD_Connection *conn, char *s) {
     return MHD_http_unescape(s);
 }
 
+/* A listening TCP socket on ai (non-blocking, close-on-exec); -1 on failure. */
+static int listen_socket(const struct addrinfo *ai) {
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    int on = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int ag_http_start(ag_server *s, ag_error *err) {
     const ag_server_config *c = &s->config;
     pthread_mutex_init(&s->watch_lock, NULL);
@@ -1062,14 +1087,17 @@ int ag_http_start(ag_server *s, ag_error *err) {
     flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    s->daemon = MHD_start_daemon(
-        flags, (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->connection_memory_bytes,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK,
-        unescape_no_nul, NULL, MHD_OPTION_END);
+    /* The public socket is ours: the gate (gate.c) accepts on it and hands MHD each
+     * connection whose first head passed; MHD has no listening socket of its own. */
+    s->listen_fd = listen_socket(ai);
+    if (s->listen_fd >= 0)
+        s->daemon = MHD_start_daemon(
+            flags | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC, 0, NULL, NULL, on_request, s,
+            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->connection_memory_bytes,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL, MHD_OPTION_END);
     if (s->daemon && c->admin_port >= 0) {
         /* Same address, another port: a small fixed connection limit and a short timeout;
          * no connection notifications, so the drain does not wait for probes. */
@@ -1105,8 +1133,14 @@ int ag_http_start(ag_server *s, ag_error *err) {
                  "cannot listen on %s port %d (in use, or no permission)", c->host, c->port);
         return -1;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info && info->port ? info->port : c->port;
+    struct sockaddr_storage bound;
+    socklen_t bound_len = sizeof bound;
+    s->port = c->port;
+    if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &bound_len) == 0)
+        s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                    : ((struct sockaddr_in *)&bound)->sin_port);
+    if (ag_gate_start(s, s->listen_fd, err) != AG_OK)
+        return -1;
     return 0;
 }
 
@@ -1125,27 +1159,34 @@ static int adopt_backlog(ag_server *s) {
         int fd = accept4(s->listen_fd, (struct sockaddr *)&addr, &len, SOCK_CLOEXEC);
         if (fd < 0)
             break; /* EAGAIN: the backlog is empty */
-        adopted += MHD_add_connection(s->daemon, fd, (struct sockaddr *)&addr, len) == MHD_YES;
+        if (MHD_add_connection(s->daemon, fd, (struct sockaddr *)&addr, len) == MHD_YES) {
+            atomic_fetch_add(&s->connections_added, 1);
+            adopted++;
+        }
     }
     return adopted;
 }
 
 int ag_http_quiesce(ag_server *s) {
-    if (!s->daemon)
+    if (!s->daemon || s->listen_fd < 0)
         return 0;
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    s->listen_fd = fd == MHD_INVALID_SOCKET ? -1 : fd;
-    if (s->listen_fd < 0)
-        return 0;
-    int adopted = adopt_backlog(s);
-    /* MHD no longer polls the listening socket, but it must stay open until
-     * MHD_stop_daemon; shutting it down makes new connections fail at once (a load balancer
-     * moves on) instead of waiting in the backlog. */
+    /* Connections the gate handed over that MHD's thread has not taken up yet (it may be
+     * niced under load) are waited for like the backlog's. */
+    int unstarted =
+        (int)(atomic_load(&s->connections_added) - atomic_load(&s->metrics.connections_opened));
+    /* Connections still waiting at the gate go to MHD as they are (it answers 503
+     * shutting_down once their head is in), then the backlog the same way. */
+    int adopted = (unstarted > 0 ? unstarted : 0) + ag_gate_stop(s, 1);
+    adopted += adopt_backlog(s);
+    /* The listening socket stays open until MHD_stop_daemon; shutting it down makes new
+     * connections fail at once (a load balancer moves on) instead of waiting in the
+     * backlog. */
     shutdown(s->listen_fd, SHUT_RDWR);
     return adopted;
 }
 
 void ag_http_stop(ag_server *s) {
+    ag_gate_stop(s, 0);
     if (s->admin_daemon) {
         MHD_stop_daemon(s->admin_daemon);
         s->admin_daemon = NULL;

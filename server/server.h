@@ -158,6 +158,32 @@ int ag_upload_image(const uint8_t *body, size_t size, ag_body_kind kind, const c
 /* The image format the first bytes look like ("jpeg", "png", ...), NULL when none we decode. */
 const char *ag_upload_sniff(const uint8_t *data, size_t size);
 
+/* ---- the request head, read strictly before libmicrohttpd (head.c, gate.c) ---------------- */
+
+typedef struct ag_head_limits {
+    size_t max_head;   /* request line + headers, bytes */
+    size_t max_target; /* request target, bytes (longer: 414) */
+    size_t max_args;   /* '?' and '&' in the target (more: 414) */
+    int max_fields;    /* header lines (more: 431) */
+} ag_head_limits;
+
+typedef struct ag_head_verdict {
+    int status;       /* when refused: 400, 414, 431, 505 */
+    const char *code; /* "bad_request", "uri_too_long", ... */
+    char message[120];
+    size_t head_bytes; /* when complete */
+    char method[16];   /* what could be read of them, for the log */
+    char target[96];
+} ag_head_verdict;
+
+/*
+ * Judge the first n bytes a connection sent. Returns 1 when they hold a complete head that
+ * is well formed (RFC 9112: request line, token names with the colon right after them, no
+ * obs-fold, no bare CR, NUL or control characters; a bare LF ends a line) and within the
+ * limits, 0 when more bytes are needed, -1 when it is refused (v says why and how).
+ */
+int ag_head_check(const char *buf, size_t n, const ag_head_limits *limits, ag_head_verdict *v);
+
 /* ---- embedded web page (web.c, generated $(BUILD)/gen/web_assets.c) -------------------- */
 
 typedef struct ag_web_asset {
@@ -474,8 +500,10 @@ struct ag_server {
     ag_budget budget;
 
     struct MHD_Daemon *daemon;
-    struct MHD_Daemon *admin_daemon; /* --admin-port: its own connections, never exhausted by
-                                        the public listener's clients */
+    struct ag_gate *gate;                   /* the public listener's front door (gate.c) */
+    atomic_uint_fast64_t connections_added; /* handed to MHD (gate, backlog) in total */
+    struct MHD_Daemon *admin_daemon;        /* --admin-port: its own connections, never exhausted by
+                                               the public listener's clients */
     int listen_fd; /* after MHD_quiesce_daemon: ours to close once MHD has stopped */
     int port;
     int admin_port;
@@ -516,6 +544,16 @@ void ag_http_watch(ag_server *s);
 /* Whether the client of a suspended request has closed its connection (workers ask before
  * decoding and before inference). */
 int ag_request_client_gone(const ag_request *r);
+/* The route of a request target (origin or absolute form, query ignored). */
+#define AG_HEAD_PATH_BYTES 256
+ag_route ag_http_route_of(const char *target);
+/* A fresh request id: 32 hex digits of 128 random bits. */
+void ag_http_new_request_id(ag_server *s, char id[AG_REQUEST_ID_BYTES]);
+/* Start the gate thread on listen_fd (gate.c). */
+int ag_gate_start(ag_server *s, int listen_fd, ag_error *err);
+/* Stop it; connections still waiting there go to MHD (hand_over_waiting) or are closed.
+ * Returns how many were handed over. Safe when never started. */
+int ag_gate_stop(ag_server *s, int hand_over_waiting);
 /* Seconds a client should wait before retrying when the queue is full. */
 int ag_server_retry_after_s(ag_server *s);
 

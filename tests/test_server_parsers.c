@@ -1,11 +1,13 @@
 /*
  * test_server_parsers.c - unit tests of the server's input parsers: multipart/form-data,
- * the Content-Type rules and image signatures, the query options and the command line.
+ * the Content-Type rules and image signatures, the query options, the command line and the
+ * gate's strict reading of a request head.
  * Includes the server sources to reach their statics (as the style guide allows).
  */
 #include "test.h"
 
 #include "../server/config.c"
+#include "../server/head.c"
 #include "../server/multipart.c"
 #include "../server/options.c"
 #include "../server/upload.c"
@@ -341,6 +343,65 @@ static int command_line(void) {
     return 0;
 }
 
+static int head_of(const char *raw, ag_head_verdict *v) {
+    static const ag_head_limits lim = {1024, 256, 8, 16};
+    return ag_head_check(raw, strlen(raw), &lim, v);
+}
+
+static int request_heads(void) {
+    ag_head_verdict v;
+    const char *ok = "GET /api/v1/status?request_id=x HTTP/1.1\r\nHost: t\r\nX-A:  b c \r\n\r\n";
+    CHECK(head_of(ok, &v) == 1 && v.head_bytes == strlen(ok));
+    CHECK(!strcmp(v.method, "GET") && !strncmp(v.target, "/api/v1/status", 14));
+    /* Every proper prefix is incomplete, never refused. */
+    char buf[256];
+    for (size_t n = 0; n < strlen(ok); n++) {
+        memcpy(buf, ok, n);
+        static const ag_head_limits lim = {1024, 256, 8, 16};
+        CHECK(ag_head_check(buf, n, &lim, &v) == 0);
+    }
+    CHECK(head_of("\r\nPOST / HTTP/1.0\nHost: t\n\n", &v) == 1); /* bare LF, leading CRLF */
+    CHECK(head_of("GET http://h/x HTTP/1.1\r\n\r\n", &v) == 1);
+    static const struct {
+        const char *raw;
+        int status;
+    } bad[] = {
+        {"GARBAGE\r\n\r\n", 400},
+        {"GET / HTTP/2.0\r\n\r\n", 505},
+        {"GET / HTTP/1.1x\r\n\r\n", 400},
+        {"GET  / HTTP/1.1\r\n\r\n", 400},
+        {"G(T / HTTP/1.1\r\n\r\n", 400},
+        {"GET /\x80 HTTP/1.1\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nX-A: a\rb\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nX-A : a\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\n: a\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nno colon\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nX-A: \x01\r\n\r\n", 400},
+        {"GET /?a&b&c&d&e&f&g&h&i HTTP/1.1\r\n\r\n", 414},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(head_of(bad[i].raw, &v) == -1);
+        CHECK(v.status == bad[i].status && v.code && v.message[0]);
+    }
+    /* A NUL (strlen cannot carry it) and the size limits. */
+    CHECK(ag_head_check("GET / HTTP/1.1\r\nX: a\0b\r\n\r\n", 26,
+                        &(ag_head_limits){1024, 256, 8, 16}, &v) == -1 &&
+          v.status == 400);
+    char big[2048];
+    memset(big, 'a', sizeof big);
+    memcpy(big, "GET /", 5);
+    CHECK(ag_head_check(big, sizeof big, &(ag_head_limits){1024, 256, 8, 16}, &v) == -1 &&
+          v.status == 414);
+    int n = snprintf(big, sizeof big, "GET / HTTP/1.1\r\n");
+    while (n < (int)sizeof big - 16)
+        n += snprintf(big + n, sizeof big - (size_t)n, "X-H: 0123456789\r\n");
+    CHECK(ag_head_check(big, (size_t)n, &(ag_head_limits){1024, 256, 8, 16}, &v) == -1 &&
+          v.status == 431);
+    return 0;
+}
+
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
-          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(command_line))
+          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(command_line),
+          TEST(request_heads))

@@ -20,6 +20,8 @@ b=XyZ
 printf '\0multipart/form-data; boundary=%s\n--%s\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n\211PNG\r\n\032\n\r\n--%s--\r\n' \
     $b $b $b >"$out/seeds_server/multipart"
 printf '\0image/jpeg\n\377\330\377\340' >"$out/seeds_server/raw"
+printf '\2GET /api/v1/status?request_id=x HTTP/1.1\r\nHost: t\r\nX-A: b\r\n\r\n' \
+    >"$out/seeds_server/head"
 printf '\1model=hayao&portrait=1&side_by_side=0&max_side=512&format=webp&quality=80' \
     >"$out/seeds_server/options"
 printf '%s\n' '"multipart/form-data"' '"boundary="' '"Content-Disposition"' '"form-data"' \

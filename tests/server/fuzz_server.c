@@ -1,9 +1,11 @@
 /*
  * fuzz_server.c - libFuzzer target for the server's request parsers: the Content-Type rules,
  * multipart/form-data and image signatures (upload.c, multipart.c) and the query options
- * (options.c). The first byte picks the parser; the rest is the input. Sizes are capped like
+ * (options.c), and the gate's reading of a request head (head.c). The first byte picks the
+ * parser; the rest is the input. Sizes are capped like
  * the service caps them. Build and run with tests/server/fuzz.sh.
  */
+#include "../../server/head.c"
 #include "../../server/multipart.c"
 #include "../../server/options.c"
 #include "../../server/upload.c"
@@ -77,12 +79,31 @@ static void fuzz_options(const uint8_t *data, size_t size) {
     free(q);
 }
 
+static void fuzz_head(const uint8_t *data, size_t size) {
+    static const ag_head_limits lim = {16 * 1024, 8192, 32, 64};
+    char *buf = malloc(size ? size : 1); /* exact size: ASan sees overreads */
+    if (!buf)
+        abort();
+    memcpy(buf, data, size);
+    ag_head_verdict v;
+    int rc = ag_head_check(buf, size, &lim, &v);
+    if (rc == 1 && (v.head_bytes == 0 || v.head_bytes > size || v.head_bytes > lim.max_head))
+        abort();
+    if (rc == -1 && ((v.status != 400 && v.status != 414 && v.status != 431 && v.status != 505) ||
+                     !v.code || !v.message[0]))
+        abort();
+    if (rc < -1 || rc > 1)
+        abort();
+    free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > 256 * 1024)
         return 0;
-    if (data[0] & 1)
-        fuzz_options(data + 1, size - 1);
-    else
-        fuzz_upload(data + 1, size - 1);
+    switch (data[0] % 3) {
+    case 1: fuzz_options(data + 1, size - 1); break;
+    case 2: fuzz_head(data + 1, size - 1); break;
+    default: fuzz_upload(data + 1, size - 1); break;
+    }
     return 0;
 }
