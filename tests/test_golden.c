@@ -164,7 +164,8 @@ static int test_golden_hayao_v3(void) {
 }
 
 static int test_golden_shinkai_v3(void) {
-    return check_fixtures_in("v3", "shinkai-v3_", 4) || check_fixtures_in("v3/1px", "shinkai-v3_", 1);
+    return check_fixtures_in("v3", "shinkai-v3_", 4) ||
+           check_fixtures_in("v3/1px", "shinkai-v3_", 1);
 }
 
 static int test_golden_cute_v3(void) {
@@ -187,7 +188,7 @@ static int test_golden_onnx_perturbed(void) {
     return check_fixtures_with("v3", "cute-p", NULL, 3);
 }
 
-__attribute__((unused)) static int test_golden_onnx_full_v3(void) {
+static int test_golden_onnx_full_v3(void) {
     return check_fixtures_with("v3", "shinkai-v3", "build/v3/AnimeGANv3_Shinkai_37.onnx", 5);
 }
 
@@ -319,7 +320,7 @@ static int test_no_leak(void) {
 
 TEST_MAIN(TEST(test_golden_hayao), TEST(test_golden_hayao_v3), TEST(test_golden_shinkai_v3),
           TEST(test_golden_cute_v3), TEST(test_golden_onnx_cute), TEST(test_golden_onnx_perturbed),
-          TEST(test_golden_hayao_upsample_override), TEST(test_golden_pytorch_checkpoint),
-          TEST(test_pytorch_legacy_equals_zip), TEST(test_arena_reused_no_allocation),
-          TEST(test_flop_count), TEST(test_too_small_refused), TEST(test_banded_equals_reference),
-          TEST(test_no_leak))
+          TEST(test_golden_onnx_full_v3), TEST(test_golden_hayao_upsample_override),
+          TEST(test_golden_pytorch_checkpoint), TEST(test_pytorch_legacy_equals_zip),
+          TEST(test_arena_reused_no_allocation), TEST(test_flop_count),
+          TEST(test_too_small_refused), TEST(test_banded_equals_reference), TEST(test_no_leak))
