@@ -1,7 +1,10 @@
 /*
- * config.c - the `animegan serve` command line: defaults, strict parsing of every option
- * (whole numbers only, ranges stated in the message), and the derived values (threads per
- * worker). Every bound the service has is set here and is safe by default.
+ * config.c - the `animegan serve` command line. Every option is one row of `options[]`
+ * (name, type, range, default, help), from which the parser, `--help` and the option table
+ * of docs/api.md (`animegan serve --options-markdown`, spliced in by
+ * tools/update_api_options.sh; a test checks they agree) all come. Numbers go through the
+ * one strict parser (ag_parse_int64); ranges are stated in the message. Every bound the
+ * service has is set here and is safe by default.
  */
 #include "server.h"
 
@@ -10,6 +13,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,54 +51,167 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->log_format = AG_LOG_LOGFMT;
 }
 
-void ag_config_usage(void) {
-    fputs(
-        "Usage: animegan serve [options]\n"
-        "Serve the photo-to-anime API and web page over HTTP.\n"
-        "\n"
-        "  --host ADDR           address to listen on (default 127.0.0.1)\n"
-        "  --port N              TCP port, 0 = any free port (default 8080)\n"
-        "  --admin-port N        a second listener on --host for /healthz, /readyz, /metrics\n"
-        "                        and /api/v1/status only, with its own 16 connections, so\n"
-        "                        probes get through when clients hold every public one;\n"
-        "                        0 = any free port (default: none)\n"
-        "  --model NAME|PATH     model to serve; repeatable; the first is the default\n"
-        "                        (default hayao)\n"
-        "  --workers N           inference workers, each with its own engine (default 1)\n"
-        "  --threads N           compute threads in all, split between the workers\n"
-        "                        (default: every core)\n"
-        "  --queue N             requests admitted beyond the running ones; more get 503\n"
-        "                        (default 16)\n"
-        "  --queue-timeout S     longest wait in the queue before 504 (default 30)\n"
-        "  --max-upload-mb N     largest request body in MiB, refused with 413 before it\n"
-        "                        is read (default 10)\n"
-        "  --max-pixels N        largest image (width x height, from its header; K/M\n"
-        "                        suffixes) (default 16.7M)\n"
-        "  --max-side N          downscale so the long side is at most N (default 1024)\n"
-        "  --cache-mb N          LRU cache of results in MiB, 0 = off (default 0)\n"
-        "  --max-connections N   open connections at most (default 64)\n"
-        "  --timeout S           close a connection idle for S seconds; an upload must\n"
-        "                        also be complete S seconds after its headers (default 30)\n"
-        "  --min-upload-rate N   KiB/s an upload must average after its first 5 s, or it\n"
-        "                        is closed (408); 0 = no minimum (default 16)\n"
-        "  --drain-seconds S     on SIGTERM/SIGINT, finish admitted work within S (default 30)\n"
-        "  --http-nice N         scheduling niceness of the HTTP thread, 0-19, above the\n"
-        "                        workers' so inference wins the CPU (default 10)\n"
-        "  --stuck-seconds S     /healthz answers 503 while a worker has been on one image\n"
-        "                        longer than S, for a supervisor to restart (default 600;\n"
-        "                        0 = never)\n"
-        "  --backend B           onednn or reference (default onednn)\n"
-        "  --precision P         fp32, bf16, int8 or auto (default fp32)\n"
-        "  --upsample MODE       asymmetric, align-corners or half-pixel (default: the model's)\n"
-        "  --log-format F        logfmt or json, one line per request on stderr (default logfmt)\n"
-        "  --quiet               no per-request lines\n"
-        "  -h, --help            this help\n"
-        "\n"
-        "At start-up the worst-case memory is printed as a formula of these settings.\n"
-        "API: POST /api/v1/convert, GET /api/v1/models, /api/v1/status, /healthz, /readyz,\n"
-        "/metrics; the web page is at /.\n",
-        stdout);
+/* ---- the table ------------------------------------------------------------------------- */
+
+typedef enum opt_kind {
+    K_STRING,  /* const char *, not empty */
+    K_MODEL,   /* appended to models[] */
+    K_INT,     /* int in [min, max] */
+    K_SCALED,  /* size_t: a whole number in [min, max] times `scale` bytes */
+    K_SECONDS, /* double in [min, max] */
+    K_PIXELS,  /* size_t: "16777216", "16.7M", "4096K" in [min, max] */
+    K_CHOICE,  /* an enum stored as int: names[] or parse() */
+    K_FLAG,    /* int set to 1, no value */
+} opt_kind;
+
+typedef struct opt_def {
+    const char *name, *arg;
+    opt_kind kind;
+    double min, max;
+    size_t scale;
+    size_t offset;     /* into ag_server_config */
+    const char *names; /* K_CHOICE: "a|b|c" in enum order, or NULL to use parse */
+    int (*parse)(const char *text);
+    const char *shown_default; /* NULL: no default to show */
+    const char *help;
+} opt_def;
+
+#define AT(field) offsetof(ag_server_config, field)
+
+static int parse_precision(const char *text) {
+    return ag_precision_parse(text);
 }
+static int parse_resize(const char *text) {
+    return ag_resize_mode_parse(text);
+}
+
+static const opt_def options[] = {
+    {"host", "ADDR", K_STRING, 0, 0, 0, AT(host), NULL, NULL, "127.0.0.1",
+     "address to listen on (IPv4 or IPv6, or a name)"},
+    {"port", "N", K_INT, 0, 65535, 0, AT(port), NULL, NULL, "8080",
+     "TCP port; 0 picks a free one (printed in the \"listening on\" line)"},
+    {"admin-port", "N", K_INT, 0, 65535, 0, AT(admin_port), NULL, NULL, "none",
+     "a second listener on --host for /healthz, /readyz, /metrics and /api/v1/status only, with "
+     "its own 16 connections, so probes get through while clients hold every public one; 0 "
+     "picks a free port. Keep it off the public network"},
+    {"model", "NAME|PATH", K_MODEL, 0, 0, 0, 0, NULL, NULL, "hayao",
+     "model to serve, repeatable; the first is the default. Loaded once at start-up"},
+    {"workers", "N", K_INT, 1, 256, 0, AT(workers), NULL, NULL, "1",
+     "inference workers; each has its own engine and activation arena"},
+    {"threads", "N", K_INT, 0, 4096, 0, AT(threads), NULL, NULL, "every core",
+     "compute threads in all, split between the workers (W x threads per worker <= N); 0 = every "
+     "core"},
+    {"queue", "N", K_INT, 0, 4096, 0, AT(queue), NULL, NULL, "16",
+     "convert requests admitted beyond the ones running; more get 503"},
+    {"queue-timeout", "S", K_SECONDS, 0.001, 3600, 0, AT(queue_timeout_s), NULL, NULL, "30",
+     "longest wait in the queue before 504"},
+    {"max-upload-mb", "N", K_SCALED, 1, 1024, 1 << 20, AT(max_upload_bytes), NULL, NULL, "10",
+     "largest request body in MiB; refused with 413 before it is read"},
+    {"max-pixels", "N", K_PIXELS, 64, 1e9, 0, AT(max_pixels), NULL, NULL, "16.7M",
+     "largest image, width x height from its header (K/M suffixes); 413 before decoding, as is "
+     "an image whose decoder would hold more than N x 4 bytes"},
+    {"max-side", "N", K_INT, AG_MIN_SIDE, 8192, 0, AT(max_side), NULL, NULL, "1024",
+     "downscale (Lanczos) so the long side is at most N"},
+    {"cache-mb", "N", K_SCALED, 0, 65536, 1 << 20, AT(cache_bytes), NULL, NULL, "0",
+     "LRU cache of results in MiB, bounded in bytes; 0 = off"},
+    {"max-connections", "N", K_INT, 1, 65536, 0, AT(max_connections), NULL, NULL, "64",
+     "open connections at most; more wait in the kernel's listen backlog"},
+    {"timeout", "S", K_INT, 1, 3600, 0, AT(timeout_s), NULL, NULL, "30",
+     "close a connection idle for S seconds; an upload must also be complete S seconds after "
+     "its headers (408 in the log)"},
+    {"min-upload-rate", "N", K_SCALED, 0, 1 << 20, 1024, AT(min_upload_rate), NULL, NULL, "16",
+     "KiB/s an upload must average once it is 5 s old, or it is closed (408); 0 = no minimum"},
+    {"drain-seconds", "S", K_SECONDS, 0, 3600, 0, AT(drain_s), NULL, NULL, "30",
+     "on SIGTERM/SIGINT, finish admitted work within S"},
+    {"http-nice", "N", K_INT, 0, 19, 0, AT(http_nice), NULL, NULL, "10",
+     "scheduling niceness of the HTTP thread, above the workers' (0), so under CPU contention "
+     "inference wins and refusals wait"},
+    {"stuck-seconds", "S", K_SECONDS, 0, 86400, 0, AT(stuck_s), NULL, NULL, "600",
+     "/healthz answers 503 while a worker has been on one image longer than S, for a supervisor "
+     "to restart; 0 = never"},
+    {"backend", "B", K_CHOICE, 0, 0, 0, AT(engine.backend), "onednn|reference", NULL, "onednn",
+     "onednn or reference (plain C loops, the test oracle)"},
+    {"precision", "P", K_CHOICE, 0, 0, 0, AT(engine.precision), NULL, parse_precision, "fp32",
+     "fp32, bf16, int8 or auto"},
+    {"upsample", "MODE", K_CHOICE, 0, 0, 0, AT(engine.resize), NULL, parse_resize, "the model's",
+     "asymmetric, align-corners or half-pixel"},
+    {"log-format", "F", K_CHOICE, 0, 0, 0, AT(log_format), "logfmt|json", NULL, "logfmt",
+     "one line per request on stderr, as logfmt or json"},
+    {"quiet", NULL, K_FLAG, 0, 0, 0, AT(quiet), NULL, NULL, NULL, "no per-request lines"},
+};
+
+enum { OPTION_COUNT = sizeof options / sizeof options[0] };
+
+_Static_assert(sizeof(ag_backend) == sizeof(int) && sizeof(ag_precision) == sizeof(int) &&
+                   sizeof(ag_resize_mode) == sizeof(int) && sizeof(ag_log_format) == sizeof(int),
+               "K_CHOICE stores enums as int");
+
+/* ---- help and docs, from the table ------------------------------------------------------ */
+
+/* Print `text` wrapped to 80 columns, every line but the first indented to `indent`. */
+static void print_wrapped(FILE *f, const char *text, int column, int indent) {
+    const char *p = text;
+    while (*p) {
+        const char *word = p;
+        while (*p && *p != ' ')
+            p++;
+        int len = (int)(p - word);
+        if (column + 1 + len > 80 && column > indent) {
+            fprintf(f, "\n%*s", indent, "");
+            column = indent;
+        } else if (column > indent) {
+            fputc(' ', f);
+            column++;
+        }
+        fwrite(word, 1, (size_t)len, f);
+        column += len;
+        while (*p == ' ')
+            p++;
+    }
+    fputc('\n', f);
+}
+
+void ag_config_usage(void) {
+    fputs("Usage: animegan serve [options]\n"
+          "Serve the photo-to-anime API and web page over HTTP.\n\n",
+          stdout);
+    for (int i = 0; i < OPTION_COUNT; i++) {
+        const opt_def *o = &options[i];
+        char left[64];
+        int n = snprintf(left, sizeof left, "  --%s%s%s", o->name, o->arg ? " " : "",
+                         o->arg ? o->arg : "");
+        char help[512];
+        snprintf(help, sizeof help, "%s%s%s%s", o->help, o->shown_default ? " (default " : "",
+                 o->shown_default ? o->shown_default : "", o->shown_default ? ")" : "");
+        if (n >= 24)
+            printf("%s\n%24s", left, "");
+        else
+            printf("%-24s", left);
+        print_wrapped(stdout, help, 24, 24);
+    }
+    fputs("  -h, --help            this help\n"
+          "  --options-markdown    the option table of docs/api.md, from the same table\n"
+          "\n"
+          "At start-up the worst-case memory is printed as a formula of these settings.\n"
+          "API: POST /api/v1/convert, GET /api/v1/models, /api/v1/status, /healthz, /readyz,\n"
+          "/metrics; the web page is at /.\n",
+          stdout);
+}
+
+/* The option table of docs/api.md. */
+static void print_markdown(void) {
+    fputs("| option | default | meaning |\n|---|---|---|\n", stdout);
+    for (int i = 0; i < OPTION_COUNT; i++) {
+        const opt_def *o = &options[i];
+        printf("| `--%s%s", o->name, o->arg ? " " : "");
+        for (const char *a = o->arg ? o->arg : ""; *a; a++)
+            fputs(*a == '|' ? "\\|" : (char[]){*a, 0}, stdout);
+        printf("` | %s%s%s | %s |\n", o->shown_default ? "`" : "",
+               o->shown_default ? o->shown_default : "", o->shown_default ? "`" : "", o->help);
+    }
+}
+
+/* ---- the parser, from the table ----------------------------------------------------------- */
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...) {
@@ -107,40 +224,30 @@ static int usage_error(const char *fmt, ...) {
     return -1;
 }
 
-/* A whole number in [min, max], by the one parser every front end uses. */
-static int parse_ll(const char *option, const char *text, long long min, long long max,
-                    long long *out) {
-    int rc = ag_parse_int64(text, min, max, out);
+static int parse_whole(const opt_def *o, const char *text, long long *out) {
+    int rc = ag_parse_int64(text, (long long)o->min, (long long)o->max, out);
     if (rc == AG_E_ARG)
-        return usage_error("--%s: '%s' is not a whole number", option, text);
+        return usage_error("--%s: '%s' is not a whole number", o->name, text);
     if (rc != AG_OK)
-        return usage_error("--%s: %s is out of range (%lld to %lld)", option, text, min, max);
+        return usage_error("--%s: %s is out of range (%lld to %lld)", o->name, text,
+                           (long long)o->min, (long long)o->max);
     return 0;
 }
 
-static int parse_int(const char *option, const char *text, int min, int max, int *out) {
-    long long v;
-    if (parse_ll(option, text, min, max, &v))
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_seconds(const char *option, const char *text, double min, double max,
-                         double *out) {
+static int parse_seconds(const opt_def *o, const char *text, double *out) {
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
-    if (!text[0] || text[0] == ' ' || *end || errno == ERANGE || !isfinite(v))
-        return usage_error("--%s: '%s' is not a number of seconds", option, text);
-    if (v < min || v > max)
-        return usage_error("--%s: %s is out of range (%g to %g)", option, text, min, max);
+    if (!text[0] || text[0] == ' ' || text[0] == '+' || *end || errno == ERANGE || !isfinite(v))
+        return usage_error("--%s: '%s' is not a number of seconds", o->name, text);
+    if (v < o->min || v > o->max)
+        return usage_error("--%s: %s is out of range (%g to %g)", o->name, text, o->min, o->max);
     *out = v;
     return 0;
 }
 
 /* "16777216", "16.7M", "4096K" -> pixels. */
-static int parse_pixels(const char *text, size_t *out) {
+static int parse_pixels(const opt_def *o, const char *text, size_t *out) {
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
@@ -149,83 +256,91 @@ static int parse_pixels(const char *text, size_t *out) {
         scale = 1e6, end++;
     else if (end && (*end == 'K' || *end == 'k'))
         scale = 1e3, end++;
-    if (!text[0] || text[0] == ' ' || *end || errno == ERANGE || !isfinite(v))
-        return usage_error("--max-pixels: '%s' is not a pixel count (e.g. 16777216 or 16.7M)",
+    if (!text[0] || text[0] == ' ' || text[0] == '+' || *end || errno == ERANGE || !isfinite(v))
+        return usage_error("--%s: '%s' is not a pixel count (e.g. 16777216 or 16.7M)", o->name,
                            text);
     v *= scale;
-    if (v < 64 || v > 1e9)
-        return usage_error("--max-pixels: %s is out of range (64 to 1000M)", text);
+    if (v < o->min || v > o->max)
+        return usage_error("--%s: %s is out of range (64 to 1000M)", o->name, text);
     *out = (size_t)v;
     return 0;
 }
 
-static int lookup(const char *text, const char *const *names, int count) {
-    for (int i = 0; i < count; i++)
-        if (strcmp(text, names[i]) == 0)
-            return i;
+static int parse_choice(const opt_def *o, const char *text, int *out) {
+    int v = -1;
+    if (o->parse) {
+        v = o->parse(text);
+    } else {
+        int i = 0;
+        for (const char *p = o->names; *p; i++) {
+            size_t n = strcspn(p, "|");
+            if (strlen(text) == n && !strncmp(p, text, n)) {
+                v = i;
+                break;
+            }
+            p += n + (p[n] == '|');
+        }
+    }
+    if (v < 0 && o->names) {
+        char list[128];
+        size_t j = 0;
+        for (const char *p = o->names; *p && j + 3 < sizeof list; p++)
+            j += (size_t)snprintf(list + j, sizeof list - j, *p == '|' ? ", " : "%c", *p);
+        return usage_error("--%s: '%s' is not one of %s", o->name, text, list);
+    }
+    if (v < 0)
+        return usage_error("--%s: '%s' is not %s", o->name, text, o->help);
+    *out = v;
+    return 0;
+}
+
+static int apply(ag_server_config *c, const opt_def *o, const char *arg) {
+    char *field = (char *)c + o->offset;
+    long long v;
+    switch (o->kind) {
+    case K_STRING:
+        if (!arg[0])
+            return usage_error("--%s: empty value", o->name);
+        *(const char **)(void *)field = arg;
+        return 0;
+    case K_MODEL:
+        if (!arg[0])
+            return usage_error("--model: empty name");
+        if (c->model_count == AG_SERVER_MAX_MODELS)
+            return usage_error("--model: at most %d models", AG_SERVER_MAX_MODELS);
+        c->models[c->model_count++] = arg;
+        return 0;
+    case K_INT:
+        if (parse_whole(o, arg, &v))
+            return -1;
+        *(int *)(void *)field = (int)v;
+        return 0;
+    case K_SCALED:
+        if (parse_whole(o, arg, &v))
+            return -1;
+        *(size_t *)(void *)field = (size_t)v * o->scale;
+        return 0;
+    case K_SECONDS: return parse_seconds(o, arg, (double *)(void *)field);
+    case K_PIXELS: return parse_pixels(o, arg, (size_t *)(void *)field);
+    case K_CHOICE: return parse_choice(o, arg, (int *)(void *)field);
+    case K_FLAG: *(int *)(void *)field = 1; return 0;
+    }
     return -1;
 }
 
-enum {
-    OPT_HOST = 256,
-    OPT_PORT,
-    OPT_ADMIN_PORT,
-    OPT_MODEL,
-    OPT_WORKERS,
-    OPT_THREADS,
-    OPT_QUEUE,
-    OPT_QUEUE_TIMEOUT,
-    OPT_MAX_UPLOAD,
-    OPT_MAX_PIXELS,
-    OPT_MAX_SIDE,
-    OPT_CACHE,
-    OPT_MAX_CONN,
-    OPT_TIMEOUT,
-    OPT_MIN_RATE,
-    OPT_DRAIN,
-    OPT_HTTP_NICE,
-    OPT_STUCK,
-    OPT_BACKEND,
-    OPT_PRECISION,
-    OPT_UPSAMPLE,
-    OPT_LOG_FORMAT,
-    OPT_QUIET,
-};
+enum { OPT_HELP = 'h', OPT_MARKDOWN = 255, OPT_TABLE = 256 };
 
 int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
-    static const struct option longopts[] = {
-        {"host", required_argument, NULL, OPT_HOST},
-        {"port", required_argument, NULL, OPT_PORT},
-        {"admin-port", required_argument, NULL, OPT_ADMIN_PORT},
-        {"model", required_argument, NULL, OPT_MODEL},
-        {"workers", required_argument, NULL, OPT_WORKERS},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"queue", required_argument, NULL, OPT_QUEUE},
-        {"queue-timeout", required_argument, NULL, OPT_QUEUE_TIMEOUT},
-        {"max-upload-mb", required_argument, NULL, OPT_MAX_UPLOAD},
-        {"max-pixels", required_argument, NULL, OPT_MAX_PIXELS},
-        {"max-side", required_argument, NULL, OPT_MAX_SIDE},
-        {"cache-mb", required_argument, NULL, OPT_CACHE},
-        {"max-connections", required_argument, NULL, OPT_MAX_CONN},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"min-upload-rate", required_argument, NULL, OPT_MIN_RATE},
-        {"drain-seconds", required_argument, NULL, OPT_DRAIN},
-        {"http-nice", required_argument, NULL, OPT_HTTP_NICE},
-        {"stuck-seconds", required_argument, NULL, OPT_STUCK},
-        {"backend", required_argument, NULL, OPT_BACKEND},
-        {"precision", required_argument, NULL, OPT_PRECISION},
-        {"upsample", required_argument, NULL, OPT_UPSAMPLE},
-        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
-        {"quiet", no_argument, NULL, OPT_QUIET},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static const char *const backends[] = {"onednn", "reference"};
-    static const char *const log_formats[] = {"logfmt", "json"};
+    struct option longopts[OPTION_COUNT + 3];
+    for (int i = 0; i < OPTION_COUNT; i++)
+        longopts[i] = (struct option){options[i].name,
+                                      options[i].kind == K_FLAG ? no_argument : required_argument,
+                                      NULL, OPT_TABLE + i};
+    longopts[OPTION_COUNT] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    longopts[OPTION_COUNT + 1] =
+        (struct option){"options-markdown", no_argument, NULL, OPT_MARKDOWN};
+    longopts[OPTION_COUNT + 2] = (struct option){NULL, 0, NULL, 0};
     int threads_given = 0;
-    long long v;
-    double d;
-    int i;
 
     ag_config_defaults(c, cpu_count);
     optind = 1;
@@ -235,123 +350,33 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
         int opt = getopt_long(argc, argv, ":h", longopts, NULL);
         if (opt == -1)
             break;
-        const char *arg = optarg;
-        switch (opt) {
-        case 'h': ag_config_usage(); return 1;
-        case OPT_HOST:
-            if (!arg[0])
-                return usage_error("--host: empty address");
-            c->host = arg;
-            break;
-        case OPT_PORT:
-            if (parse_int("port", arg, 0, 65535, &c->port))
-                return -1;
-            break;
-        case OPT_ADMIN_PORT:
-            if (parse_int("admin-port", arg, 0, 65535, &c->admin_port))
-                return -1;
-            break;
-        case OPT_MODEL:
-            if (!arg[0])
-                return usage_error("--model: empty name");
-            if (c->model_count == AG_SERVER_MAX_MODELS)
-                return usage_error("--model: at most %d models", AG_SERVER_MAX_MODELS);
-            c->models[c->model_count++] = arg;
-            break;
-        case OPT_WORKERS:
-            if (parse_int("workers", arg, 1, 256, &c->workers))
-                return -1;
-            break;
-        case OPT_THREADS:
-            if (parse_int("threads", arg, 0, 4096, &c->threads))
-                return -1;
+        if (opt == OPT_HELP) {
+            ag_config_usage();
+            return 1;
+        }
+        if (opt == OPT_MARKDOWN) {
+            print_markdown();
+            return 1;
+        }
+        if (opt == ':')
+            return usage_error("option '%s' needs a value", argv[prev]);
+        if (opt < OPT_TABLE || opt >= OPT_TABLE + OPTION_COUNT)
+            return usage_error("unknown or malformed option '%s'", argv[prev]);
+        const opt_def *o = &options[opt - OPT_TABLE];
+        if (apply(c, o, optarg) != 0)
+            return -1;
+        if (!strcmp(o->name, "threads")) {
+            /* 0 keeps the default: every core. */
             threads_given = c->threads > 0;
             if (!threads_given)
                 c->threads = cpu_count > 0 ? cpu_count : 1;
-            break;
-        case OPT_QUEUE:
-            if (parse_int("queue", arg, 0, 4096, &c->queue))
-                return -1;
-            break;
-        case OPT_QUEUE_TIMEOUT:
-            if (parse_seconds("queue-timeout", arg, 0.001, 3600, &c->queue_timeout_s))
-                return -1;
-            break;
-        case OPT_MAX_UPLOAD:
-            if (parse_ll("max-upload-mb", arg, 1, 1024, &v))
-                return -1;
-            c->max_upload_bytes = (size_t)v << 20;
-            break;
-        case OPT_MAX_PIXELS:
-            if (parse_pixels(arg, &c->max_pixels))
-                return -1;
-            break;
-        case OPT_MAX_SIDE:
-            if (parse_int("max-side", arg, AG_MIN_SIDE, 8192, &c->max_side))
-                return -1;
-            break;
-        case OPT_CACHE:
-            if (parse_ll("cache-mb", arg, 0, 65536, &v))
-                return -1;
-            c->cache_bytes = (size_t)v << 20;
-            break;
-        case OPT_MAX_CONN:
-            if (parse_int("max-connections", arg, 1, 65536, &c->max_connections))
-                return -1;
-            break;
-        case OPT_TIMEOUT:
-            if (parse_int("timeout", arg, 1, 3600, &c->timeout_s))
-                return -1;
-            break;
-        case OPT_MIN_RATE:
-            if (parse_ll("min-upload-rate", arg, 0, 1 << 20, &v))
-                return -1;
-            c->min_upload_rate = (size_t)v * 1024;
-            break;
-        case OPT_DRAIN:
-            if (parse_seconds("drain-seconds", arg, 0, 3600, &d))
-                return -1;
-            c->drain_s = d;
-            break;
-        case OPT_HTTP_NICE:
-            if (parse_int("http-nice", arg, 0, 19, &c->http_nice))
-                return -1;
-            break;
-        case OPT_STUCK:
-            if (parse_seconds("stuck-seconds", arg, 0, 86400, &c->stuck_s))
-                return -1;
-            break;
-        case OPT_BACKEND:
-            if ((i = lookup(arg, backends, 2)) < 0)
-                return usage_error("--backend: '%s' is not onednn or reference", arg);
-            c->engine.backend = (ag_backend)i;
-            break;
-        case OPT_PRECISION:
-            if ((i = ag_precision_parse(arg)) < 0)
-                return usage_error("--precision: '%s' is not fp32, bf16, int8 or auto", arg);
-            c->engine.precision = (ag_precision)i;
-            break;
-        case OPT_UPSAMPLE:
-            if ((i = ag_resize_mode_parse(arg)) < 0)
-                return usage_error(
-                    "--upsample: '%s' is not asymmetric, align-corners or half-pixel", arg);
-            c->engine.resize = (ag_resize_mode)i;
-            break;
-        case OPT_LOG_FORMAT:
-            if ((i = lookup(arg, log_formats, 2)) < 0)
-                return usage_error("--log-format: '%s' is not logfmt or json", arg);
-            c->log_format = (ag_log_format)i;
-            break;
-        case OPT_QUIET: c->quiet = 1; break;
-        case ':': return usage_error("option '%s' needs a value", argv[prev]);
-        default: return usage_error("unknown or malformed option '%s'", argv[prev]);
         }
     }
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
     if (c->model_count == 0)
         c->models[c->model_count++] = "hayao";
-    for (i = 0; i < c->model_count; i++)
+    for (int i = 0; i < c->model_count; i++)
         for (int j = 0; j < i; j++)
             if (strcmp(c->models[i], c->models[j]) == 0)
                 return usage_error("--model: '%s' given twice", c->models[i]);

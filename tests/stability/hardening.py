@@ -587,6 +587,30 @@ def check_target_format_check_in_ci_and_licence():
     check(text.startswith("MIT License") and "models/" in text, "LICENSE")
 
 
+@test
+def options_table_is_the_parser_help_and_docs():
+    """The server's options were a hand-kept parser, a hand-kept --help and a hand-kept docs
+    table. Now one table (server/config.c) makes all three: the docs' table is its output,
+    --help names every option, and each option takes the default it shows."""
+    p = subprocess.run([BIN, "serve", "--options-markdown"], capture_output=True, timeout=30)
+    check(p.returncode == 0, "--options-markdown: exit %d" % p.returncode)
+    table = p.stdout.decode()
+    with open(os.path.join(ROOT, "docs", "api.md")) as f:
+        check(table in f.read(), "docs/api.md's option table is not the generated one "
+              "(run tools/update_api_options.sh)")
+    helptext = subprocess.run([BIN, "serve", "--help"], capture_output=True,
+                              timeout=30).stdout.decode()
+    rows = re.findall(r"^\| `--([a-z-]+)( [^`]*)?` \| `?([^`|]*)`? \|", table, re.M)
+    check(len(rows) >= 20, "only %d rows" % len(rows))
+    for name, arg, default in rows:
+        check("--" + name in helptext, "--%s missing from --help" % name)
+        if arg and re.fullmatch(r"[0-9.]+M?|onednn|fp32|logfmt|127\.0\.0\.1|hayao", default):
+            r = subprocess.run([BIN, "serve", "--" + name, default, "--help"], capture_output=True,
+                               timeout=30)
+            check(r.returncode == 0, "--%s %s (its own default) refused: %r"
+                  % (name, default, r.stderr[:200]))
+
+
 # ---- main --------------------------------------------------------------------------------
 
 
