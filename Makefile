@@ -91,6 +91,12 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libanimegan.a tests/test.h
 	@echo "  CC      $@"
 	@$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(BUILD)/libanimegan.a $(ALL_LDFLAGS) $(LDLIBS)
 
+# One layer in fp32, bf16 and int8 on oneDNN (bench/int8_conv.c); not built by `all`.
+$(BUILD)/bench/int8_conv: bench/int8_conv.c $(BUILD)/libanimegan.a
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libanimegan.a $(ALL_LDFLAGS) $(LDLIBS)
+
 $(BUILD)/tools/make_attack_images: tools/make_attack_images.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"

@@ -48,7 +48,8 @@ static void print_version(void) {
     ag_precision_choice autop;
     ag_precision_resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, cpu, &autop);
     printf("animegan %s\n", AG_VERSION);
-    printf("cpu: %s (%d cpus)\n", cpu->model, ag_cpu_count());
+    printf("cpu: %s (%s, %d cpus)\n", cpu->model, cpu->vendor[0] ? cpu->vendor : "?",
+           ag_cpu_count());
     printf("cpu flags: %s\n", cpu->flags_text[0] ? cpu->flags_text : "none of interest");
     printf("isa: %s (best %s), onednn %s\n", ag_isa_name(cpu->isa), ag_isa_name(cpu->best_isa),
            cpu->onednn_isa);

@@ -461,6 +461,7 @@ typedef enum ag_isa {
 
 typedef struct ag_cpu_info {
     char model[64];       /* cpuid brand string, else /proc/cpuinfo's model name; "unknown" */
+    char vendor[16];      /* cpuid vendor: "GenuineIntel", "AuthenticAMD", ...; "" if none */
     unsigned flags;       /* AG_CPU_* bits */
     char flags_text[160]; /* the flags as /proc/cpuinfo names them: "avx2 fma avx512f ..." */
     ag_isa best_isa;      /* the best variant this CPU runs */
@@ -498,7 +499,8 @@ typedef struct ag_precision_choice {
 /*
  * The one place that decides which precision runs. AUTO picks the fastest precision that is
  * available in the engine, meets its quality bar (PSNR against fp32; see docs/benchmarks.md)
- * and is native on `cpu` (NULL: this CPU) for `backend`; it never picks an emulated one. An
+ * and is native on `cpu` (NULL: this CPU) for `backend`; it never picks an emulated one, nor
+ * a native one measured slower than fp32 on such CPUs (bf16 on Intel without AMX). An
  * explicit precision is kept as asked, with `emulated` set (and a warning in `note`) when the
  * CPU, or oneDNN as limited by ONEDNN_MAX_CPU_ISA (`onednn_flags`), lacks its instructions.
  * Returns 0; AG_E_UNSUPPORTED (reason in `note`) when the CPU cannot run it at all (bf16

@@ -30,21 +30,36 @@ typedef struct precision_row {
     unsigned native;   /* any of these AG_CPU_* flags makes it native; 0: always native */
     const char *needs; /* those instructions, for the messages */
     const char *why;   /* its quality, for auto's note */
+    /* Native and also faster than the next row on this kind of CPU (NULL: whenever native). */
+    int (*faster)(const ag_cpu_info *cpu);
 } precision_row;
+
+/*
+ * bf16 pays only where its dot products outrun fp32 FMAs: AMX tiles, or AMD's AVX512-BF16
+ * (Zen 5: 1.93x fp32 end to end). On an Intel Xeon with AVX512-BF16 but no AMX (this
+ * project's 2026-12-01 VM: Sapphire Rapids flags, AMX hidden) oneDNN's native
+ * brgconv:avx512_core_bf16 ran a 64->64 3x3 layer at 0.54x fp32 and the generator at 0.64x
+ * (bench/int8_conv.c, animegan bench --size 256), so auto keeps fp32 there.
+ */
+static int bf16_faster(const ag_cpu_info *cpu) {
+    if (cpu->flags & cpu->onednn_flags & AG_CPU_AMX_BF16)
+        return 1;
+    return strcmp(cpu->vendor, "AuthenticAMD") == 0;
+}
 
 /*
  * Fastest first. int8 (u8 activations, s8 weights, VNNI) joins auto when the engine runs it
  * and its PSNR test (>= 38 dB against fp32 on the test photos) passes: set `available` and
- * `meets_bar` then. bf16: 54 dB against fp32 (tests/test_precision.c), 1.9x fp32 where native.
+ * `meets_bar` then. bf16: 54 dB against fp32 (tests/test_precision.c); its speed: below.
  */
 #define AVX512_CORE (AG_CPU_AVX512F | AG_CPU_AVX512BW | AG_CPU_AVX512VL | AG_CPU_AVX512DQ)
 static const precision_row rows[] = {
     {AG_PRECISION_INT8, 0, 0, 0, 0, AG_CPU_AVX512_VNNI | AG_CPU_AVX_VNNI | AG_CPU_AMX_INT8,
-     "AVX512-VNNI, AVX-VNNI or AMX", "not available yet"},
+     "AVX512-VNNI, AVX-VNNI or AMX", "not available yet", NULL},
     /* oneDNN 2.6 emulates bf16 convolutions on AVX-512 only; below it has none at all. */
     {AG_PRECISION_BF16, 1, 1, 0, AVX512_CORE, AG_CPU_AVX512_BF16 | AG_CPU_AMX_BF16,
-     "AVX512-BF16 or AMX", "54 dB against fp32"},
-    {AG_PRECISION_FP32, 1, 1, 1, 0, 0, "", "the reference precision"},
+     "AVX512-BF16 or AMX", "54 dB against fp32", bf16_faster},
+    {AG_PRECISION_FP32, 1, 1, 1, 0, 0, "", "the reference precision", NULL},
 };
 #define ROW_COUNT (sizeof rows / sizeof rows[0])
 
@@ -74,7 +89,8 @@ int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cp
         for (size_t i = 0; i < ROW_COUNT; i++) {
             const precision_row *r = &rows[i];
             int runs = r->available && (backend == AG_BACKEND_ONEDNN || r->reference);
-            if (!runs || !r->meets_bar || !can_run(r, cpu) || !is_native(r, cpu))
+            if (!runs || !r->meets_bar || !can_run(r, cpu) || !is_native(r, cpu) ||
+                (r->faster && !r->faster(cpu)))
                 continue;
             out->precision = r->precision;
             snprintf(out->note, sizeof out->note, "auto: %s (%s%s%s)",

@@ -59,6 +59,15 @@ static int test_flags_match_proc_cpuinfo(void) {
     }
     printf("  %s: %s; best %s, oneDNN %s\n", info->model, info->flags_text,
            ag_isa_name(info->best_isa), info->onednn_isa);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512], vendor[64] = "";
+    while (f && fgets(line, sizeof line, f) && !vendor[0])
+        if (!strncmp(line, "vendor_id", 9) && strchr(line, ':'))
+            snprintf(vendor, sizeof vendor, "%s", strchr(line, ':') + 1), trim(vendor);
+    if (f)
+        fclose(f);
+    if (vendor[0])
+        CHECK_MSG(!strcmp(vendor, info->vendor), "vendor '%s' vs '%s'", vendor, info->vendor);
     /* The brand string the kernel shows is cpuid's, blanks trimmed. */
     if (model[0])
         CHECK_MSG(!strcmp(model, info->model), "'%s' vs '%s'", model, info->model);
@@ -118,7 +127,7 @@ static int test_isa_override(void) {
     (V3 | AG_CPU_AVX512F | AG_CPU_AVX512BW | AG_CPU_AVX512VL | AG_CPU_AVX512DQ | AG_CPU_AVX512CD)
 
 static ag_cpu_info described(unsigned flags, unsigned onednn_flags) {
-    ag_cpu_info c = {.flags = flags, .onednn_flags = onednn_flags};
+    ag_cpu_info c = {.flags = flags, .onednn_flags = onednn_flags, .vendor = "AuthenticAMD"};
     snprintf(c.onednn_isa, sizeof c.onednn_isa, "%s",
              (onednn_flags & AG_CPU_AVX512F) ? "avx512_core" : "avx2");
     return c;
@@ -141,6 +150,18 @@ static int test_auto_picks_native_only(void) {
     ag_cpu_info zen = described(V4 | AG_CPU_AVX512_VNNI | AG_CPU_AVX512_BF16,
                                 V4 | AG_CPU_AVX512_VNNI | AG_CPU_AVX512_BF16);
     ag_cpu_info spr_limited = described(zen.flags | AG_CPU_AMX_TILE | AG_CPU_AMX_BF16, V3);
+    ag_cpu_info spr = described(spr_limited.flags, spr_limited.flags);
+    ag_cpu_info intel_bf16 = zen; /* AVX512-BF16 without AMX: native, but slower than fp32 */
+    snprintf(spr.vendor, sizeof spr.vendor, "GenuineIntel");
+    snprintf(intel_bf16.vendor, sizeof intel_bf16.vendor, "GenuineIntel");
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, spr, &em, &rc) == AG_PRECISION_BF16 &&
+          !rc && !em);
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, intel_bf16, &em, &rc) ==
+              AG_PRECISION_FP32 &&
+          !rc && !em);
+    CHECK(resolve(AG_PRECISION_BF16, AG_BACKEND_ONEDNN, intel_bf16, &em, &rc) ==
+              AG_PRECISION_BF16 &&
+          !rc && !em); /* asked for: runs, and it is not emulated */
     /* auto: bf16 only where it is native, fp32 elsewhere; never emulated. */
     CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, avx2, &em, &rc) == AG_PRECISION_FP32 &&
           !rc && !em);
@@ -204,7 +225,9 @@ static int test_auto_on_this_cpu(void) {
     const ag_cpu_info *info = ag_cpu_get_info();
     ag_precision_choice choice;
     CHECK(ag_precision_resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, NULL, &choice) == 0);
-    int bf16 = (info->flags & info->onednn_flags & (AG_CPU_AVX512_BF16 | AG_CPU_AMX_BF16)) != 0;
+    int bf16 = (info->flags & info->onednn_flags & AG_CPU_AMX_BF16) ||
+               ((info->flags & info->onednn_flags & AG_CPU_AVX512_BF16) &&
+                !strcmp(info->vendor, "AuthenticAMD"));
     CHECK(choice.precision == (bf16 ? AG_PRECISION_BF16 : AG_PRECISION_FP32) && !choice.emulated);
     printf("  %s\n", choice.note);
     ag_model *model = NULL;

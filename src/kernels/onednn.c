@@ -1,7 +1,8 @@
 /*
  * onednn.c - oneDNN (v2.6 C API) convolutions: primitive creation, weight reorders, runs.
- * The only file that includes dnnl.h. Runs on the caller's OpenMP team (Debian's oneDNN
- * is built with the OpenMP runtime), sized by omp_set_num_threads in the engine.
+ * With onednn_int8.c, the only files that include dnnl.h. Runs on the caller's OpenMP
+ * team (Debian's oneDNN is built with the OpenMP runtime), sized by omp_set_num_threads in
+ * the engine.
  */
 #include "onednn.h"
 
@@ -243,6 +244,13 @@ int ag_dnnl_conv_run(ag_dnnl_conv *c, ag_error *err) {
     if (st == dnnl_success)
         st = dnnl_stream_wait(c->dnnl->stream);
     return st == dnnl_success ? AG_OK : dnnl_fail(err, "convolution", st);
+}
+
+void *ag_dnnl_engine_handle(const ag_dnnl *dnnl) {
+    return dnnl->engine;
+}
+void *ag_dnnl_stream_handle(const ag_dnnl *dnnl) {
+    return dnnl->stream;
 }
 
 unsigned ag_dnnl_effective_isa(char *name, size_t name_bytes) {

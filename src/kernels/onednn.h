@@ -43,6 +43,11 @@ void ag_dnnl_conv_bind(ag_dnnl_conv *conv, const void *src, void *dst, const flo
 
 int ag_dnnl_conv_run(ag_dnnl_conv *conv, ag_error *err);
 
+/* The engine and stream (dnnl_engine_t, dnnl_stream_t) for the other oneDNN file,
+ * onednn_int8.c, so its primitives run on the same ones. */
+void *ag_dnnl_engine_handle(const ag_dnnl *dnnl);
+void *ag_dnnl_stream_handle(const ag_dnnl *dnnl);
+
 /* oneDNN's effective ISA (its detection lowered by ONEDNN_MAX_CPU_ISA): its name into
  * `name` and the AG_CPU_* flags it implies, for src/util/cpu.c. */
 unsigned ag_dnnl_effective_isa(char *name, size_t name_bytes);

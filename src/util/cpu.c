@@ -142,6 +142,17 @@ static unsigned detect_flags(int *v3_rest) {
     return flags;
 }
 
+/* The 12-byte vendor string of leaf 0. */
+static void vendor_string(char *out, size_t size) {
+    unsigned a, regs[3];
+    __cpuid(0, a, regs[0], regs[2], regs[1]); /* ebx, edx, ecx spell it in that order */
+    char text[13];
+    memcpy(text, regs, 12);
+    text[12] = '\0';
+    snprintf(out, size, "%s", text);
+    (void)a;
+}
+
 /* The 48-byte brand string of leaves 0x80000002-4, trimmed; "" when absent. */
 static void brand_string(char *out, size_t size) {
     unsigned regs[12];
@@ -163,6 +174,10 @@ static unsigned detect_flags(int *v3_rest) {
 }
 
 static void brand_string(char *out, size_t size) {
+    out[0] = size ? '\0' : out[0];
+}
+
+static void vendor_string(char *out, size_t size) {
     out[0] = size ? '\0' : out[0];
 }
 #endif
@@ -207,6 +222,7 @@ static void detect(void) {
     int v3_rest = 0;
     cpu.flags = detect_flags(&v3_rest);
     brand_string(cpu.model, sizeof cpu.model);
+    vendor_string(cpu.vendor, sizeof cpu.vendor);
     if (!cpu.model[0] && proc_model_name(cpu.model, sizeof cpu.model) != 0)
         snprintf(cpu.model, sizeof cpu.model, "unknown");
     size_t used = 0;
