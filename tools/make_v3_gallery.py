@@ -3,15 +3,15 @@
 bundled style, to choose the default model.
 
 Offline tool (Debian's Python 3, numpy, PyTorch, PIL). Each photo of tests/data/ is reduced
-(Lanczos) to a long side of 512 and cropped to sides that are multiples of 16, then:
-  hayao (v2)   build/animegan convert --model hayao (the C engine, fp32)
-  hayao-v3, shinkai-v3, cute-v3   the PyTorch reference of tools/v3_reference.py with the
-               bundled safetensors (until the C engine runs the v3 graphs)
+(Lanczos) to a long side of 512 and cropped to sides that are multiples of 16, then converted
+by the C engine, `build/animegan convert --model M` (fp32), for hayao (v2), hayao-v3,
+shinkai-v3 and cute-v3 (`--torch` uses the PyTorch reference of tools/v3_reference.py for
+the v3 styles instead: equal within 1 level).
 Every panel is reduced to 256 px on its long side and the row (photo, then the four styles)
 written as one JPEG (quality 85) to docs/gallery/<photo>.jpg. It also prints, per photo,
 what the hayao-v3 LADE eps changes (the file's 0 against the 1e-5 we use).
 
-  make build/animegan && /usr/bin/python3 tools/make_v3_gallery.py
+  make build/animegan && /usr/bin/python3 tools/make_v3_gallery.py [--torch]
 """
 
 import os
@@ -45,7 +45,11 @@ def prepare(path):
         im = im.resize((nw, nh), Image.LANCZOS)
         cw, ch = nw - nw % 16, nh - nh % 16
         x, y = (nw - cw) // 2, (nh - ch) // 2
-        return im.crop((x, y, x + cw, y + ch))
+        im = im.crop((x, y, x + cw, y + ch))
+        # no ICC profile: the engine must see the pixels the photo panel shows (libvips
+        # would convert a tagged PNG to sRGB; rocket.jpg's profile moves it by ~4 levels)
+        im.info.pop("icc_profile", None)
+        return im
 
 
 def run_v3(model, rgb):
@@ -61,6 +65,7 @@ def panel(im):
 
 
 def main():
+    use_torch = "--torch" in sys.argv[1:]
     torch.set_num_threads(2)
     os.makedirs(OUT, exist_ok=True)
     models = {k: R.load_generator(os.path.join(ROOT, "models", k + ".safetensors"))
@@ -75,22 +80,22 @@ def main():
             rgb.save(src)
             panels = [panel(rgb)]
             for k in STYLES:
-                if k == "hayao":
+                if k == "hayao" or not use_torch:
                     dst = os.path.join(d, "out.png")
-                    subprocess.run([binary, "convert", src, "-o", dst, "--model", "hayao",
+                    subprocess.run([binary, "convert", src, "-o", dst, "--model", k,
                                     "--threads", "2"], check=True, stdout=subprocess.DEVNULL)
                     with Image.open(dst) as im:
                         panels.append(panel(im.convert("RGB")))
                 else:
-                    y, im = run_v3(models[k], rgb)
-                    panels.append(panel(im))
-                    if k == "hayao-v3":
-                        y0, _ = run_v3(hayao_eps0, rgb)
-                        d8 = np.abs(np.rint((y0 + 1) * 127.5) - np.rint((y + 1) * 127.5))
-                        print("%s %dx%d hayao-v3 eps 0 vs 1e-5: max abs %.4f, mean %.2g, "
-                              "8-bit: max %d levels, %.2f%% of values differ" %
-                              (photo, rgb.size[0], rgb.size[1], np.abs(y0 - y).max(),
-                               np.abs(y0 - y).mean(), d8.max(), 100.0 * (d8 > 0).mean()))
+                    panels.append(panel(run_v3(models[k], rgb)[1]))
+                if k == "hayao-v3":   # the file's eps 0 against our 1e-5, in PyTorch
+                    y, _ = run_v3(models[k], rgb)
+                    y0, _ = run_v3(hayao_eps0, rgb)
+                    d8 = np.abs(np.rint((y0 + 1) * 127.5) - np.rint((y + 1) * 127.5))
+                    print("%s %dx%d hayao-v3 eps 0 vs 1e-5: max abs %.4f, mean %.2g, "
+                          "8-bit: max %d levels, %.2f%% of values differ" %
+                          (photo, rgb.size[0], rgb.size[1], np.abs(y0 - y).max(),
+                           np.abs(y0 - y).mean(), d8.max(), 100.0 * (d8 > 0).mean()))
             gap = 4
             width = sum(p.size[0] for p in panels) + gap * (len(panels) - 1)
             height = max(p.size[1] for p in panels)
