@@ -317,8 +317,7 @@ int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag
  * back. `out` as for ag_stylize.
  */
 int ag_stylize_paste_faces(ag_engine *engine, ag_engine *face_engine, const ag_image *in,
-                           const ag_face *faces, int count, int size, ag_image *out,
-                           ag_error *err);
+                           const ag_face *faces, int count, int size, ag_image *out, ag_error *err);
 
 /* ---- video and animated images --------------------------------------------------------- */
 
