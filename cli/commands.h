@@ -23,6 +23,7 @@ enum { AG_EXIT_OK = 0, AG_EXIT_FAILED = 1, AG_EXIT_USAGE = 2, AG_EXIT_INTERRUPTE
 int ag_cli_convert(int argc, char **argv);
 int ag_cli_bench(int argc, char **argv);
 int ag_cli_models(int argc, char **argv);
+int ag_cli_faces(int argc, char **argv);
 
 /* The HTTP service, provided by server/; same argv convention and exit statuses. */
 extern int ag_server_main(int argc, char **argv);
@@ -112,6 +113,20 @@ int ag_cli_video_route(const char *input, const char *output);
 /* Convert one video; returns the exit status (130 after Ctrl-C, nothing written). */
 int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
                      int max_side, int side_by_side, const ag_cli_video_args *v, int quiet);
+
+/* ---- faces (cli/faces.c) ------------------------------------------------------------------ */
+
+/* The two bundled face networks and a detector over them, for one run. */
+typedef struct ag_cli_face_set {
+    ag_model *detect, *mesh;
+    ag_face_detector *detector;
+} ag_cli_face_set;
+
+int ag_cli_faces_open(ag_cli_face_set *faces, const ag_engine_options *options, ag_error *err);
+void ag_cli_faces_close(ag_cli_face_set *faces);
+/* The JSON line of `animegan faces --json` for one image. */
+void ag_cli_faces_json(FILE *out, const char *image, int width, int height, const ag_face *faces,
+                       int count);
 
 /* ---- progress bar (cli/progress.c) ------------------------------------------------------- */
 

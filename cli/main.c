@@ -16,6 +16,7 @@ static void print_help(void) {
           "Commands:\n"
           "  convert INPUT... -o OUTPUT   stylise images (see 'animegan convert --help')\n"
           "  models                       list the bundled models and their licences\n"
+          "  faces IMAGE... [--json]      the faces found (see 'animegan faces --help')\n"
           "  bench                        time the generator, print JSON "
           "(see 'animegan bench --help')\n"
           "  serve                        run the HTTP service (see 'animegan serve --help')\n"
@@ -64,10 +65,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"convert", ag_cli_convert},
-    {"models", ag_cli_models},
-    {"bench", ag_cli_bench},
-    {"serve", ag_server_main},
+    {"convert", ag_cli_convert}, {"models", ag_cli_models}, {"faces", ag_cli_faces},
+    {"bench", ag_cli_bench},     {"serve", ag_server_main},
 };
 
 /* The options and words that need no image library: answered before starting it. */

@@ -264,6 +264,8 @@ typedef struct ag_face_options {
     int max_faces;    /* faces kept, largest box first; <= 0: 8 (at most AG_FACE_MAX) */
     float expand;     /* FFHQ crop size factor; <= 0: 1.3 */
     int no_landmarks; /* 1: skip FaceMesh (quads from the detector's keypoints) */
+    int single_pass;  /* 1: only the whole-image pass (misses faces under ~1/16 of the long
+                         side; up to 7x faster on photos of 768 px and more) */
 } ag_face_options;
 
 typedef struct ag_face_detector ag_face_detector;
@@ -285,7 +287,11 @@ void ag_face_detector_destroy(ag_face_detector *detector);
 /*
  * Find the faces of `image` (RGB or RGBA; any size from 1x1): fills faces[0..*count), largest
  * box first, at most min(capacity, max_faces); *found (may be NULL) is how many there were
- * before the cap. Never runs a network on more than 192x192 pixels.
+ * before the cap. The detector sees the image letterboxed to 192x192, then (photos of 768
+ * px and more) a copy downscaled to a long side of 384 in up to 3x3 overlapping 192x192
+ * tiles for the faces under 1/16 of the long side; the candidates of every pass go through
+ * one weighted NMS. The cost is bounded whatever the photo's size: at most 10 detector runs
+ * and one mesh run per face kept.
  */
 int ag_faces_detect(ag_face_detector *detector, const ag_image *image,
                     const ag_face_options *options, ag_face *faces, int capacity, int *count,

@@ -67,6 +67,7 @@ void ag_face_detector_destroy(ag_face_detector *d) {
     ag_free(d->scores);
     ag_free(d->landmarks);
     ag_free(d->presence);
+    ag_free(d->pass);
     ag_free(d->candidates);
     ag_free(d->kept);
     ag_free(d);
@@ -87,10 +88,11 @@ int ag_face_detector_create(const ag_model *detect, const ag_model *mesh,
     d->scores = ag_malloc(sizeof(float) * AG_FACE_ANCHORS);
     d->landmarks = ag_malloc(sizeof(float) * AG_FACE_LANDMARKS * 3);
     d->presence = ag_malloc(sizeof(float));
-    d->candidates = ag_malloc(sizeof *d->candidates * AG_FACE_ANCHORS);
-    d->kept = ag_malloc(sizeof *d->kept * AG_FACE_ANCHORS);
+    d->pass = ag_malloc(sizeof *d->pass * AG_FACE_ANCHORS);
+    d->candidates = ag_malloc(sizeof *d->candidates * AG_FACE_CANDIDATES);
+    d->kept = ag_malloc(sizeof *d->kept * AG_FACE_CANDIDATES);
     int rc = AG_OK;
-    if (!d->input || !d->regressors || !d->scores || !d->landmarks || !d->presence ||
+    if (!d->input || !d->regressors || !d->scores || !d->landmarks || !d->presence || !d->pass ||
         !d->candidates || !d->kept)
         rc = ag_error_set(err, AG_E_NOMEM, "face detector: out of memory");
     if (rc == AG_OK)
@@ -191,6 +193,46 @@ static int by_area(const void *pa, const void *pb) {
 
 /* ---- the call -------------------------------------------------------------------------- */
 
+/*
+ * One detector run on the 192x192 view `m` (view pixels -> image pixels: a scale and an
+ * offset) of the image, zero outside it: its candidates, mapped to image pixels, appended to
+ * d->candidates[*n...]. `interior` (bits left, right, top, bottom) names the view's edges
+ * that cut the image: a box touching one is a face cut by the tile, dropped (another tile
+ * or the whole-image pass holds it whole).
+ */
+static int run_pass(ag_face_detector *d, const ag_image *image, const ag_affine *m, int interior,
+                    float min_score, int *n, ag_error *err) {
+    size_t side2 = (size_t)AG_FACE_SIDE * AG_FACE_SIDE;
+    uint8_t *box = ag_malloc(side2 * image->bands);
+    if (!box)
+        return ag_error_set(err, AG_E_NOMEM, "face detection: out of memory");
+    int rc = ag_face_warp(image, m, AG_FACE_SIDE, AG_FACE_SIDE, AG_WARP_LETTERBOX, box, NULL, err);
+    for (size_t i = 0; rc == AG_OK && i < side2; i++)
+        for (int c = 0; c < 3; c++) /* bands beyond RGB are dropped */
+            d->input[i * 3 + c] = box[i * image->bands + c] / 127.5f - 1.0f;
+    ag_free(box);
+    float *outs[2] = {d->regressors, d->scores};
+    if (rc == AG_OK)
+        rc = ag_engine_run_raw(d->detect, d->input, AG_FACE_SIDE, AG_FACE_SIDE, outs, err);
+    if (rc)
+        return rc;
+    int count = decode(d->pass, d->regressors, d->scores, min_score);
+    const float edge = 1.0f, far = AG_FACE_SIDE - 1.0f;
+    for (int i = 0; i < count && *n < AG_FACE_CANDIDATES; i++) {
+        const float *v = d->pass[i].v;
+        if (((interior & 1) && v[0] < edge) || ((interior & 2) && v[2] > far) ||
+            ((interior & 4) && v[1] < edge) || ((interior & 8) && v[3] > far))
+            continue;
+        ag_face_candidate *c = &d->candidates[(*n)++];
+        c->score = d->pass[i].score;
+        for (int k = 0; k < 8; k++) {
+            c->v[2 * k] = (float)(m->a * (double)v[2 * k] + m->c);
+            c->v[2 * k + 1] = (float)(m->e * (double)v[2 * k + 1] + m->f);
+        }
+    }
+    return AG_OK;
+}
+
 int ag_faces_detect(ag_face_detector *d, const ag_image *image, const ag_face_options *options,
                     ag_face *faces, int capacity, int *count, int *found, ag_error *err) {
     double t0 = now_ms();
@@ -206,27 +248,29 @@ int ag_faces_detect(ag_face_detector *d, const ag_image *image, const ag_face_op
     max_faces = max_faces > AG_FACE_MAX ? AG_FACE_MAX : max_faces;
     max_faces = max_faces > capacity ? capacity : max_faces;
 
-    /* Letterbox: the long side to 192, centred; the map is output -> image. The bands beyond
-     * RGB are resampled too and dropped below. */
-    int W = image->width, H = image->height;
+    int W = image->width, H = image->height, n = 0;
+    /* Pass 0, the letterbox: the long side to 192, centred. */
     double scale = (double)AG_FACE_SIDE / (W > H ? W : H);
-    double ox = (AG_FACE_SIDE - W * scale) / 2, oy = (AG_FACE_SIDE - H * scale) / 2;
-    ag_affine m = {1 / scale, 0, -ox / scale, 0, 1 / scale, -oy / scale};
-    size_t side2 = (size_t)AG_FACE_SIDE * AG_FACE_SIDE;
-    uint8_t *box = ag_malloc(side2 * image->bands);
-    if (!box)
-        return ag_error_set(err, AG_E_NOMEM, "face detection: out of memory");
-    int rc = ag_face_warp(image, &m, AG_FACE_SIDE, AG_FACE_SIDE, AG_WARP_LETTERBOX, box, NULL, err);
-    for (size_t i = 0; rc == AG_OK && i < side2; i++)
-        for (int c = 0; c < 3; c++)
-            d->input[i * 3 + c] = box[i * image->bands + c] / 127.5f - 1.0f;
-    ag_free(box);
-    float *outs[2] = {d->regressors, d->scores};
-    if (rc == AG_OK)
-        rc = ag_engine_run_raw(d->detect, d->input, AG_FACE_SIDE, AG_FACE_SIDE, outs, err);
+    ag_affine m = {1 / scale, 0,         -(AG_FACE_SIDE - W * scale) / 2 / scale,
+                   0,         1 / scale, -(AG_FACE_SIDE - H * scale) / 2 / scale};
+    int rc = run_pass(d, image, &m, 0, min_score, &n, err);
+    /* The tiles: the long side to 384, 192 tiles overlapping by 48 px or more. */
+    int long_side = W > H ? W : H;
+    if (rc == AG_OK && !(options && options->single_pass) && long_side >= AG_FACE_TILE_MIN) {
+        double s1 = (double)AG_FACE_TILE_SIDE / long_side, ws = W * s1, hs = H * s1;
+        int nx = ws <= AG_FACE_SIDE ? 1 : (int)ceil((ws - AG_FACE_SIDE) / 144.0) + 1;
+        int ny = hs <= AG_FACE_SIDE ? 1 : (int)ceil((hs - AG_FACE_SIDE) / 144.0) + 1;
+        for (int ty = 0; ty < ny && rc == AG_OK; ty++)
+            for (int tx = 0; tx < nx && rc == AG_OK; tx++) {
+                double x0 = nx == 1 ? (ws - AG_FACE_SIDE) / 2 : tx * (ws - AG_FACE_SIDE) / (nx - 1);
+                double y0 = ny == 1 ? (hs - AG_FACE_SIDE) / 2 : ty * (hs - AG_FACE_SIDE) / (ny - 1);
+                ag_affine t = {1 / s1, 0, x0 / s1, 0, 1 / s1, y0 / s1};
+                int interior = (tx > 0) | (tx < nx - 1) << 1 | (ty > 0) << 2 | (ty < ny - 1) << 3;
+                rc = run_pass(d, image, &t, interior, min_score, &n, err);
+            }
+    }
     if (rc)
         return rc;
-    int n = decode(d->candidates, d->regressors, d->scores, min_score);
     n = weighted_nms(d->kept, d->candidates, n);
     if (found)
         *found = n;
@@ -238,13 +282,8 @@ int ag_faces_detect(ag_face_detector *d, const ag_image *image, const ag_face_op
         ag_face f;
         memset(&f, 0, sizeof f);
         f.score = c->score;
-        float pts[8][2]; /* box corners, then the keypoints */
-        for (int k = 0; k < 8; k++) {
-            pts[k][0] = (float)(((double)c->v[2 * k] - ox) / scale);
-            pts[k][1] = (float)(((double)c->v[2 * k + 1] - oy) / scale);
-        }
-        memcpy(f.box, pts, sizeof f.box);
-        memcpy(f.keypoints, pts[2], sizeof f.keypoints);
+        memcpy(f.box, c->v, sizeof f.box);
+        memcpy(f.keypoints, c->v + 4, sizeof f.keypoints);
         if (kept < max_faces) {
             faces[kept++] = f;
         } else if (max_faces > 0) {

@@ -13,6 +13,9 @@
 #define AG_FACE_GRID 48  /* detector anchors: 48 x 48 cells of 4 input pixels */
 #define AG_FACE_ANCHORS (AG_FACE_GRID * AG_FACE_GRID)
 #define AG_FACE_NMS_IOU 0.3f
+#define AG_FACE_CANDIDATES (2 * AG_FACE_ANCHORS) /* over all passes; more are dropped */
+#define AG_FACE_TILE_SIDE 384                    /* the long side of the tiled pass */
+#define AG_FACE_TILE_MIN 768 /* photos with a smaller long side get the whole-image pass only */
 
 /* An affine map from output pixel coordinates to source ones, both with pixel centres at
  * +0.5: src = (a x + b y + c, d x + e y + f). */
@@ -62,8 +65,9 @@ struct ag_face_detector {
     float *scores;                 /* (48, 48, 1) */
     float *landmarks;              /* (1, 1, 1404) */
     float *presence;               /* (1, 1, 1) */
-    ag_face_candidate *candidates; /* AG_FACE_ANCHORS */
-    ag_face_candidate *kept;       /* AG_FACE_ANCHORS */
+    ag_face_candidate *pass;       /* AG_FACE_ANCHORS: one run's, in its 192 pixels */
+    ag_face_candidate *candidates; /* AG_FACE_CANDIDATES: every run's, in image pixels */
+    ag_face_candidate *kept;       /* AG_FACE_CANDIDATES */
     double last_ms;
 };
 
