@@ -450,6 +450,26 @@ LEAK_CHECKED(test_import_torch_style) {
     return 0;
 }
 
+/* Instance norm decomposed (moments, then gamma and beta; or times a Reciprocal): one node,
+ * the affine around it as its gamma and beta. */
+LEAK_CHECKED(test_import_instance_norm_pattern) {
+    const char *files[] = {"inorm.onnx", "inorm_reciprocal.onnx"};
+    for (int f = 0; f < 2; f++) {
+        uint8_t *data = NULL;
+        ag_tensor_set set;
+        char ops[256];
+        CHECK(import_fixture(files[f], &data, &set) == 0);
+        graph_ops(ops, sizeof ops);
+        CHECK_MSG(!strcmp(ops, "conv instance_norm lrelu conv tanh"), "%s: %s", files[f], ops);
+        const ag_node *n = &graph.nodes[2];
+        CHECK(fabsf(n->eps - 1e-3f) < 1e-9f && graph.nodes[3].alpha == 0.1f);
+        CHECK((n->tensor[AG_T_GAMMA] >= 0) == (f == 0) && (n->tensor[AG_T_BETA] >= 0) == (f == 0));
+        ag_tensor_set_fini(&set);
+        ag_free(data);
+    }
+    return 0;
+}
+
 static int expect_import_refusal(const char *name, int code, const char *needle) {
     uint8_t *data = NULL;
     size_t size = 0;
@@ -646,10 +666,9 @@ LEAK_CHECKED(test_import_matches_ort) {
     static const struct {
         const char *name;
         int w, h;
-    } cases[] = {{"AnimeGANv3_tiny_Cute", 64, 48},
-                 {"mini_v3", 16, 12},
-                 {"ea_block", 11, 9},
-                 {"torch_style", 16, 12}};
+    } cases[] = {
+        {"AnimeGANv3_tiny_Cute", 64, 48}, {"mini_v3", 16, 12}, {"ea_block", 11, 9},
+        {"torch_style", 16, 12},          {"inorm", 13, 10},   {"inorm_reciprocal", 13, 10}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char file[128], in_name[160], out_name[160];
         int w = cases[c].w, h = cases[c].h;
@@ -894,7 +913,7 @@ TEST_MAIN(TEST(test_pb_cute), TEST(test_pb_float_data), TEST(test_pb_refused_fil
           TEST(test_pb_wire_errors), TEST(test_pb_truncated_everywhere), TEST(test_import_cute),
           TEST(test_import_cute_perturbed), TEST(test_import_mini),
           TEST(test_import_external_attention), TEST(test_import_torch_style),
-          TEST(test_import_refusals), TEST(test_import_truncated_everywhere),
-          TEST(test_import_flipped_bytes), TEST(test_import_runs), TEST(test_import_matches_ort),
-          TEST(test_import_v3_fixtures), TEST(test_import_equals_bundled),
-          TEST(test_fuzz_regressions))
+          TEST(test_import_instance_norm_pattern), TEST(test_import_refusals),
+          TEST(test_import_truncated_everywhere), TEST(test_import_flipped_bytes),
+          TEST(test_import_runs), TEST(test_import_matches_ort), TEST(test_import_v3_fixtures),
+          TEST(test_import_equals_bundled), TEST(test_fuzz_regressions))

@@ -241,6 +241,32 @@ def torch_style():
     return g.model([inp], [out], opset=13)
 
 
+def inorm(reciprocal=False):
+    """Instance norm decomposed as tf.nn.moments writes it, then gamma and beta; or with
+    Reciprocal(Sqrt(.)) and no affine."""
+    global rng
+    rng = np.random.default_rng(SEED + 3 + reciprocal)
+    g, c = Graph(), 4
+    x = g.node("Transpose", ["input:0"], perm=[0, 3, 1, 2])
+    x = g.node("Conv", [x, g.w("c0.w", [c, 3, 3, 3]), g.w("c0.b", [c])], kernel_shape=[3, 3],
+               pads=[1, 1, 1, 1])
+    mean = g.node("ReduceMean", [x], axes=[2, 3], keepdims=1)
+    sub = g.node("Sub", [x, mean])
+    var = g.node("ReduceMean", [g.node("Mul", [sub, sub])], axes=[2, 3], keepdims=1)
+    std = g.node("Sqrt", [g.node("Add", [g.const("eps", np.array(1e-3, np.float32)), var])])
+    if reciprocal:
+        x = g.node("Mul", [g.node("Reciprocal", [std]), sub])
+    else:
+        x = g.node("Div", [sub, std])
+        x = g.node("Mul", [x, g.const("gamma", rng.uniform(0.5, 1.5, (1, c, 1, 1)), np.float32)])
+        x = g.node("Add", [g.const("beta", rng.uniform(-0.5, 0.5, (1, c, 1, 1)), np.float32), x])
+    x = g.node("LeakyRelu", [x], alpha=0.1)
+    x = g.node("Tanh", [g.node("Conv", [x, g.w("out.w", [3, c, 1, 1])], kernel_shape=[1, 1])])
+    g.nodes.append(helper.make_node("Transpose", [x], ["output:0"], perm=[0, 2, 3, 1]))
+    out = helper.make_tensor_value_info("output:0", TensorProto.FLOAT, [1, "h", "w", 3])
+    return g.model([nhwc_input()], [out], opset=13)
+
+
 def two_nodes(op="Tanh", **attrs):
     """input -> Transpose -> op -> Transpose -> output."""
     g = Graph()
@@ -315,6 +341,8 @@ def main():
         "ea_block.onnx": ea_block(),
         "ea_block_transpose.onnx": ea_block(transpose_node=True),
         "torch_style.onnx": torch_style(),
+        "inorm.onnx": inorm(),
+        "inorm_reciprocal.onnx": inorm(reciprocal=True),
         "bad_lade_bias.onnx": mini_v3(lade_bias="lade.b"),
         "bad_fixed_size.onnx": mini_v3(fixed_size=True),
         "bad_unknown_op.onnx": two_nodes("GridSample"),

@@ -26,6 +26,8 @@ const cases = [
     ['mini_v3', 16, 12, 'nhwc'],
     ['ea_block', 11, 9, 'nhwc'],
     ['torch_style', 16, 12, 'nchw'], /* fed and read back transposed */
+    ['inorm', 13, 10, 'nhwc'],
+    ['inorm_reciprocal', 13, 10, 'nhwc'],
 ];
 
 /* (H, W, C) <-> (C, H, W) */

@@ -1367,8 +1367,12 @@ static int op_resize(imp *im) {
         value s;
         if ((rc = as_shape(im, sizes, &s)) != AG_OK)
             return rc;
+        int c_axis = channel_axis(in->lay, 4);
         if (s.n != 4 || s.s[h].node < 0 || s.s[w].node < 0)
             return REFUSE("sizes that are not computed from a map's size");
+        if (s.s[0].node >= 0 || s.s[0].v != 1 || s.s[c_axis].node >= 0 ||
+            s.s[c_axis].v != channels_of(im, n.in[0]))
+            return REFUSE("sizes that change the batch or the channels");
         sym sh = s.s[h], sw = s.s[w];
         if (sh.axis != 'H' || sw.axis != 'W' || sh.node != sw.node || sh.v != sw.v)
             return REFUSE("sizes that are not a map's height and width times one factor");
