@@ -9,6 +9,8 @@
 #include "../src/util/util_internal.h"
 #include "test.h"
 
+#include <sys/wait.h>
+
 /* The "flags" and "model name" lines of the first processor in /proc/cpuinfo. */
 static int read_proc(char *flags, size_t flags_size, char *model, size_t model_size) {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -244,6 +246,63 @@ static int test_auto_on_this_cpu(void) {
     return 0;
 }
 
+/* ---- the front ends ---------------------------------------------------------------------- */
+
+/* Run `env ENV $BUILD/animegan ARGS 2>&1` into out; returns the exit status (-1: not run). */
+static int run_cli(const char *env, const char *args, char *out, size_t out_size) {
+    const char *build = getenv("BUILD");
+    char cmd[1024];
+    if (!build || !build[0])
+        build = "build";
+    snprintf(cmd, sizeof cmd, "env %s %s%s/animegan %s 2>&1", env,
+             build[0] == '/' ? "" : AG_SOURCE_DIR "/", build, args);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(out, 1, out_size - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* --version, bench JSON and the bf16 warning or refusal as oneDNN's ISA is lowered. */
+static int test_cli_reports_cpu_and_precision(void) {
+    static char out[8192];
+    const ag_cpu_info *info = ag_cpu_get_info();
+    CHECK(run_cli("", "--version", out, sizeof out) == 0);
+    CHECK_MSG(strstr(out, info->model) && strstr(out, "isa: ") && strstr(out, "precision auto: "),
+              "%s", out);
+    CHECK(run_cli("", "bench --size 16 --runs 1 --warmup 0 --threads 2 --precision auto", out,
+                  sizeof out) == 0);
+    CHECK_MSG(strstr(out, "\"requested\": \"auto\"") && strstr(out, "\"emulated\": false") &&
+                  strstr(out, "\"cpu\": ") && strstr(out, "\"isa\": ") &&
+                  strstr(out, "\"onednn_isa\": "),
+              "%s", out);
+    CHECK(run_cli("ANIMEGAN_ISA=avx2", "bench --size 16 --runs 1 --warmup 0 --threads 2", out,
+                  sizeof out) == 0);
+    if (info->best_isa >= AG_ISA_AVX2)
+        CHECK_MSG(strstr(out, "\"isa\": \"avx2\""), "%s", out);
+    if (!(info->flags & AG_CPU_AVX512F))
+        return 0; /* the rest needs oneDNN's AVX-512 to lower */
+    /* AVX-512 without bf16: explicit bf16 runs, emulated, with one warning line. */
+    CHECK(run_cli("ONEDNN_MAX_CPU_ISA=AVX512_CORE",
+                  "bench --size 16 --runs 1 --warmup 0 --threads 2 --precision bf16", out,
+                  sizeof out) == 0);
+    CHECK_MSG(strstr(out, "\"emulated\": true") && strstr(out, "warning: bf16 is emulated"), "%s",
+              out);
+    CHECK(run_cli("ONEDNN_MAX_CPU_ISA=AVX512_CORE",
+                  "bench --size 16 --runs 1 --warmup 0 --threads 2 --precision auto", out,
+                  sizeof out) == 0);
+    CHECK_MSG(strstr(out, "\"precision\": \"fp32\"") && !strstr(out, "warning"), "%s", out);
+    /* AVX2 only: bf16 refused with the reason, exit 1. */
+    CHECK(run_cli("ONEDNN_MAX_CPU_ISA=AVX2",
+                  "bench --size 16 --runs 1 --warmup 0 --threads 2 --precision bf16", out,
+                  sizeof out) == 1);
+    CHECK_MSG(strstr(out, "bf16 needs AVX-512"), "%s", out);
+    return 0;
+}
+
 TEST_MAIN(TEST(test_flags_match_proc_cpuinfo), TEST(test_best_isa), TEST(test_isa_override),
           TEST(test_auto_picks_native_only), TEST(test_explicit_precision),
-          TEST(test_precision_names), TEST(test_auto_on_this_cpu))
+          TEST(test_precision_names), TEST(test_auto_on_this_cpu),
+          TEST(test_cli_reports_cpu_and_precision))
