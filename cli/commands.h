@@ -124,6 +124,20 @@ typedef struct ag_cli_face_set {
 
 int ag_cli_faces_open(ag_cli_face_set *faces, const ag_engine_options *options, ag_error *err);
 void ag_cli_faces_close(ag_cli_face_set *faces);
+/* What `animegan convert` does with faces: --portrait (face-aware), --all-faces, or
+ * --paste-faces (then `face_engine` renders the crops). */
+typedef struct ag_cli_face_mode {
+    int paste, all_faces, side_by_side;
+    int size, max_faces;
+    ag_engine *engine, *face_engine;
+} ag_cli_face_mode;
+
+/* The images one decoded input gives: one portrait (the largest face's aligned crop, or the
+ * centre crop with a line on stderr when there is none), one per face with all_faces, or the
+ * whole photo with the faces pasted back. outs[0..*count) are the caller's (ag_image_fini). */
+int ag_cli_faces_render(ag_cli_face_set *faces, const ag_cli_face_mode *mode, const ag_image *in,
+                        const char *label, ag_image *outs, int capacity, int *count, ag_error *err);
+
 /* The JSON line of `animegan faces --json` for one image. */
 void ag_cli_faces_json(FILE *out, const char *image, int width, int height, const ag_face *faces,
                        int count);

@@ -25,6 +25,9 @@ typedef struct convert_args {
     int format; /* --format: of files written into an output directory */
     int quiet;
     ag_cli_video_args video;
+    /* faces: portrait 1 = face-aware (the decode's portrait flag is then off), 2 = centre */
+    int portrait, all_faces, paste_faces, max_faces;
+    const char *face_model;
 } convert_args;
 
 typedef struct job {
@@ -64,8 +67,16 @@ static void print_help(void) {
           "                         (default: the model's own mode)\n"
           "      --max-side N       downscale inputs whose long side exceeds N pixels,\n"
           "                         0 = never (default: 1024)\n"
-          "      --portrait         face2paint: centre square crop resized to --size\n"
-          "      --size N           portrait size in pixels, with --portrait (default: 512)\n"
+          "      --portrait[=face|center]\n"
+          "                         face2paint: the FFHQ-aligned crop of the largest face\n"
+          "                         (from the photo at up to 4096 px), or with =center, or when\n"
+          "                         no face is found, the centre square; resized to --size\n"
+          "      --all-faces        with --portrait: one output per face (NAME.face1.png, ...)\n"
+          "      --paste-faces      stylise the whole photo, and each face also as an aligned\n"
+          "                         --size crop pasted back (details for small faces)\n"
+          "      --face-model M     the model for the faces of --paste-faces (default: -m)\n"
+          "      --max-faces N      faces used per photo, largest first, 1-64 (default: 8)\n"
+          "      --size N           portrait / face crop size in pixels (default: 512)\n"
           "      --side-by-side     write the input and the result next to each other\n"
           "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
           "      --format F         png, jpg or webp, for files written into an output\n"
@@ -86,13 +97,28 @@ static void print_help(void) {
           stdout);
 }
 
-enum { OPT_MAX_SIDE = 256, OPT_PORTRAIT, OPT_SIZE, OPT_SIDE_BY_SIDE, OPT_QUALITY, OPT_FORMAT };
+enum {
+    OPT_MAX_SIDE = 256,
+    OPT_PORTRAIT,
+    OPT_SIZE,
+    OPT_SIDE_BY_SIDE,
+    OPT_QUALITY,
+    OPT_FORMAT,
+    OPT_ALL_FACES,
+    OPT_PASTE_FACES,
+    OPT_FACE_MODEL,
+    OPT_MAX_FACES
+};
 
 static const struct option long_options[] = {
     {"output", required_argument, NULL, 'o'},
     AG_CLI_ENGINE_LONG_OPTIONS,
     {"max-side", required_argument, NULL, OPT_MAX_SIDE},
-    {"portrait", no_argument, NULL, OPT_PORTRAIT},
+    {"portrait", optional_argument, NULL, OPT_PORTRAIT},
+    {"all-faces", no_argument, NULL, OPT_ALL_FACES},
+    {"paste-faces", no_argument, NULL, OPT_PASTE_FACES},
+    {"face-model", required_argument, NULL, OPT_FACE_MODEL},
+    {"max-faces", required_argument, NULL, OPT_MAX_FACES},
     {"size", required_argument, NULL, OPT_SIZE},
     {"side-by-side", no_argument, NULL, OPT_SIDE_BY_SIDE},
     {"quality", required_argument, NULL, OPT_QUALITY},
@@ -108,7 +134,21 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
     switch (opt) {
     case 'o': a->output = arg; return 0;
     case 'q': a->quiet = 1; return 0;
-    case OPT_PORTRAIT: a->decode.portrait = 1; return 0;
+    case OPT_PORTRAIT:
+        if (!arg || !strcmp(arg, "face"))
+            a->portrait = 1;
+        else if (!strcmp(arg, "center") || !strcmp(arg, "centre"))
+            a->portrait = 2, a->decode.portrait = 1;
+        else
+            return ag_cli_usage_error("convert", "--portrait: '%s' is neither face nor center",
+                                      arg),
+                   -1;
+        return 0;
+    case OPT_ALL_FACES: a->all_faces = 1; return 0;
+    case OPT_PASTE_FACES: a->paste_faces = 1; return 0;
+    case OPT_FACE_MODEL: a->face_model = arg; return 0;
+    case OPT_MAX_FACES:
+        return ag_cli_parse_int("convert", "max-faces", arg, 1, AG_FACE_MAX, &a->max_faces);
     case OPT_SIDE_BY_SIDE: a->side_by_side = 1; return 0;
     case OPT_QUALITY: return ag_cli_parse_int("convert", "quality", arg, 1, 100, &a->quality);
     case OPT_SIZE:
@@ -151,8 +191,20 @@ static int parse_args(int argc, char **argv, convert_args *a) {
         return ag_cli_usage_error("convert", "no input files");
     if (!a->output || !a->output[0])
         return ag_cli_usage_error("convert", "missing -o OUTPUT");
-    if (a->size_given && !a->decode.portrait)
-        return ag_cli_usage_error("convert", "--size applies only with --portrait");
+    if (a->size_given && !a->portrait && !a->paste_faces)
+        return ag_cli_usage_error("convert",
+                                  "--size applies only with --portrait or --paste-faces");
+    if (a->all_faces && a->portrait != 1)
+        return ag_cli_usage_error("convert", "--all-faces applies only with --portrait (face)");
+    if (a->paste_faces && (a->portrait || a->side_by_side))
+        return ag_cli_usage_error("convert",
+                                  "--paste-faces keeps the whole photo: not with --portrait or "
+                                  "--side-by-side");
+    if (a->face_model && !a->paste_faces)
+        return ag_cli_usage_error("convert", "--face-model applies only with --paste-faces");
+    if (a->max_faces && a->portrait != 1 && !a->paste_faces)
+        return ag_cli_usage_error("convert", "--max-faces applies only with --portrait or "
+                                             "--paste-faces");
     return -1;
 }
 
@@ -435,6 +487,8 @@ static int make_directories(const char *path, ag_error *err) {
 
 typedef struct batch {
     ag_engine *engine;
+    ag_cli_face_set *faces; /* the face modes: the detector */
+    ag_cli_face_mode *mode;
     const convert_args *args;
     const job_list *jobs;
     int dir_ready; /* the output directory exists */
@@ -446,18 +500,50 @@ typedef struct batch {
  * that a batch where nothing converts leaves nothing behind. *fatal is set when the
  * directory cannot be created, since every later save would fail the same way.
  */
+static int nomem(ag_error *err) {
+    err->code = AG_E_NOMEM;
+    snprintf(err->message, sizeof err->message, "out of memory");
+    return AG_E_NOMEM;
+}
+
+/* OUTPUT with ".faceN" before its extension (--all-faces), ag_malloc'ed; NULL: no memory. */
+static char *face_path(const char *output, int n) {
+    const char *base = base_name(output);
+    const char *dot = strrchr(base, '.');
+    size_t stem = dot && dot != base ? (size_t)(dot - output) : strlen(output);
+    size_t size = strlen(output) + 24;
+    char *path = ag_malloc(size);
+    if (path)
+        snprintf(path, size, "%.*s.face%d%s", (int)stem, output, n, output + stem);
+    return path;
+}
+
 static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
-    ag_image in = {0}, out = {0};
-    int rc = ag_image_decode_file(j->input, &b->args->decode, &in, err);
-    if (rc == 0)
-        rc = ag_stylize(b->engine, &in, b->args->side_by_side, &out, err);
+    ag_image in = {0}, outs[AG_FACE_MAX];
+    int count = 0;
+    ag_decode_options decode = b->args->decode;
+    if (b->args->portrait == 1) /* the crop from the photo at up to 4096 px */
+        decode.max_side = decode.max_side && decode.max_side < 4096 ? 4096 : decode.max_side;
+    int rc = ag_image_decode_file(j->input, &decode, &in, err);
+    if (rc == 0 && b->faces)
+        rc = ag_cli_faces_render(b->faces, b->mode, &in, j->input, outs, AG_FACE_MAX, &count, err);
+    else if (rc == 0)
+        count = (rc = ag_stylize(b->engine, &in, b->args->side_by_side, &outs[0], err)) == 0;
     if (rc == 0 && b->jobs->dir_mode && !b->dir_ready) {
         *fatal = rc = make_directories(b->args->output, err);
         b->dir_ready = rc == 0;
     }
-    if (rc == 0)
-        rc = ag_image_save_file(&out, j->output, (ag_format)b->jobs->format, b->args->quality, err);
-    ag_image_fini(&out);
+    for (int i = 0; rc == 0 && i < count; i++) {
+        char *path = b->args->all_faces ? face_path(j->output, i + 1) : NULL;
+        if (b->args->all_faces && !path)
+            rc = nomem(err);
+        else
+            rc = ag_image_save_file(&outs[i], path ? path : j->output, (ag_format)b->jobs->format,
+                                    b->args->quality, err);
+        ag_free(path);
+    }
+    for (int i = 0; i < count; i++)
+        ag_image_fini(&outs[i]);
     ag_image_fini(&in);
     return rc;
 }
@@ -472,8 +558,9 @@ static void report_failure(batch *b, const job *j, int fatal, const ag_error *er
         fprintf(stderr, "animegan: %s: %s\n", j->input, err->message);
 }
 
-static int run_batch(ag_engine *engine, const job_list *jobs, const convert_args *a) {
-    batch b = {.engine = engine, .args = a, .jobs = jobs};
+static int run_batch(ag_engine *engine, ag_cli_face_set *faces, ag_cli_face_mode *mode,
+                     const job_list *jobs, const convert_args *a) {
+    batch b = {.engine = engine, .faces = faces, .mode = mode, .args = a, .jobs = jobs};
     int failures = jobs->failures;
     ag_progress_init(&b.progress, jobs->count, a->quiet || jobs->count < 2);
     if (jobs->count > 1)
@@ -509,15 +596,35 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
     ag_precision_choice precision;
     if (ag_cli_resolve_precision(&options, &precision))
         return AG_EXIT_FAILED;
-    ag_model *model = NULL;
-    ag_engine *engine = NULL;
+    ag_model *model = NULL, *face_model = NULL;
+    ag_engine *engine = NULL, *face_engine = NULL;
+    ag_cli_face_set faces = {0};
+    int face_mode = a->portrait == 1 || a->paste_faces;
+    ag_cli_face_mode mode = {.paste = a->paste_faces,
+                             .all_faces = a->all_faces,
+                             .side_by_side = a->side_by_side,
+                             .size = a->decode.portrait_size,
+                             .max_faces = a->max_faces};
     ag_error err = {0};
     int status = AG_EXIT_FAILED;
-    if (ag_model_load(a->e.model, &model, &err) == 0 &&
-        ag_engine_create(model, &options, &engine, &err) == 0)
-        status = run_batch(engine, jobs, a);
+    int rc = ag_model_load(a->e.model, &model, &err);
+    if (rc == 0)
+        rc = ag_engine_create(model, &options, &engine, &err);
+    if (rc == 0 && face_mode)
+        rc = ag_cli_faces_open(&faces, &options, &err);
+    /* The face crops get their own engine, planned once at --size. */
+    if (rc == 0 && a->paste_faces && a->face_model)
+        rc = ag_model_load(a->face_model, &face_model, &err);
+    if (rc == 0 && a->paste_faces)
+        rc = ag_engine_create(face_model ? face_model : model, &options, &face_engine, &err);
+    mode.engine = engine, mode.face_engine = face_engine;
+    if (rc == 0)
+        status = run_batch(engine, face_mode ? &faces : NULL, &mode, jobs, a);
     else
         ag_cli_report(&err);
+    ag_engine_destroy(face_engine);
+    ag_model_destroy(face_model);
+    ag_cli_faces_close(&faces);
     ag_engine_destroy(engine);
     ag_model_destroy(model);
     return status;
@@ -539,8 +646,9 @@ int ag_cli_convert(int argc, char **argv) {
     if (route == AG_CLI_ROUTE_FAILED)
         return AG_EXIT_FAILED;
     if (route == AG_CLI_ROUTE_VIDEO) {
-        if (a.decode.portrait)
-            return ag_cli_usage_error("convert", "--portrait applies to photos, not video");
+        if (a.portrait || a.paste_faces)
+            return ag_cli_usage_error("convert", "--portrait and --paste-faces apply to photos, "
+                                                 "not video");
         return ag_cli_video_run(argv[optind], a.output, &a.e, a.decode.max_side, a.side_by_side,
                                 &a.video, a.quiet);
     }

@@ -184,3 +184,63 @@ int ag_cli_faces(int argc, char **argv) {
     ag_cli_faces_close(&f);
     return status;
 }
+
+/* ---- the face modes of `animegan convert` ------------------------------------------------ */
+
+static int nomem(ag_error *err) {
+    err->code = AG_E_NOMEM;
+    snprintf(err->message, sizeof err->message, "out of memory");
+    return AG_E_NOMEM;
+}
+
+/* The centre square of `in` as a quad (the fallback of --portrait when no face is found). */
+static void centre_quad(const ag_image *in, float quad[4][2]) {
+    float s = (float)(in->width < in->height ? in->width : in->height);
+    float x0 = (in->width - s) / 2, y0 = (in->height - s) / 2;
+    const float q[4][2] = {{x0, y0}, {x0, y0 + s}, {x0 + s, y0 + s}, {x0 + s, y0}};
+    memcpy(quad, q, sizeof q);
+}
+
+int ag_cli_faces_render(ag_cli_face_set *fs, const ag_cli_face_mode *mode, const ag_image *in,
+                        const char *label, ag_image *outs, int capacity, int *count,
+                        ag_error *err) {
+    *count = 0;
+    ag_face *faces = ag_malloc(sizeof *faces * AG_FACE_MAX);
+    if (!faces)
+        return nomem(err);
+    ag_face_options fo = {.max_faces = mode->max_faces};
+    int n = 0, found = 0;
+    int rc = ag_faces_detect(fs->detector, in, &fo, faces, AG_FACE_MAX, &n, &found, err);
+    if (rc == AG_OK && found > n)
+        fprintf(stderr, "animegan: %s: %d faces found, the %d largest used (--max-faces)\n", label,
+                found, n);
+    if (rc == AG_OK && mode->paste) {
+        rc = ag_stylize_paste_faces(mode->engine, mode->face_engine, in, faces, n, mode->size,
+                                    &outs[0], err);
+        *count = rc == AG_OK;
+    } else if (rc == AG_OK) {
+        if (n == 0) {
+            fprintf(stderr, "animegan: %s: no face found; used the centre crop\n", label);
+            memset(&faces[0], 0, sizeof faces[0]);
+            centre_quad(in, faces[0].quad);
+            n = 1;
+        }
+        int want = mode->all_faces ? n : 1;
+        want = want > capacity ? capacity : want;
+        for (int i = 0; i < want && rc == AG_OK; i++) {
+            ag_image crop = {0};
+            rc = ag_face_align(in, &faces[i], mode->size, &crop, err);
+            if (rc == AG_OK)
+                rc = ag_stylize(mode->engine, &crop, mode->side_by_side, &outs[i], err);
+            ag_image_fini(&crop);
+            *count += rc == AG_OK;
+        }
+    }
+    ag_free(faces);
+    if (rc) {
+        for (int i = 0; i < *count; i++)
+            ag_image_fini(&outs[i]);
+        *count = 0;
+    }
+    return rc;
+}

@@ -1,0 +1,76 @@
+#!/bin/sh
+# The face modes from the command line (issue 9): `animegan faces --json` on the synthetic
+# images of tests/data/generated/faces (tools/make_face_images.py) and the photos,
+# `convert --portrait` (face-aware, =center, the no-face fallback), --all-faces,
+# --paste-faces and their usage errors. Prints "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BIN=$BUILD/animegan
+export ANIMEGAN_MODEL_PATH=$PWD/models
+GEN=tests/data/generated/faces
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { echo "PASS $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1"; failed=$((failed + 1)); }
+
+# faces --json: one valid JSON line per image, the right count, sorted by area.
+if "$BIN" faces --json tests/data/astronaut.png tests/data/coffee.png $GEN/scaled.jpg \
+    $GEN/rotated.jpg $GEN/mirrored.jpg $GEN/border.jpg >"$tmp/faces.json" 2>"$tmp/err" &&
+    /usr/bin/python3 - "$tmp/faces.json" <<'PY'
+import json, sys
+want = {"astronaut.png": 1, "coffee.png": 0, "scaled.jpg": 3, "rotated.jpg": 3,
+        "mirrored.jpg": 2, "border.jpg": 2}
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == len(want), lines
+for line in lines:
+    o = json.loads(line)
+    name = o["image"].rsplit("/", 1)[-1]
+    assert len(o["faces"]) == want[name], (name, len(o["faces"]))
+    assert o["width"] > 0 and o["height"] > 0
+    areas = [(f["box"][2] - f["box"][0]) * (f["box"][3] - f["box"][1]) for f in o["faces"]]
+    assert areas == sorted(areas, reverse=True), name
+    for f in o["faces"]:
+        assert 0.6 <= f["score"] <= 1 and len(f["keypoints"]) == 6 and len(f["quad"]) == 4
+PY
+then ok faces_json; else bad faces_json; cat "$tmp/err"; fi
+
+# --max-faces caps, with a line on stderr.
+if "$BIN" faces --json --max-faces 3 $GEN/many.jpg >"$tmp/many.json" 2>"$tmp/err" &&
+    /usr/bin/python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['faces']) == 3" \
+        "$tmp/many.json" && grep -q "kept (--max-faces)" "$tmp/err"; then
+    ok faces_max_faces
+else bad faces_max_faces; fi
+
+size_of() { /usr/bin/python3 -c "from PIL import Image; import sys; print('%dx%d' % Image.open(sys.argv[1]).size)" "$1"; }
+
+# --portrait: the face's aligned crop at --size; =center; the fallback says so.
+"$BIN" convert tests/data/astronaut.png -o "$tmp/p.png" --portrait --size 128 -q 2>"$tmp/err" &&
+    [ "$(size_of "$tmp/p.png")" = 128x128 ] && [ ! -s "$tmp/err" ] && ok portrait_face || bad portrait_face
+"$BIN" convert tests/data/astronaut.png -o "$tmp/c.png" --portrait=center --size 96 -q &&
+    [ "$(size_of "$tmp/c.png")" = 96x96 ] && ok portrait_center || bad portrait_center
+"$BIN" convert tests/data/coffee.png -o "$tmp/n.png" --portrait --size 64 -q 2>"$tmp/err" &&
+    [ "$(size_of "$tmp/n.png")" = 64x64 ] && grep -q "no face found; used the centre crop" "$tmp/err" &&
+    ok portrait_fallback || bad portrait_fallback
+
+# --all-faces: NAME.face1.png, NAME.face2.png.
+"$BIN" convert $GEN/mirrored.jpg -o "$tmp/m.png" --portrait --all-faces --size 64 -q &&
+    [ -f "$tmp/m.face1.png" ] && [ -f "$tmp/m.face2.png" ] && [ ! -f "$tmp/m.face3.png" ] &&
+    ok all_faces || bad all_faces
+
+# --paste-faces: the whole photo, at its own (--max-side) size.
+"$BIN" convert $GEN/mirrored.jpg -o "$tmp/paste.png" --paste-faces --size 96 --max-side 300 -q &&
+    [ "$(size_of "$tmp/paste.png")" = 300x167 ] && ok paste_faces || bad paste_faces
+
+# Usage errors exit 2.
+usage() {
+    "$BIN" convert tests/data/astronaut.png -o "$tmp/u.png" "$@" >/dev/null 2>&1
+    [ $? -eq 2 ]
+}
+usage --all-faces && usage --portrait=sideways && usage --paste-faces --portrait &&
+    usage --face-model hayao && usage --portrait --max-faces 0 && ok usage_errors || bad usage_errors
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
