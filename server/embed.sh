@@ -22,6 +22,7 @@ for f in "$@"; do
     *.js) mime="text/javascript; charset=utf-8" ;;
     *.svg) mime="image/svg+xml" ;;
     *.png) mime="image/png" ;;
+    *.jpg) mime="image/jpeg" ;;
     *.json) mime="application/json" ;;
     *) mime="application/octet-stream" ;;
     esac

@@ -351,7 +351,11 @@ static void handle_models(ag_server *s, ag_request *r) {
         ag_text_json_string(&t, info->format);
         ag_text_append(&t, ",\"license\":", 11);
         ag_text_json_string(&t, info->license);
-        ag_text_printf(&t, ",\"param_count\":%zu,\"weight_bytes\":%zu}", info->param_count,
+        ag_text_printf(&t,
+                       ",\"side_multiple\":%d,\"min_side\":%d,\"gflop_512\":%.1f,"
+                       "\"param_count\":%zu,\"weight_bytes\":%zu}",
+                       info->side_multiple, info->min_side,
+                       ag_model_flop(s->models[i], 512, 512) / 1e9, info->param_count,
                        info->weight_bytes);
     }
     ag_text_printf(

@@ -10,16 +10,20 @@
  */
 #include "server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -171,6 +175,76 @@ static void lower_http_priority(int nice_value, ag_log_format lf) {
         ag_log_event(lf, "warn", "cannot set --http-nice %d: %s", nice_value, strerror(errno));
 }
 
+static int model_error(ag_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int model_error(ag_error *err, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return err->code = code;
+}
+
+/* Serve one more model; names must stay unique (they are what clients choose by). */
+static int add_model(ag_server *s, const char *name_or_path, ag_error *err) {
+    ag_model *m = NULL;
+    if (s->model_count >= AG_SERVER_MAX_MODELS)
+        return model_error(err, AG_E_LIMIT, "more than %d models to serve (at %s)",
+                           AG_SERVER_MAX_MODELS, name_or_path);
+    if (ag_model_load(name_or_path, &m, err) != 0)
+        return err->code;
+    const ag_model_info *info = ag_model_get_info(m);
+    for (int j = 0; j < s->model_count; j++)
+        if (!strcmp(s->model_names[j], info->name)) {
+            ag_model_destroy(m);
+            return model_error(err, AG_E_ARG, "two models are named '%s'; rename one file",
+                               s->model_names[j]);
+        }
+    s->models[s->model_count] = m;
+    s->model_names[s->model_count++] = info->name;
+    return AG_OK;
+}
+
+static int compare_paths(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* --model NAME|FILE|DIRECTORY: a directory serves every .onnx and .safetensors style in it
+ * (face networks and other kinds are skipped), in name order. */
+static int load_model_arg(ag_server *s, const char *arg, ag_error *err) {
+    struct stat st;
+    if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode))
+        return add_model(s, arg, err);
+    DIR *dir = opendir(arg);
+    if (!dir)
+        return model_error(err, AG_E_IO, "%s: %s", arg, strerror(errno));
+    char *files[64];
+    int count = 0, served = 0, rc = AG_OK;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL && count < 64) {
+        size_t len = strlen(e->d_name);
+        int onnx = len > 5 && !strcasecmp(e->d_name + len - 5, ".onnx");
+        int safetensors = len > 12 && !strcmp(e->d_name + len - 12, ".safetensors");
+        if ((onnx || safetensors) && asprintf(&files[count], "%s/%s", arg, e->d_name) > 0)
+            count++;
+    }
+    closedir(dir);
+    qsort(files, (size_t)count, sizeof files[0], compare_paths);
+    for (int i = 0; i < count; i++) {
+        ag_model *probe = NULL;
+        if (rc == AG_OK && (rc = ag_model_load(files[i], &probe, err)) == AG_OK) {
+            int style = !strcmp(ag_model_get_info(probe)->kind, "generator");
+            ag_model_destroy(probe);
+            if (style && (rc = add_model(s, files[i], err)) == AG_OK)
+                served++;
+        }
+        free(files[i]);
+    }
+    if (rc == AG_OK && !served)
+        rc = model_error(err, AG_E_NOTFOUND, "%s: no .onnx or .safetensors style in it", arg);
+    return rc;
+}
+
 int ag_server_main(int argc, char **argv) {
     int exit_code = AG_SERVER_EXIT_FAILED;
     ag_error err = {0};
@@ -219,23 +293,11 @@ int ag_server_main(int argc, char **argv) {
         prefix = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     s->id_prefix = prefix;
 
-    for (int i = 0; i < c->model_count; i++) {
-        ag_model *m = NULL;
-        if (ag_model_load(c->models[i], &m, &err) != 0) {
+    for (int i = 0; i < c->model_count; i++)
+        if (load_model_arg(s, c->models[i], &err) != 0) {
             fprintf(stderr, "animegan: %s\n", err.message[0] ? err.message : "cannot load model");
             goto out;
         }
-        s->models[i] = m;
-        s->model_count = i + 1;
-        s->model_names[i] = ag_model_get_info(m)->name;
-        for (int j = 0; j < i; j++) {
-            if (!strcmp(s->model_names[j], s->model_names[i])) {
-                fprintf(stderr, "animegan: two models are named '%s'; rename one file\n",
-                        s->model_names[i]);
-                goto out;
-            }
-        }
-    }
     ag_precision_choice precision; /* auto, or the emulated-bf16 warning: issue 12 */
     if (ag_precision_resolve(c->engine.precision, c->engine.backend, NULL, &precision) != 0) {
         fprintf(stderr, "animegan: %s\n", precision.note);

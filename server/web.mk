@@ -6,7 +6,8 @@
 # Included before the root Makefile's `all`: keep it the default goal.
 .DEFAULT_GOAL := all
 
-WEB_FILES := $(sort $(wildcard server/web/*.html server/web/*.css server/web/*.js server/web/*.svg))
+WEB_FILES := $(sort $(wildcard server/web/*.html server/web/*.css server/web/*.js server/web/*.svg \
+                            server/web/*.jpg))
 WEB_GEN := $(BUILD)/gen/web_assets.c
 WEB_OBJ := $(BUILD)/obj/gen/web_assets.o
 GEN_SRC += $(WEB_GEN)

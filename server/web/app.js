@@ -65,6 +65,37 @@
     }
   }
 
+  /* A bundled style has an embedded preview (/style-NAME.jpg: the same cat in every
+   * style); a model the server was given without one shows its name only. */
+  function addPreview(m, label) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "style-card";
+    b.dataset.model = m.name;
+    b.setAttribute("role", "radio");
+    b.title = `${label}: ${m.architecture}, ${m.gflop_512} GFLOP at 512x512`;
+    const img = document.createElement("img");
+    img.src = `/style-${encodeURIComponent(m.name)}.jpg`;
+    img.alt = "";
+    img.width = img.height = 64;
+    img.onerror = () => img.remove();
+    const name = document.createElement("span");
+    name.textContent = label;
+    b.append(img, name);
+    b.addEventListener("click", () => {
+      el.model.value = m.name;
+      markPreview();
+    });
+    document.getElementById("styles").appendChild(b);
+  }
+
+  function markPreview() {
+    for (const b of document.querySelectorAll(".style-card"))
+      b.setAttribute("aria-checked", String(b.dataset.model === el.model.value));
+  }
+
+  el.model.addEventListener("change", () => markPreview());
+
   async function loadInfo() {
     try {
       const [models, status] = await Promise.all([
@@ -79,7 +110,9 @@
         opt.textContent = !m.style || same ? m.style || m.name : `${m.style} (${m.name})`;
         if (m.name === models.default) opt.selected = true;
         el.model.appendChild(opt);
+        addPreview(m, opt.textContent);
       }
+      markPreview();
       maxUploadBytes = status.limits.max_upload_bytes;
       maxPixels = status.limits.max_pixels;
       el.limits.textContent = `JPEG, PNG, WebP, GIF, TIFF or HEIF · up to ${mb(maxUploadBytes)}`;

@@ -223,8 +223,16 @@ static int bind_graph(ag_model *m, const ag_tensor_set *set, const char *path, a
     m->weights = ag_malloc((total ? total : 1) * sizeof(float));
     if (!m->weights)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory for %zu weights", path, total);
-    m->info.param_count = total;
     m->info.weight_bytes = total * sizeof(float);
+    /* Parameters count each tensor once, however many nodes read it (attention's matrix). */
+    for (int t = 0; t < set->count; t++) {
+        int used = 0;
+        for (int i = 0; i < g->count && !used; i++)
+            for (int j = 0; j < AG_NODE_TENSORS; j++)
+                used |= g->nodes[i].tensor[j] == t;
+        if (used)
+            m->info.param_count += ref_count(&set->tensors[t]);
+    }
     binder b = {set, path, m->weights, m->weights + total};
     for (int i = 0; i < g->count; i++) {
         ag_node *n = &g->nodes[i];

@@ -152,7 +152,8 @@ async function watchStates(page) {
 
 async function main() {
   let passed = 0, failed = 0;
-  const server = await startServer(["--workers", "1", "--threads", "2", "--queue", "1", "--max-upload-mb", "1"]);
+  const server = await startServer(["--workers", "1", "--threads", "2", "--queue", "1", "--max-upload-mb", "1",
+                                    "--model", "hayao", "--model", "cute-v3"]);
   const base = `http://127.0.0.1:${server.port}`;
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "animegan-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
@@ -183,6 +184,17 @@ async function main() {
       check(await page.isDisabled("#go"), "Animate! enabled before a photo is chosen");
       const limits = await page.textContent("#limits");
       check(limits.includes("1.0 MB"), "limits line: " + limits);
+    }],
+    ["style_previews_choose_the_model", async () => {
+      // Every served bundled style has its embedded preview; clicking one picks that model.
+      await pageWait(page, () => document.querySelectorAll(".style-card img").length === 2 &&
+                     [...document.querySelectorAll(".style-card img")].every((i) => i.complete && i.naturalWidth === 96),
+                     10000, "two style previews");
+      await page.click(".style-card[data-model='cute-v3']");
+      check((await page.$eval("#model", (e) => e.value)) === "cute-v3", "preview did not select cute-v3");
+      check((await page.getAttribute(".style-card[data-model='cute-v3']", "aria-checked")) === "true", "preview not marked");
+      await page.selectOption("#model", "hayao");
+      check((await page.getAttribute(".style-card[data-model='hayao']", "aria-checked")) === "true", "select does not mark its preview");
     }],
     ["convert_through_page_equals_cli", async () => {
       // Occupy the worker so the page's photo has to wait in the queue first.

@@ -598,6 +598,45 @@ def convert_options():
 
 
 @test
+def every_model_converts_like_the_cli():
+    """Every bundled style and a directory of .onnx files (the author's tiny Cute file),
+    served together: /api/v1/models lists them, and each converts exactly as the CLI."""
+    onnx = os.path.join(ROOT, "tests", "fixtures", "onnx", "AnimeGANv3_tiny_Cute.onnx")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.symlink(onnx, os.path.join(tmp, "AnimeGANv3_tiny_Cute.onnx"))
+        with open(os.path.join(tmp, "notes.txt"), "w") as f:
+            f.write("not a model")
+        s = Server("--workers", "1", "--threads", "2", "--model", "hayao", "--model", "hayao-v3",
+                   "--model", "shinkai-v3", "--model", "cute-v3", "--model", tmp)
+        try:
+            status, _, body = s.request("GET", "/api/v1/models")
+            models = json.loads(body)["models"]
+            names = [m["name"] for m in models]
+            check(names == ["hayao", "hayao-v3", "shinkai-v3", "cute-v3", "AnimeGANv3_tiny_Cute"],
+                  "models %r" % names)
+            check(all("architecture" in m and m["side_multiple"] in (4, 8, 16) and
+                      m["min_side"] >= 8 for m in models), "model fields %r" % models)
+            photo = os.path.join(DATA, "chelsea.png")
+            with open(photo, "rb") as f:
+                png = f.read()
+            for name in names:
+                status, _, served = s.convert(png, query="?model=%s&max_side=64" % name)
+                check(status == 200, "%s gave %d: %r" % (name, status, served[:200]))
+                out = os.path.join(tmp, name + ".png")
+                model = onnx if name.startswith("AnimeGANv3_") else name
+                p = subprocess.run([BIN, "convert", photo, "-o", out, "--model", model,
+                                    "--max-side", "64", "--threads", "2", "-q"],
+                                   capture_output=True, timeout=300)
+                check(p.returncode == 0, "convert --model %s: %s" % (model, p.stderr[-300:]))
+                with open(out, "rb") as f:
+                    want = png_decode(f.read())
+                got = png_decode(served)
+                check(got == want, "%s: the service differs from animegan convert" % name)
+        finally:
+            s.stop()
+
+
+@test
 def errors_400():
     s = main_server()
     for query in ("?portrait=2", "?side_by_side=yes", "?quality=0", "?quality=101",
