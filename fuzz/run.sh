@@ -31,7 +31,10 @@ printf '%s\n' '"Conv"' '"Pad"' '"reflect"' '"LeakyRelu"' '"Add"' '"Mul"' '"Sub"'
     '"Sqrt"' '"GlobalAveragePool"' '"ReduceMean"' '"ReduceSum"' '"MatMul"' '"Softmax"' \
     '"Resize"' '"linear"' '"asymmetric"' '"Transpose"' '"Reshape"' '"Shape"' '"Gather"' \
     '"Slice"' '"Concat"' '"Unsqueeze"' '"Squeeze"' '"Cast"' '"Tanh"' '"perm"' '"pads"' \
-    '"strides"' '"alpha"' '"axis"' '"mode"' '"keepdims"' >"$out/onnx.dict"
+    '"strides"' '"alpha"' '"axis"' '"mode"' '"keepdims"' '"PRelu"' '"Clip"' '"Sigmoid"' \
+    '"Relu"' '"Reciprocal"' '"InstanceNormalization"' '"BatchNormalization"' '"Constant"' \
+    '"Identity"' '"half_pixel"' '"align_corners"' '"epsilon"' '"group"' '"value"' \
+    '"coordinate_transformation_mode"' >"$out/onnx.dict"
 printf '%s\n' '"dtype"' '"shape"' '"data_offsets"' '"__metadata__"' '"F32"' '"F16"' \
     '"BF16"' '"F64"' '"I8"' '"I64"' >"$out/safetensors.dict"
 

@@ -372,8 +372,8 @@ LEAK_CHECKED(test_import_mini) {
     char ops[512];
     const char *want = "conv lrelu conv lrelu conv add lrelu resize conv lrelu add conv lade lrelu "
                        "conv tanh";
-    const char *files[] = {"mini_v3.onnx", "mini_v3_float_data.onnx"};
-    for (int f = 0; f < 2; f++) {
+    const char *files[] = {"mini_v3.onnx", "mini_v3_float_data.onnx", "mini_v3_fp16.onnx"};
+    for (int f = 0; f < 3; f++) {
         CHECK(import_fixture(files[f], &data, &set) == 0);
         CHECK(check_graph_form(&set) == 0);
         graph_ops(ops, sizeof ops);
@@ -381,6 +381,9 @@ LEAK_CHECKED(test_import_mini) {
         CHECK(graph.nodes[8].in[1] == 2); /* resized like enc/conv0's activation */
         CHECK(graph.nodes[3].stride == 2 && graph.nodes[5].k == 1);
         CHECK(!strcmp(ag_tensor_set_meta_get(&set, "side_multiple"), "2"));
+        /* fp16 weights read through a Cast stay fp16, pointing into the file */
+        const ag_tensor_ref *w = node_tensor(&set, 1, AG_T_WEIGHT);
+        CHECK(w->dtype == (f == 2 ? AG_DTYPE_F16 : AG_DTYPE_F32));
         ag_tensor_set_fini(&set);
         ag_free(data);
     }
@@ -666,9 +669,10 @@ LEAK_CHECKED(test_import_matches_ort) {
     static const struct {
         const char *name;
         int w, h;
-    } cases[] = {
-        {"AnimeGANv3_tiny_Cute", 64, 48}, {"mini_v3", 16, 12}, {"ea_block", 11, 9},
-        {"torch_style", 16, 12},          {"inorm", 13, 10},   {"inorm_reciprocal", 13, 10}};
+    } cases[] = {{"AnimeGANv3_tiny_Cute", 64, 48}, {"mini_v3", 16, 12},
+                 {"mini_v3_fp16", 16, 12},         {"ea_block", 11, 9},
+                 {"torch_style", 16, 12},          {"inorm", 13, 10},
+                 {"inorm_reciprocal", 13, 10}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char file[128], in_name[160], out_name[160];
         int w = cases[c].w, h = cases[c].h;

@@ -267,6 +267,28 @@ def inorm(reciprocal=False):
     return g.model([nhwc_input()], [out], opset=13)
 
 
+def fp16_weights(model):
+    """Every 4-D float weight stored as FLOAT16 and Cast to float where it is read, as fp16
+    weight-only exports are."""
+    graph = model.graph
+    halves = {}
+    for t in graph.initializer:
+        if t.data_type == TensorProto.FLOAT and len(t.dims) == 4:
+            a = numpy_helper.to_array(t).astype(np.float16)
+            t.CopyFrom(numpy_helper.from_array(a, t.name))
+            halves[t.name] = t.name + ":f32"
+    casts = [helper.make_node("Cast", [n], [f], name="cast/" + n, to=TensorProto.FLOAT)
+             for n, f in halves.items()]
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name in halves:
+                node.input[i] = halves[name]
+    nodes = casts + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
 def two_nodes(op="Tanh", **attrs):
     """input -> Transpose -> op -> Transpose -> output."""
     g = Graph()
@@ -338,6 +360,7 @@ def main():
     files = {
         "mini_v3.onnx": mini_v3(),
         "mini_v3_float_data.onnx": with_initializer(mini_v3(), "enc0.w", typed_floats),
+        "mini_v3_fp16.onnx": fp16_weights(mini_v3()),
         "ea_block.onnx": ea_block(),
         "ea_block_transpose.onnx": ea_block(transpose_node=True),
         "torch_style.onnx": torch_style(),

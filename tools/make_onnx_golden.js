@@ -24,6 +24,7 @@ const dir = path.join(root, 'tests', 'fixtures', 'onnx');
 const cases = [
     ['AnimeGANv3_tiny_Cute', 64, 48, 'nhwc'],
     ['mini_v3', 16, 12, 'nhwc'],
+    ['mini_v3_fp16', 16, 12, 'nhwc'],
     ['ea_block', 11, 9, 'nhwc'],
     ['torch_style', 16, 12, 'nchw'], /* fed and read back transposed */
     ['inorm', 13, 10, 'nhwc'],

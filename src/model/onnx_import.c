@@ -811,6 +811,16 @@ static int op_cast(imp *im) {
     if (in->kind == V_EXPR && to != AG_ONNX_FLOAT)
         return REFUSE("a feature map cast to type %lld", (long long)to);
     if (in->kind == V_CONST) {
+        /* fp16 weights cast to float stay the file's fp16 (widened when the model is
+         * built); an integer cast of a small constant is shape arithmetic. */
+        int32_t type = im->m->tensors[in->tensor].data_type;
+        bool is_float = type == AG_ONNX_FLOAT || type == AG_ONNX_FLOAT16;
+        if (to == AG_ONNX_FLOAT && is_float) {
+            *out_value(im, 0) = *in;
+            return AG_OK;
+        }
+        if (to != AG_ONNX_INT64 && to != AG_ONNX_INT32 && to != AG_ONNX_FLOAT)
+            return REFUSE("a constant cast to type %lld", (long long)to);
         value s;
         if ((rc = as_shape(im, in, &s)) != AG_OK)
             return rc;
