@@ -46,6 +46,15 @@ def attack(name):
         return f.read()
 
 
+def stop_clean(s):
+    """Stop a server: it must exit 0, with no sanitizer report in its log."""
+    code = s.stop()
+    bad = [l for l in s.lines if "AddressSanitizer" in l or "runtime error:" in l
+           or "LeakSanitizer" in l]
+    check(not bad, "sanitizer report: %r" % bad[:3])
+    check(code == 0, "server exited %r" % code)
+
+
 def vm_kib(pid, field):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -112,7 +121,7 @@ def header_refuses_frames_past_the_decode_term():
         status, _, _ = s.convert()
         check(status == 200, "normal conversion after: %d" % status)
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 @test
@@ -144,7 +153,7 @@ def bound_holds_for_the_worst_case_of_each_format():
             check(hwm <= bound, "%s: peak RSS %.0f MiB over the bound %.0f MiB"
                   % (name, hwm / 2**20, bound / 2**20))
         finally:
-            s.stop()
+            stop_clean(s)
 
 
 # ---- 2. cheap denial of service ----------------------------------------------------------
@@ -181,7 +190,7 @@ def vanished_uploads_free_their_slots_at_once():
         gone = [l for l in s.log() if l.get("status") == "499"]
         check(len(gone) == 2, "log lines with status=499: %d" % len(gone))
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 def trickle(port, head, interval, duration):
@@ -223,7 +232,7 @@ def trickled_upload_is_cut_at_its_deadline():
         check(s.status()["inflight"]["admitted"] == 0, "slot still held")
         print("  closed after %.1f s (--timeout 3)" % took)
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 @test
@@ -240,7 +249,7 @@ def slow_upload_is_cut_under_the_minimum_rate():
         check(m.get("animegan_uploads_cut_total", 0) >= 1, "uploads_cut not counted")
         print("  closed after %.1f s" % took)
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 @test
@@ -272,7 +281,7 @@ def work_for_vanished_clients_is_cancelled():
         status, _, _ = s.convert()
         check(status == 200, "conversion after: %d" % status)
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 @test
@@ -301,7 +310,7 @@ def health_answers_when_idle_clients_hold_every_connection():
     finally:
         for c in idle:
             c.close()
-        s.stop()
+        stop_clean(s)
 
 
 # ---- 3. HTTP framing ---------------------------------------------------------------------
@@ -350,7 +359,7 @@ def ambiguous_framing_is_refused_and_closed():
                            b"Connection: close\r\n\r\n" + chunked, timeout=60)
         check(status_of(raw) == 200, "chunked upload: %r" % raw[:100])
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 @test
@@ -364,7 +373,7 @@ def absolute_form_targets_are_the_origin_form():
                                b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             check(status_of(raw) == want, "%s: %r" % (target, raw[:80]))
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 def code_count(metrics, code):
@@ -417,7 +426,7 @@ def oversized_and_malformed_heads_get_json_errors():
         status, _, _ = s.convert()
         check(status == 200, "conversion after: %d" % status)
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 # ---- 4. privacy and logs -----------------------------------------------------------------
@@ -436,7 +445,7 @@ def cache_hits_are_not_told_to_clients():
         m = s.metrics()
         check(m["animegan_cache_hits_total"] == 1, "hit not counted")
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 @test
@@ -473,7 +482,7 @@ def request_ids_are_unguessable():
         check(out[1][1]["x-request-id"] == "short-1", "client id not echoed")
         check(s.log_for("short-1"), "client id not logged")
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 @test
@@ -559,7 +568,7 @@ def one_strict_integer_parser_everywhere():
             status, _, _ = s.convert(query=q + "&max_side=64&format=jpeg")
             check(status == want, "%s: %d, wanted %d" % (q, status, want))
     finally:
-        s.stop()
+        stop_clean(s)
 
 
 @test
