@@ -21,6 +21,10 @@
  *                                         response (2 x S^2 x 4 + 1%) + bookkeeping
  *         + connections x pool            MHD per-connection memory + a small response
  *         + cache                         --cache-mb
+ *         + video jobs                    with --jobs-dir: the runner's frames in flight
+ *                                         (ag_video_frame_bytes at S, side by side) and
+ *                                         32 MiB of demuxer and codec state; the frames'
+ *                                         inference runs on the workers, within their term
  *
  * S = max(--max-side, portrait size). Admission makes "(queue + W)" exact: a slot is taken
  * when a convert request's headers arrive and given back when its response completes.
@@ -66,12 +70,14 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     b->request_bytes = c->max_upload_bytes + response + 4096;
     b->connection_bytes = c->connection_memory_bytes + 64 * 1024;
     b->cache_bytes = c->cache_bytes;
+    b->video_bytes = ag_jobs_budget_bytes(c);
 
     size_t total = add_sat(b->base_bytes, b->runtime_bytes);
     total = add_sat(total, mul_sat((size_t)b->workers, b->worker_bytes));
     total = add_sat(total, mul_sat((size_t)b->admitted, b->request_bytes));
     total = add_sat(total, mul_sat((size_t)b->connections, b->connection_bytes));
     total = add_sat(total, b->cache_bytes);
+    total = add_sat(total, b->video_bytes);
     b->total_bytes = total;
 }
 
@@ -80,11 +86,11 @@ void ag_budget_format(const ag_budget *b, char *buf, size_t cap) {
     snprintf(buf, cap,
              "%.1f MiB = base %.1f + runtime %.1f + %d workers x %.1f (arena %.1f + decode %.1f "
              "+ images %.1f) + %d admitted x %.1f (upload + response) + %d connections x %.2f + "
-             "cache %.1f",
+             "cache %.1f + video jobs %.1f",
              (double)b->total_bytes / m, (double)b->base_bytes / m, (double)b->runtime_bytes / m,
              b->workers, (double)b->worker_bytes / m, (double)b->arena_bytes / m,
              (double)b->decode_bytes / m,
              (double)(b->worker_bytes - b->arena_bytes - b->decode_bytes) / m, b->admitted,
              (double)b->request_bytes / m, b->connections, (double)b->connection_bytes / m,
-             (double)b->cache_bytes / m);
+             (double)b->cache_bytes / m, (double)b->video_bytes / m);
 }

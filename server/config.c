@@ -49,6 +49,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->engine.threads = 0;
     c->engine.resize = AG_RESIZE_DEFAULT;
     c->log_format = AG_LOG_LOGFMT;
+    ag_jobs_config_defaults(&c->jobs);
 }
 
 /* ---- the table ------------------------------------------------------------------------- */
@@ -138,6 +139,21 @@ static const opt_def options[] = {
     {"log-format", "F", K_CHOICE, 0, 0, 0, AT(log_format), "logfmt|json", NULL, "logfmt",
      "one line per request on stderr, as logfmt or json"},
     {"quiet", NULL, K_FLAG, 0, 0, 0, AT(quiet), NULL, NULL, NULL, "no per-request lines"},
+    /* video jobs (server/jobs.c): POST /api/v1/jobs is off unless --jobs-dir is given */
+    {"jobs-dir", "DIR", K_STRING, 0, 0, 0, AT(jobs.dir), NULL, NULL, "none: jobs off",
+     "spool directory for video jobs (uploads, results, job states), created 0700; at start-up "
+     "jobs a crash interrupted are marked failed and stale files removed"},
+    {"max-video-mb", "N", K_SCALED, 1, 65536, 1 << 20, AT(jobs.max_bytes), NULL, NULL, "200",
+     "largest video upload in MiB; refused with 413 before it is read"},
+    {"max-video-seconds", "S", K_SECONDS, 1, 86400, 0, AT(jobs.max_seconds), NULL, NULL, "600",
+     "longest video, from its container header; 413 before a frame is decoded"},
+    {"max-jobs", "N", K_INT, 1, 4096, 0, AT(jobs.max_jobs), NULL, NULL, "16",
+     "video jobs held at once: queued, running, or finished and not yet expired; more get 503"},
+    {"jobs-quota-mb", "N", K_SCALED, 1, 1 << 24, 1 << 20, AT(jobs.quota_bytes), NULL, NULL, "2048",
+     "spool bytes at most; an upload reserves twice its size (itself and the result); more get "
+     "507"},
+    {"job-ttl", "S", K_SECONDS, 1, 2592000, 0, AT(jobs.ttl_s), NULL, NULL, "3600",
+     "finished jobs and their results are removed S seconds after they finish"},
 };
 
 enum { OPTION_COUNT = sizeof options / sizeof options[0] };

@@ -92,6 +92,8 @@ static ag_route route_of(const char *url) {
         return AG_ROUTE_READYZ;
     if (!strcmp(url, "/metrics"))
         return AG_ROUTE_METRICS;
+    if (!strncmp(url, "/api/v1/jobs", 12) && (url[12] == '\0' || url[12] == '/'))
+        return AG_ROUTE_JOBS; /* video jobs: jobs.c */
     if (ag_web_find(url))
         return AG_ROUTE_PAGE;
     return AG_ROUTE_OTHER;
@@ -320,6 +322,10 @@ static void gauges_sample(ag_server *s, ag_metrics_gauges *g) {
     g->cache_enabled = s->cache != NULL;
     ag_cache_get_stats(s->cache, &g->cache);
     g->model_names = s->model_names;
+    if (s->jobs) {
+        g->extra = ag_jobs_render_metrics;
+        g->extra_ctx = s->jobs;
+    }
     g->model_count = s->model_count;
 }
 
@@ -918,6 +924,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             r->closed_by_us = 1;
             return send_reply(s, conn, r);
         }
+        if (r->route == AG_ROUTE_JOBS)
+            return (enum MHD_Result)ag_jobs_request(s, conn, url, method, upload_data,
+                                                    upload_data_size, r);
         if (r->route == AG_ROUTE_CONVERT) {
             convert_headers(s, conn, r);
             if (atomic_load(&r->state) == AG_REQ_BODY)
@@ -930,6 +939,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
 
+    if (r->route == AG_ROUTE_JOBS)
+        return (enum MHD_Result)ag_jobs_request(s, conn, url, method, upload_data,
+                                                upload_data_size, r);
     switch (atomic_load(&r->state)) {
     case AG_REQ_HEADERS:
         if (*upload_data_size) {
@@ -1012,6 +1024,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         ag_log_request(s->config.log_format, r, r->body_size, out, ag_process_rss_bytes());
     if (r->admitted)
         atomic_fetch_sub(&s->admitted, 1);
+    ag_jobs_request_done(s, r);
     ag_request_unref(r); /* the connection's reference: normally the last one */
 }
 

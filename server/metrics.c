@@ -16,8 +16,8 @@ static const double bucket_le_s[AG_HIST_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0
 static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 408, 499, 413, 414,
                                                   415, 422, 431, 500, 501, 503, 504, 505, 0};
 
-static const char *const route_names[AG_ROUTE_COUNT] = {"page",    "convert", "models",  "status",
-                                                        "healthz", "readyz",  "metrics", "other"};
+static const char *const route_names[AG_ROUTE_COUNT] = {
+    "page", "convert", "models", "status", "healthz", "readyz", "metrics", "jobs", "other"};
 
 const char *ag_route_name(ag_route route) {
     return (unsigned)route < AG_ROUTE_COUNT ? route_names[route] : "other";
@@ -193,6 +193,8 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
         ag_text_json_string(&t, g->model_names[i]); /* same escaping as Prometheus labels */
         ag_text_append(&t, "} 1\n", 4);
     }
+    if (g->extra)
+        g->extra(g->extra_ctx, &t); /* the video jobs' metrics (jobs.c) */
     *buf = ag_text_take(&t, size);
     return *buf ? 0 : -1;
 }

@@ -30,7 +30,7 @@ void ag_queue_fini(ag_queue *q) {
     q->ring = NULL;
 }
 
-int ag_queue_push(ag_queue *q, void *item, uint64_t deadline_us) {
+static int push(ag_queue *q, void *item, uint64_t deadline_us, int kind) {
     pthread_mutex_lock(&q->lock);
     if (q->closed || q->count == q->capacity) {
         pthread_mutex_unlock(&q->lock);
@@ -39,13 +39,26 @@ int ag_queue_push(ag_queue *q, void *item, uint64_t deadline_us) {
     ag_queue_entry *e = &q->ring[(q->head + q->count) % q->capacity];
     e->item = item;
     e->deadline_us = deadline_us;
+    e->kind = kind;
     q->count++;
     pthread_cond_signal(&q->nonempty);
     pthread_mutex_unlock(&q->lock);
     return 0;
 }
 
+int ag_queue_push(ag_queue *q, void *item, uint64_t deadline_us) {
+    return push(q, item, deadline_us, AG_QUEUE_REQUEST);
+}
+
+int ag_queue_push_frame(ag_queue *q, void *task) {
+    return push(q, task, UINT64_MAX, AG_QUEUE_FRAME);
+}
+
 void *ag_queue_pop(ag_queue *q, uint64_t *deadline_us) {
+    return ag_queue_pop_kind(q, deadline_us, NULL);
+}
+
+void *ag_queue_pop_kind(ag_queue *q, uint64_t *deadline_us, int *kind) {
     void *item = NULL;
     pthread_mutex_lock(&q->lock);
     while (q->count == 0 && !q->closed)
@@ -55,6 +68,8 @@ void *ag_queue_pop(ag_queue *q, uint64_t *deadline_us) {
         item = e->item;
         if (deadline_us)
             *deadline_us = e->deadline_us;
+        if (kind)
+            *kind = e->kind;
         q->head = (q->head + 1) % q->capacity;
         q->count--;
     }
@@ -69,7 +84,8 @@ static int compact(ag_queue *q, int (*keep)(const ag_queue_entry *e, uint64_t no
     int kept = 0, taken = 0;
     for (int i = 0; i < q->count; i++) {
         ag_queue_entry e = q->ring[(q->head + i) % q->capacity];
-        if (taken < max && !keep(&e, now))
+        /* A job's frame is no request: it never expires, and its runner waits for it. */
+        if (taken < max && e.kind == AG_QUEUE_REQUEST && !keep(&e, now))
             out[taken++] = e.item;
         else
             q->ring[(q->head + kept++) % q->capacity] = e;
@@ -120,7 +136,8 @@ int ag_queue_position(ag_queue *q, int (*match)(const void *item, const void *ar
     int pos = 0;
     pthread_mutex_lock(&q->lock);
     for (int i = 0; i < q->count; i++) {
-        if (match(q->ring[(q->head + i) % q->capacity].item, arg)) {
+        const ag_queue_entry *e = &q->ring[(q->head + i) % q->capacity];
+        if (e->kind == AG_QUEUE_REQUEST && match(e->item, arg)) {
             pos = i + 1;
             break;
         }

@@ -151,7 +151,9 @@ static void drain(ag_server *s) {
                      atomic_load(&s->admitted));
         cancel_queue(s);
     }
-    /* Workers finish the image they hold; the queue is closed and empty. */
+    /* A running video job stops at its next frame (recorded as interrupted), then the
+     * workers finish the image they hold; the queue is closed and empty. */
+    ag_jobs_stop(s);
     ag_workers_stop(s);
     cancel_queue(s);
     /* Responses prepared by the workers still have to be sent. */
@@ -307,7 +309,8 @@ int ag_server_main(int argc, char **argv) {
     if (precision.emulated)
         ag_log_event(lf, "warn", "%s", precision.note);
     s->admit_limit = c->queue + c->workers;
-    if (ag_queue_init(&s->queue, s->admit_limit) != 0) {
+    /* One more slot with jobs on: the runner's frame in flight (jobs.c). */
+    if (ag_queue_init(&s->queue, s->admit_limit + (c->jobs.dir ? 1 : 0)) != 0) {
         fputs("animegan: out of memory\n", stderr);
         goto out;
     }
@@ -319,8 +322,13 @@ int ag_server_main(int argc, char **argv) {
         fprintf(stderr, "animegan: %s\n", err.message);
         goto out;
     }
+    if (ag_jobs_start(s, &err) != 0) {
+        fprintf(stderr, "animegan: %s\n", err.message);
+        ag_workers_stop(s);
+        goto out;
+    }
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
-    char formula[512];
+    char formula[640];
     ag_budget_format(&s->budget, formula, sizeof formula);
 
     lower_http_priority(c->http_nice, lf);
@@ -365,6 +373,7 @@ int ag_server_main(int argc, char **argv) {
 
 out:
     ag_http_stop(s);
+    ag_jobs_free(s);
     ag_workers_free(s);
     ag_cache_destroy(s->cache);
     ag_queue_fini(&s->queue);

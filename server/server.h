@@ -45,6 +45,18 @@ enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 
 
 typedef enum ag_log_format { AG_LOG_LOGFMT = 0, AG_LOG_JSON } ag_log_format;
 
+/* Video jobs (jobs.c): off unless dir is set. */
+typedef struct ag_jobs_config {
+    const char *dir;    /* --jobs-dir: the spool */
+    size_t max_bytes;   /* --max-video-mb */
+    double max_seconds; /* --max-video-seconds, from the container header */
+    int max_jobs;       /* --max-jobs: queued + running + finished, held at once */
+    size_t quota_bytes; /* --jobs-quota-mb: spool bytes */
+    double ttl_s;       /* --job-ttl: finished jobs are removed after this */
+} ag_jobs_config;
+
+void ag_jobs_config_defaults(ag_jobs_config *c);
+
 typedef struct ag_server_config {
     const char *host;
     int port;       /* 0: any free port (printed at start-up) */
@@ -71,6 +83,7 @@ typedef struct ag_server_config {
     ag_engine_options engine;
     ag_log_format log_format;
     int quiet; /* no per-request lines (start-up and errors still print) */
+    ag_jobs_config jobs;
 } ag_server_config;
 
 void ag_config_defaults(ag_server_config *config, int cpu_count);
@@ -214,6 +227,7 @@ typedef enum ag_route {
     AG_ROUTE_HEALTHZ,
     AG_ROUTE_READYZ,
     AG_ROUTE_METRICS,
+    AG_ROUTE_JOBS,  /* /api/v1/jobs[/ID[/result]] (jobs.c) */
     AG_ROUTE_OTHER, /* unknown paths (404) */
     AG_ROUTE_COUNT
 } ag_route;
@@ -261,6 +275,7 @@ typedef struct ag_request {
     int body_too_large;   /* a chunked body went over the limit */
     int closed_by_us;     /* we closed the connection on purpose (status says why) */
     int close;            /* answer with Connection: close (a framing error) */
+    void *video_upload;   /* POST /api/v1/jobs in progress (jobs.c), released at completion */
     const uint8_t *image; /* slice of body */
     size_t image_size;
     ag_convert_options options;
@@ -284,7 +299,10 @@ typedef struct ag_request {
 typedef struct ag_queue_entry {
     void *item;
     uint64_t deadline_us;
+    int kind; /* AG_QUEUE_REQUEST or AG_QUEUE_FRAME */
 } ag_queue_entry;
+
+enum { AG_QUEUE_REQUEST = 0, AG_QUEUE_FRAME = 1 };
 
 typedef struct ag_queue {
     pthread_mutex_t lock;
@@ -300,6 +318,11 @@ void ag_queue_fini(ag_queue *q);
 int ag_queue_push(ag_queue *q, void *item, uint64_t deadline_us);
 /* Block until an item is available (returns it) or the queue is closed and empty (NULL). */
 void *ag_queue_pop(ag_queue *q, uint64_t *deadline_us);
+/* The same, saying which kind the item is (kind may be NULL). */
+void *ag_queue_pop_kind(ag_queue *q, uint64_t *deadline_us, int *kind);
+/* A video job's frame (jobs.c): never expires, never taken by take_all; the queue has one
+ * slot more than admission when jobs are on, for the one frame a job has in flight. */
+int ag_queue_push_frame(ag_queue *q, void *task);
 /* Remove entries whose deadline is <= now_us (up to max); returns how many. */
 int ag_queue_take_expired(ag_queue *q, uint64_t now_us, void **out, int max);
 /* Remove every entry (up to max); returns how many. */
@@ -375,7 +398,12 @@ typedef struct ag_metrics {
 } ag_metrics;
 
 /* Gauges sampled when /metrics is rendered. */
+typedef struct ag_text ag_text;
+
 typedef struct ag_metrics_gauges {
+    /* More series appended by their owner (the video jobs: ag_jobs_render_metrics). */
+    void (*extra)(void *ctx, ag_text *t);
+    void *extra_ctx;
     int queue_depth, queue_capacity, admitted, admit_limit, workers, busy_workers;
     int accepting, ready;
     size_t rss_bytes, peak_rss_bytes, allocated_bytes, allocated_peak_bytes, arena_bytes;
@@ -400,11 +428,11 @@ const char *ag_route_name(ag_route route);
 
 /* ---- bounded text builder (json.c) ----------------------------------------------------- */
 
-typedef struct ag_text {
+struct ag_text {
     char *data; /* ag_malloc'ed, NUL-terminated */
     size_t size, capacity, max;
     int failed; /* an append ran out of memory or past max: the text is unusable */
-} ag_text;
+};
 
 void ag_text_init(ag_text *t, size_t max);
 void ag_text_fini(ag_text *t);
@@ -428,6 +456,7 @@ typedef struct ag_budget {
     size_t request_bytes;    /* one admitted request: upload + response */
     size_t connection_bytes; /* one connection's MHD memory pool */
     size_t cache_bytes;
+    size_t video_bytes; /* the job runner's frames and codec state (0 without --jobs-dir) */
     int workers, admitted, connections;
     size_t total_bytes;
 } ag_budget;
@@ -485,6 +514,29 @@ void ag_job_fail(ag_server *s, ag_request *r, int status, const char *code, cons
 /* Hand a finished job back to MHD: drop the job reference and resume the connection. */
 void ag_job_finish(ag_server *s, ag_request *r);
 
+/* ---- video jobs (jobs.c) ---------------------------------------------------------------- */
+
+typedef struct ag_jobs ag_jobs;
+typedef struct ag_frame_task ag_frame_task;
+
+/* With --jobs-dir: create the spool, recover it (interrupted jobs failed, stale files
+ * removed) and start the runner. 0, or -1 with err filled. No-op without --jobs-dir. */
+int ag_jobs_start(ag_server *s, ag_error *err);
+/* Stop the runner (a running job stops at its next frame); before the workers stop. */
+void ag_jobs_stop(ag_server *s);
+void ag_jobs_free(ag_server *s);
+/* Every call of the access handler for AG_ROUTE_JOBS; returns an MHD_Result. */
+int ag_jobs_request(ag_server *s, struct MHD_Connection *conn, const char *url, const char *method,
+                    const char *upload_data, size_t *upload_data_size, ag_request *r);
+/* Completion callback: an upload that did not become a job leaves no file or slot. */
+void ag_jobs_request_done(ag_server *s, ag_request *r);
+/* A worker's part: stylise one frame of a job with its engine, wake the runner. */
+void ag_jobs_run_frame(ag_worker *w, ag_frame_task *task);
+/* The budget's video term for this configuration (0 without --jobs-dir). */
+size_t ag_jobs_budget_bytes(const ag_server_config *c);
+/* The job metrics (Prometheus text), appended by ag_metrics_render; jobs may be NULL. */
+void ag_jobs_render_metrics(void *jobs, ag_text *t);
+
 /* ---- the server (server.c, http.c) ----------------------------------------------------- */
 
 struct ag_server {
@@ -495,6 +547,7 @@ struct ag_server {
 
     ag_queue queue;
     ag_worker *workers;
+    struct ag_jobs *jobs; /* NULL without --jobs-dir */
     ag_cache *cache;
     ag_metrics metrics;
     ag_budget budget;

@@ -182,9 +182,14 @@ static void *worker_main(void *arg) {
 
     if (status == 0) {
         uint64_t deadline;
-        ag_request *r;
-        while ((r = ag_queue_pop(&s->queue, &deadline)) != NULL)
-            run_job(w, r, deadline);
+        void *item;
+        int kind;
+        while ((item = ag_queue_pop_kind(&s->queue, &deadline, &kind)) != NULL) {
+            if (kind == AG_QUEUE_FRAME)
+                ag_jobs_run_frame(w, item); /* one frame of a video job (jobs.c) */
+            else
+                run_job(w, item, deadline);
+        }
     }
     for (int i = 0; i < s->model_count; i++) {
         ag_engine_destroy(w->engines[i]);

@@ -8,6 +8,7 @@
 
 #include "../server/config.c"
 #include "../server/head.c"
+#include "../server/jobs_config.c"
 #include "../server/multipart.c"
 #include "../server/options.c"
 #include "../server/upload.c"

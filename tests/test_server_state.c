@@ -6,6 +6,7 @@
 #include "test.h"
 
 #include "../server/budget.c"
+#include "../server/jobs_config.c"
 #include "../server/cache.c"
 #include "../server/json.c"
 #include "../server/metrics.c"

@@ -1,0 +1,32 @@
+/*
+ * jobs_config.c - the defaults of the video jobs' options (--jobs-dir and its bounds; the
+ * rows are in config.c's table) and their term in the memory budget: what config.c and
+ * budget.c need of jobs.c, kept apart so that they (and their unit tests) do not pull in
+ * the job runner.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ag_jobs_config_defaults(ag_jobs_config *c) {
+    memset(c, 0, sizeof *c);
+    c->max_bytes = (size_t)200 << 20;
+    c->max_seconds = 600;
+    c->max_jobs = 16;
+    c->quota_bytes = (size_t)2048 << 20;
+    c->ttl_s = 3600;
+}
+
+size_t ag_jobs_budget_bytes(const ag_server_config *c) {
+    if (!c->jobs.dir)
+        return 0;
+    ag_video_options o;
+    ag_video_options_init(&o);
+    o.side_by_side = 1; /* the worst case */
+    /* Frames in flight, plus the demuxer's and codecs' own state (I/O buffers, reference
+     * frames, x264's and libvpx's internals at this size: measured under 24 MiB at 1024 px). */
+    return ag_video_frame_bytes(c->max_side, c->max_side, &o) + ((size_t)32 << 20);
+}

@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""The video jobs API end to end (server/jobs.c): the real server on loopback with a spool in
+a temporary directory, clips from tools/make_test_clips.sh. Submit raw and multipart, poll,
+download (frames, timestamps and audio checked with ffprobe), bad inputs with their statuses,
+cancel, --max-jobs, the quota, the TTL, a photo request while a job runs (it waits for at most
+one frame), kill -9 during a job and restart, metrics and the memory bound. Reuses the
+helpers of tests/server/driver.py. Prints "N passed, N failed".
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "server"))
+import driver  # noqa: E402
+from driver import Failure, Server, check, multipart  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="animegan-jobs-")
+CLIPS = os.path.join(TMP, "clips")
+SPOOL = os.path.join(TMP, "spool")
+ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def clip(name):
+    with open(os.path.join(CLIPS, name), "rb") as f:
+        return f.read()
+
+
+def ffprobe(path, *args):
+    out = subprocess.run(["ffprobe", "-v", "error", *args, path], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def frame_count(path):
+    return ffprobe(path, "-select_streams", "v", "-count_frames", "-show_entries",
+                   "stream=nb_read_frames", "-of", "csv=p=0")
+
+
+def audio_hashes(path):
+    return ffprobe(path, "-select_streams", "a", "-show_data_hash", "md5", "-show_entries",
+                   "packet=data_hash", "-of", "csv=p=0")
+
+
+def submit(s, body, query="", ctype="video/mp4"):
+    status, headers, payload = s.request("POST", "/api/v1/jobs" + query, body,
+                                         {"Content-Type": ctype})
+    doc = json.loads(payload) if payload else {}
+    return status, headers, doc
+
+
+def job(s, job_id):
+    status, doc = s.get_json("/api/v1/jobs/" + job_id)
+    return status, doc
+
+
+def wait_state(s, job_id, states, timeout=300):
+    deadline = time.time() + timeout
+    doc = {}
+    while time.time() < deadline:
+        status, doc = job(s, job_id)
+        if status != 200 or doc["state"] in states:
+            return status, doc
+        time.sleep(0.2)
+    raise Failure("job %s still %s after %d s" % (job_id, doc.get("state"), timeout))
+
+
+def spool_files():
+    return sorted(os.listdir(SPOOL)) if os.path.isdir(SPOOL) else []
+
+
+def error_of(status, doc, want_status, want_code):
+    check(status == want_status, "status %d, wanted %d: %s" % (status, want_status, doc))
+    check(doc.get("error", {}).get("code") == want_code,
+          "code %r, wanted %r" % (doc.get("error", {}).get("code"), want_code))
+
+
+def new_server(*extra, spool=SPOOL):
+    return Server("--threads", "2", "--max-side", "256", "--jobs-dir", spool,
+                  "--max-video-mb", "2", "--max-video-seconds", "60", "--max-jobs", "4",
+                  "--job-ttl", "600", *extra)
+
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+STATE = {}
+
+
+def server():
+    s = STATE.get("server")
+    if s is None or s.proc.poll() is not None:
+        s = STATE["server"] = new_server()
+    return s
+
+
+def drop_all_jobs(s):
+    """Finished jobs hold --max-jobs slots until their TTL: tests clean up after themselves.
+    A running job lets its slot go at its next frame."""
+    for name in spool_files():
+        if name.endswith(".json"):
+            s.request("DELETE", "/api/v1/jobs/" + name[:-5])
+    deadline = time.time() + 60
+    while time.time() < deadline and spool_files():
+        time.sleep(0.1)
+    check(not spool_files(), "spool not empty: %s" % spool_files())
+
+
+@test
+def memory_bound_includes_video():
+    s = server()
+    lines = [l for l in s.lines if "memory bound" in l]
+    check(lines and re.search(r"video jobs [1-9][0-9.]*", lines[0]), "no video term: %s" % lines)
+
+
+@test
+def submit_poll_download_mp4():
+    s = server()
+    status, headers, doc = submit(s, clip("clip.mp4"), "?max_side=64")
+    check(status == 202, "status %d: %s" % (status, doc))
+    check(ID.match(doc["id"]), "id %r is not 128 random bits in hex" % doc["id"])
+    check(headers.get("location") == "/api/v1/jobs/" + doc["id"], "Location %r" % headers)
+    check(doc["state"] in ("queued", "running") and doc["frames_total"] == 50, str(doc))
+    status, body_headers, payload = s.request("GET", "/api/v1/jobs/%s/result" % doc["id"])
+    check(status in (409, 200), "early result: %d" % status)
+    status, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "done", "job: %s" % done)
+    check(done["frames_done"] == 50 and "aac copied" in done.get("audio", ""), str(done))
+    status, headers, payload = s.request("GET", done["result_url"])
+    check(status == 200 and headers["content-type"] == "video/mp4", "result %d %s" % (status, headers))
+    path = os.path.join(TMP, "job.mp4")
+    with open(path, "wb") as f:
+        f.write(payload)
+    check(frame_count(path) == "50", "frames %s" % frame_count(path))
+    check(ffprobe(path, "-select_streams", "v", "-show_entries", "stream=width,height", "-of",
+                  "csv=s=x:p=0") == "64x48", "size")
+    check(audio_hashes(path) == audio_hashes(os.path.join(CLIPS, "clip.mp4")), "audio not copied")
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def multipart_webm():
+    s = server()
+    body, ctype = multipart([("video", "clip.mp4", "video/mp4", clip("clip.mp4"))])
+    status, _, doc = submit(s, body, "?max_side=48&format=webm", ctype)
+    check(status == 202, "status %d: %s" % (status, doc))
+    status, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "done", str(done))
+    status, headers, payload = s.request("GET", done["result_url"])
+    check(status == 200 and headers["content-type"] == "video/webm", str(headers))
+    path = os.path.join(TMP, "job.webm")
+    with open(path, "wb") as f:
+        f.write(payload)
+    codecs = ffprobe(path, "-show_entries", "stream=codec_name", "-of", "csv=p=0").split()
+    check(codecs == ["vp9", "opus"], "codecs %s" % codecs)
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def bad_inputs():
+    s = server()
+    before = spool_files()
+    cases = [
+        ("jpeg.mp4", "video/mp4", "", 415, "unsupported_media_type"),
+        ("audio_only.mp4", "video/mp4", "", 415, "unsupported_media_type"),
+        ("huge.mkv", "video/x-matroska", "", 413, "too_large"),
+        ("ten_hours.mkv", "video/x-matroska", "", 413, "too_large"),
+        ("truncated.mp4", "video/mp4", "", 422, "undecodable_video"),
+        ("unknown_codec.mkv", "video/x-matroska", "", 415, "unsupported_media_type"),
+    ]
+    for name, ctype, query, want, code in cases:
+        status, _, doc = submit(s, clip(os.path.join("bad", name)), query, ctype)
+        error_of(status, doc, want, code)
+    status, _, doc = submit(s, b"", "")
+    error_of(status, doc, 400, "bad_request")
+    status, _, doc = submit(s, b"x" * (3 << 20), "")
+    error_of(status, doc, 413, "too_large")
+    status, _, doc = submit(s, clip("clip.mp4"), "?format=avi")
+    error_of(status, doc, 400, "bad_option")
+    status, _, doc = submit(s, clip("clip.mp4"), "?portrait=1")
+    error_of(status, doc, 400, "bad_option")
+    status, _, doc = submit(s, clip("clip.mp4"), "", "text/plain")
+    error_of(status, doc, 415, "unsupported_media_type")
+    status, doc = job(s, "0" * 32)
+    error_of(status, doc, 404, "no_such_job")
+    status, doc = job(s, "../../etc/passwd")
+    check(status == 404, "traversal: %d" % status)
+    status, _, _ = s.request("PUT", "/api/v1/jobs")
+    check(status == 405, "PUT: %d" % status)
+    check(spool_files() == before, "left in the spool: %s" % (set(spool_files()) - set(before)))
+
+
+@test
+def cancel_running_job():
+    s = server()
+    status, _, doc = submit(s, clip("long.mp4"), "?max_side=128")
+    check(status == 202, str(doc))
+    status, running = wait_state(s, doc["id"], ("running", "done", "failed"))
+    check(running["state"] == "running", str(running))
+    status, _, payload = s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    check(status == 200 and json.loads(payload)["state"] == "cancelled", payload)
+    deadline = time.time() + 30
+    while time.time() < deadline and any(f.startswith(doc["id"]) or doc["id"] in f
+                                         for f in spool_files()):
+        time.sleep(0.2)
+    left = [f for f in spool_files() if doc["id"] in f]
+    check(not left, "files left: %s" % left)
+    status, _ = job(s, doc["id"])
+    check(status == 404, "cancelled job still there: %d" % status)
+
+
+@test
+def photo_waits_at_most_one_frame():
+    s = server()
+    status, _, doc = submit(s, clip("long.mp4"), "?max_side=256")
+    check(status == 202, str(doc))
+    wait_state(s, doc["id"], ("running",))
+    t0 = time.time()
+    _, first = job(s, doc["id"])
+    time.sleep(3)
+    _, later = job(s, doc["id"])
+    frames = later["frames_done"] - first["frames_done"]
+    frame_ms = (time.time() - t0) * 1000 / max(frames, 1)
+    status, headers, _ = s.convert(driver.ROCKET, "?max_side=64", "image/jpeg")
+    check(status == 200, "photo: %d" % status)
+    queue_ms = float(headers["x-queue-ms"])
+    _, after = job(s, doc["id"])
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    check(after["state"] == "running", "the job ended before the photo: %s" % after["state"])
+    # At most the frame a worker was on when the photo arrived, with room for jitter.
+    check(queue_ms <= 1.5 * frame_ms + 50,
+          "photo waited %.0f ms in the queue; one frame takes %.0f ms" % (queue_ms, frame_ms))
+    print("  photo queue wait %.0f ms, one frame %.0f ms" % (queue_ms, frame_ms))
+
+
+@test
+def max_jobs_and_quota():
+    s = server()
+    drop_all_jobs(s)
+    ids = []
+    # One long job keeps the runner busy; the rest wait queued and hold their slots.
+    for i in range(4):
+        status, _, doc = submit(s, clip("long.mp4" if i == 0 else "clip.mp4"), "?max_side=64")
+        check(status == 202, "job %d: %d %s" % (i, status, doc))
+        ids.append(doc["id"])
+    status, headers, doc = submit(s, clip("clip.mp4"))
+    error_of(status, doc, 503, "too_many_jobs")
+    check("retry-after" in headers, "no Retry-After")
+    _, queued = job(s, ids[-1])
+    check(queued["state"] == "queued" and queued["jobs_ahead"] >= 1, str(queued))
+    for i in ids:
+        s.request("DELETE", "/api/v1/jobs/" + i)
+    # An upload reserves twice its size: 2 x 190 KiB does not fit a 0.3 MiB spool... with 1
+    # MiB, two long clips fit and the third is refused from its headers.
+    q = new_server("--jobs-quota-mb", "1", spool=os.path.join(TMP, "spool_quota"))
+    try:
+        for i in range(2):
+            status, _, doc = submit(q, clip("long.mp4"), "?max_side=32")
+            check(status == 202, "job %d under the quota: %d %s" % (i, status, doc))
+        status, _, doc = submit(q, clip("long.mp4"))
+        error_of(status, doc, 507, "spool_full")
+    finally:
+        q.stop()
+
+
+@test
+def ttl_expires_results():
+    s2 = Server("--threads", "2", "--jobs-dir", os.path.join(TMP, "spool_ttl"), "--job-ttl", "1")
+    try:
+        status, _, doc = submit(s2, clip("anim.gif"), "?max_side=32&format=mkv", "image/gif")
+        check(status == 202, str(doc))
+        wait_state(s2, doc["id"], ("done", "failed"))
+        deadline = time.time() + 10
+        while time.time() < deadline and job(s2, doc["id"])[0] == 200:
+            time.sleep(0.3)
+        check(job(s2, doc["id"])[0] == 404, "still there after the TTL")
+        left = os.listdir(os.path.join(TMP, "spool_ttl"))
+        check(not left, "files left after the TTL: %s" % left)
+    finally:
+        s2.stop()
+
+
+@test
+def metrics_of_jobs():
+    s = server()
+    m = s.metrics()
+    for name in ('animegan_jobs{state="running"}', 'animegan_jobs_finished_total{state="done"}',
+                 "animegan_video_frames_total", "animegan_job_duration_seconds_count",
+                 "animegan_jobs_spool_bytes"):
+        check(name in m, "no %s" % name)
+    check(m["animegan_video_frames_total"] > 0, "no frames counted")
+
+
+@test
+def kill_during_job_then_restart():
+    s = STATE.pop("server", None)
+    if s:
+        s.stop()
+    s = new_server()
+    status, _, doc = submit(s, clip("long.mp4"), "?max_side=128")
+    check(status == 202, str(doc))
+    wait_state(s, doc["id"], ("running",))
+    time.sleep(1)
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait()
+    s = STATE["server"] = new_server()
+    status, failed = job(s, doc["id"])
+    check(status == 200 and failed["state"] == "failed", "after restart: %d %s" % (status, failed))
+    check(failed["error"]["code"] == "interrupted", str(failed))
+    left = [f for f in spool_files() if not f.endswith(".json")]
+    check(not left, "files left after kill -9 and restart: %s" % left)
+    check(any("interrupted job(s) marked failed" in l and " 1 interrupted" in l for l in s.lines),
+          "start-up did not say so")
+
+
+@test
+def jobs_off_without_jobs_dir():
+    s = Server("--threads", "1")
+    try:
+        status, _, doc = submit(s, clip("clip.mp4"))
+        error_of(status, doc, 404, "jobs_disabled")
+    finally:
+        s.stop()
+
+
+def main():
+    want = sys.argv[1] if len(sys.argv) > 1 else ""
+    os.environ.setdefault("ANIMEGAN_MODEL_PATH", os.path.join(driver.ROOT, "models"))
+    made = subprocess.run([os.path.join(driver.ROOT, "tools", "make_test_clips.sh"), CLIPS],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        print("FAIL clips: " + made.stderr)
+        print("0 passed, 1 failed")
+        return 1
+    passed = failed = 0
+    for fn in TESTS:
+        if want and want not in fn.__name__:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
+            passed += 1
+        except Exception as e:
+            print("FAIL %s: %s" % (fn.__name__, e))
+            if not isinstance(e, Failure):
+                traceback.print_exc()
+            failed += 1
+        sys.stdout.flush()
+    s = STATE.get("server")
+    if s:
+        code = s.stop()
+        if code != 0:
+            print("FAIL server exited %r" % code)
+            failed += 1
+    subprocess.run(["rm", "-rf", TMP])
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
