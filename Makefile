@@ -100,7 +100,7 @@ $(BUILD)/bench/int8_conv: bench/int8_conv.c $(BUILD)/libanimegan.a
 $(BUILD)/tools/make_attack_images: tools/make_attack_images.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	@$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS) -ljpeg -lwebp -lz -lm
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS) $(PKG_LIBS) -lz -lm
 
 # The ONNX test models of the v3 fixtures are made from files in the repository (seconds).
 v3-test-models:

@@ -20,8 +20,11 @@
  *   worst_jpeg.jpg       progressive 4:4:4 RGB (whole coefficient buffer), orientation 6
  *   worst_gif.gif        a 1x1 frame on a MAX_PIXELS canvas (the canvas is decoded)
  *   worst_webp.webp      lossless, MAX_PIXELS (decoded to RGBA in memory)
+ *   worst_heif.heic      8-bit RGBA HEVC at MAX_PIXELS / 2 (libheif's planes plus libvips'
+ *                        interleaved copy), written by libvips' heifsave (skipped, saying
+ *                        so, where libheif has no HEVC encoder)
  *
- * Offline and test tool only; needs libjpeg, libwebp and zlib.
+ * Offline and test tool only; needs libjpeg, libwebp, zlib and libvips.
  */
 #include <math.h>
 #include <stdint.h>
@@ -30,6 +33,7 @@
 
 #include <jpeglib.h> /* after stdio.h, which it needs */
 #include <string.h>
+#include <vips/vips.h>
 #include <webp/encode.h>
 #include <zlib.h>
 
@@ -293,6 +297,24 @@ static void write_webp(const char *dir, const char *name, int w, int h) {
     free(rgba);
 }
 
+static void write_heif(const char *dir, const char *name, int side) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    VipsImage *black = NULL, *rgba = NULL;
+    if (vips_black(&black, side, side, "bands", 4, NULL) != 0 ||
+        vips_cast_uchar(black, &rgba, NULL) != 0 ||
+        vips_heifsave(rgba, path, "compression", VIPS_FOREIGN_HEIF_COMPRESSION_HEVC, "Q", 30,
+                      NULL) != 0) {
+        fprintf(stderr, "make_attack_images: no HEIF (%s)\n", vips_error_buffer());
+        vips_error_clear();
+        remove(path);
+    }
+    if (rgba)
+        g_object_unref(rgba);
+    if (black)
+        g_object_unref(black);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fputs("usage: make_attack_images DIR MAX_PIXELS\n", stderr);
@@ -322,5 +344,7 @@ int main(int argc, char **argv) {
     write_gif_canvas(dir, "worst_gif.gif", (uint16_t)side4, (uint16_t)side4);
     write_webp(dir, "worst_webp.webp", side4 > 16383 ? 16383 : side4,
                side4 > 16383 ? 16383 : side4);
+    if (VIPS_INIT(argv[0]) == 0)
+        write_heif(dir, "worst_heif.heic", side8);
     return 0;
 }
