@@ -48,7 +48,7 @@ typedef struct job_list {
 static void print_help(void) {
     fputs("Usage: animegan convert INPUT... -o OUTPUT [options]\n"
           "\n"
-          "Turn photos into anime-style pictures with an AnimeGANv2 generator.\n"
+          "Turn photos into anime-style pictures with an AnimeGANv2 or AnimeGANv3 generator.\n"
           "INPUT is an image file (JPEG, PNG, WebP, TIFF, GIF, HEIF) or a directory of them.\n"
           "With one input file, OUTPUT is the file to write and its extension (.png, .jpg,\n"
           ".webp) picks the format. With several inputs or a directory, OUTPUT is a directory\n"
@@ -57,7 +57,7 @@ static void print_help(void) {
           "\n"
           "Options:\n"
           "  -o, --output PATH      output file or directory (required)\n"
-          "  -m, --model NAME|PATH  bundled model name, or a .safetensors / PyTorch .pt file\n"
+          "  -m, --model NAME|PATH  bundled model name, or a .safetensors, .pt or .onnx file\n"
           "                         (default: hayao; see 'animegan models')\n"
           "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
           "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"

@@ -10,7 +10,7 @@ TOOLS_PKGS="gnuplot-nox wrk libjemalloc2"
 pkgs="$BUILD_PKGS"
 case "${1:-}" in
     --test) pkgs="$BUILD_PKGS $TEST_PKGS" ;;
-    --all) pkgs="$BUILD_PKGS $TEST_PKGS $TOOLS_PKGS python3-torch python3-numpy" ;;
+    --all) pkgs="$BUILD_PKGS $TEST_PKGS $TOOLS_PKGS python3-torch python3-numpy python3-pil" ;;
 esac
 
 missing=""
