@@ -505,6 +505,8 @@ LEAK_CHECKED(test_import_refusals) {
         {"bad_external.onnx", AG_E_UNSUPPORTED, "keeps its data in an external file"},
         {"bad_absurd_dims.onnx", AG_E_FORMAT, "dimension 0 is 1099511627776"},
         {"bad_nine_dims.onnx", AG_E_UNSUPPORTED, "more than 8 dimensions"},
+        {"bad_huge_tensor.onnx", AG_E_FORMAT,
+         "tensor 'enc1.w' declares more elements than the file has bytes"},
         {"bad_double.onnx", AG_E_UNSUPPORTED, "DOUBLE"},
         {"bad_short_raw.onnx", AG_E_FORMAT, "raw_data"},
         {"bad_int_weight.onnx", AG_E_UNSUPPORTED,

@@ -330,6 +330,12 @@ def absurd_dims(t):
     t.dims.extend([1 << 40, 4, 3, 3])
 
 
+def huge_dims(t):
+    """Each dimension sane, their product far past the file."""
+    del t.dims[:]
+    t.dims.extend([1 << 20, 1 << 20, 3, 3])
+
+
 def too_many_dims(t):
     del t.dims[:]
     t.dims.extend([1] * 9)
@@ -373,6 +379,7 @@ def main():
         "bad_external.onnx": with_initializer(mini_v3(), "enc1.w", external),
         "bad_absurd_dims.onnx": with_initializer(mini_v3(), "enc1.w", absurd_dims),
         "bad_nine_dims.onnx": with_initializer(mini_v3(), "enc1.w", too_many_dims),
+        "bad_huge_tensor.onnx": with_initializer(mini_v3(), "enc1.w", huge_dims),
         "bad_double.onnx": with_initializer(mini_v3(), "enc1.w", as_double),
         "bad_short_raw.onnx": with_initializer(mini_v3(), "enc1.w", short_raw),
         "bad_int_weight.onnx": with_initializer(mini_v3(), "enc1.w", int_weight),

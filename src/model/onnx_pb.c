@@ -407,17 +407,18 @@ static int parse_tensor(pb_ctx *c, ag_pb_span msg, ag_onnx_tensor *t, const char
         if (t->dims[i] < 0 || t->dims[i] > AG_ONNX_MAX_DIM)
             return ag_error_set(c->err, AG_E_FORMAT, "%s: %s: dimension %d is %lld", c->label, what,
                                 i, (long long)t->dims[i]);
-        /* Each factor is below 2^31 and the product stays below the file size. */
-        t->count *= t->dims[i];
-        if ((uint64_t)t->count > c->file_bytes && t->count > 0)
+        if (t->dims[i] == 0)
+            t->count = 0;
+    }
+    /* The product is checked against the file size before each step, so it cannot
+     * overflow; a zero dimension makes the tensor empty whatever follows. */
+    for (int i = 0; i < t->ndim && t->count > 0; i++) {
+        if (t->dims[i] > 0 && (uint64_t)t->count > c->file_bytes / (uint64_t)t->dims[i])
             return ag_error_set(c->err, AG_E_FORMAT,
                                 "%s: %s declares more elements than the file has bytes (%zu)",
                                 c->label, what, c->file_bytes);
+        t->count *= t->dims[i];
     }
-    if (t->count > 0)
-        for (int i = 0; i < t->ndim; i++)
-            if (t->dims[i] == 0)
-                t->count = 0;
     c->tensor_elems += (uint64_t)t->count;
     if (c->tensor_elems > c->file_bytes)
         return ag_error_set(c->err, AG_E_FORMAT,
