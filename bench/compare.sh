@@ -180,11 +180,25 @@ probe_precisions() {
     fi
 }
 
+# AnimeGANv3: ONNX Runtime runs the original .onnx of the same network (the author's tiny
+# Cute file; for the full network, the .onnx tools/make_v3_onnx.py builds from the Shinkai
+# .pb: hayao-v3 has the same architecture and cost), or the .onnx given as --model.
+v3_onnx() {
+    case "$MODEL" in
+    *.onnx) echo "$MODEL" ;;
+    cute-v3) echo tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx ;;
+    hayao-v3 | shinkai-v3) sh tools/make_v3_test_models.sh >&2 && echo build/v3/AnimeGANv3_Shinkai_37.onnx ;;
+    esac
+}
+
 # The peers run the model when the PyTorch reference loads it (v2 safetensors).
 probe_peers() {
     MODEL_FILE=$(model_file)
     PEERS=0
-    if [ -z "$MODEL_FILE" ]; then
+    V3_ONNX=$(v3_onnx)
+    if [ -n "$V3_ONNX" ]; then
+        echo "peers: ONNX Runtime on $V3_ONNX (no PyTorch peer for AnimeGANv3)" | tee -a "$1/notes.txt" >&2
+    elif [ -z "$MODEL_FILE" ]; then
         echo "peers skipped: no model file for '$MODEL' (a bundled name or a path)" | tee -a "$1/notes.txt" >&2
     elif ! timeout -k 10 300 $PY bench/peers/torch_bench.py --model "$MODEL_FILE" --size 64 \
         --runs 1 --warmup 0 --threads "$THREADS" >/dev/null 2>"$1/peer-probe.err"; then
@@ -261,6 +275,10 @@ for p in $AVX2_PRECISIONS; do
     names+=("animegan-avx2-$p")
     cmds+=("env $AVX2_ENV $BUILD/animegan $ours $p")
 done
+if [ -n "$V3_ONNX" ]; then
+    names+=(onnxruntime)
+    cmds+=("node bench/peers/ort_bench.js --model $V3_ONNX --layout nhwc --size $SIZE --runs $RUNS --warmup 1 --threads $THREADS")
+fi
 if [ "$PEERS" -eq 1 ]; then
     names+=(pytorch onnxruntime)
     cmds+=("$PY bench/peers/torch_bench.py --model $MODEL_FILE --size $SIZE --runs $RUNS --warmup 1 --threads $THREADS")
@@ -274,6 +292,7 @@ if [ -n "$AVX2_PRECISIONS" ]; then
 fi
 
 echo "peers=$PEERS" >>"$DIR/meta.txt"
+echo "ort_peer=$([ -n "$V3_ONNX" ] && echo 1 || echo 0)" >>"$DIR/meta.txt"
 echo "compare: ${names[*]} at ${SIZE}x$SIZE, $THREADS threads, $ROUNDS rounds x $RUNS runs -> $DIR" >&2
 n=${#names[@]}
 for ((r = 1; r <= ROUNDS; r++)); do

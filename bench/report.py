@@ -151,6 +151,8 @@ def compare(directory):
 
     engine = engine_order(n for n in runs if n.startswith("animegan-"))
     peers = ["pytorch", "onnxruntime"] if meta.get("peers", "1") == "1" else []
+    if meta.get("ort_peer") == "1":  # AnimeGANv3: ONNX Runtime on the original .onnx only
+        peers = ["onnxruntime"]
     order = engine + peers
     stats = {}
     for name in order:

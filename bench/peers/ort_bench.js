@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /*
- * ort_bench.js - the ONNX Runtime peer of bench/compare.sh: time the Hayao generator exported
- * by bench/export_onnx.py in onnxruntime-node (CPU execution provider) and print one JSON
- * object.
+ * ort_bench.js - the ONNX Runtime peer of bench/compare.sh: time a generator in
+ * onnxruntime-node (CPU execution provider) and print one JSON object: the v2 graph
+ * bench/export_onnx.py exports (NCHW), or an AnimeGANv3 .onnx as its author exported it
+ * (--layout nhwc).
  *
  *   node bench/peers/ort_bench.js --model bench/results/hayao_512.onnx --runs 5 --threads 2
  *
@@ -19,7 +20,7 @@ const path = require('path');
 const ort = require(path.join(__dirname, '..', 'node_modules', 'onnxruntime-node'));
 
 function parseArgs(argv) {
-    const a = { model: null, size: 512, runs: 5, warmup: 1, threads: 2, check: null };
+    const a = { model: null, size: 512, runs: 5, warmup: 1, threads: 2, check: null, layout: 'nchw' };
     for (let i = 2; i < argv.length; i++) {
         const k = argv[i], v = argv[i + 1];
         if (k === '--model') a.model = v;
@@ -28,6 +29,7 @@ function parseArgs(argv) {
         else if (k === '--warmup') a.warmup = parseInt(v, 10);
         else if (k === '--threads') a.threads = parseInt(v, 10);
         else if (k === '--check') a.check = v;
+        else if (k === '--layout') a.layout = v; /* nhwc: AnimeGANv3's own .onnx files */
         else throw new Error(`unknown argument ${k}`);
         i++;
     }
@@ -71,7 +73,8 @@ async function main() {
     });
     const loadMs = performance.now() - t0;
     const data = a.check ? readF32(a.check + '.in.f32', count) : pattern(count);
-    const feeds = { [session.inputNames[0]]: new ort.Tensor('float32', data, [1, 3, a.size, a.size]) };
+    const dims = a.layout === 'nhwc' ? [1, a.size, a.size, 3] : [1, 3, a.size, a.size];
+    const feeds = { [session.inputNames[0]]: new ort.Tensor('float32', data, dims) };
     const ms = [];
     let out = null;
     for (let i = 0; i < a.warmup + a.runs; i++) {
