@@ -77,22 +77,22 @@ static double now_s(void) {
 
 #define FMA16(a, b)                                                                                \
     do {                                                                                           \
-        c0 = vfma(c0, a, b);                                                            \
-        c1 = vfma(c1, a, b);                                                            \
-        c2 = vfma(c2, a, b);                                                            \
-        c3 = vfma(c3, a, b);                                                            \
-        c4 = vfma(c4, a, b);                                                            \
-        c5 = vfma(c5, a, b);                                                            \
-        c6 = vfma(c6, a, b);                                                            \
-        c7 = vfma(c7, a, b);                                                            \
-        c8 = vfma(c8, a, b);                                                            \
-        c9 = vfma(c9, a, b);                                                            \
-        c10 = vfma(c10, a, b);                                                          \
-        c11 = vfma(c11, a, b);                                                          \
-        c12 = vfma(c12, a, b);                                                          \
-        c13 = vfma(c13, a, b);                                                          \
-        c14 = vfma(c14, a, b);                                                          \
-        c15 = vfma(c15, a, b);                                                          \
+        c0 = vfma(c0, a, b);                                                                       \
+        c1 = vfma(c1, a, b);                                                                       \
+        c2 = vfma(c2, a, b);                                                                       \
+        c3 = vfma(c3, a, b);                                                                       \
+        c4 = vfma(c4, a, b);                                                                       \
+        c5 = vfma(c5, a, b);                                                                       \
+        c6 = vfma(c6, a, b);                                                                       \
+        c7 = vfma(c7, a, b);                                                                       \
+        c8 = vfma(c8, a, b);                                                                       \
+        c9 = vfma(c9, a, b);                                                                       \
+        c10 = vfma(c10, a, b);                                                                     \
+        c11 = vfma(c11, a, b);                                                                     \
+        c12 = vfma(c12, a, b);                                                                     \
+        c13 = vfma(c13, a, b);                                                                     \
+        c14 = vfma(c14, a, b);                                                                     \
+        c15 = vfma(c15, a, b);                                                                     \
     } while (0)
 
 static void *run(void *arg) {
@@ -115,11 +115,8 @@ static void *run(void *arg) {
         n += INNER;
     }
     w->cpu_s = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    vec s = vadd(vadd(vadd(c0, c1), vadd(c2, c3)),
-                             vadd(vadd(c4, c5), vadd(c6, c7)));
-    s = vadd(
-        s, vadd(vadd(vadd(c8, c9), vadd(c10, c11)),
-                         vadd(vadd(c12, c13), vadd(c14, c15))));
+    vec s = vadd(vadd(vadd(c0, c1), vadd(c2, c3)), vadd(vadd(c4, c5), vadd(c6, c7)));
+    s = vadd(s, vadd(vadd(vadd(c8, c9), vadd(c10, c11)), vadd(vadd(c12, c13), vadd(c14, c15))));
     w->sink = vsum(s);
     w->iterations = n;
     return NULL;
