@@ -251,7 +251,7 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
         add_header(resp, "Cache-Control", "no-cache");
         add_header(resp, "Referrer-Policy", "no-referrer");
         add_header(resp, "Content-Security-Policy",
-                   "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; "
+                   "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; style-src 'self'; "
                    "script-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
                    "form-action 'self'; frame-ancestors 'none'");
     } else {

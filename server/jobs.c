@@ -663,7 +663,7 @@ static int reply(struct MHD_Connection *conn, ag_request *r, int status, const c
     MHD_add_response_header(resp, "Content-Type", content_type);
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
-    if (location)
+    if (location && status != 405)
         MHD_add_response_header(resp, "Location", location);
     if (r->retry_after_s > 0) {
         char num[16];
@@ -1078,9 +1078,22 @@ int ag_jobs_request(ag_server *s, struct MHD_Connection *conn, const char *url, 
                            "video jobs are off on this server (start it with --jobs-dir)");
     const char *rest = url + strlen("/api/v1/jobs");
     if (rest[0] == 0 || !strcmp(rest, "/")) {
-        if (strcmp(method, "POST") != 0)
-            return reply(conn, r, 405, "application/json", NULL, 0, "POST");
-        return create_headers(j, conn, r);
+        if (!strcmp(method, "POST"))
+            return create_headers(j, conn, r);
+        if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+            return reply(conn, r, 405, "application/json", NULL, 0, "GET, POST");
+        if (*upload_data_size) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        /* What the page needs to know before offering video: the limits. */
+        char *body = ag_malloc(256);
+        int n = body ? snprintf(body, 256,
+                                "{\"max_video_bytes\":%zu,\"max_video_seconds\":%.0f,"
+                                "\"max_jobs\":%d,\"formats\":[\"mp4\",\"webm\",\"mkv\",\"mov\"]}\n",
+                                j->c->max_bytes, j->c->max_seconds, j->c->max_jobs)
+                     : 0;
+        return reply(conn, r, 200, "application/json", body, (size_t)n, NULL);
     }
     /* GET/DELETE on one job: answered once the (empty) request is complete. */
     if (*upload_data_size) {

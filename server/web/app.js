@@ -2,6 +2,8 @@
 // (raw bytes), show where it is (uploading, waiting in the queue, working) by polling
 // /api/v1/status?request_id=..., then before/after and a download link. No network access
 // beyond this server: the Content-Security-Policy forbids it anyway.
+// A video (when the server runs video jobs) goes to POST /api/v1/jobs instead: the page polls
+// GET /api/v1/jobs/ID for the frames done, then plays the result and offers it for download.
 "use strict";
 
 (function () {
@@ -15,6 +17,8 @@
     before2: $("before2"), after2: $("after2"), timing: $("timing"),
     download: $("download"), again: $("again"),
     viewSlider: $("view-slider"), viewSide: $("view-side"),
+    progress: $("progress"), videoResult: $("video-result"), video: $("video"),
+    videoInfo: $("video-info"), videoDownload: $("video-download"), videoAgain: $("video-again"),
   };
 
   let photo = null;         // the File chosen
@@ -23,6 +27,9 @@
   let busy = false;
   let maxUploadBytes = 10 * 1024 * 1024;
   let maxPixels = 0;
+  let videoJobs = null;     // {max_video_bytes, max_video_seconds} when the server takes videos
+  let isVideo = false;      // the chosen file is a video
+  let videoUrl = null;      // object URL of the converted video
 
   const mb = (bytes) => (bytes / 1048576).toFixed(bytes < 10 * 1048576 ? 1 : 0) + " MB";
 
@@ -116,6 +123,12 @@
       maxUploadBytes = status.limits.max_upload_bytes;
       maxPixels = status.limits.max_pixels;
       el.limits.textContent = `JPEG, PNG, WebP, GIF, TIFF or HEIF · up to ${mb(maxUploadBytes)}`;
+      try {
+        const r = await fetch("/api/v1/jobs");
+        if (r.ok) videoJobs = await r.json();
+      } catch (e) { /* no video jobs here */ }
+      if (videoJobs)
+        el.limits.textContent += ` · videos up to ${mb(videoJobs.max_video_bytes)}, ${Math.round(videoJobs.max_video_seconds / 60)} min`;
     } catch (e) {
       el.model.innerHTML = '<option value="">default</option>';
     }
@@ -126,9 +139,48 @@
     el.go.disabled = busy || !photo;
   }
 
+  const looksLikeVideo = (file) =>
+    (file.type && file.type.startsWith("video/")) || /\.(mp4|m4v|mov|mkv|webm|avi)$/i.test(file.name || "");
+
+  // The "Save as" choices follow the kind of file: pictures or video containers.
+  function setFormats(video) {
+    const wanted = video ? [["mp4", "MP4 (H.264)"], ["webm", "WebM (VP9)"]]
+                         : [["png", "PNG"], ["jpeg", "JPEG"], ["webp", "WebP"]];
+    if (el.format.options[0] && el.format.options[0].value === wanted[0][0]) return;
+    el.format.textContent = "";
+    for (const [value, label] of wanted) {
+      const opt = document.createElement("option");
+      opt.value = value;
+      opt.textContent = label;
+      el.format.appendChild(opt);
+    }
+  }
+
   function choose(file) {
     showError("");
     if (!file) return;
+    if (looksLikeVideo(file)) {
+      if (!videoJobs) {
+        showError("This server converts photos only. Pick a JPEG, PNG or WebP photo.");
+        return;
+      }
+      if (file.size > videoJobs.max_video_bytes) {
+        showError(`That video is too large (${mb(file.size)}; the limit is ${mb(videoJobs.max_video_bytes)}). Try a shorter one.`);
+        return;
+      }
+      isVideo = true;
+      photo = file;
+      setFormats(true);
+      el.preview.hidden = true;
+      el.dropEmpty.hidden = false;
+      el.portrait.disabled = true;
+      setStatus("ready", `${file.name || "video"} · ${mb(file.size)} · video`);
+      updateButton();
+      return;
+    }
+    isVideo = false;
+    el.portrait.disabled = false;
+    setFormats(false);
     if (file.size > maxUploadBytes) {
       showError(`That photo is too large (${mb(file.size)}; the limit is ${mb(maxUploadBytes)}). Try a smaller one.`);
       return;
@@ -177,8 +229,122 @@
     return () => clearTimeout(timer);
   }
 
+  // Plain words for a video job that could not start or failed.
+  function explainVideo(status, body, retryAfter) {
+    const code = body && body.error ? body.error.code : "";
+    const wait = retryAfter ? ` in ${Math.ceil(Number(retryAfter) / 60)} minute${retryAfter <= 60 ? "" : "s"}` : " later";
+    switch (status) {
+      case 413:
+        return code === "too_large" && body.error.message.includes(" s long")
+          ? `That video is too long (the limit is ${Math.round(videoJobs.max_video_seconds / 60)} minutes). Try a shorter one.`
+          : "That video is too large. Try a shorter or smaller one.";
+      case 415: return "That file is not a video we can read. Try an MP4, MOV, MKV or WebM clip.";
+      case 422: return "That video seems to be damaged: we could not read it. Try another one.";
+      case 503:
+        if (code === "too_many_jobs") return `The server is busy with other videos. Try again${wait}.`;
+        return `The server is busy right now. Try again${wait}.`;
+      case 507: return `The server has no room for more videos right now. Try again${wait}.`;
+      case 0: return "Could not reach the server. Check your connection and try again.";
+      default:
+        return "The video could not be converted: " + (body && body.error ? body.error.message : "server error") + ".";
+    }
+  }
+
+  function convertVideo() {
+    busy = true;
+    updateButton();
+    showError("");
+    el.videoResult.hidden = true;
+    const params = new URLSearchParams();
+    if (el.model.value) params.set("model", el.model.value);
+    params.set("format", el.format.value);
+    const format = el.format.value;
+    const started = performance.now();
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", "/api/v1/jobs?" + params.toString());
+    xhr.setRequestHeader("Content-Type", photo.type && photo.type.startsWith("video/") ? photo.type : "application/octet-stream");
+    const fail = (text) => {
+      busy = false;
+      updateButton();
+      el.progress.hidden = true;
+      setStatus("error", "");
+      showError(text);
+    };
+    xhr.upload.onprogress = (e) => {
+      if (e.lengthComputable) setStatus("uploading", `Uploading… ${Math.round((100 * e.loaded) / e.total)}%`);
+    };
+    xhr.onerror = () => fail(explainVideo(0));
+    xhr.onload = () => {
+      let body = null;
+      try { body = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
+      if (xhr.status !== 202 || !body) return fail(explainVideo(xhr.status, body, xhr.getResponseHeader("Retry-After")));
+      pollJob(body.url, format, started, fail);
+    };
+    setStatus("uploading", "Uploading…");
+    xhr.send(photo);
+  }
+
+  // Follow a job until it is done, then fetch the result and play it.
+  function pollJob(url, format, started, fail) {
+    el.progress.hidden = false;
+    el.progress.value = 0;
+    const tick = async () => {
+      let job;
+      try {
+        const r = await fetch(url);
+        job = await r.json();
+        if (!r.ok) return fail(explainVideo(r.status, job));
+      } catch (e) {
+        setTimeout(tick, 2000); // a blip: the job goes on without us
+        return;
+      }
+      if (job.state === "queued") {
+        setStatus("queued", job.jobs_ahead > 0
+          ? `Waiting: ${job.jobs_ahead} video${job.jobs_ahead === 1 ? "" : "s"} ahead of yours…`
+          : "Waiting: yours is next…");
+      } else if (job.state === "running") {
+        const total = Math.max(job.frames_total, job.frames_done, 1);
+        el.progress.value = job.frames_done / total;
+        const eta = job.eta_s !== undefined ? ` · about ${Math.ceil(job.eta_s)} s left` : "";
+        setStatus("working", `Painting frame ${job.frames_done} of ${total}${eta}…`);
+      } else if (job.state === "done") {
+        el.progress.value = 1;
+        try {
+          const r = await fetch(job.result_url);
+          if (!r.ok) return fail(explainVideo(r.status, null));
+          showVideo(await r.blob(), format, job);
+        } catch (e) {
+          return fail(explainVideo(0));
+        }
+        busy = false;
+        updateButton();
+        el.progress.hidden = true;
+        setStatus("done", `Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`);
+        return;
+      } else {
+        return fail(job.state === "cancelled" ? "The video was cancelled." : explainVideo(500, job));
+      }
+      setTimeout(tick, 700);
+    };
+    tick();
+  }
+
+  function showVideo(blob, format, job) {
+    if (videoUrl) URL.revokeObjectURL(videoUrl);
+    videoUrl = URL.createObjectURL(blob);
+    el.video.src = videoUrl;
+    const base = (photo.name || "video").replace(/\.[^.]*$/, "");
+    el.videoDownload.href = videoUrl;
+    el.videoDownload.download = `${base}-anime.${format}`;
+    el.videoInfo.textContent = `${job.frames_done} frames${job.audio ? " · sound: " + job.audio.replace(/^audio \d+: /, "") : ""}`;
+    el.result.hidden = true;
+    el.videoResult.hidden = false;
+    el.videoResult.scrollIntoView({ behavior: "smooth", block: "start" });
+  }
+
   function convert() {
     if (!photo || busy) return;
+    if (isVideo) return convertVideo();
     busy = true;
     updateButton();
     showError("");
@@ -245,6 +411,7 @@
     el.download.href = resultUrl;
     el.download.download = `${base}-anime.${ext}`;
     el.result.hidden = false;
+    el.videoResult.hidden = true;
     setSplit(50);
     el.result.scrollIntoView({ behavior: "smooth", block: "start" });
   }
@@ -279,6 +446,11 @@
   el.slider.addEventListener("input", () => setSplit(Number(el.slider.value)));
   el.viewSlider.addEventListener("click", () => setView(false));
   el.viewSide.addEventListener("click", () => setView(true));
+  el.videoAgain.addEventListener("click", () => {
+    el.videoResult.hidden = true;
+    el.file.value = "";
+    el.file.click();
+  });
   el.again.addEventListener("click", () => {
     el.result.hidden = true;
     el.file.value = "";

@@ -2,7 +2,9 @@
 // playwright-core. Starts the real server on loopback, uploads a photo through the page and
 // checks the result image (size, and pixels equal to `animegan convert`), the queued and
 // busy states, plain-words errors, the portrait toggle, no external requests, and a phone
-// viewport. Prints "PASS name" / "FAIL name" and "N passed, N failed".
+// viewport; a short video clip (tools/make_test_clips.sh) through the video jobs, with the
+// progress bar, the player and the download. Prints "PASS name" / "FAIL name" and
+// "N passed, N failed".
 "use strict";
 
 const { chromium } = require("playwright-core");
@@ -152,8 +154,11 @@ async function watchStates(page) {
 
 async function main() {
   let passed = 0, failed = 0;
+  const clips = fs.mkdtempSync(path.join(os.tmpdir(), "animegan-clips-"));
+  execFileSync(path.join(ROOT, "tools", "make_test_clips.sh"), [clips]);
   const server = await startServer(["--workers", "1", "--threads", "2", "--queue", "1", "--max-upload-mb", "1",
-                                    "--model", "hayao", "--model", "cute-v3"]);
+                                    "--model", "hayao", "--model", "cute-v3",
+                                    "--jobs-dir", path.join(clips, "spool"), "--max-side", "1024"]);
   const base = `http://127.0.0.1:${server.port}`;
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "animegan-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
@@ -263,6 +268,35 @@ async function main() {
       const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
       check(size[0] === size[1] && size[0] > 0, "portrait result is not square: " + size);
     }],
+    ["video_through_page", async () => {
+      await page.goto(base + "/");
+      await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
+      await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.setInputFiles("#file", path.join(clips, "clip.mp4"));
+      await pageWait(page, () => document.getElementById("status").dataset.state === "ready" &&
+                     document.querySelector("#format option[value='webm']") !== null, 10000, "video chosen");
+      await page.selectOption("#format", "webm"); // VP9: every chromium build plays it
+      await watchStates(page);
+      await page.evaluate(() => {
+        window.__progress = [];
+        const p = document.getElementById("progress");
+        const t = setInterval(() => { if (!p.hidden) window.__progress.push(p.value); }, 100);
+        window.__stopProgress = () => clearInterval(t);
+      });
+      await page.click("#go");
+      await page.waitForSelector("#status[data-state='done']", { timeout: 300000 });
+      const states = await page.evaluate(() => window.__states);
+      const progress = await page.evaluate(() => { window.__stopProgress(); return window.__progress; });
+      check(states.includes("working"), "never showed the painting state: " + states.join(","));
+      check(progress.some((v) => v > 0 && v < 1), "the progress bar never moved: " + progress.slice(0, 20).join(","));
+      check(!(await page.isHidden("#video-result")), "video result hidden");
+      await pageWait(page, () => document.getElementById("video").readyState >= 1, 20000, "video metadata");
+      const meta = await page.evaluate(() => { const v = document.getElementById("video"); return [v.videoWidth, v.videoHeight, v.duration]; });
+      check(meta[0] === 128 && meta[1] === 96, "video size " + meta);
+      check(Math.abs(meta[2] - 2) < 0.1, "video duration " + meta[2]);
+      check((await page.getAttribute("#video-download", "download")) === "clip-anime.webm", "download name");
+      check((await page.textContent("#video-info")).includes("50 frames"), "info line: " + (await page.textContent("#video-info")));
+    }],
     ["phone_viewport", async () => {
       const phone = await context.newPage();
       await phone.setViewportSize({ width: 390, height: 844 });
@@ -293,6 +327,7 @@ async function main() {
   }
   await context.close();
   fs.rmSync(profile, { recursive: true, force: true });
+  fs.rmSync(clips, { recursive: true, force: true });
   server.proc.kill("SIGTERM");
   const code = await new Promise((r) => server.proc.on("exit", r));
   if (code !== 0) {
