@@ -106,19 +106,23 @@ int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cp
     out->precision = requested;
     /* The reference backend is plain C in fp32; the engine refuses the others there. */
     if (backend == AG_BACKEND_ONEDNN && r->available && !can_run(r, cpu)) {
-        snprintf(out->note, sizeof out->note,
-                 "%s needs AVX-512 here (natively %s); this CPU%s has %s",
+        int held = (cpu->flags & r->minimum) == r->minimum; /* the CPU could, oneDNN may not */
+        snprintf(out->note, sizeof out->note, "%s needs AVX-512 (native with %s); %s has %s only",
                  ag_precision_name(requested), r->needs,
-                 (cpu->flags & r->minimum) == r->minimum ? " as limited by ONEDNN_MAX_CPU_ISA" : "",
-                 cpu->onednn_isa);
+                 held ? "oneDNN held by ONEDNN_MAX_CPU_ISA" : "this CPU", cpu->onednn_isa);
         return AG_E_UNSUPPORTED;
     }
     if (backend == AG_BACKEND_ONEDNN && r->available && !is_native(r, cpu)) {
         out->emulated = 1;
-        snprintf(out->note, sizeof out->note,
-                 "warning: %s is emulated on this CPU (no %s%s), slower than fp32",
-                 ag_precision_name(requested), r->needs,
-                 (cpu->flags & r->native) ? " allowed by ONEDNN_MAX_CPU_ISA" : "");
+        if (cpu->flags & r->native)
+            snprintf(out->note, sizeof out->note,
+                     "warning: %s is emulated, slower than fp32: ONEDNN_MAX_CPU_ISA keeps oneDNN "
+                     "from this CPU's %s",
+                     ag_precision_name(requested), r->needs);
+        else
+            snprintf(out->note, sizeof out->note,
+                     "warning: %s is emulated on this CPU (no %s), slower than fp32",
+                     ag_precision_name(requested), r->needs);
     }
     return AG_OK;
 }
