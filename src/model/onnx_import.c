@@ -1886,11 +1886,14 @@ static void unique_names(ag_graph *g) {
 }
 
 /* What the model builder reads from the metadata: the resize mode of the first upsample
- * (the model's own, for --upsample) and the side multiple the network was exported for
- * (the largest downsampling of any map: 16 for the tiny generator, 8 for the full one). */
+ * (the model's own, for --upsample), the side multiple the network was exported for (the
+ * largest downsampling of any map: 16 for the tiny generator, 8 for the full one) and so
+ * the smallest side at which every map keeps a pixel, and the architecture when the graph
+ * is AnimeGANv3's (LADE norms; with external attention the full generator, else the tiny
+ * one), recognised from the ops, never from names. */
 static int set_meta(imp *im) {
     ag_graph *g = im->g;
-    int scale[AG_GRAPH_MAX_NODES], multiple = 1;
+    int scale[AG_GRAPH_MAX_NODES], multiple = 1, lade = 0, attention = 0;
     const char *mode = NULL;
     scale[0] = 1;
     for (int i = 1; i < g->count; i++) {
@@ -1903,16 +1906,25 @@ static int set_meta(imp *im) {
         else if (n->op == AG_OP_RESIZE2X)
             scale[i] = scale[i] > 1 ? scale[i] / 2 : 1;
         multiple = scale[i] > multiple ? scale[i] : multiple;
+        lade += n->op == AG_OP_LADE;
+        attention += n->op == AG_OP_SOFTMAX && n->axis == AG_AXIS_SPATIAL;
         if (!mode && (n->op == AG_OP_RESIZE || n->op == AG_OP_RESIZE2X))
             mode = n->mode == AG_RESIZE_ALIGN_CORNERS ? "align-corners"
                    : n->mode == AG_RESIZE_HALF_PIXEL  ? "half-pixel"
                                                       : "asymmetric";
     }
-    char text[16];
-    snprintf(text, sizeof text, "%d", multiple > 64 ? 64 : multiple);
+    char text[16], min_side[16];
+    multiple = multiple > 64 ? 64 : multiple;
+    snprintf(text, sizeof text, "%d", multiple);
+    snprintf(min_side, sizeof min_side, "%d", multiple > AG_MIN_SIDE ? multiple : AG_MIN_SIDE);
     int rc = ag_tensor_set_meta(im->set, "format", "onnx", im->err);
     if (rc == AG_OK)
         rc = ag_tensor_set_meta(im->set, "side_multiple", text, im->err);
+    if (rc == AG_OK)
+        rc = ag_tensor_set_meta(im->set, "min_side", min_side, im->err);
+    if (rc == AG_OK && lade)
+        rc = ag_tensor_set_meta(im->set, "architecture",
+                                attention ? "animeganv3" : "animeganv3-tiny", im->err);
     if (rc == AG_OK && mode)
         rc = ag_tensor_set_meta(im->set, "resize", mode, im->err);
     return rc == AG_OK ? rc : ag_error_prefix(rc, im->label, im->err);
