@@ -65,6 +65,12 @@ check convert_reference 0 convert "$data/coffee.png" -o "$tmp/out.jpg" --threads
     --backend reference --max-side 24
 check batch_with_bad_file 1 convert "$data/truncated.jpg" "$data/chelsea.png" -o "$tmp/batch" \
     --backend reference --max-side 16 --side-by-side --format webp
+check convert_v3_graph 0 convert "$data/chelsea.png" -o "$tmp/v3.png" --threads 1 \
+    --model shinkai-v3 --max-side 32
+check convert_onnx_reference 0 convert "$data/coffee.png" -o "$tmp/onnx.png" --threads 1 \
+    --model tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx --backend reference --max-side 32
+head -c 30000 tests/fixtures/onnx/AnimeGANv3_tiny_Cute.onnx >"$tmp/cut.onnx"
+check truncated_onnx 1 convert "$data/chelsea.png" -o "$tmp/x.png" --model "$tmp/cut.onnx"
 check unknown_model 1 convert "$data/chelsea.png" -o "$tmp/x.png" --model nosuch
 check corrupt_model 1 convert "$data/chelsea.png" -o "$tmp/x.png" --model "$tmp/corrupt.safetensors"
 check bad_option 2 convert "$data/chelsea.png" -o "$tmp/x.png" --quality 0
