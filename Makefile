@@ -23,7 +23,7 @@ BUILD ?= build/$(SANITIZER)
 SAN_FLAGS = -fsanitize=$(SANITIZER),undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 
-PKGS = vips libpng libjpeg libwebp libwebpdemux libexif libmicrohttpd libzip libcjson \
+PKGS = vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libmicrohttpd libzip libcjson \
        libavformat libavcodec libavutil libswscale libswresample
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)

@@ -97,14 +97,20 @@ static int is_directory(const char *path) {
 int ag_cli_video_route(const char *input, const char *output) {
     if (is_directory(input))
         return AG_CLI_ROUTE_PHOTO;
-    if (ag_video_output_supported(output))
+    const char *dot = strrchr(output, '.');
+    int webp = dot && strcasecmp(dot, ".webp") == 0;
+    if (ag_video_output_supported(output) && !webp)
         return AG_CLI_ROUTE_VIDEO;
     /* A still-image output: a video input is a mistake worth one clear line, but animated
      * GIFs keep their first-frame behaviour, and anything that is not a video goes on to
      * the image decoder (and its messages). */
     ag_video_info info;
     ag_error err = {0};
-    if (ag_video_probe(input, NULL, &info, &err) == 0 && strcmp(info.container, "gif") != 0) {
+    int video = ag_video_probe(input, NULL, &info, &err) == 0;
+    /* .webp is a photo format too: a video or an animated GIF becomes an animated WebP. */
+    if (video && webp)
+        return AG_CLI_ROUTE_VIDEO;
+    if (video && strcmp(info.container, "gif") != 0) {
         fprintf(stderr,
                 "animegan: %s is a video (%s, %s): name the output .mp4, .mov, .mkv or .webm\n",
                 input, info.container, info.video_codec);

@@ -369,7 +369,8 @@ int ag_video_probe(const char *path, const ag_video_limits *limits, ag_video_inf
 int ag_video_probe_memory(const void *data, size_t size, const ag_video_limits *limits,
                           ag_video_info *info, ag_error *err);
 
-/* 1 when `path` names a container we write (.mp4, .mov, .mkv, .webm), else 0. */
+/* 1 when `path` names a container we write (.mp4, .mov, .mkv, .webm, or .webp: an
+ * animated WebP, frames only), else 0. */
 int ag_video_output_supported(const char *path);
 
 /* Called on the converting thread after each frame; return nonzero to cancel. */
@@ -405,7 +406,7 @@ typedef struct ag_video_result {
 
 /*
  * Convert the video at `in_path` into `out_path` (container from its extension: .mp4, .mov,
- * .mkv take H.264, .webm VP9). `engine` is used from the calling thread only (unless
+ * .mkv take H.264, .webm VP9, .webp becomes an animated WebP without sound). `engine` is used from the calling thread only (unless
  * options->stylize replaces it). Returns 0, AG_E_CANCELLED when the progress callback asked,
  * or another AG_E_* code; on any failure no output file exists.
  */

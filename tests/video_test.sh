@@ -186,6 +186,24 @@ else
     fail "convert anim.gif" "$(cat "$tmp/err")"
 fi
 check "gif -> png keeps the first frame" conv "$c/anim.gif" -o "$out/anim.png"
+# An animated WebP output: its frames (ANMF chunks; identical neighbours may be merged) last
+# as long as the GIF's, and our own decoder reads it back.
+if conv "$c/anim.gif" -o "$out/anim.webp" 2>"$tmp/err"; then
+    check "gif -> animated webp: 1 s in frames" python3 -c "
+import struct, sys
+d = open('$out/anim.webp', 'rb').read()
+i, frames, ms = 12, 0, 0
+while i + 8 <= len(d):
+    tag, size = d[i:i + 4], struct.unpack('<I', d[i + 4:i + 8])[0]
+    if tag == b'ANMF':
+        frames += 1
+        ms += int.from_bytes(d[i + 20:i + 23], 'little')
+    i += 8 + size + (size & 1)
+sys.exit(not (d[8:12] == b'WEBP' and 2 <= frames <= 10 and ms == 1000))"
+    check "animated webp decodes" conv "$out/anim.webp" -o "$out/anim_webp.png"
+else
+    fail "convert anim.gif -> webp" "$(cat "$tmp/err")"
+fi
 
 # ---- bad inputs: one line, exit 1, no output -------------------------------------------------
 # bad NAME EXPECTED-EXIT MESSAGE-FRAGMENT ARGS...

@@ -380,7 +380,7 @@ int ag_video_probe_memory(const void *data, size_t size, const ag_video_limits *
 }
 
 int ag_video_output_supported(const char *path) {
-    static const char *const extensions[] = {"mp4", "m4v", "mov", "mkv", "webm"};
+    static const char *const extensions[] = {"mp4", "m4v", "mov", "mkv", "webm", "webp"};
     const char *slash = strrchr(path, '/');
     const char *dot = strrchr(slash ? slash + 1 : path, '.');
     if (!dot)

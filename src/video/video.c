@@ -20,6 +20,7 @@
 
 #include "../util/util_internal.h"
 #include "audio_internal.h"
+#include "webp_anim_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,7 +159,8 @@ typedef struct pipeline {
     AVCodecContext *enc;
     AVStream *ost;
     struct SwsContext *to_yuv;
-    AVFrame *rgb_out; /* (out_h, out_w, 3), padded: the stylised frame is copied in */
+    AVFrame *rgb_out;   /* (out_h, out_w, 3), padded: the stylised frame is copied in */
+    ag_webp_sink *webp; /* .webp output: an animated WebP instead of encoder + muxer */
     AVFrame *yuv;
     int out_w, out_h;
     int *stream_map;          /* input stream index -> output stream index, -1 dropped */
@@ -432,7 +434,25 @@ static int writer_drain(pipeline *p, AVPacket *pkt) {
     }
 }
 
+static int64_t to_ms(const pipeline *p, int64_t pts) {
+    return av_rescale_q(pts, p->ist->time_base, (AVRational){1, 1000});
+}
+
+static int writer_webp(pipeline *p, const frame_slot *slot) {
+    ag_error err = {0};
+    int64_t end = slot->pts + (slot->duration > 0 ? slot->duration : p->default_duration);
+    if (end > p->last_out_end)
+        p->last_out_end = end;
+    if (ag_webp_sink_add(p->webp, slot->image.pixels, slot->image.width * 3, to_ms(p, slot->pts),
+                         &err))
+        return pipeline_fail(p, &err);
+    p->frames_written++;
+    return 0;
+}
+
 static int writer_frame(pipeline *p, const frame_slot *slot, AVPacket *pkt) {
+    if (p->webp)
+        return writer_webp(p, slot);
     int av = av_frame_make_writable(p->yuv);
     if (av < 0)
         return fail_av(p, AG_E_NOMEM, "encoding the video", av);
@@ -483,7 +503,7 @@ static void *writer_main(void *arg) {
         rc = writer_frame(p, &slot, pkt);
         ag_image_fini(&slot.image);
     }
-    if (rc == 0 && !atomic_load(&p->failed)) {
+    if (rc == 0 && !atomic_load(&p->failed) && p->enc) {
         int av = avcodec_send_frame(p->enc, NULL);
         if (av < 0)
             fail_av(p, AG_E_INTERNAL, "encoding the video", av);
@@ -644,8 +664,10 @@ static int open_output_file(pipeline *p, const char *path, ag_error *err) {
         av_free(buffer);
         return ag_error_set(err, AG_E_NOMEM, "out of memory");
     }
-    p->out->pb = p->out_io;
-    p->out->flags |= AVFMT_FLAG_CUSTOM_IO;
+    if (p->out) {
+        p->out->pb = p->out_io;
+        p->out->flags |= AVFMT_FLAG_CUSTOM_IO;
+    }
     return 0;
 }
 
@@ -783,11 +805,32 @@ static int plan_audio(pipeline *p, ag_video_result *res, ag_error *err) {
     return 0;
 }
 
+/* An animated WebP: frames only (the sound is dropped, and said so). */
+static int open_webp_output(pipeline *p, const char *out_path, ag_video_result *res,
+                            ag_error *err) {
+    unsigned n = p->in.format->nb_streams;
+    p->stream_map = ag_malloc((n ? n : 1) * sizeof *p->stream_map);
+    p->audio = ag_calloc(n ? n : 1, sizeof *p->audio);
+    if (!p->stream_map || !p->audio)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory");
+    for (unsigned i = 0; i < n; i++)
+        p->stream_map[i] = -1;
+    if (p->in.info.audio_streams > 0) {
+        res->audio_dropped = p->in.info.audio_streams;
+        snprintf(res->audio_note, sizeof res->audio_note,
+                 "audio dropped (animated WebP has no sound)");
+    }
+    int rc = ag_webp_sink_create(&p->webp, p->out_w, p->out_h, err);
+    return rc ? rc : open_output_file(p, out_path, err);
+}
+
 static int open_output(pipeline *p, const char *out_path, ag_video_result *res, ag_error *err) {
     if (!ag_video_output_supported(out_path))
-        return ag_error_set(err, AG_E_ARG, "%s: name the output .mp4, .mov, .mkv or .webm",
+        return ag_error_set(err, AG_E_ARG, "%s: name the output .mp4, .mov, .mkv, .webm or .webp",
                             out_path);
     const char *dot = strrchr(out_path, '.');
+    if (strcasecmp(dot, ".webp") == 0)
+        return open_webp_output(p, out_path, res, err);
     const char *format = strcasecmp(dot, ".webm") == 0  ? "webm"
                          : strcasecmp(dot, ".mkv") == 0 ? "matroska"
                          : strcasecmp(dot, ".mov") == 0 ? "mov"
@@ -837,6 +880,7 @@ static void pipeline_fini(pipeline *p) {
     av_frame_free(&p->yuv);
     av_frame_free(&p->rgb_out);
     av_frame_free(&p->rgb_in);
+    ag_webp_sink_destroy(p->webp);
     avcodec_free_context(&p->enc);
     avcodec_free_context(&p->dec);
     if (p->out)
@@ -857,12 +901,19 @@ static void pipeline_fini(pipeline *p) {
 /* Write the trailer, sync and rename the temporary file into place. */
 static int finish_output(pipeline *p, const char *out_path, ag_error *err) {
     char msg[128];
+    if (p->webp) {
+        int rc = ag_webp_sink_finish(p->webp, to_ms(p, p->last_out_end), p->out_fd, err);
+        if (rc)
+            return rc;
+        goto sync;
+    }
     int av = av_write_trailer(p->out);
     if (av >= 0)
         avio_flush(p->out_io);
     if (av < 0 || p->out_io->error < 0)
         return ag_error_set(err, AG_E_IO, "%s: cannot finish the file: %s", out_path,
                             ag_video_averror(av < 0 ? av : p->out_io->error, msg, sizeof msg));
+sync:
     if (fsync(p->out_fd) != 0 || close(p->out_fd) != 0) {
         p->out_fd = -1;
         return ag_error_set(err, AG_E_IO, "%s: %s", out_path, strerror(errno));
@@ -1002,7 +1053,7 @@ int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_pat
     res->frames = p->frames_written;
     res->width = p->out_w;
     res->height = p->out_h;
-    res->duration_s = (double)p->last_out_end * av_q2d(p->enc->time_base);
+    res->duration_s = (double)p->last_out_end * av_q2d(p->ist->time_base);
 done:
     pipeline_fini(p);
     ag_free(p);
