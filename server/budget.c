@@ -50,6 +50,7 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     size_t px = side * side;
 
     b->workers = c->workers;
+    b->face_bytes = 0; /* ag_budget_add_faces */
     b->admitted = c->queue + c->workers;
     b->connections = c->max_connections;
     b->base_bytes = base_rss_bytes;
@@ -85,12 +86,34 @@ void ag_budget_format(const ag_budget *b, char *buf, size_t cap) {
     double m = (double)MIB;
     snprintf(buf, cap,
              "%.1f MiB = base %.1f + runtime %.1f + %d workers x %.1f (arena %.1f + decode %.1f "
-             "+ images %.1f) + %d admitted x %.1f (upload + response) + %d connections x %.2f + "
-             "cache %.1f + video jobs %.1f",
+             "+ images %.1f + faces %.1f) + %d admitted x %.1f (upload + response) + %d "
+             "connections x %.2f + cache %.1f + video jobs %.1f",
              (double)b->total_bytes / m, (double)b->base_bytes / m, (double)b->runtime_bytes / m,
              b->workers, (double)b->worker_bytes / m, (double)b->arena_bytes / m,
              (double)b->decode_bytes / m,
-             (double)(b->worker_bytes - b->arena_bytes - b->decode_bytes) / m, b->admitted,
-             (double)b->request_bytes / m, b->connections, (double)b->connection_bytes / m,
-             (double)b->cache_bytes / m, (double)b->video_bytes / m);
+             (double)(b->worker_bytes - b->arena_bytes - b->decode_bytes - b->face_bytes) / m,
+             (double)b->face_bytes / m, b->admitted, (double)b->request_bytes / m, b->connections,
+             (double)b->connection_bytes / m, (double)b->cache_bytes / m,
+             (double)b->video_bytes / m);
+}
+
+size_t ag_budget_face_bytes(const ag_server_config *c, const ag_model *detect,
+                            const ag_model *mesh) {
+    if (!detect)
+        return 0;
+    size_t side = (size_t)(c->max_side > c->portrait_size ? c->max_side : c->portrait_size);
+    size_t crop = (size_t)c->portrait_size * (size_t)c->portrait_size * 4;
+    size_t bytes = ag_engine_arena_bytes_for(detect, &c->engine, 192, 192);
+    if (mesh)
+        bytes = add_sat(bytes, ag_engine_arena_bytes_for(mesh, &c->engine, 192, 192));
+    /* detector buffers (~2 MiB) + crop, stylised crop, the paste's mask and footprint
+     * (<= the image) and the warp's box-shrunk copy (<= 1/4 of the image) */
+    bytes = add_sat(bytes, 3 * MIB + 3 * crop);
+    return add_sat(bytes, side * side * 4 * 2);
+}
+
+void ag_budget_add_faces(ag_budget *b, size_t face_bytes) {
+    b->face_bytes = face_bytes;
+    b->worker_bytes = add_sat(b->worker_bytes, face_bytes);
+    b->total_bytes = add_sat(b->total_bytes, mul_sat((size_t)b->workers, face_bytes));
 }

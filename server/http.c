@@ -80,8 +80,8 @@ static int valid_request_id(const char *s) {
 }
 
 static ag_route route_of(const char *url) {
-    if (!strcmp(url, "/api/v1/convert"))
-        return AG_ROUTE_CONVERT;
+    if (!strcmp(url, "/api/v1/convert") || !strcmp(url, "/api/v1/faces"))
+        return AG_ROUTE_CONVERT; /* /faces: the same admission and queue, a JSON answer */
     if (!strcmp(url, "/api/v1/models"))
         return AG_ROUTE_MODELS;
     if (!strcmp(url, "/api/v1/status"))
@@ -136,6 +136,8 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     r->rss_start_bytes = ag_process_rss_bytes();
     r->route = route_of(url);
     r->cache_hit = -1;
+    r->faces = -1;
+    r->options.faces_only = !strcmp(url, "/api/v1/faces");
     snprintf(r->method, sizeof r->method, "%s", method);
     /* Our ids are 128 random bits, so /api/v1/status?request_id= cannot be walked to read
      * other clients' queue state (they were a counter). A client's own id is kept for the
@@ -264,7 +266,13 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
         add_header(resp, "X-Inference-Ms", num);
         /* No X-Cache: a hit would tell any client that someone else converted this photo
          * with these options. Hits and misses are in /metrics and the log only. */
-        if (r->status == 200) {
+        if (r->faces >= 0) {
+            snprintf(num, sizeof num, "%d", r->faces);
+            add_header(resp, "X-Faces", num);
+        }
+        if (r->portrait_fallback)
+            add_header(resp, "X-Portrait", "center");
+        if (r->status == 200 && !r->options.faces_only) {
             char disp[64];
             snprintf(disp, sizeof disp, "inline; filename=\"anime.%s\"",
                      ag_format_extension(r->options.format));
@@ -757,8 +765,12 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
         return;
     }
     option_walk w = {.s = s, .opts = &r->options};
+    int faces_only = r->options.faces_only;
     ag_convert_options_init(&r->options, c->max_side);
+    r->options.faces_only = faces_only;
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &w);
+    if (!w.failed && ag_convert_options_check(&r->options, &w.err) != 0)
+        w.failed = 1;
     if (w.failed) {
         reply_reply_error(r, &w.err);
         return;

@@ -135,6 +135,12 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
     counter(&t, "animegan_http_sent_bytes_total", "Response body bytes sent.", load(&m->bytes_out));
     counter(&t, "animegan_images_converted_total", "Images converted successfully.",
             load(&m->converted));
+    counter(&t, "animegan_faces_detected_total",
+            "Faces the detector found (portrait=face, paste_faces, /api/v1/faces).",
+            load(&m->faces_detected));
+    header(&t, "animegan_face_detect_seconds", "histogram",
+           "Time of face detection and landmarks on one image.");
+    histogram_series(&t, "animegan_face_detect_seconds", "", &m->face_detect);
     counter(&t, "animegan_rejected_queue_full_total", "Conversions refused with 503: queue full.",
             load(&m->rejected_full));
     counter(&t, "animegan_queue_timeouts_total", "Conversions that waited too long (504).",

@@ -1,6 +1,7 @@
 /*
  * options.c - the query parameters of POST /api/v1/convert, validated at the boundary before
- * any body is read: model, portrait, side_by_side, max_side, format, quality. Unknown or
+ * any body is read: model, portrait, side_by_side, max_side, format, quality, paste_faces,
+ * face_model. Unknown or
  * repeated parameters are refused (400) so a typo never silently falls back to a default.
  */
 #include "server.h"
@@ -24,6 +25,7 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
     opts->max_side = server_max_side;
     opts->format = AG_FORMAT_PNG;
     opts->quality = AG_DEFAULT_QUALITY;
+    opts->face_model = -1;
 }
 
 /* A decimal integer with no sign (ag_parse_int64, the one parser), at most 9 digits. */
@@ -66,7 +68,30 @@ enum {
     SEEN_MAX_SIDE = 1u << 3,
     SEEN_FORMAT = 1u << 4,
     SEEN_QUALITY = 1u << 5,
+    SEEN_PASTE_FACES = 1u << 6,
+    SEEN_FACE_MODEL = 1u << 7,
 };
+
+/* A model name among the loaded ones: its index, or -1. */
+static int model_index(const char *value, const char *const *names, int name_count) {
+    for (int i = 0; i < name_count; i++)
+        if (value && !strcmp(value, names[i]))
+            return i;
+    return -1;
+}
+
+int ag_convert_options_check(const ag_convert_options *o, ag_reply_error *err) {
+    if (o->paste_faces && o->portrait) {
+        ag_reply_error_set(err, 400, "bad_option",
+                           "paste_faces keeps the whole photo: not with portrait");
+        return -1;
+    }
+    if (o->face_model >= 0 && !o->paste_faces) {
+        ag_reply_error_set(err, 400, "bad_option", "face_model applies only with paste_faces=1");
+        return -1;
+    }
+    return 0;
+}
 
 int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *key,
                           const char *value, const char *const *names, int name_count,
@@ -79,7 +104,9 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                 {"side_by_side", SEEN_SIDE_BY_SIDE},
                 {"max_side", SEEN_MAX_SIDE},
                 {"format", SEEN_FORMAT},
-                {"quality", SEEN_QUALITY}};
+                {"quality", SEEN_QUALITY},
+                {"paste_faces", SEEN_PASTE_FACES},
+                {"face_model", SEEN_FACE_MODEL}};
     char kq[48], vq[48];
     unsigned bit = 0;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -88,7 +115,7 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
     if (!bit) {
         ag_reply_error_set(err, 400, "unknown_option",
                            "unknown query parameter '%s' (known: model, portrait, side_by_side, "
-                           "max_side, format, quality)",
+                           "max_side, format, quality, paste_faces, face_model)",
                            printable(key, kq, sizeof kq));
         return -1;
     }
@@ -111,9 +138,23 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                            "unknown model '%s' (GET /api/v1/models lists them)", vq);
         return -1;
     case SEEN_PORTRAIT:
-        if (parse_flag(value, &opts->portrait) == 0)
+        if (parse_flag(value, &opts->portrait) == 0 || (value && !strcmp(value, "face")))
+            return opts->portrait = opts->portrait || (value && !strcmp(value, "face")), 0;
+        if (value && (!strcmp(value, "center") || !strcmp(value, "centre")))
+            return opts->portrait = 2, 0;
+        ag_reply_error_set(err, 400, "bad_option",
+                           "portrait must be face (or 1), center or 0, not '%s'", vq);
+        return -1;
+    case SEEN_PASTE_FACES:
+        if (parse_flag(value, &opts->paste_faces) == 0)
             return 0;
-        ag_reply_error_set(err, 400, "bad_option", "portrait must be 0 or 1, not '%s'", vq);
+        ag_reply_error_set(err, 400, "bad_option", "paste_faces must be 0 or 1, not '%s'", vq);
+        return -1;
+    case SEEN_FACE_MODEL:
+        if ((opts->face_model = model_index(value, names, name_count)) >= 0)
+            return 0;
+        ag_reply_error_set(err, 404, "model_not_found",
+                           "unknown face_model '%s' (GET /api/v1/models lists them)", vq);
         return -1;
     case SEEN_SIDE_BY_SIDE:
         if (parse_flag(value, &opts->side_by_side) == 0)

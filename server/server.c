@@ -300,6 +300,10 @@ int ag_server_main(int argc, char **argv) {
             fprintf(stderr, "animegan: %s\n", err.message[0] ? err.message : "cannot load model");
             goto out;
         }
+    /* The face networks: optional (portrait=face then falls back to the centre crop). */
+    if (ag_face_models_load(&s->face_detect, &s->face_mesh, &err) != 0)
+        ag_log_event(lf, "warn", "faces unavailable (portrait=face crops the centre): %s",
+                     err.message);
     ag_precision_choice precision; /* auto, or the emulated-bf16 warning: issue 12 */
     if (ag_precision_resolve(c->engine.precision, c->engine.backend, NULL, &precision) != 0) {
         fprintf(stderr, "animegan: %s\n", precision.note);
@@ -328,6 +332,7 @@ int ag_server_main(int argc, char **argv) {
         goto out;
     }
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
+    ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
     char formula[640];
     ag_budget_format(&s->budget, formula, sizeof formula);
 
@@ -379,6 +384,8 @@ out:
     ag_queue_fini(&s->queue);
     for (int i = 0; i < s->model_count; i++)
         ag_model_destroy((ag_model *)s->models[i]);
+    ag_model_destroy(s->face_mesh);
+    ag_model_destroy(s->face_detect);
     restore_signals();
     ag_image_set_log_handler(NULL, NULL);
     ag_free(s);

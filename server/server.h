@@ -98,7 +98,10 @@ void ag_config_usage(void);
 
 typedef struct ag_convert_options {
     int model;        /* index into the loaded models */
-    int portrait;     /* 0/1 */
+    int portrait;     /* 0 none, 1 the face's aligned crop (centre when none), 2 centre */
+    int paste_faces;  /* 0/1: the whole photo with the faces stylised as crops, pasted back */
+    int face_model;   /* paste_faces: index of the faces' model; -1: `model` */
+    int faces_only;   /* POST /api/v1/faces: the detections as JSON, no conversion */
     int side_by_side; /* 0/1 */
     int max_side;     /* <= the server's --max-side */
     ag_format format;
@@ -123,6 +126,9 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side);
 int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *key,
                           const char *value, const char *const *names, int name_count,
                           int server_max_side, ag_reply_error *err);
+
+/* Combinations the parameters refuse once all are read: 0, or -1 with `err` (400). */
+int ag_convert_options_check(const ag_convert_options *opts, ag_reply_error *err);
 
 void ag_reply_error_set(ag_reply_error *err, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -291,7 +297,9 @@ typedef struct ag_request {
     int retry_after_s;
     double queue_ms, inference_ms, total_ms;
     int in_width, in_height, out_width, out_height;
-    int cache_hit; /* -1 cache off or not applicable, 0 miss, 1 hit */
+    int cache_hit;         /* -1 cache off or not applicable, 0 miss, 1 hit */
+    int faces;             /* faces found (X-Faces), -1 when not looked for */
+    int portrait_fallback; /* portrait=face found none: the centre crop (X-Portrait) */
 } ag_request;
 
 /* ---- queue (queue.c) ------------------------------------------------------------------- */
@@ -388,6 +396,8 @@ typedef struct ag_metrics {
     ag_histogram inference;               /* convert: decode + stylize + encode on a worker */
     atomic_uint_fast64_t bytes_in, bytes_out;
     atomic_uint_fast64_t converted;          /* 200 responses of /api/v1/convert */
+    atomic_uint_fast64_t faces_detected;     /* faces found by the detector, all routes */
+    ag_histogram face_detect;                /* detection + landmarks of one image */
     atomic_uint_fast64_t rejected_full;      /* 503 queue full */
     atomic_uint_fast64_t timed_out;          /* 504 */
     atomic_uint_fast64_t client_gone;        /* completed with an error (client closed early) */
@@ -457,9 +467,17 @@ typedef struct ag_budget {
     size_t connection_bytes; /* one connection's MHD memory pool */
     size_t cache_bytes;
     size_t video_bytes; /* the job runner's frames and codec state (0 without --jobs-dir) */
+    size_t face_bytes; /* part of worker_bytes: detector engines and buffers, face crops */
     int workers, admitted, connections;
     size_t total_bytes;
 } ag_budget;
+
+/* Add one worker's face work (ag_budget_face_bytes) to a computed budget. */
+void ag_budget_add_faces(ag_budget *b, size_t face_bytes_per_worker);
+/* One worker's face work at the configured sizes: the two networks' arenas at 192, the
+ * detector's buffers, the aligned crop and its stylised copy, the paste's footprint. */
+size_t ag_budget_face_bytes(const ag_server_config *config, const ag_model *detect,
+                            const ag_model *mesh);
 
 /* Per-worker arena bytes at the largest image for each model, from the engine options. */
 void ag_budget_compute(ag_budget *b, const ag_server_config *config, const ag_model *const *models,
@@ -494,6 +512,7 @@ typedef struct ag_worker {
     int index;
     pthread_t thread;
     ag_engine *engines[AG_SERVER_MAX_MODELS]; /* created and used only on this thread */
+    ag_face_detector *faces;                  /* likewise; NULL when faces are unavailable */
     atomic_size_t arena_bytes;                /* sum over engines, published after each job */
     pthread_mutex_t current_lock;             /* guards current_id */
     char current_id[AG_REQUEST_ID_BYTES];     /* request being converted, "" when idle */
@@ -544,6 +563,7 @@ struct ag_server {
     const ag_model *models[AG_SERVER_MAX_MODELS];
     const char *model_names[AG_SERVER_MAX_MODELS];
     int model_count;
+    ag_model *face_detect, *face_mesh; /* the bundled face networks; NULL: faces unavailable */
 
     ag_queue queue;
     ag_worker *workers;

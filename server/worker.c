@@ -34,6 +34,94 @@ static void job_error(ag_server *s, ag_request *r, const ag_error *err, const ch
     ag_job_fail(s, r, status, code, msg);
 }
 
+/* Faces of `in` with this worker's detector; timed and counted. */
+static int find_faces(ag_worker *w, const ag_image *in, ag_face *faces, int *n, ag_error *err) {
+    ag_server *s = w->server;
+    uint64_t t0 = ag_now_us();
+    ag_face_options fo = {.max_faces = 8};
+    int found = 0;
+    int rc = ag_faces_detect(w->faces, in, &fo, faces, AG_FACE_MAX, n, &found, err);
+    ag_metrics_observe(&s->metrics.face_detect, ag_now_us() - t0);
+    if (rc == AG_OK)
+        atomic_fetch_add(&s->metrics.faces_detected, (uint_fast64_t)found);
+    if (rc == AG_OK && found > *n)
+        ag_log_event(s->config.log_format, "info", "%d faces found, the %d largest used", found,
+                     *n);
+    return rc;
+}
+
+/* POST /api/v1/faces: the JSON of `animegan faces --json`, in the pixels of the uploaded
+ * (EXIF-oriented) image; detection runs on the copy decoded at max_side. */
+static int faces_reply(ag_worker *w, ag_request *r, const ag_image *in, const ag_face *faces,
+                       int n) {
+    int w0 = r->in_width > r->in_height ? r->in_width : r->in_height;
+    int w1 = in->width > in->height ? in->width : in->height;
+    double k = w1 > 0 && w0 > w1 ? (double)w0 / w1 : 1.0;
+    ag_text t;
+    ag_text_init(&t, 64 * 1024);
+    ag_text_printf(&t, "{\"image\": \"upload\", \"width\": %d, \"height\": %d, \"faces\": [",
+                   (int)(in->width * k + 0.5), (int)(in->height * k + 0.5));
+    for (int i = 0; i < n; i++) {
+        const ag_face *f = &faces[i];
+        ag_text_printf(&t,
+                       "%s{\"score\": %.4f, \"box\": [%.2f, %.2f, %.2f, %.2f], \"keypoints\": [",
+                       i ? ", " : "", (double)f->score, (double)f->box[0] * k,
+                       (double)f->box[1] * k, (double)f->box[2] * k, (double)f->box[3] * k);
+        for (int j = 0; j < 6; j++)
+            ag_text_printf(&t, "%s[%.2f, %.2f]", j ? ", " : "", (double)f->keypoints[j][0] * k,
+                           (double)f->keypoints[j][1] * k);
+        ag_text_printf(&t, "], \"quad\": [");
+        for (int j = 0; j < 4; j++)
+            ag_text_printf(&t, "%s[%.2f, %.2f]", j ? ", " : "", (double)f->quad[j][0] * k,
+                           (double)f->quad[j][1] * k);
+        ag_text_printf(&t, "]}");
+    }
+    ag_text_printf(&t, "]}\n");
+    size_t size = 0;
+    char *body = ag_text_take(&t, &size);
+    if (!body) {
+        ag_job_fail(w->server, r, 503, "out_of_memory", "out of memory for the reply");
+        return 0;
+    }
+    r->status = 200;
+    r->content_type = "application/json";
+    r->out = (uint8_t *)body;
+    r->out_size = size;
+    r->out_width = in->width, r->out_height = in->height;
+    return 1;
+}
+
+/* The face modes of a decoded image: portrait=face (the largest face's crop, or the centre
+ * crop when there is none: *fallback), paste_faces. `out` is set on success. */
+static int face_convert(ag_worker *w, ag_request *r, const ag_image *in, ag_image *out,
+                        int *fallback, ag_error *err) {
+    ag_server *s = w->server;
+    const ag_convert_options *o = &r->options;
+    ag_face *faces = ag_malloc(sizeof *faces * AG_FACE_MAX);
+    if (!faces) {
+        err->code = AG_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory");
+        return AG_E_NOMEM;
+    }
+    int n = 0, rc = find_faces(w, in, faces, &n, err);
+    r->faces = n;
+    ag_engine *engine = w->engines[o->model];
+    if (rc == AG_OK && o->paste_faces) {
+        ag_engine *fe = o->face_model >= 0 ? w->engines[o->face_model] : engine;
+        rc = ag_stylize_paste_faces(engine, fe, in, faces, n, s->config.portrait_size, out, err);
+    } else if (rc == AG_OK && n > 0) {
+        ag_image crop = {0};
+        rc = ag_face_align(in, &faces[0], s->config.portrait_size, &crop, err);
+        if (rc == AG_OK)
+            rc = ag_stylize(engine, &crop, o->side_by_side, out, err);
+        ag_image_fini(&crop);
+    } else if (rc == AG_OK) {
+        *fallback = 1;
+    }
+    ag_free(faces);
+    return rc;
+}
+
 /* Convert r's image; on any failure the job is finished here with an error. Returns 1 when
  * the caller still has to finish the job (success). */
 static int convert(ag_worker *w, ag_request *r) {
@@ -43,7 +131,14 @@ static int convert(ag_worker *w, ag_request *r) {
     ag_error err = {0};
     ag_cache_key key;
 
-    if (s->cache) {
+    /* Face results carry X-Faces: they are not cached. */
+    int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only;
+    if ((o->paste_faces || o->faces_only) && !w->faces) {
+        ag_job_fail(s, r, 503, "faces_unavailable",
+                    "the face models (face-detect, face-mesh) are not installed on this server");
+        return 0;
+    }
+    if (s->cache && !face_mode) {
         ag_cache_key_make(s->cache, r->image, r->image_size, s->model_names[o->model], o, &key);
         uint8_t *data = NULL;
         size_t size = 0;
@@ -81,7 +176,8 @@ static int convert(ag_worker *w, ag_request *r) {
 
     ag_decode_options d = {0};
     d.max_side = o->max_side;
-    d.portrait = o->portrait;
+    d.portrait = o->portrait == 2 || (o->portrait == 1 && !w->faces);
+    r->portrait_fallback = o->portrait == 1 && !w->faces;
     d.portrait_size = c->portrait_size;
     d.max_pixels = c->max_pixels;
     ag_image in = {0}, out = {0};
@@ -94,7 +190,32 @@ static int convert(ag_worker *w, ag_request *r) {
         ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
         return 0;
     }
-    int rc = ag_stylize(w->engines[o->model], &in, o->side_by_side, &out, &err);
+    int rc = AG_OK, fallback = 0;
+    if (w->faces && o->faces_only) {
+        ag_face *faces = ag_malloc(sizeof *faces * AG_FACE_MAX);
+        int n = 0;
+        rc = faces ? find_faces(w, &in, faces, &n, &err) : AG_E_NOMEM;
+        r->faces = n;
+        int ok = rc == AG_OK && faces_reply(w, r, &in, faces, n);
+        ag_free(faces);
+        ag_image_fini(&in);
+        if (rc != AG_OK)
+            job_error(s, r, &err, "faces");
+        return ok;
+    }
+    if (w->faces && (o->portrait == 1 || o->paste_faces))
+        rc = face_convert(w, r, &in, &out, &fallback, &err);
+    if (rc == AG_OK && fallback) { /* no face: the centre crop, as portrait=center */
+        ag_image_fini(&in);
+        d.portrait = 1;
+        r->portrait_fallback = 1;
+        if (ag_image_decode(r->image, r->image_size, "upload", &d, &in, &err) != 0) {
+            job_error(s, r, &err, "decode");
+            return 0;
+        }
+    }
+    if (rc == AG_OK && (!w->faces || !(o->portrait == 1 || o->paste_faces) || fallback))
+        rc = ag_stylize(w->engines[o->model], &in, o->side_by_side, &out, &err);
     ag_image_fini(&in);
     if (rc != 0) {
         ag_image_fini(&out);
@@ -111,7 +232,7 @@ static int convert(ag_worker *w, ag_request *r) {
         job_error(s, r, &err, "encode");
         return 0;
     }
-    if (s->cache)
+    if (s->cache && !face_mode)
         ag_cache_put(s->cache, &key, data, size, r->out_width, r->out_height);
     r->status = 200;
     r->content_type = ag_format_mime(o->format);
@@ -174,6 +295,13 @@ static void *worker_main(void *arg) {
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
     }
+    if (status == 0 && s->face_detect) {
+        ag_engine_options fo = s->config.engine;
+        fo.precision = AG_PRECISION_FP32; /* small networks: fp32, exact */
+        status = ag_face_detector_create(s->face_detect, s->face_mesh, &fo, &w->faces, &err);
+        if (status != 0)
+            snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
+    }
     pthread_mutex_lock(&init_lock);
     w->init_status = status;
     init_done++;
@@ -195,6 +323,8 @@ static void *worker_main(void *arg) {
         ag_engine_destroy(w->engines[i]);
         w->engines[i] = NULL;
     }
+    ag_face_detector_destroy(w->faces);
+    w->faces = NULL;
     atomic_store(&w->arena_bytes, 0);
     return NULL;
 }

@@ -72,5 +72,76 @@ usage() {
 usage --all-faces && usage --portrait=sideways && usage --paste-faces --portrait &&
     usage --face-model hayao && usage --portrait --max-faces 0 && ok usage_errors || bad usage_errors
 
+# The service: POST /api/v1/faces, portrait=face|center, paste_faces, X-Faces, X-Portrait,
+# the refusals, the metrics.
+
+"$BIN" serve --port 0 --workers 1 --threads 2 --queue 4 >"$tmp/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 1 100); do
+    port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\)\/.*/\1/p' "$tmp/serve.log" | head -n 1)
+    [ -n "$port" ] && break
+    sleep 0.2
+done
+if [ -z "$port" ]; then
+    bad server_start
+    cat "$tmp/serve.log"
+else
+    if /usr/bin/python3 - "$port" "$GEN" <<'PY'
+import json, sys, urllib.request, urllib.error, io
+from PIL import Image
+port, gen = sys.argv[1], sys.argv[2]
+base = "http://127.0.0.1:%s" % port
+def post(path, file, ctype="image/jpeg"):
+    req = urllib.request.Request(base + path, data=open(file, "rb").read(),
+                                 headers={"Content-Type": ctype}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+fails = []
+def check(name, cond):
+    print(("PASS " if cond else "FAIL ") + name)
+    if not cond:
+        fails.append(name)
+st, h, body = post("/api/v1/faces", gen + "/mirrored.jpg")
+o = json.loads(body) if st == 200 else {}
+check("api_faces", st == 200 and len(o.get("faces", [])) == 2 and h.get("X-Faces") == "2"
+      and o["width"] == 900 and o["height"] == 500)
+st, h, body = post("/api/v1/faces?max_side=450", gen + "/mirrored.jpg")
+o2 = json.loads(body) if st == 200 else {}
+check("api_faces_original_pixels", st == 200 and o2["width"] == 900 and len(o2["faces"]) == 2
+      and all(min(abs(f["box"][0] - g["box"][0]) for g in o["faces"]) < 8 for f in o2["faces"]))
+st, h, body = post("/api/v1/faces", "tests/data/coffee.png", "image/png")
+check("api_faces_none", st == 200 and json.loads(body)["faces"] == [] and h.get("X-Faces") == "0")
+st, h, body = post("/api/v1/convert?portrait=face&max_side=256", "tests/data/astronaut.png",
+                   "image/png")
+check("portrait_face", st == 200 and Image.open(io.BytesIO(body)).size == (512, 512) and
+      h.get("X-Faces") == "1" and "X-Portrait" not in h)
+st, h, body = post("/api/v1/convert?portrait=1&max_side=128", "tests/data/coffee.png", "image/png")
+check("portrait_fallback", st == 200 and Image.open(io.BytesIO(body)).size == (512, 512) and
+      h.get("X-Faces") == "0" and h.get("X-Portrait") == "center")
+st, h, body = post("/api/v1/convert?portrait=center&max_side=128", "tests/data/astronaut.png",
+                   "image/png")
+check("portrait_center", st == 200 and "X-Faces" not in h)
+st, h, body = post("/api/v1/convert?paste_faces=1&max_side=300", gen + "/mirrored.jpg")
+check("paste_faces", st == 200 and Image.open(io.BytesIO(body)).size == (300, 167) and
+      h.get("X-Faces") == "2")
+bad = [post(q, "tests/data/coffee.png", "image/png")[0] for q in (
+    "/api/v1/convert?paste_faces=1&portrait=1", "/api/v1/convert?face_model=hayao",
+    "/api/v1/convert?portrait=sideways", "/api/v1/convert?paste_faces=2",
+    "/api/v1/convert?paste_faces=1&face_model=nope")]
+check("refusals", bad == [400, 400, 400, 400, 404])
+m = urllib.request.urlopen(base + "/metrics").read().decode()
+found = [l for l in m.splitlines() if l.startswith("animegan_faces_detected_total ")]
+check("metrics", found and int(found[0].split()[1]) >= 6 and
+      "animegan_face_detect_seconds_count" in m)
+sys.exit(1 if fails else 0)
+PY
+    then ok server_faces; else bad server_faces; fi
+    kill "$server"
+    wait "$server" 2>/dev/null
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
