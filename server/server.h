@@ -467,7 +467,7 @@ typedef struct ag_budget {
     size_t connection_bytes; /* one connection's MHD memory pool */
     size_t cache_bytes;
     size_t video_bytes; /* the job runner's frames and codec state (0 without --jobs-dir) */
-    size_t face_bytes; /* part of worker_bytes: detector engines and buffers, face crops */
+    size_t face_bytes;  /* part of worker_bytes: detector engines and buffers, face crops */
     int workers, admitted, connections;
     size_t total_bytes;
 } ag_budget;
