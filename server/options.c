@@ -70,6 +70,7 @@ enum {
     SEEN_QUALITY = 1u << 5,
     SEEN_PASTE_FACES = 1u << 6,
     SEEN_FACE_MODEL = 1u << 7,
+    SEEN_FACE = 1u << 8,
 };
 
 /* A model name among the loaded ones: its index, or -1. */
@@ -84,6 +85,10 @@ int ag_convert_options_check(const ag_convert_options *o, ag_reply_error *err) {
     if (o->paste_faces && o->portrait) {
         ag_reply_error_set(err, 400, "bad_option",
                            "paste_faces keeps the whole photo: not with portrait");
+        return -1;
+    }
+    if (o->face && o->portrait != 1) {
+        ag_reply_error_set(err, 400, "bad_option", "face applies only with portrait=face");
         return -1;
     }
     if (o->face_model >= 0 && !o->paste_faces) {
@@ -106,7 +111,8 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                 {"format", SEEN_FORMAT},
                 {"quality", SEEN_QUALITY},
                 {"paste_faces", SEEN_PASTE_FACES},
-                {"face_model", SEEN_FACE_MODEL}};
+                {"face_model", SEEN_FACE_MODEL},
+                {"face", SEEN_FACE}};
     char kq[48], vq[48];
     unsigned bit = 0;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -115,7 +121,7 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
     if (!bit) {
         ag_reply_error_set(err, 400, "unknown_option",
                            "unknown query parameter '%s' (known: model, portrait, side_by_side, "
-                           "max_side, format, quality, paste_faces, face_model)",
+                           "max_side, format, quality, paste_faces, face_model, face)",
                            printable(key, kq, sizeof kq));
         return -1;
     }
@@ -149,6 +155,15 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
         if (parse_flag(value, &opts->paste_faces) == 0)
             return 0;
         ag_reply_error_set(err, 400, "bad_option", "paste_faces must be 0 or 1, not '%s'", vq);
+        return -1;
+    case SEEN_FACE:
+        if (parse_uint(value, &v) == 0 && v >= 1 && v <= AG_FACE_MAX) {
+            opts->face = v;
+            return 0;
+        }
+        ag_reply_error_set(err, 400, "bad_option",
+                           "face must be a whole number from 1 (the largest) to %d, not '%s'",
+                           AG_FACE_MAX, vq);
         return -1;
     case SEEN_FACE_MODEL:
         if ((opts->face_model = model_index(value, names, name_count)) >= 0)

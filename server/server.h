@@ -102,6 +102,7 @@ typedef struct ag_convert_options {
     int paste_faces;  /* 0/1: the whole photo with the faces stylised as crops, pasted back */
     int face_model;   /* paste_faces: index of the faces' model; -1: `model` */
     int faces_only;   /* POST /api/v1/faces: the detections as JSON, no conversion */
+    int face;         /* portrait=face: which face, 1 = the largest (0: the largest) */
     int side_by_side; /* 0/1 */
     int max_side;     /* <= the server's --max-side */
     ag_format format;

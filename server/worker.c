@@ -38,7 +38,7 @@ static void job_error(ag_server *s, ag_request *r, const ag_error *err, const ch
 static int find_faces(ag_worker *w, const ag_image *in, ag_face *faces, int *n, ag_error *err) {
     ag_server *s = w->server;
     uint64_t t0 = ag_now_us();
-    ag_face_options fo = {.max_faces = 8};
+    ag_face_options fo = {.max_faces = 8}; /* as the CLI's --max-faces default */
     int found = 0;
     int rc = ag_faces_detect(w->faces, in, &fo, faces, AG_FACE_MAX, n, &found, err);
     ag_metrics_observe(&s->metrics.face_detect, ag_now_us() - t0);
@@ -111,7 +111,8 @@ static int face_convert(ag_worker *w, ag_request *r, const ag_image *in, ag_imag
         rc = ag_stylize_paste_faces(engine, fe, in, faces, n, s->config.portrait_size, out, err);
     } else if (rc == AG_OK && n > 0) {
         ag_image crop = {0};
-        rc = ag_face_align(in, &faces[0], s->config.portrait_size, &crop, err);
+        int pick = o->face >= 1 && o->face <= n ? o->face - 1 : 0; /* the page's choice */
+        rc = ag_face_align(in, &faces[pick], s->config.portrait_size, &crop, err);
         if (rc == AG_OK)
             rc = ag_stylize(engine, &crop, o->side_by_side, out, err);
         ag_image_fini(&crop);

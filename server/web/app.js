@@ -11,6 +11,7 @@
   const el = {
     drop: $("drop"), file: $("file"), preview: $("preview"), dropEmpty: $("drop-empty"),
     model: $("model"), format: $("format"), portrait: $("portrait"), go: $("go"),
+    paste: $("paste"), previewBox: $("preview-box"), faces: $("faces"), facesHint: $("faces-hint"),
     status: $("status"), error: $("error"), limits: $("limits"),
     result: $("result"), compare: $("compare"), side: $("side"), slider: $("slider"),
     before: $("before"), after: $("after"), afterClip: $("after-clip"),
@@ -30,6 +31,9 @@
   let videoJobs = null;     // {max_video_bytes, max_video_seconds} when the server takes videos
   let isVideo = false;      // the chosen file is a video
   let videoUrl = null;      // object URL of the converted video
+  let faceList = null;      // what POST /api/v1/faces found for this photo, null: not asked
+  let chosenFace = 1;       // 1 = the largest
+  let facesAsked = null;    // the File the faces were asked for
 
   const mb = (bytes) => (bytes / 1048576).toFixed(bytes < 10 * 1048576 ? 1 : 0) + " MB";
 
@@ -171,15 +175,19 @@
       isVideo = true;
       photo = file;
       setFormats(true);
-      el.preview.hidden = true;
+      el.previewBox.hidden = true;
       el.dropEmpty.hidden = false;
       el.portrait.disabled = true;
+      el.paste.disabled = true;
+      faceList = null;
+      drawFaces();
       setStatus("ready", `${file.name || "video"} · ${mb(file.size)} · video`);
       updateButton();
       return;
     }
     isVideo = false;
     el.portrait.disabled = false;
+    el.paste.disabled = false;
     setFormats(false);
     if (file.size > maxUploadBytes) {
       showError(`That photo is too large (${mb(file.size)}; the limit is ${mb(maxUploadBytes)}). Try a smaller one.`);
@@ -193,11 +201,73 @@
     if (photoUrl) URL.revokeObjectURL(photoUrl);
     photoUrl = URL.createObjectURL(file);
     el.preview.src = photoUrl;
-    el.preview.hidden = false;
+    el.previewBox.hidden = false;
     el.dropEmpty.hidden = true;
+    faceList = null;
+    facesAsked = null;
+    chosenFace = 1;
+    drawFaces();
+    if (el.portrait.checked || el.paste.checked) findFaces();
     setStatus("ready", `${file.name || "photo"} · ${mb(file.size)}`);
     updateButton();
   }
+
+  // ---- faces: boxes over the preview, one to choose for the portrait ----
+  function drawFaces() {
+    el.faces.textContent = "";
+    if (!faceList) { el.facesHint.textContent = ""; return; }
+    const n = faceList.faces.length;
+    faceList.faces.forEach((f, i) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "face-box" + (i + 1 === chosenFace ? " chosen" : "");
+      b.dataset.face = String(i + 1);
+      b.title = `Face ${i + 1} (${Math.round(f.score * 100)}%)`;
+      b.setAttribute("aria-pressed", String(i + 1 === chosenFace));
+      const [x0, y0, x1, y1] = f.box;
+      b.style.left = (100 * x0 / faceList.width) + "%";
+      b.style.top = (100 * y0 / faceList.height) + "%";
+      b.style.width = (100 * (x1 - x0) / faceList.width) + "%";
+      b.style.height = (100 * (y1 - y0) / faceList.height) + "%";
+      b.addEventListener("click", (e) => {
+        e.stopPropagation(); // not the drop zone's file picker
+        chosenFace = i + 1;
+        drawFaces();
+      });
+      el.faces.appendChild(b);
+    });
+    el.facesHint.textContent = n === 0
+      ? "No face found: the portrait uses the centre square."
+      : n === 1 ? "1 face found."
+      : `${n} faces found: the portrait uses face ${chosenFace}; click a box to choose another.`;
+  }
+
+  async function findFaces() {
+    if (!photo || facesAsked === photo) return;
+    const file = photo;
+    facesAsked = file;
+    el.facesHint.textContent = "Looking for faces…";
+    try {
+      const r = await fetch("/api/v1/faces", {
+        method: "POST", body: file,
+        headers: { "Content-Type": file.type && file.type.startsWith("image/") ? file.type : "application/octet-stream" },
+      });
+      if (file !== photo) return;
+      if (!r.ok) { el.facesHint.textContent = ""; facesAsked = null; return; }
+      faceList = await r.json();
+      drawFaces();
+    } catch (e) {
+      if (file === photo) { el.facesHint.textContent = ""; facesAsked = null; }
+    }
+  }
+
+  // The two face modes exclude each other: a portrait is a crop, paste-back the whole photo.
+  el.portrait.addEventListener("change", () => {
+    if (el.portrait.checked) { el.paste.checked = false; findFaces(); }
+  });
+  el.paste.addEventListener("change", () => {
+    if (el.paste.checked) { el.portrait.checked = false; findFaces(); }
+  });
 
   function randomId() {
     const a = new Uint8Array(16); // 128 bits: the server takes ids of 32+ characters as status keys
@@ -351,7 +421,10 @@
     const id = randomId();
     const params = new URLSearchParams();
     if (el.model.value) params.set("model", el.model.value);
-    params.set("portrait", el.portrait.checked ? "1" : "0");
+    params.set("portrait", el.portrait.checked ? "face" : "0");
+    if (el.portrait.checked && faceList && chosenFace > 1 && chosenFace <= faceList.faces.length)
+      params.set("face", String(chosenFace));
+    if (el.paste.checked) params.set("paste_faces", "1");
     params.set("format", el.format.value);
     const format = el.format.value;
     const started = performance.now();
@@ -390,6 +463,11 @@
         showResult(xhr.response, format);
         setStatus("done", `Done in ${seconds} s.`);
         el.timing.textContent = `Waited ${(queueMs / 1000).toFixed(1)} s in the queue, painted in ${(inferMs / 1000).toFixed(1)} s.`;
+        const faces = xhr.getResponseHeader("X-Faces");
+        if (xhr.getResponseHeader("X-Portrait") === "center")
+          el.timing.textContent += " No face found: this is the centre square.";
+        else if (faces !== null)
+          el.timing.textContent += ` ${faces} face${faces === "1" ? "" : "s"} found.`;
         return;
       }
       let body = null;

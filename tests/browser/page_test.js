@@ -20,6 +20,7 @@ const BIN = path.join(ROOT, process.env.BUILD || "build", "animegan");
 const DATA = path.join(ROOT, "tests", "data");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const CHELSEA = path.join(DATA, "chelsea.png");
+const MIRRORED = path.join(DATA, "generated", "faces", "mirrored.jpg"); // two faces
 const ASTRONAUT = fs.readFileSync(path.join(DATA, "astronaut.png"));
 // The bundled model, wherever the binary is (build/address/animegan has no ../models).
 process.env.ANIMEGAN_MODEL_PATH = process.env.ANIMEGAN_MODEL_PATH || path.join(ROOT, "models");
@@ -296,6 +297,37 @@ async function main() {
       check(Math.abs(meta[2] - 2) < 0.1, "video duration " + meta[2]);
       check((await page.getAttribute("#video-download", "download")) === "clip-anime.webm", "download name");
       check((await page.textContent("#video-info")).includes("50 frames"), "info line: " + (await page.textContent("#video-info")));
+    ["faces_boxes_pick_and_paste", async () => {
+      // Two faces: boxes over the preview; the second one picked for the portrait (face=2);
+      // then the paste-back mode returns the whole photo.
+      await page.goto(base + "/");
+      await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
+      await page.setInputFiles("#file", MIRRORED);
+      await page.click("label.switch:has(#portrait)");
+      await pageWait(page, () => document.querySelectorAll(".face-box").length === 2, 60000, "two face boxes");
+      check(/2 faces found/.test(await page.textContent("#faces-hint")), "faces hint: " + await page.textContent("#faces-hint"));
+      const boxes = await page.$$eval(".face-box", (bs) => bs.map((b) => b.getBoundingClientRect().width));
+      check(boxes.every((w) => w > 10), "face boxes are not drawn over the preview: " + boxes);
+      await page.click(".face-box[data-face='2']");
+      check(await page.getAttribute(".face-box[data-face='2']", "aria-pressed") === "true", "face 2 not chosen");
+      const sent = page.waitForRequest((r) => r.url().includes("/api/v1/convert"));
+      await page.click("#go");
+      const url = (await sent).url();
+      check(/portrait=face/.test(url) && /face=2/.test(url), "portrait request: " + url);
+      await page.waitForSelector("#status[data-state='done']", { timeout: 180000 });
+      await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
+      let size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+      check(size[0] === 512 && size[1] === 512, "face portrait is not 512x512: " + size);
+      check(/2 faces found/.test(await page.textContent("#timing")), "timing: " + await page.textContent("#timing"));
+      await page.click("label.switch:has(#paste)");
+      check(await page.isChecked("#paste") && !(await page.isChecked("#portrait")), "paste switch did not replace portrait");
+      const sent2 = page.waitForRequest((r) => r.url().includes("/api/v1/convert"));
+      await page.click("#go");
+      check(/paste_faces=1/.test((await sent2).url()) && /portrait=0/.test((await sent2).url()), "paste request");
+      await pageWait(page, () => document.getElementById("status").dataset.state === "done" &&
+                     document.getElementById("after").naturalWidth === 900, 240000, "pasted result");
+      size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+      check(size[0] === 900 && size[1] === 500, "pasted result is not the whole photo: " + size);
     }],
     ["phone_viewport", async () => {
       const phone = await context.newPage();
