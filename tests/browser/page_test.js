@@ -297,6 +297,7 @@ async function main() {
       check(Math.abs(meta[2] - 2) < 0.1, "video duration " + meta[2]);
       check((await page.getAttribute("#video-download", "download")) === "clip-anime.webm", "download name");
       check((await page.textContent("#video-info")).includes("50 frames"), "info line: " + (await page.textContent("#video-info")));
+    }],
     ["faces_boxes_pick_and_paste", async () => {
       // Two faces: boxes over the preview; the second one picked for the portrait (face=2);
       // then the paste-back mode returns the whole photo.
