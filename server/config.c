@@ -147,6 +147,10 @@ static const opt_def options[] = {
      "largest video upload in MiB; refused with 413 before it is read"},
     {"max-video-seconds", "S", K_SECONDS, 1, 86400, 0, AT(jobs.max_seconds), NULL, NULL, "600",
      "longest video, from its container header; 413 before a frame is decoded"},
+    {"max-video-pixels", "N", K_PIXELS, 64, 1e9, 0, AT(jobs.max_pixels), NULL, NULL, "8.8M",
+     "largest video frame, width x height from the container header (K/M suffixes; --max-pixels "
+     "too); 413 before a frame is decoded. The decoder's 18 frames of this size are in the "
+     "memory bound"},
     {"max-jobs", "N", K_INT, 1, 4096, 0, AT(jobs.max_jobs), NULL, NULL, "16",
      "video jobs held at once: queued, running, or finished and not yet expired; more get 503"},
     {"jobs-quota-mb", "N", K_SCALED, 1, 1 << 24, 1 << 20, AT(jobs.quota_bytes), NULL, NULL, "2048",

@@ -471,6 +471,11 @@ static const char *error_code_of(int rc) {
     }
 }
 
+static size_t video_pixels(const ag_server *s) {
+    const ag_server_config *c = &s->config;
+    return c->jobs.max_pixels < c->max_pixels ? c->jobs.max_pixels : c->max_pixels;
+}
+
 static void run_job(ag_jobs *j, job *b) {
     ag_server *s = j->server;
     char in[4096], out[4096];
@@ -478,7 +483,7 @@ static void run_job(ag_jobs *j, job *b) {
     result_path(j, b, out, sizeof out);
     ag_video_options o;
     ag_video_options_init(&o);
-    o.limits.max_pixels = s->config.max_pixels;
+    o.limits.max_pixels = video_pixels(s);
     o.limits.max_seconds = j->c->max_seconds;
     o.max_side = b->max_side;
     o.side_by_side = b->side_by_side;
@@ -927,7 +932,7 @@ static int create_complete(ag_jobs *j, struct MHD_Connection *conn, ag_request *
         return reply_error(conn, r, 500, "spool_error", "cannot keep the upload");
     }
     /* The header only: size, duration, codec; refused before any frame is decoded. */
-    ag_video_limits limits = {.max_pixels = s->config.max_pixels, .max_seconds = j->c->max_seconds};
+    ag_video_limits limits = {.max_pixels = video_pixels(s), .max_seconds = j->c->max_seconds};
     ag_video_info info;
     ag_error err = {0};
     if (ag_video_probe(inpath, &limits, &info, &err) != 0) {

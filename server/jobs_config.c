@@ -15,6 +15,7 @@ void ag_jobs_config_defaults(ag_jobs_config *c) {
     memset(c, 0, sizeof *c);
     c->max_bytes = (size_t)200 << 20;
     c->max_seconds = 600;
+    c->max_pixels = (size_t)4096 * 2160; /* 4K UHD and DCI */
     c->max_jobs = 16;
     c->quota_bytes = (size_t)2048 << 20;
     c->ttl_s = 3600;
@@ -26,7 +27,10 @@ size_t ag_jobs_budget_bytes(const ag_server_config *c) {
     ag_video_options o;
     ag_video_options_init(&o);
     o.side_by_side = 1; /* the worst case */
-    /* Frames in flight, plus the demuxer's and codecs' own state (I/O buffers, reference
-     * frames, x264's and libvpx's internals at this size: measured under 24 MiB at 1024 px). */
-    return ag_video_frame_bytes(c->max_side, c->max_side, &o) + ((size_t)32 << 20);
+    /* Frames in flight at the output size, the decoder's reference and reorder frames at
+     * the input size (H.264 may keep 16, plus the frame being decoded and the one swscale
+     * reads: 18 in YUV 4:2:0), and the demuxer's and encoders' own state. */
+    size_t pixels = c->jobs.max_pixels < c->max_pixels ? c->jobs.max_pixels : c->max_pixels;
+    return ag_video_frame_bytes(c->max_side, c->max_side, &o) + pixels * 3 / 2 * 18 +
+           ((size_t)32 << 20);
 }

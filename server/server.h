@@ -50,6 +50,7 @@ typedef struct ag_jobs_config {
     const char *dir;    /* --jobs-dir: the spool */
     size_t max_bytes;   /* --max-video-mb */
     double max_seconds; /* --max-video-seconds, from the container header */
+    size_t max_pixels;  /* --max-video-pixels: frame size, from the header (and --max-pixels) */
     int max_jobs;       /* --max-jobs: queued + running + finished, held at once */
     size_t quota_bytes; /* --jobs-quota-mb: spool bytes */
     double ttl_s;       /* --job-ttl: finished jobs are removed after this */
