@@ -860,8 +860,16 @@ static int engine_alloc(ag_engine *e, ag_error *err) {
 int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag_engine **out,
                      ag_error *err) {
     *out = NULL;
-    ag_engine_options defaults = {0};
+    ag_engine_options defaults = {0}, resolved;
     const ag_engine_options *o = options ? options : &defaults;
+    if (o->precision == AG_PRECISION_AUTO) { /* front ends resolve it first; this is a net */
+        ag_precision_choice choice;
+        if (ag_precision_resolve(o->precision, o->backend, NULL, &choice) != 0)
+            return ag_error_set(err, AG_E_UNSUPPORTED, "%s", choice.note);
+        resolved = *o;
+        resolved.precision = choice.precision;
+        o = &resolved;
+    }
     if (o->precision == AG_PRECISION_INT8)
         return ag_error_set(err, AG_E_UNSUPPORTED, "precision int8 is not available");
     if (o->precision == AG_PRECISION_BF16 && o->backend == AG_BACKEND_REFERENCE)

@@ -339,6 +339,27 @@ static int test_raw_outputs(void) {
     return 0;
 }
 
+/* An engine asked for `auto` resolves it itself (as the front ends do before it). */
+static int test_auto_precision_resolved(void) {
+    tensors t = {0};
+    mixed_tensors(&t);
+    ag_model *model;
+    ag_engine *e;
+    ag_error err;
+    CHECK_OK(build(mixed_graph, &t, &model, &err), &err);
+    ag_engine_options opt = {.backend = AG_BACKEND_ONEDNN, .precision = AG_PRECISION_AUTO};
+    CHECK_OK(ag_engine_create(model, &opt, &e, &err), &err);
+    CHECK(e->options.precision != AG_PRECISION_AUTO);
+    float in[16 * 16 * 3], out[16 * 16 * 3];
+    for (int i = 0; i < 16 * 16 * 3; i++)
+        in[i] = (float)(i % 7) / 3.5f - 1.0f;
+    CHECK_OK(ag_engine_run_f32(e, in, 16, 16, out, &err), &err);
+    ag_engine_destroy(e);
+    ag_model_destroy(model);
+    tensors_fini(&t);
+    return 0;
+}
+
 static int test_no_leak(void) {
     CHECK_MSG(ag_allocated_bytes() == 0, "%zu bytes still allocated", ag_allocated_bytes());
     return 0;
@@ -346,4 +367,4 @@ static int test_no_leak(void) {
 
 TEST_MAIN(TEST(test_mixed_graph_equals_reference), TEST(test_bf16_refused_for_generic_ops),
           TEST(test_bad_graphs_refused), TEST(test_shape_mismatch_named), TEST(test_raw_outputs),
-          TEST(test_no_leak))
+          TEST(test_auto_precision_resolved), TEST(test_no_leak))
