@@ -55,7 +55,7 @@ void ag_face_quad_from_landmarks(const float lm[][2], float expand, float quad[4
 }
 
 /* Keypoint 0 is the subject's right eye: the image-left one, as FFHQ's eye_left. */
-void ag_face_quad_from_keypoints(const float kp[6][2], float expand, float quad[4][2]) {
+void ag_face_quad_from_keypoints(const float (*kp)[2], float expand, float (*quad)[2]) {
     double el[2] = {kp[0][0], kp[0][1]}, er[2] = {kp[1][0], kp[1][1]};
     double mouth[2] = {kp[3][0], kp[3][1]};
     quad_from(el, er, mouth, expand, quad);

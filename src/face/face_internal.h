@@ -46,7 +46,7 @@ ag_affine ag_face_quad_map(const float quad[4][2], int size);
 
 /* The FFHQ quad from 468 landmarks, or from the 6 keypoints (eyes, mouth) without them. */
 void ag_face_quad_from_landmarks(const float lm[][2], float expand, float quad[4][2]);
-void ag_face_quad_from_keypoints(const float kp[6][2], float expand, float quad[4][2]);
+void ag_face_quad_from_keypoints(const float (*kp)[2], float expand, float (*quad)[2]);
 
 /* FaceMesh's face oval, in order around the face. */
 #define AG_FACE_OVAL_COUNT 36
