@@ -21,6 +21,10 @@ SAN_FLAGS =
 else
 BUILD ?= build/$(SANITIZER)
 SAN_FLAGS = -fsanitize=$(SANITIZER),undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# GCC 12's -Wstringop-overflow misreads array parameters (float[6][2] as 8 bytes) under the
+# sanitizers' instrumentation only (src/face/mesh.c): a warning there, still an error in the
+# plain build, which sees the same code without it.
+SAN_FLAGS += -Wno-error=stringop-overflow
 endif
 
 PKGS = vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libmicrohttpd libzip libcjson \
