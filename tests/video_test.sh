@@ -165,6 +165,18 @@ else
     fail "convert rotated.mp4" "$(cat "$tmp/err")"
 fi
 
+colour_tags() {
+    probe -select_streams v -show_entries \
+        stream=color_range,color_space,color_primaries,color_transfer -of csv=p=0 "$1"
+}
+if conv "$c/bt709_full.mp4" -o "$out/bt709_full.mp4" 2>"$tmp/err"; then
+    check "colour range and matrix tags kept ($(colour_tags "$c/bt709_full.mp4"))" \
+        test "$(colour_tags "$c/bt709_full.mp4")" = "$(colour_tags "$out/bt709_full.mp4")"
+    psnr_frame "full-range bt709" "$c/bt709_full.mp4" "$out/bt709_full.mp4" 5
+else
+    fail "convert bt709_full.mp4" "$(cat "$tmp/err")"
+fi
+
 # ---- options ---------------------------------------------------------------------------------
 if conv "$c/clip.mp4" -o "$out/part.mp4" --start 0.4 --duration 1 2>"$tmp/err"; then
     check "--start/--duration frames" test "$(frame_count "$out/part.mp4")" = 25

@@ -6,6 +6,7 @@
 #   clip.mp4        H.264 + AAC sine, 25 fps, 2 s, a pan over tests/data/chelsea.png
 #   vfr.mkv         H.264 + Opus, variable frame rate (75 frames: 25 fps, then 12.5, then 50)
 #   rotated.mp4     H.264 coded 128x96 with a 90-degree display matrix (a phone held upright)
+#   bt709_full.mp4  H.264 full range, BT.709 matrix and tags, 10 frames
 #   pcm.mov         H.264 + PCM audio (cannot be copied into MP4: re-encoded to AAC)
 #   long.mp4        H.264, 25 fps, 8 s, for interrupting
 #   anim.gif        an animated GIF, 10 frames
@@ -46,6 +47,10 @@ at = data.index(identity, tkhd)
 data[at:at + len(identity)] = rotate90
 open(path, "wb").write(bytes(data))
 EOF
+# Full range, BT.709 matrix (what many phones write): tags and pixels must survive.
+ff -loop 1 -framerate 25 -i "$pan_src" -vf "$pan,scale=out_range=full:out_color_matrix=bt709" \
+    -t 0.4 -c:v libx264 -preset veryfast -pix_fmt yuvj420p -colorspace bt709 \
+    -color_primaries bt709 -color_trc bt709 -color_range pc "$dir/bt709_full.mp4"
 # shellcheck disable=SC2086
 ff -f lavfi -i "testsrc2=size=96x64:rate=25:duration=2" -f lavfi -i "$(sine 2)" \
     $x264 -c:a pcm_s16le -shortest "$dir/pcm.mov"
