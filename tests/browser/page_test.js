@@ -273,7 +273,8 @@ async function main() {
       await page.goto(base + "/");
       await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
       await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
-      await page.setInputFiles("#file", path.join(clips, "clip.mp4"));
+      // 10 frames: the suite runs on a shared machine, and the 50-frame clip is the CLI's test.
+      await page.setInputFiles("#file", path.join(clips, "bt709_full.mp4"));
       await pageWait(page, () => document.getElementById("status").dataset.state === "ready" &&
                      document.querySelector("#format option[value='webm']") !== null, 10000, "video chosen");
       await page.selectOption("#format", "webm"); // VP9: every chromium build plays it
@@ -285,7 +286,7 @@ async function main() {
         window.__stopProgress = () => clearInterval(t);
       });
       await page.click("#go");
-      await page.waitForSelector("#status[data-state='done']", { timeout: 300000 });
+      await page.waitForSelector("#status[data-state='done']", { timeout: 600000 });
       const states = await page.evaluate(() => window.__states);
       const progress = await page.evaluate(() => { window.__stopProgress(); return window.__progress; });
       check(states.includes("working"), "never showed the painting state: " + states.join(","));
@@ -294,9 +295,9 @@ async function main() {
       await pageWait(page, () => document.getElementById("video").readyState >= 1, 20000, "video metadata");
       const meta = await page.evaluate(() => { const v = document.getElementById("video"); return [v.videoWidth, v.videoHeight, v.duration]; });
       check(meta[0] === 128 && meta[1] === 96, "video size " + meta);
-      check(Math.abs(meta[2] - 2) < 0.1, "video duration " + meta[2]);
-      check((await page.getAttribute("#video-download", "download")) === "clip-anime.webm", "download name");
-      check((await page.textContent("#video-info")).includes("50 frames"), "info line: " + (await page.textContent("#video-info")));
+      check(Math.abs(meta[2] - 0.4) < 0.05, "video duration " + meta[2]);
+      check((await page.getAttribute("#video-download", "download")) === "bt709_full-anime.webm", "download name");
+      check((await page.textContent("#video-info")).includes("10 frames"), "info line: " + (await page.textContent("#video-info")));
     }],
     ["faces_boxes_pick_and_paste", async () => {
       // Two faces: boxes over the preview; the second one picked for the portrait (face=2);
