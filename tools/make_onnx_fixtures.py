@@ -197,7 +197,7 @@ def ea_block(transpose_node=False):
 
 def torch_style():
     """torch.onnx's vocabulary instead of tf2onnx's: an NCHW input, convs with their own zero
-    pads, InstanceNormalization, Relu, PRelu, BatchNormalization, Clip(0, 6), Sigmoid, a
+    pads, InstanceNormalization, Relu, Dropout, PRelu, BatchNormalization, Clip(0, 6), Sigmoid, a
     Resize by scales (half_pixel) and one sized like the skip it is added to (Shape ->
     Slice -> Concat, align_corners), opset 13."""
     global rng
@@ -213,7 +213,7 @@ def torch_style():
     x = g.node("InstanceNormalization",
                [x, g.const("in.scale", rng.uniform(0.5, 1.5, c), np.float32),
                 g.const("in.bias", rng.uniform(-0.5, 0.5, c), np.float32)], epsilon=1e-5)
-    e0 = g.node("Relu", [x])
+    e0 = g.node("Dropout", [g.node("Relu", [x])])
     e1 = g.node("PRelu", [conv(e0, "c1", c, c, 3, 2),
                           g.const("slope", rng.uniform(0.0, 0.3, (c, 1, 1)), np.float32)])
     up = g.node("Resize", [e1, "", g.const("scales", [1, 1, 2, 2], np.float32)],

@@ -1597,7 +1597,8 @@ static int import_node(imp *im) {
     ag_pb_span op = n->op_type;
     if (n->domain.len && !ag_pb_span_eq(n->domain, "ai.onnx"))
         return REFUSE("operator domain '%.*s'", AG_PB_SPAN_ARG(n->domain));
-    /* Only output 0 of any op we read is used; more outputs (Dropout's mask) are refused. */
+    /* Every op read has one output, but Dropout may have a mask too: reading it is refused
+     * (its value stays undefined). */
     for (int i = 0; i < n->attr_count; i++) {
         int32_t type = im->m->attrs[n->attr_first + i].type;
         if (type == AG_ONNX_ATTR_GRAPH || type < AG_ONNX_ATTR_FLOAT || type > AG_ONNX_ATTR_INTS)
@@ -1609,6 +1610,7 @@ static int import_node(imp *im) {
         int arg;
     } table[] = {
         {"Identity", 0, 0},
+        {"Dropout", 0, 0}, /* inference: the identity */
         {"LeakyRelu", 1, AG_OP_LRELU},
         {"Relu", 1, AG_OP_RELU},
         {"Tanh", 1, AG_OP_TANH},
@@ -1623,7 +1625,7 @@ static int import_node(imp *im) {
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (!ag_pb_span_eq(op, table[i].name))
             continue;
-        if (n->output_count != 1)
+        if (n->output_count != 1 && !(ag_pb_span_eq(op, "Dropout") && n->output_count == 2))
             return REFUSE("%d outputs", n->output_count);
         switch (table[i].kind) {
         case 0: return op_alias(im);
