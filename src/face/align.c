@@ -24,7 +24,7 @@ const int ag_face_oval[AG_FACE_OVAL_COUNT] = {
     152, 148, 176, 149, 150, 136, 172, 58,  132, 93,  234, 127, 162, 21,  54,  103, 67,  109};
 
 static void quad_from(const double el[2], const double er[2], const double mouth[2], float expand,
-                      float quad[4][2]) {
+                      float (*quad)[2]) {
     double eye_avg[2] = {(el[0] + er[0]) / 2, (el[1] + er[1]) / 2};
     double e2e[2] = {er[0] - el[0], er[1] - el[1]};
     double e2m[2] = {mouth[0] - eye_avg[0], mouth[1] - eye_avg[1]};
@@ -43,7 +43,7 @@ static void quad_from(const double el[2], const double er[2], const double mouth
     }
 }
 
-void ag_face_quad_from_landmarks(const float lm[][2], float expand, float quad[4][2]) {
+void ag_face_quad_from_landmarks(const float (*lm)[2], float expand, float (*quad)[2]) {
     double el[2] = {0, 0}, er[2] = {0, 0};
     for (int i = 0; i < 6; i++) {
         el[0] += (double)lm[eye_left[i]][0] / 6.0, el[1] += (double)lm[eye_left[i]][1] / 6.0;
@@ -61,7 +61,7 @@ void ag_face_quad_from_keypoints(const float (*kp)[2], float expand, float (*qua
     quad_from(el, er, mouth, expand, quad);
 }
 
-ag_affine ag_face_quad_map(const float quad[4][2], int size) {
+ag_affine ag_face_quad_map(const float (*quad)[2], int size) {
     double tl[2] = {quad[0][0], quad[0][1]}, bl[2] = {quad[1][0], quad[1][1]};
     double tr[2] = {quad[3][0], quad[3][1]};
     return (ag_affine){(tr[0] - tl[0]) / size, (bl[0] - tl[0]) / size, tl[0],

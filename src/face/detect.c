@@ -128,6 +128,11 @@ static int decode(ag_face_candidate *out, const float *reg, const float *logits,
         float ax = (float)((i % AG_FACE_GRID) + 0.5) * 4.0f;
         float ay = (float)((i / AG_FACE_GRID) + 0.5) * 4.0f;
         const float *r = reg + (size_t)i * 16; /* x, y, w, h, 6 x (x, y) */
+        int finite = 1;
+        for (int k = 0; k < 16; k++)
+            finite &= isfinite(r[k]) && fabsf(r[k]) < 1e6f;
+        if (!finite)
+            continue;
         ag_face_candidate *c = &out[n++];
         float cx = r[0] + ax, cy = r[1] + ay;
         c->score = score;

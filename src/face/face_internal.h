@@ -42,10 +42,10 @@ int ag_face_warp(const ag_image *src, const ag_affine *m, int ow, int oh, ag_war
 ag_affine ag_affine_invert(const ag_affine *m);
 
 /* The affine map of the square crop of side `size` onto `quad` (TL, BL, BR, TR). */
-ag_affine ag_face_quad_map(const float quad[4][2], int size);
+ag_affine ag_face_quad_map(const float (*quad)[2], int size);
 
 /* The FFHQ quad from 468 landmarks, or from the 6 keypoints (eyes, mouth) without them. */
-void ag_face_quad_from_landmarks(const float lm[][2], float expand, float quad[4][2]);
+void ag_face_quad_from_landmarks(const float (*lm)[2], float expand, float (*quad)[2]);
 void ag_face_quad_from_keypoints(const float (*kp)[2], float expand, float (*quad)[2]);
 
 /* FaceMesh's face oval, in order around the face. */

@@ -27,7 +27,7 @@ static void box_shrink(uint8_t *out, const ag_image *src, int f, int ow, int oh)
     int bands = src->bands;
     for (int oy = 0; oy < oh; oy++)
         for (int ox = 0; ox < ow; ox++) {
-            unsigned sum[4] = {0, 0, 0, 0}, n = 0;
+            uint64_t sum[4] = {0, 0, 0, 0}, n = 0; /* a block may be the whole image */
             int y1 = (oy + 1) * f < src->height ? (oy + 1) * f : src->height;
             int x1 = (ox + 1) * f < src->width ? (ox + 1) * f : src->width;
             for (int y = oy * f; y < y1; y++) {
@@ -85,6 +85,8 @@ int ag_face_warp(const ag_image *src, const ag_affine *m, int ow, int oh, ag_war
         src->bands > 4 || ow < 1 || oh < 1)
         return ag_error_set(err, AG_E_ARG, "face warp: bad image or size");
     double s = sqrt(fabs(m->a * m->e - m->b * m->d));
+    if (!(s < 65536.0)) /* also NaN: no image is that much larger than a crop */
+        return ag_error_set(err, AG_E_ARG, "face warp: the map is degenerate");
     int f = s >= 2.0 ? (int)floor(s) : 1;
     ag_affine a = *m;
     const uint8_t *pixels = src->pixels;
@@ -110,8 +112,11 @@ int ag_face_warp(const ag_image *src, const ag_affine *m, int ow, int oh, ag_war
             double u = a.a * X + a.b * Y + a.c - 0.5, v = a.d * X + a.e * Y + a.f - 0.5;
             float acc[4] = {0, 0, 0, 0};
             size_t o = ((size_t)y * ow + x) * bands;
-            if (border == AG_WARP_LETTERBOX &&
-                !(u + 0.5 >= 0.0 && u + 0.5 < edge_w && v + 0.5 >= 0.0 && v + 0.5 < edge_h)) {
+            /* Far outside (or not a number, from a degenerate map): black, before any
+             * coordinate becomes an int. */
+            int wild = !(fabs(u) < 1e8 && fabs(v) < 1e8);
+            if (wild || (border == AG_WARP_LETTERBOX && !(u + 0.5 >= 0.0 && u + 0.5 < edge_w &&
+                                                          v + 0.5 >= 0.0 && v + 0.5 < edge_h))) {
                 for (int b = 0; b < bands; b++)
                     if (out_u8)
                         out_u8[o + b] = 0;
