@@ -354,8 +354,8 @@ typedef struct ag_video_info {
 } ag_video_info;
 
 typedef struct ag_video_limits {
-    size_t max_pixels;   /* refuse frames whose header has more; 0 = 16.7 M */
-    double max_seconds;  /* refuse containers that declare longer; 0 = no limit */
+    size_t max_pixels;  /* refuse frames whose header has more; 0 = 16.7 M */
+    double max_seconds; /* refuse containers that declare longer; 0 = no limit */
 } ag_video_limits;
 
 /*
@@ -376,8 +376,8 @@ int ag_video_output_supported(const char *path);
 /* Called on the converting thread after each frame; return nonzero to cancel. */
 typedef int (*ag_video_progress_fn)(void *user, int64_t frames_done, int64_t frames_total);
 /* Stylise one frame (RGB, 3 bands) into `out` (initialised by the call), as ag_stylize does. */
-typedef int (*ag_video_stylize_fn)(void *user, const ag_image *in, int side_by_side,
-                                   ag_image *out, ag_error *err);
+typedef int (*ag_video_stylize_fn)(void *user, const ag_image *in, int side_by_side, ag_image *out,
+                                   ag_error *err);
 
 typedef struct ag_video_options {
     ag_video_limits limits;
@@ -397,18 +397,18 @@ typedef struct ag_video_options {
 void ag_video_options_init(ag_video_options *options);
 
 typedef struct ag_video_result {
-    int64_t frames;    /* frames written */
-    int width, height; /* of the output frames */
-    double duration_s; /* of the output video stream */
+    int64_t frames;                                 /* frames written */
+    int width, height;                              /* of the output frames */
+    double duration_s;                              /* of the output video stream */
     int audio_copied, audio_encoded, audio_dropped; /* streams */
     char audio_note[160]; /* one line saying what happened to the sound, "" without audio */
 } ag_video_result;
 
 /*
  * Convert the video at `in_path` into `out_path` (container from its extension: .mp4, .mov,
- * .mkv take H.264, .webm VP9, .webp becomes an animated WebP without sound). `engine` is used from the calling thread only (unless
- * options->stylize replaces it). Returns 0, AG_E_CANCELLED when the progress callback asked,
- * or another AG_E_* code; on any failure no output file exists.
+ * .mkv take H.264, .webm VP9, .webp becomes an animated WebP without sound). `engine` is used from
+ * the calling thread only (unless options->stylize replaces it). Returns 0, AG_E_CANCELLED when the
+ * progress callback asked, or another AG_E_* code; on any failure no output file exists.
  */
 int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_path,
                      const ag_video_options *options, ag_video_result *result, ag_error *err);

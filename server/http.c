@@ -253,7 +253,8 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
         add_header(resp, "Cache-Control", "no-cache");
         add_header(resp, "Referrer-Policy", "no-referrer");
         add_header(resp, "Content-Security-Policy",
-                   "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; style-src 'self'; "
+                   "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; "
+                   "style-src 'self'; "
                    "script-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
                    "form-action 'self'; frame-ancestors 'none'");
     } else {
@@ -952,8 +953,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
 
     if (r->route == AG_ROUTE_JOBS)
-        return (enum MHD_Result)ag_jobs_request(s, conn, url, method, upload_data,
-                                                upload_data_size, r);
+        return (enum MHD_Result)ag_jobs_request(s, conn, url, method, upload_data, upload_data_size,
+                                                r);
     switch (atomic_load(&r->state)) {
     case AG_REQ_HEADERS:
         if (*upload_data_size) {

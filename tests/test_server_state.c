@@ -6,8 +6,8 @@
 #include "test.h"
 
 #include "../server/budget.c"
-#include "../server/jobs_config.c"
 #include "../server/cache.c"
+#include "../server/jobs_config.c"
 #include "../server/json.c"
 #include "../server/metrics.c"
 #include "../server/queue.c"
