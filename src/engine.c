@@ -130,6 +130,10 @@ static void resolve_sources(ag_engine *e, lowering *lw) {
             gr->src = group_valued(e, lw, x);
         }
         gr->banded = gr->kind != AG_BAND_RAW || padded || head->k > 1 || head->stride > 1;
+        /* int8: every conv but the depthwise ones and the 3-channel output (slower in int8),
+         * each reading a quantised band. */
+        if (e->int8 && head->groups == 1 && head->out_c != 3)
+            gr->int8 = gr->banded = 1;
     }
     /* A value is applied on the fly only by a single banded conv reading it directly. */
     for (int gi = 0; gi < e->group_count; gi++) {
@@ -380,6 +384,8 @@ static void destroy_convs(ag_engine *e) {
     for (int gi = 0; e->exec && gi < e->group_count; gi++) {
         ag_dnnl_conv_destroy(e->exec[gi].conv);
         e->exec[gi].conv = NULL;
+        ag_dnnl_int8_conv_destroy(e->exec[gi].conv8);
+        e->exec[gi].conv8 = NULL;
     }
 }
 
@@ -407,11 +413,21 @@ static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
                        e->bf16,
                        elem_bytes(e, gi) == 2};
     size_t scratch = 0;
-    int rc = ag_dnnl_conv_create(e->dnnl, &s, &x->conv, &scratch, weight_bytes, err);
+    int rc;
+    if (gr->int8) {
+        ag_int8_conv_shape s8 = {s.HP, s.WP, s.IC, s.OC, s.K, s.stride, s.groups, s.has_bias, 0};
+        rc = ag_dnnl_int8_conv_create(e->dnnl, &s8, x->w_scale, 1.0f, &x->conv8, &scratch,
+                                      weight_bytes, err);
+    } else {
+        rc = ag_dnnl_conv_create(e->dnnl, &s, &x->conv, &scratch, weight_bytes, err);
+    }
     *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
     if (rc == AG_OK && gr->banded) {
         size_t band = band_input_bytes(e, gi, x->band_rows);
         *band_max = band > *band_max ? band : *band_max;
+        if (gr->int8) /* the quantised copy: a byte per f32 */
+            e->band_u8_bytes =
+                band / sizeof(float) > e->band_u8_bytes ? band / sizeof(float) : e->band_u8_bytes;
     }
     return rc;
 }
@@ -426,6 +442,8 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, const size_t *bytes
         total += (bytes[gi] + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
         if (e->exec[gi].conv)
             same = same && ag_dnnl_conv_same_weights(e->exec[gi].conv, old[gi]);
+        if (e->exec[gi].conv8) /* int8 layouts are reordered again with every plan */
+            same = 0;
     }
     if (same)
         return AG_OK;
@@ -437,6 +455,13 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, const size_t *bytes
     uint8_t *aligned = (uint8_t *)(((uintptr_t)e->weights_block + AG_ARENA_ALIGN - 1) &
                                    ~(uintptr_t)(AG_ARENA_ALIGN - 1));
     for (int gi = 0; gi < e->group_count; gi++) {
+        if (e->exec[gi].conv8) {
+            int rc = ag_dnnl_int8_conv_prepare_weights(e->exec[gi].conv8, e->exec[gi].w_s8,
+                                                       aligned + e->exec[gi].weight_offset, err);
+            if (rc)
+                return rc;
+            continue;
+        }
         if (!e->exec[gi].conv)
             continue;
         int rc = ag_dnnl_conv_prepare_weights(e->exec[gi].conv, head_of(e, gi)->weight,
@@ -454,9 +479,12 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
     size_t *weight_bytes = ag_calloc((size_t)n, sizeof *weight_bytes);
     int rc = old && weight_bytes ? AG_OK : ag_error_set(err, AG_E_NOMEM, "out of memory");
     *scratch_max = *band_max = 0;
+    e->band_u8_bytes = 0;
     for (int gi = 0; gi < n && rc == AG_OK; gi++) {
         old[gi] = e->exec[gi].conv;
         e->exec[gi].conv = NULL;
+        ag_dnnl_int8_conv_destroy(e->exec[gi].conv8);
+        e->exec[gi].conv8 = NULL;
         if (head_of(e, gi)->op == AG_OP_CONV)
             rc = create_conv(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
     }
@@ -501,6 +529,7 @@ static void plan_onednn(ag_engine *e, size_t band, size_t scratch) {
     plan_outputs(e);
     e->band_id = ag_engine_plan_add(e, band, 0, n);
     e->scratch_id = ag_engine_plan_add(e, scratch, 0, n);
+    e->band_u8_id = e->band_u8_bytes ? ag_engine_plan_add(e, e->band_u8_bytes, 0, n) : -1;
     e->lade_id =
         lade || generic
             ? ag_engine_plan_add(e, sizeof(float) * (lade > generic ? lade : generic), 0, n)
@@ -515,6 +544,7 @@ static void init_affines(ag_engine *e) {
         ag_group_exec *x = &e->exec[gi];
         const ag_node *norm = gr->norm >= 0 ? &g->nodes[gr->norm] : NULL;
         int constant = norm && norm->op == AG_OP_AFFINE;
+        x->y_scale = 1.0f;
         for (int c = 0; c < x->out.c; c++) {
             x->affine.scale[c] = constant && norm->gamma ? norm->gamma[c] : 1.0f;
             x->affine.shift[c] = constant && norm->beta ? norm->beta[c] : 0.0f;
@@ -663,6 +693,12 @@ static void channel_norm_affine(ag_engine *e, int gi) {
     if (norm->op == AG_OP_LADE)
         ag_lade_moments(mean_y, var_y, y, norm->weight, N, C, ag_engine_buffer(e, e->lade_id), 4096,
                         e->threads);
+    double ys = x->y_scale; /* int8: the map is y / y_scale; the moments of y, in real units */
+    for (int c = 0; c < C && ys != 1.0; c++) {
+        mean[c] *= ys, var[c] *= ys * ys;
+        if (norm->op == AG_OP_LADE)
+            mean_y[c] *= ys, var_y[c] *= ys * ys;
+    }
     for (int c = 0; c < C; c++) {
         double scale = 1.0 / sqrt(var[c] + (double)norm->eps), shift = 0.0;
         if (norm->op == AG_OP_LADE)
@@ -671,7 +707,7 @@ static void channel_norm_affine(ag_engine *e, int gi) {
             scale *= (double)norm->gamma[c], shift *= (double)norm->gamma[c];
         if (norm->beta)
             shift += (double)norm->beta[c];
-        x->affine.scale[c] = (float)scale;
+        x->affine.scale[c] = ys != 1.0 ? (float)(scale * ys) : (float)scale;
         x->affine.shift[c] = (float)(shift - mean[c] * scale);
     }
 }
@@ -680,7 +716,8 @@ static void channel_norm_affine(ag_engine *e, int gi) {
 static void materialize(ag_engine *e, int gi) {
     const ag_group *gr = &e->groups[gi];
     ag_group_exec *x = &e->exec[gi];
-    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->post_slope == 1.0f)
+    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->post_slope == 1.0f &&
+        x->y_scale == 1.0f)
         return;
     void *y = y_map(e, gi);
     ag_pad none = {0, 0, 0, 0};
@@ -737,6 +774,97 @@ static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_err
     return AG_OK;
 }
 
+/* ---- run: int8 convs -------------------------------------------------------------------- */
+
+/*
+ * run_conv for an int8 group: the band is built in fp32 as there, quantised to u8 with this
+ * image's (scale, zero) of the source's range, and convolved into dst = y / x_scale (f32).
+ * y_scale = x_scale goes into the affine its readers apply: a LayerNorm's is scale-invariant
+ * (its eps taken as eps / x_scale^2), the other norms' moments are rescaled, a plain chain
+ * multiplies by it; materialising applies it, so whole-map readers see real units.
+ */
+static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_error *err) {
+    const ag_node *head = head_of(e, gi);
+    const ag_group *gr = &e->groups[gi];
+    ag_group_exec *x = &e->exec[gi];
+    const ag_graph *g = &e->model->graph;
+    int layer_norm = gr->norm >= 0 && g->nodes[gr->norm].op == AG_OP_LAYER_NORM;
+    size_t out_row = (size_t)x->out.w * x->out.c;
+    float *y = y_map(e, gi);
+    float *band = ag_engine_buffer(e, e->band_id);
+    uint8_t *band_u8 = ag_engine_buffer(e, e->band_u8_id);
+    ag_band_source src = band_source(e, gi, io);
+    float lo, hi;
+    ag_fused_range(&src, &lo, &hi, e->threads);
+    ag_int8_quant q = ag_int8_quant_from_range(lo, hi);
+    int in_rows = (x->band_rows - 1) * head->stride + head->k;
+    ag_stats_rows pending = {e->partials, y, 0, 0, 0, out_row};
+    for (int b = 0; b < x->bands; b++) {
+        int first = b * x->band_rows, rows = x->band_rows;
+        if (first + rows > x->out.h) /* the last band, moved up; see create_conv */
+            first = x->out.h - rows;
+        ag_fused_band_stats_u8(band, band_u8, q.x_scale, q.x_zero, &src, first * head->stride,
+                               in_rows, &pending, e->threads);
+        pending.rows = 0;
+        ag_dnnl_int8_conv_bind(x->conv8, band_u8, y + first * out_row,
+                               e->weights + x->weight_offset, scratch);
+        int rc = ag_dnnl_int8_conv_run(x->conv8, &q, head->bias, err);
+        if (rc)
+            return rc;
+        if (layer_norm) {
+            pending.first = b * x->band_rows;
+            pending.rows = first + rows - pending.first;
+        }
+    }
+    if (pending.rows)
+        ag_fused_band_stats(NULL, NULL, 0, 0, &pending, e->threads);
+    x->y_scale = q.x_scale;
+    if (layer_norm) {
+        const ag_node *norm = &g->nodes[gr->norm];
+        double xs = (double)q.x_scale;
+        float eps = (float)((double)norm->eps / (xs * xs));
+        ag_norm_affine_from_stats(x->affine, e->partials, x->out.h, out_row, norm->gamma,
+                                  norm->beta, x->out.c, eps);
+    } else if (gr->norm >= 0 && g->nodes[gr->norm].op != AG_OP_AFFINE) {
+        channel_norm_affine(e, gi);
+    } else { /* none, or a constant affine (set by init_affines) */
+        for (int c = 0; c < x->out.c; c++)
+            x->affine.scale[c] *= q.x_scale;
+    }
+    return AG_OK;
+}
+
+/* Quantise every int8 group's weights once, per output channel, into one allocation. */
+static int quantize_weights(ag_engine *e, ag_error *err) {
+    size_t total = 0;
+    for (int gi = 0; gi < e->group_count; gi++) {
+        const ag_node *h = head_of(e, gi);
+        if (!e->groups[gi].int8)
+            continue;
+        size_t n = (size_t)h->out_c * (h->in_c / h->groups) * h->k * h->k;
+        total += ((n + 63) & ~(size_t)63) + sizeof(float) * (size_t)h->out_c;
+    }
+    if (!total)
+        return AG_OK;
+    uint8_t *p = e->int8_block = ag_malloc(total);
+    if (!p)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory for int8 weights");
+    int qmax = ag_int8_weight_max();
+    for (int gi = 0; gi < e->group_count; gi++) {
+        const ag_node *h = head_of(e, gi);
+        ag_group_exec *x = &e->exec[gi];
+        if (!e->groups[gi].int8)
+            continue;
+        size_t per_oc = (size_t)(h->in_c / h->groups) * h->k * h->k;
+        size_t n = (size_t)h->out_c * per_oc;
+        x->w_scale = (float *)p;
+        x->w_s8 = (int8_t *)(p + sizeof(float) * (size_t)h->out_c);
+        p += sizeof(float) * (size_t)h->out_c + ((n + 63) & ~(size_t)63);
+        ag_int8_quantize_weights(x->w_s8, x->w_scale, h->weight, h->out_c, per_oc, qmax);
+    }
+    return AG_OK;
+}
+
 /* A node the bands do not absorb, on whole fp32 maps of materialised groups. */
 static void run_generic(ag_engine *e, int gi) {
     const ag_graph *g = &e->model->graph;
@@ -762,7 +890,8 @@ static int run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
     init_affines(e);
     for (int gi = 0; gi < e->group_count; gi++) {
         if (head_of(e, gi)->op == AG_OP_CONV) {
-            int rc = run_conv(e, gi, io, scratch, err);
+            int rc = e->groups[gi].int8 ? run_conv_int8(e, gi, io, scratch, err)
+                                        : run_conv(e, gi, io, scratch, err);
             if (rc)
                 return rc;
         } else {
@@ -870,8 +999,9 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
         resolved.precision = choice.precision;
         o = &resolved;
     }
-    if (o->precision == AG_PRECISION_INT8)
-        return ag_error_set(err, AG_E_UNSUPPORTED, "precision int8 is not available");
+    if (o->precision == AG_PRECISION_INT8 && o->backend == AG_BACKEND_REFERENCE)
+        return ag_error_set(err, AG_E_UNSUPPORTED,
+                            "the reference backend runs fp32 only; int8 needs --backend onednn");
     if (o->precision == AG_PRECISION_BF16 && o->backend == AG_BACKEND_REFERENCE)
         return ag_error_set(err, AG_E_UNSUPPORTED,
                             "the reference backend runs fp32 only; bf16 needs --backend onednn");
@@ -889,9 +1019,13 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
         e->band_bytes_target = (size_t)atol(band_env);
     e->resize = o->resize;
     e->bf16 = o->precision == AG_PRECISION_BF16;
+    e->int8 = o->precision == AG_PRECISION_INT8;
+    e->band_u8_id = -1;
     int rc = engine_alloc(e, err);
     if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
         rc = lower_graph(e, err);
+    if (rc == AG_OK && e->int8)
+        rc = quantize_weights(e, err);
     if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
         rc = ag_dnnl_create(&e->dnnl, err);
     if (rc) {
@@ -908,6 +1042,7 @@ void ag_engine_destroy(ag_engine *e) {
     destroy_convs(e);
     ag_dnnl_destroy(e->dnnl);
     ag_free(e->weights_block);
+    ag_free(e->int8_block);
     ag_free(e->arena_block);
     ag_free(e->groups);
     ag_free(e->affine_block);

@@ -8,6 +8,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/onednn.h"
+#include "kernels/onednn_int8.h"
 #include "model/model_internal.h"
 #include "tensor/arena.h"
 
@@ -51,6 +52,7 @@ typedef struct ag_group {
     int banded;   /* input rows built band by band; else oneDNN reads src's map whole */
     int last_use; /* last step that reads this group's buffer; group count = the output */
     int f32;      /* kept in fp32 even in bf16 mode (the output, generic readers) */
+    int int8;     /* int8 mode: the conv runs u8 x s8 on a quantised copy of its band */
 } ag_group;
 
 /* A group's plan at the planned image size. */
@@ -65,6 +67,11 @@ typedef struct ag_group_exec {
     ag_norm_affine affine;
     ag_resize_tap *row_taps, *col_taps;
     size_t weight_offset;
+    /* int8 groups: the primitive, the s8 weights and their per-OC scales (made at create) */
+    struct ag_dnnl_int8_conv *conv8;
+    int8_t *w_s8;
+    float *w_scale;
+    float y_scale; /* real value = y_scale * the head's output map (1 unless int8) */
 } ag_group_exec;
 
 struct ag_engine {
@@ -73,6 +80,7 @@ struct ag_engine {
     int threads;
     ag_resize_mode resize; /* AG_RESIZE_DEFAULT: each resize node's own */
     int bf16;              /* activations and weights bf16 (fp32 accumulation and statistics) */
+    int int8;              /* convs u8 x s8 where it pays (group.int8); activations fp32 */
     int measure_only;      /* prepare plans sizes only (ag_engine_arena_bytes_for) */
 
     /* The lowering (oneDNN backend), independent of the size. */
@@ -90,10 +98,12 @@ struct ag_engine {
     ag_arena_buffer *buffers;
     int buffer_count, buffer_capacity;
     int band_id, scratch_id, partials_id, lade_id;
+    int band_u8_id;   /* int8: the quantised band, -1 when no group is int8 */
     int *node_buffer; /* reference: per graph node */
     int pad_id;       /* reference: padded conv input; lade's y */
     size_t band_bytes_target;
-    void *arena_block; /* ag_malloc'ed; arena is its 64-byte aligned start */
+    size_t band_u8_bytes; /* int8: the largest quantised band of the plan */
+    void *arena_block;    /* ag_malloc'ed; arena is its 64-byte aligned start */
     uint8_t *arena;
     size_t arena_bytes;
     double *partials;
@@ -102,6 +112,7 @@ struct ag_engine {
     ag_dnnl *dnnl;
     void *weights_block;
     uint8_t *weights;
+    void *int8_block; /* int8: every int8 group's s8 weights and scales, made at create */
 };
 
 int ag_engine_run_io(ag_engine *e, const ag_io *io, int width, int height, ag_error *err);

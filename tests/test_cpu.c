@@ -156,29 +156,48 @@ static int test_auto_picks_native_only(void) {
     ag_cpu_info intel_bf16 = zen; /* AVX512-BF16 without AMX: native, but slower than fp32 */
     snprintf(spr.vendor, sizeof spr.vendor, "GenuineIntel");
     snprintf(intel_bf16.vendor, sizeof intel_bf16.vendor, "GenuineIntel");
-    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, spr, &em, &rc) == AG_PRECISION_BF16 &&
+    /* int8 first wherever VNNI is native (all of these have AVX512-VNNI). */
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, spr, &em, &rc) == AG_PRECISION_INT8 &&
           !rc && !em);
     CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, intel_bf16, &em, &rc) ==
+              AG_PRECISION_INT8 &&
+          !rc && !em);
+    /* Without VNNI: bf16 where it is native and faster, else fp32. */
+    ag_cpu_info zen_no_vnni = described(V4 | AG_CPU_AVX512_BF16, V4 | AG_CPU_AVX512_BF16);
+    ag_cpu_info spr_no_vnni = described(zen_no_vnni.flags | AG_CPU_AMX_TILE | AG_CPU_AMX_BF16,
+                                        zen_no_vnni.flags | AG_CPU_AMX_TILE | AG_CPU_AMX_BF16);
+    ag_cpu_info intel_bf16_no_vnni = zen_no_vnni;
+    snprintf(spr_no_vnni.vendor, sizeof spr_no_vnni.vendor, "GenuineIntel");
+    snprintf(intel_bf16_no_vnni.vendor, sizeof intel_bf16_no_vnni.vendor, "GenuineIntel");
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, spr_no_vnni, &em, &rc) ==
+              AG_PRECISION_BF16 &&
+          !rc && !em);
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, intel_bf16_no_vnni, &em, &rc) ==
               AG_PRECISION_FP32 &&
+          !rc && !em);
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, zen_no_vnni, &em, &rc) ==
+              AG_PRECISION_BF16 &&
           !rc && !em);
     CHECK(resolve(AG_PRECISION_BF16, AG_BACKEND_ONEDNN, intel_bf16, &em, &rc) ==
               AG_PRECISION_BF16 &&
           !rc && !em); /* asked for: runs, and it is not emulated */
-    /* auto: bf16 only where it is native, fp32 elsewhere; never emulated. */
+    /* auto: int8 where VNNI is native, bf16 where it is native, fp32 elsewhere; never
+     * emulated. */
     CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, avx2, &em, &rc) == AG_PRECISION_FP32 &&
           !rc && !em);
-    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, skx, &em, &rc) == AG_PRECISION_FP32 &&
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, skx, &em, &rc) == AG_PRECISION_INT8 &&
           !rc && !em);
-    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, zen, &em, &rc) == AG_PRECISION_BF16 &&
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, zen, &em, &rc) == AG_PRECISION_INT8 &&
           !rc && !em);
     CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, spr_limited, &em, &rc) ==
               AG_PRECISION_FP32 &&
           !rc && !em);
     /* The reference backend runs fp32 only. */
     CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_REFERENCE, zen, &em, &rc) == AG_PRECISION_FP32);
-    /* int8 is not in the engine yet: auto never picks it, even with VNNI. */
-    ag_cpu_info vnni_all = described(zen.flags | AG_CPU_AVX_VNNI | AG_CPU_AMX_INT8, zen.flags);
-    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, vnni_all, &em, &rc) != AG_PRECISION_INT8);
+    /* The reference backend runs no int8; VNNI the CPU has but oneDNN is held from: no int8. */
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_REFERENCE, skx, &em, &rc) == AG_PRECISION_FP32);
+    ag_cpu_info vnni_held = described(V4 | AG_CPU_AVX512_VNNI, V4);
+    CHECK(resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, vnni_held, &em, &rc) == AG_PRECISION_FP32);
     return 0;
 }
 
@@ -206,7 +225,7 @@ static int test_explicit_precision(void) {
     ag_cpu_info held512 = described(zen.flags, V4);
     CHECK(resolve(AG_PRECISION_BF16, AG_BACKEND_ONEDNN, held512, &em, &rc) == AG_PRECISION_BF16 &&
           em && !rc);
-    /* fp32 is native everywhere; int8 is left to the engine, which refuses it for now. */
+    /* fp32 is native everywhere; int8 runs everywhere, emulated (slower) without VNNI. */
     CHECK(resolve(AG_PRECISION_FP32, AG_BACKEND_ONEDNN, avx2, &em, &rc) == AG_PRECISION_FP32 &&
           !em && !rc);
     CHECK(resolve(AG_PRECISION_INT8, AG_BACKEND_ONEDNN, avx2, &em, &rc) == AG_PRECISION_INT8 &&
@@ -230,7 +249,12 @@ static int test_auto_on_this_cpu(void) {
     int bf16 = (info->flags & info->onednn_flags & AG_CPU_AMX_BF16) ||
                ((info->flags & info->onednn_flags & AG_CPU_AVX512_BF16) &&
                 !strcmp(info->vendor, "AuthenticAMD"));
-    CHECK(choice.precision == (bf16 ? AG_PRECISION_BF16 : AG_PRECISION_FP32) && !choice.emulated);
+    int vnni = (info->flags & info->onednn_flags &
+                (AG_CPU_AVX512_VNNI | AG_CPU_AVX_VNNI | AG_CPU_AMX_INT8)) != 0;
+    CHECK(choice.precision == (vnni   ? AG_PRECISION_INT8
+                               : bf16 ? AG_PRECISION_BF16
+                                      : AG_PRECISION_FP32) &&
+          !choice.emulated);
     printf("  %s\n", choice.note);
     ag_model *model = NULL;
     ag_engine *engine = NULL;

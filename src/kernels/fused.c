@@ -196,6 +196,119 @@ void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int b
     ag_fused_band(out, &s, 0, H + pad.top + pad.bottom, threads);
 }
 
+/* ---- int8: source ranges and quantised bands ------------------------------------------- */
+
+static inline float range_lrelu(float v, float slope) {
+    return v < 0.0f ? v * slope : v;
+}
+
+#define vmin(a, b) ((v16f)(((v16i)(a) & ((a) < (b))) | ((v16i)(b) & ~((a) < (b)))))
+#define vmax(a, b) ((v16f)(((v16i)(a) & ((a) > (b))) | ((v16i)(b) & ~((a) > (b)))))
+typedef uint8_t v16b __attribute__((vector_size(16), aligned(1)));
+
+/* Per-channel minimum and maximum over W pixels of C fp32 channels, the chain applied as
+ * band_row applies it (scale NULL: none; residual r or NULL); lo and hi hold C entries.
+ * Whole vectors of 16 channels, a scalar loop for the rest. */
+static AG_HOT void range_row(const float *v, const float *r, int W, int C, const float *scale,
+                             const float *shift, float pre, float post, float *lo, float *hi) {
+    v16f vpre = vsplat(pre), vpost = vsplat(post);
+    int vec_c = C - C % 16;
+    for (int p = 0; p < W; p++) {
+        size_t base = (size_t)p * C;
+        for (int c = 0; c < vec_c; c += 16) {
+            v16f z = vload_f32(v + base + c);
+            if (scale) {
+                z = vleaky(z * vload_f32(scale + c) + vload_f32(shift + c), vpre);
+                if (r)
+                    z += vload_f32(r + base + c);
+                z = vleaky(z, vpost);
+            }
+            vstore_f32(lo + c, vmin(z, vload_f32(lo + c)));
+            vstore_f32(hi + c, vmax(z, vload_f32(hi + c)));
+        }
+        for (int c = vec_c; c < C; c++) {
+            float t = v[base + c];
+            if (scale) {
+                t = range_lrelu(t * scale[c] + shift[c], pre) + (r ? r[base + c] : 0.0f);
+                t = range_lrelu(t, post);
+            }
+            lo[c] = t < lo[c] ? t : lo[c];
+            hi[c] = t > hi[c] ? t : hi[c];
+        }
+    }
+}
+
+void ag_fused_range(const ag_band_source *s, float *lo_out, float *hi_out, int threads) {
+    if (s->kind == AG_BAND_IMAGE && !s->f32) { /* u8 pixels scaled to [-1, 1] */
+        *lo_out = -1.0f, *hi_out = 1.0f;
+        return;
+    }
+    int resize = s->kind == AG_BAND_RESIZE, chain = s->kind == AG_BAND_RAW;
+    int H = resize ? s->HI : s->H, W = resize ? s->WI : s->W;
+    int C = s->kind == AG_BAND_IMAGE ? 3 : s->C;
+    const float *base = s->kind == AG_BAND_IMAGE ? s->f32
+                        : resize                 ? (const float *)s->a
+                                                 : (const float *)s->x;
+    const float *res = chain ? (const float *)s->residual : NULL;
+    float lo = INFINITY, hi = -INFINITY;
+#pragma omp parallel num_threads(threads)
+    {
+        float tlo[AG_NORM_MAX_CHANNELS], thi[AG_NORM_MAX_CHANNELS];
+        for (int c = 0; c < C; c++)
+            tlo[c] = INFINITY, thi[c] = -INFINITY;
+#pragma omp for schedule(static)
+        for (int r = 0; r < H; r++) {
+            size_t off = (size_t)r * W * C;
+            range_row(base + off, res ? res + off : NULL, W, C, chain ? s->affine.scale : NULL,
+                      s->affine.shift, s->pre_slope, s->post_slope, tlo, thi);
+        }
+#pragma omp critical
+        for (int c = 0; c < C; c++) {
+            lo = tlo[c] < lo ? tlo[c] : lo;
+            hi = thi[c] > hi ? thi[c] : hi;
+        }
+    }
+    *lo_out = lo, *hi_out = hi;
+}
+
+/* u8 of n fp32 values: round(v / scale) + zero clamped to 0..255 (v * inv + zero + 0.5,
+ * clamped, truncated: round half up, which the kernels' half-even differs from only at
+ * exact halves). */
+static AG_HOT void quantize_row(uint8_t *out, const float *in, size_t n, float inv, float zero) {
+    v16f vinv = vsplat(inv), vz = vsplat(zero + 0.5f), v0 = vsplat(0.0f), v255 = vsplat(255.0f);
+    size_t vec_n = n - n % 16;
+    for (size_t i = 0; i < vec_n; i += 16) {
+        v16f v = vmin(vmax(vload_f32(in + i) * vinv + vz, v0), v255);
+        v16b b = __builtin_convertvector(__builtin_convertvector(v, v16i), v16b);
+        memcpy(out + i, &b, sizeof b);
+    }
+    for (size_t i = vec_n; i < n; i++) {
+        float v = in[i] * inv + zero + 0.5f;
+        v = v < 0.0f ? 0.0f : v;
+        v = v > 255.0f ? 255.0f : v;
+        out[i] = (uint8_t)(int)v;
+    }
+}
+
+void ag_fused_band_stats_u8(float *out, uint8_t *out_u8, float scale, int32_t zero,
+                            const ag_band_source *s, int first, int rows, const ag_stats_rows *t,
+                            int threads) {
+    int stat_rows = t ? t->rows : 0;
+    size_t row_n = (size_t)(s->W + s->pad.left + s->pad.right) * s->C;
+    float inv = 1.0f / scale, z = (float)zero;
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for schedule(static) nowait
+        for (int r = 0; r < stat_rows; r++)
+            stats_row(t, t->first + r);
+#pragma omp for schedule(static)
+        for (int i = 0; i < rows; i++) {
+            band_row(out, s, first, i);
+            quantize_row(out_u8 + (size_t)i * row_n, out + (size_t)i * row_n, row_n, inv, z);
+        }
+    }
+}
+
 /* ---- output ---------------------------------------------------------------------------- */
 
 uint8_t ag_output_to_u8(float y) {

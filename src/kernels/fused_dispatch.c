@@ -74,6 +74,17 @@ void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y,
     ag_fused_ops_active()->output(out_f32, out_u8, bands, y, apply_tanh, H, W, threads);
 }
 
+void ag_fused_range(const ag_band_source *src, float *lo, float *hi, int threads) {
+    ag_fused_ops_active()->range(src, lo, hi, threads);
+}
+
+void ag_fused_band_stats_u8(float *out, uint8_t *out_u8, float scale, int32_t zero,
+                            const ag_band_source *src, int first, int rows,
+                            const ag_stats_rows *stats, int threads) {
+    ag_fused_ops_active()->band_stats_u8(out, out_u8, scale, zero, src, first, rows, stats,
+                                         threads);
+}
+
 /* Scalar: the same in every variant, so no table lookup per value. */
 uint8_t ag_output_to_u8(float y) {
     return ag_output_to_u8_generic(y);

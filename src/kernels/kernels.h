@@ -167,6 +167,19 @@ typedef struct ag_stats_rows {
 void ag_fused_band_stats(void *out, const ag_band_source *src, int first, int rows,
                          const ag_stats_rows *stats, int threads);
 
+/*
+ * int8 (fp32 sources only): [lo, hi] holds every value a band of `src` can hold (padding
+ * repeats values or adds zeros, a resize only mixes them): the range of the source's value,
+ * its chain applied; [-1, 1] for a u8 image.
+ */
+void ag_fused_range(const ag_band_source *src, float *lo, float *hi, int threads);
+
+/* ag_fused_band_stats (fp32 band into `out`) with each band row also quantised, while in
+ * cache, into out_u8 (same layout, a byte per value): round(v / scale) + zero in 0..255. */
+void ag_fused_band_stats_u8(float *out, uint8_t *out_u8, float scale, int32_t zero,
+                            const ag_band_source *src, int first, int rows,
+                            const ag_stats_rows *stats, int threads);
+
 /* [tanh of] y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
                      int H, int W, int threads);

@@ -2,7 +2,7 @@
  * onednn_int8.h - int8 convolutions on oneDNN (VNNI where the CPU has it): u8 source with a
  * zero point, s8 weights with one scale per output channel, s32 accumulation, then one
  * output scale per channel, into f32, or into u8 with its own scale and zero point.
- * The building block of --precision int8; the engine does not use it yet.
+ * The convolutions of --precision int8 (engine.c: run_conv_int8, per-image ranges, f32 dst).
  *
  * Quantisation (per tensor for activations, per output channel for weights):
  *   x = x_scale * (x_u8 - x_zero)        w[oc] = w_scale[oc] * w_s8[oc]
