@@ -63,9 +63,10 @@ static int can_extend(const ag_engine *e, const lowering *lw, int gi, const ag_n
         return gr->norm < 0 && gr->pre_slope == 1.0f && gr->residual < 0;
     if (n->op == AG_OP_LRELU || n->op == AG_OP_RELU)
         return gr->residual < 0 ? gr->pre_slope == 1.0f : gr->post_slope == 1.0f;
+    /* The residual must exist when the chain is applied: a group before this one. */
     if (n->op == AG_OP_ADD)
         return gr->residual < 0 && other > 0 && group_valued(e, lw, other) >= 0 &&
-               group_valued(e, lw, other) != gi;
+               group_valued(e, lw, other) < gi;
     return 0;
 }
 
@@ -870,7 +871,7 @@ static void run_generic(ag_engine *e, int gi) {
     const ag_graph *g = &e->model->graph;
     const ag_node *head = head_of(e, gi);
     const float *in[2] = {NULL, NULL};
-    for (int j = 0; j < 2; j++)
+    for (int j = 0; j < (head->op == AG_OP_RESIZE ? 1 : 2); j++) /* a resize's in[1]: size */
         if (head->in[j] > 0) {
             int src = -1;
             for (int h = gi - 1; h >= 0 && src < 0; h--)
