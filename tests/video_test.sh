@@ -11,6 +11,9 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 bin=$PWD/$BUILD/animegan
+# The bundled model, wherever the binary is (build/address/animegan has no ../models).
+ANIMEGAN_MODEL_PATH=${ANIMEGAN_MODEL_PATH:-$PWD/models}
+export ANIMEGAN_MODEL_PATH
 passed=0
 failed=0
 tmp=$(mktemp -d)
