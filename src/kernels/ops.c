@@ -8,6 +8,7 @@
 
 #include <dnnl.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* Positions per block whose sums are taken in float lanes before they go to double. */
@@ -61,26 +62,47 @@ void ag_channel_moments(double *mean, double *var, const float *x, size_t N, int
 
 void ag_lade_moments(double *mean_y, double *var_y, const float *x, const float *w, size_t N, int C,
                      float *scratch, size_t block, int threads) {
-    /* y's moments are accumulated block by block: its first position is the shift. */
+    /* One parallel region: each thread takes every threads-th run of `rows` positions, makes
+     * y = W1 x for it in its share of the scratch (sgemm, one thread inside the region) and
+     * sums y's moments relative to y at the first position. Many small regions (one per
+     * block) cost a thread synchronisation each, and on a shared machine each waits for a
+     * descheduled thread's time slice: 13 LADEs made v3 several times slower. */
     double s1[AG_NORM_MAX_CHANNELS] = {0}, s2[AG_NORM_MAX_CHANNELS] = {0};
     float shift[AG_NORM_MAX_CHANNELS];
-    for (size_t start = 0; start < N; start += block) {
-        size_t n = start + block < N ? block : N - start;
-        ag_matmul(scratch, x + start * C, w, 1, n, C, C, 1, threads);
-        if (start == 0)
-            memcpy(shift, scratch, sizeof(float) * (size_t)C);
-#pragma omp parallel for num_threads(threads) schedule(static)
-        for (int c = 0; c < C; c++) {
-            float b1 = 0.0f, b2 = 0.0f;
-            double d1 = 0.0, d2 = 0.0;
-            for (size_t p = 0; p < n; p++) {
-                float d = scratch[p * C + c] - shift[c];
-                b1 += d, b2 += d * d;
-                if ((p + 1) % MOMENT_BLOCK == 0)
-                    d1 += (double)b1, d2 += (double)b2, b1 = b2 = 0.0f;
+    for (int c = 0; c < C; c++) {
+        double acc = 0.0;
+        for (int k = 0; k < C; k++)
+            acc += (double)x[k] * (double)w[(size_t)c * C + k];
+        shift[c] = (float)acc;
+    }
+    size_t rows = block / (size_t)(threads > 0 ? threads : 1);
+    rows = rows ? rows : 1;
+#pragma omp parallel num_threads(threads)
+    {
+        size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+        float *mine = scratch + t * rows * (size_t)C;
+        double t1[AG_NORM_MAX_CHANNELS] = {0}, t2[AG_NORM_MAX_CHANNELS] = {0};
+        float b1[AG_NORM_MAX_CHANNELS], b2[AG_NORM_MAX_CHANNELS];
+        for (size_t start = t * rows; start < N; start += nt * rows) {
+            size_t n = start + rows < N ? rows : N - start;
+            ag_matmul(mine, x + start * C, w, 1, n, C, C, 1, 1);
+            for (size_t p0 = 0; p0 < n; p0 += MOMENT_BLOCK) {
+                size_t p1 = p0 + MOMENT_BLOCK < n ? p0 + MOMENT_BLOCK : n;
+                memset(b1, 0, sizeof(float) * (size_t)C);
+                memset(b2, 0, sizeof(float) * (size_t)C);
+                for (size_t p = p0; p < p1; p++)
+                    for (int c = 0; c < C; c++) {
+                        float d = mine[p * C + c] - shift[c];
+                        b1[c] += d;
+                        b2[c] += d * d;
+                    }
+                for (int c = 0; c < C; c++)
+                    t1[c] += (double)b1[c], t2[c] += (double)b2[c];
             }
-            s1[c] += d1 + (double)b1, s2[c] += d2 + (double)b2;
         }
+#pragma omp critical
+        for (int c = 0; c < C; c++)
+            s1[c] += t1[c], s2[c] += t2[c];
     }
     for (int c = 0; c < C; c++) {
         double m = s1[c] / (double)N;
