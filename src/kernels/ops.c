@@ -14,10 +14,30 @@
 /* Positions per block whose sums are taken in float lanes before they go to double. */
 #define MOMENT_BLOCK 256
 
+/* Sums of (x - shift) and its square per channel over positions [0, n) of x (n, C), in
+ * float lanes of MOMENT_BLOCK positions flushed into the double totals t1, t2. */
+static void add_moments(double *t1, double *t2, const float *x, size_t n, int C,
+                        const float *shift) {
+    float b1[AG_NORM_MAX_CHANNELS], b2[AG_NORM_MAX_CHANNELS];
+    for (size_t p0 = 0; p0 < n; p0 += MOMENT_BLOCK) {
+        size_t p1 = p0 + MOMENT_BLOCK < n ? p0 + MOMENT_BLOCK : n;
+        memset(b1, 0, sizeof(float) * (size_t)C);
+        memset(b2, 0, sizeof(float) * (size_t)C);
+        for (size_t p = p0; p < p1; p++)
+            for (int c = 0; c < C; c++) {
+                float d = x[p * C + c] - shift[c];
+                b1[c] += d;
+                b2[c] += d * d;
+            }
+        for (int c = 0; c < C; c++)
+            t1[c] += (double)b1[c], t2[c] += (double)b2[c];
+    }
+}
+
 /*
  * Shifted sums per channel (relative to the first position's value, so a large mean does
  * not cancel the variance away), blocks of positions in float, totals in double; each
- * thread keeps its own totals in `acc` (4 * C doubles per thread: sum, sum of squares).
+ * thread keeps its own totals (sum, sum of squares) and adds them in at the end.
  */
 static void moments(double *mean, double *var, const float *x, size_t N, int C, int threads) {
     double s1[AG_NORM_MAX_CHANNELS], s2[AG_NORM_MAX_CHANNELS];
@@ -26,23 +46,11 @@ static void moments(double *mean, double *var, const float *x, size_t N, int C, 
     memset(s2, 0, sizeof(double) * (size_t)C);
 #pragma omp parallel num_threads(threads)
     {
-        double t1[AG_NORM_MAX_CHANNELS], t2[AG_NORM_MAX_CHANNELS];
-        float b1[AG_NORM_MAX_CHANNELS], b2[AG_NORM_MAX_CHANNELS];
-        memset(t1, 0, sizeof(double) * (size_t)C);
-        memset(t2, 0, sizeof(double) * (size_t)C);
+        double t1[AG_NORM_MAX_CHANNELS] = {0}, t2[AG_NORM_MAX_CHANNELS] = {0};
 #pragma omp for schedule(static)
         for (size_t start = 0; start < N; start += MOMENT_BLOCK) {
-            size_t end = start + MOMENT_BLOCK < N ? start + MOMENT_BLOCK : N;
-            memset(b1, 0, sizeof(float) * (size_t)C);
-            memset(b2, 0, sizeof(float) * (size_t)C);
-            for (size_t p = start; p < end; p++)
-                for (int c = 0; c < C; c++) {
-                    float d = x[p * C + c] - shift[c];
-                    b1[c] += d;
-                    b2[c] += d * d;
-                }
-            for (int c = 0; c < C; c++)
-                t1[c] += (double)b1[c], t2[c] += (double)b2[c];
+            size_t n = start + MOMENT_BLOCK < N ? MOMENT_BLOCK : N - start;
+            add_moments(t1, t2, x + start * C, n, C, shift);
         }
 #pragma omp critical
         for (int c = 0; c < C; c++)
@@ -82,23 +90,10 @@ void ag_lade_moments(double *mean_y, double *var_y, const float *x, const float 
         size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
         float *mine = scratch + t * rows * (size_t)C;
         double t1[AG_NORM_MAX_CHANNELS] = {0}, t2[AG_NORM_MAX_CHANNELS] = {0};
-        float b1[AG_NORM_MAX_CHANNELS], b2[AG_NORM_MAX_CHANNELS];
         for (size_t start = t * rows; start < N; start += nt * rows) {
             size_t n = start + rows < N ? rows : N - start;
             ag_matmul(mine, x + start * C, w, 1, n, C, C, 1, 1);
-            for (size_t p0 = 0; p0 < n; p0 += MOMENT_BLOCK) {
-                size_t p1 = p0 + MOMENT_BLOCK < n ? p0 + MOMENT_BLOCK : n;
-                memset(b1, 0, sizeof(float) * (size_t)C);
-                memset(b2, 0, sizeof(float) * (size_t)C);
-                for (size_t p = p0; p < p1; p++)
-                    for (int c = 0; c < C; c++) {
-                        float d = mine[p * C + c] - shift[c];
-                        b1[c] += d;
-                        b2[c] += d * d;
-                    }
-                for (int c = 0; c < C; c++)
-                    t1[c] += (double)b1[c], t2[c] += (double)b2[c];
-            }
+            add_moments(t1, t2, mine, n, C, shift);
         }
 #pragma omp critical
         for (int c = 0; c < C; c++)
