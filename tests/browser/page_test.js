@@ -285,8 +285,23 @@ async function main() {
         const t = setInterval(() => { if (!p.hidden) window.__progress.push(p.value); }, 100);
         window.__stopProgress = () => clearInterval(t);
       });
+      // The page polls every 0.7 s and 10 small frames take less on a quiet machine: photo
+      // requests one after another make each frame wait behind a photo (photos go first), so
+      // the job runs for several polls and the bar has to show the frames in between.
+      const busy = occupy(server.port, "occupy-video-0");
+      await waitFor(async () => (await admitted(server.port)) === 1, 10000, "occupying request");
+      let jobDone = false, photos = 0;
+      const keepBusy = (async () => {
+        for (let r = await busy; !jobDone; r = await occupy(server.port, "occupy-video-" + ++photos))
+          check(r.status === 200, "occupying request failed: " + r.status);
+      })();
       await page.click("#go");
-      await page.waitForSelector("#status[data-state='done']", { timeout: 600000 });
+      try {
+        await page.waitForSelector("#status[data-state='done']", { timeout: 600000 });
+      } finally {
+        jobDone = true;
+        await keepBusy;
+      }
       const states = await page.evaluate(() => window.__states);
       const progress = await page.evaluate(() => { window.__stopProgress(); return window.__progress; });
       check(states.includes("working"), "never showed the painting state: " + states.join(","));
