@@ -43,6 +43,12 @@ static void print_help(void) {
           "                       \"keypoints\": 6 x [x, y], \"quad\": 4 x [x, y]}]}\n"
           "      --min-score S    detection threshold, 0.05-1 (default: 0.6)\n"
           "      --max-faces N    faces reported per image, 1-64 (default: 8)\n"
+          "      --single-pass    the whole-image pass only (no tiles for small faces)\n"
+          "      --bench          time the detector instead: per image, one JSON line with\n"
+          "                       the median ms of each stage over --runs runs (after one\n"
+          "                       untimed): ms_median, ms_min, detect_warp_ms, detect_net_ms,\n"
+          "                       decode_ms, mesh_warp_ms, mesh_net_ms, passes, faces, cpu\n"
+          "      --runs N         timed runs of --bench, 1-10000 (default: 20)\n"
           "  -t, --threads N      worker threads, 0 = every core (default: 0)\n"
           "  -h, --help           show this help\n"
           "\n"
@@ -53,11 +59,9 @@ static void print_help(void) {
           stdout);
 }
 
-/* One image as the JSON line of `animegan faces --json` and POST /api/v1/faces. */
-void ag_cli_faces_json(FILE *out, const char *image, int width, int height, const ag_face *faces,
-                       int count) {
-    fputs("{\"image\": \"", out);
-    for (const char *p = image; *p; p++) {
+static void json_string(FILE *out, const char *text) {
+    fputc('"', out);
+    for (const char *p = text; *p; p++) {
         unsigned char c = (unsigned char)*p;
         if (c == '"' || c == '\\')
             fprintf(out, "\\%c", c);
@@ -66,7 +70,15 @@ void ag_cli_faces_json(FILE *out, const char *image, int width, int height, cons
         else
             fputc(c, out);
     }
-    fprintf(out, "\", \"width\": %d, \"height\": %d, \"faces\": [", width, height);
+    fputc('"', out);
+}
+
+/* One image as the JSON line of `animegan faces --json` and POST /api/v1/faces. */
+void ag_cli_faces_json(FILE *out, const char *image, int width, int height, const ag_face *faces,
+                       int count) {
+    fputs("{\"image\": ", out);
+    json_string(out, image);
+    fprintf(out, ", \"width\": %d, \"height\": %d, \"faces\": [", width, height);
     for (int i = 0; i < count; i++) {
         const ag_face *f = &faces[i];
         fprintf(out, "%s{\"score\": %.4f, \"box\": [%.2f, %.2f, %.2f, %.2f], \"keypoints\": [",
@@ -102,18 +114,79 @@ static void print_text(const char *image, int width, int height, const ag_face *
     }
 }
 
-enum { OPT_JSON = 256, OPT_MIN_SCORE, OPT_MAX_FACES };
+static int nomem(ag_error *err) {
+    err->code = AG_E_NOMEM;
+    snprintf(err->message, sizeof err->message, "out of memory");
+    return AG_E_NOMEM;
+}
+
+static int by_value(const void *pa, const void *pb) {
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+/* The median of column `col` of runs x 7 (total, then the five stages, then passes). */
+static double median_of(double *rows, int runs, int col, double *scratch) {
+    for (int i = 0; i < runs; i++)
+        scratch[i] = rows[(size_t)i * 7 + col];
+    qsort(scratch, (size_t)runs, sizeof *scratch, by_value);
+    return runs % 2 ? scratch[runs / 2] : 0.5 * (scratch[runs / 2 - 1] + scratch[runs / 2]);
+}
+
+/* `faces --bench`: one untimed call, then `runs` timed ones of ag_faces_detect on `im`. */
+static int bench_image(ag_face_detector *d, const char *path, const ag_image *im,
+                       const ag_face_options *fo, ag_face *faces, int runs, int threads,
+                       ag_error *err) {
+    double *rows = ag_malloc(sizeof *rows * (size_t)runs * 8);
+    if (!rows)
+        return nomem(err);
+    double *scratch = rows + (size_t)runs * 7, best = 1e300;
+    int n = 0, rc = AG_OK;
+    for (int i = -1; i < runs && rc == AG_OK; i++) {
+        rc = ag_faces_detect(d, im, fo, faces, AG_FACE_MAX, &n, NULL, err);
+        ag_face_timing t;
+        ag_face_detector_last_timing(d, &t);
+        if (i < 0 || rc)
+            continue;
+        double row[7] = {t.total_ms,     t.detect_warp_ms, t.detect_net_ms, t.decode_ms,
+                         t.mesh_warp_ms, t.mesh_net_ms,    t.passes};
+        memcpy(rows + (size_t)i * 7, row, sizeof row);
+        best = t.total_ms < best ? t.total_ms : best;
+    }
+    if (rc == AG_OK) {
+        printf("{\"image\": ");
+        json_string(stdout, path);
+        printf(", \"width\": %d, \"height\": %d, \"faces\": %d, \"threads\": %d, \"runs\": %d, "
+               "\"passes\": %.0f, \"ms_median\": %.3f, \"ms_min\": %.3f",
+               im->width, im->height, n, threads, runs, median_of(rows, runs, 6, scratch),
+               median_of(rows, runs, 0, scratch), best);
+        static const char *const names[5] = {"detect_warp_ms", "detect_net_ms", "decode_ms",
+                                             "mesh_warp_ms", "mesh_net_ms"};
+        for (int k = 0; k < 5; k++)
+            printf(", \"%s\": %.3f", names[k], median_of(rows, runs, k + 1, scratch));
+        printf(", \"cpu\": ");
+        json_string(stdout, ag_cpu_get_info()->model);
+        printf("}\n");
+    }
+    ag_free(rows);
+    return rc;
+}
+
+enum { OPT_JSON = 256, OPT_MIN_SCORE, OPT_MAX_FACES, OPT_SINGLE_PASS, OPT_BENCH, OPT_RUNS };
 
 int ag_cli_faces(int argc, char **argv) {
     static const struct option long_options[] = {
         {"json", no_argument, NULL, OPT_JSON},
         {"min-score", required_argument, NULL, OPT_MIN_SCORE},
         {"max-faces", required_argument, NULL, OPT_MAX_FACES},
+        {"single-pass", no_argument, NULL, OPT_SINGLE_PASS},
+        {"bench", no_argument, NULL, OPT_BENCH},
+        {"runs", required_argument, NULL, OPT_RUNS},
         {"threads", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int json = 0, threads = 0, max_faces = 8;
+    int json = 0, threads = 0, max_faces = 8, single_pass = 0, bench = 0, runs = 20;
     double min_score = 0.6;
     opterr = 0;
     optind = 1;
@@ -123,6 +196,12 @@ int ag_cli_faces(int argc, char **argv) {
         switch (opt) {
         case 'h': return print_help(), AG_EXIT_OK;
         case OPT_JSON: json = 1; break;
+        case OPT_SINGLE_PASS: single_pass = 1; break;
+        case OPT_BENCH: bench = 1; break;
+        case OPT_RUNS:
+            if (ag_cli_parse_int("faces", "runs", optarg, 1, 10000, &runs))
+                return AG_EXIT_USAGE;
+            break;
         case 't':
             if (ag_cli_parse_int("faces", "threads", optarg, 0, 4096, &threads))
                 return AG_EXIT_USAGE;
@@ -154,14 +233,17 @@ int ag_cli_faces(int argc, char **argv) {
         fputs("animegan: out of memory\n", stderr);
         return AG_EXIT_FAILED;
     }
-    ag_face_options fo = {.min_score = (float)min_score, .max_faces = max_faces};
+    ag_face_options fo = {
+        .min_score = (float)min_score, .max_faces = max_faces, .single_pass = single_pass};
     int status = AG_EXIT_OK;
     for (int i = optind; i < argc; i++) {
         ag_image im = {0};
         ag_decode_options d = {0}; /* full size: coordinates of the decoded image */
         int n = 0, found = 0;
         int rc = ag_image_decode_file(argv[i], &d, &im, &err);
-        if (rc == AG_OK)
+        if (rc == AG_OK && bench)
+            rc = bench_image(f.detector, argv[i], &im, &fo, faces, runs, eo.threads, &err);
+        else if (rc == AG_OK)
             rc = ag_faces_detect(f.detector, &im, &fo, faces, AG_FACE_MAX, &n, &found, &err);
         if (rc) {
             fflush(stdout);
@@ -170,6 +252,8 @@ int ag_cli_faces(int argc, char **argv) {
             else
                 fprintf(stderr, "animegan: %s: %s\n", argv[i], err.message);
             status = AG_EXIT_FAILED;
+        } else if (bench) {
+            /* the JSON line is printed */
         } else if (json) {
             ag_cli_faces_json(stdout, argv[i], im.width, im.height, faces, n);
         } else {
@@ -186,12 +270,6 @@ int ag_cli_faces(int argc, char **argv) {
 }
 
 /* ---- the face modes of `animegan convert` ------------------------------------------------ */
-
-static int nomem(ag_error *err) {
-    err->code = AG_E_NOMEM;
-    snprintf(err->message, sizeof err->message, "out of memory");
-    return AG_E_NOMEM;
-}
 
 /* The centre square of `in` as a quad (the fallback of --portrait when no face is found). */
 static void centre_quad(const ag_image *in, float quad[4][2]) {

@@ -300,6 +300,19 @@ int ag_faces_detect(ag_face_detector *detector, const ag_image *image,
 /* Wall time of the last ag_faces_detect call (detection + landmarks), in ms. */
 double ag_face_detector_last_ms(const ag_face_detector *detector);
 
+/* The stages of the last ag_faces_detect call, wall time in ms (`animegan faces --bench`). */
+typedef struct ag_face_timing {
+    double total_ms;
+    double detect_warp_ms; /* the letterbox and tiles: image -> 192x192 network input */
+    double detect_net_ms;  /* the detector network, every pass */
+    double decode_ms;      /* anchors, score threshold, weighted NMS, sorting */
+    double mesh_warp_ms;   /* the rotated face crops: image -> 192x192 */
+    double mesh_net_ms;    /* FaceMesh, every face */
+    int passes;            /* detector runs (1 + tiles) */
+    int meshes;            /* FaceMesh runs */
+} ag_face_timing;
+void ag_face_detector_last_timing(const ag_face_detector *detector, ag_face_timing *out);
+
 /*
  * The FFHQ-aligned crop of `face` (its quad) as a size x size image with the bands of
  * `image`: shrunk by an integer box filter first when the quad is 2x or more the output, then

@@ -7,7 +7,8 @@
                      half-pixel centres, RESHAPE, DEQUANTIZE of the float16 weights), in
                      float64: the oracle of the engine's converted graphs
   warp(...)          the resampler of src/face/warp.c: integer box shrink + a Keys cubic
-                     (a = -0.5) widened by the remaining scale, reflected or letterboxed
+                     (a = -0.5; the mesh's crop: bilinear) widened by the remaining scale,
+                     reflected or letterboxed
   detect / mesh / ffhq_quad / align
                      the same recipes as detect.c, mesh.c and align.c
 
@@ -177,12 +178,16 @@ def reflect(i, n):
     return np.where(i >= n, p - i, i)
 
 
-def warp(img, A, ow, oh, letterbox=False):
+def tent(t):
+    return np.maximum(0.0, 1.0 - np.abs(t))
+
+
+def warp(img, A, ow, oh, letterbox=False, linear=False):
     """img u8 (H, W, C); A 2x3: src = A @ (x + 0.5, y + 0.5, 1), pixel centres at +0.5.
     Returns float64 (oh, ow, C). Shrinking by s = sqrt|det|: a box shrink by f = floor(s)
-    when s >= 2, then the cubic widened by r = max(1, s / f). Taps outside the image are
-    reflected (np.pad 'reflect': -1 -> 1), or, with letterbox, clamped, and a pixel whose
-    centre falls outside the image is 0."""
+    when s >= 2, then the cubic (with linear, the tent: bilinear) widened by
+    r = max(1, s / f). Taps outside the image are reflected (np.pad 'reflect': -1 -> 1), or,
+    with letterbox, clamped, and a pixel whose centre falls outside the image is 0."""
     A = np.asarray(A, np.float64)
     s = math.sqrt(abs(A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0]))
     f = int(math.floor(s)) if s >= 2 else 1
@@ -196,15 +201,16 @@ def warp(img, A, ow, oh, letterbox=False):
     X, Y = np.meshgrid(np.arange(ow) + 0.5, np.arange(oh) + 0.5)
     u = A[0, 0] * X + A[0, 1] * Y + A[0, 2] - 0.5   # in pixel-index units
     v = A[1, 0] * X + A[1, 1] * Y + A[1, 2] - 0.5
-    n = int(math.ceil(2 * r)) * 2 + 1   # taps per axis, covering |d| < 2r
+    kernel, support = (tent, 1) if linear else (cubic, 2)
+    n = int(math.ceil(support * r)) * 2   # taps per axis, covering |d| < support r
     ju = np.floor(u).astype(np.int64) - n // 2 + 1
     jv = np.floor(v).astype(np.int64) - n // 2 + 1
     srcf = src.astype(np.float64)
     acc = np.zeros((oh, ow, c))
     wsum_u = np.zeros((oh, ow))
     wsum_v = np.zeros((oh, ow))
-    wus = [cubic((u - (ju + i)) / r) for i in range(n)]
-    wvs = [cubic((v - (jv + i)) / r) for i in range(n)]
+    wus = [kernel((u - (ju + i)) / r) for i in range(n)]
+    wvs = [kernel((v - (jv + i)) / r) for i in range(n)]
     for i in range(n):
         wsum_u += wus[i]
         wsum_v += wvs[i]
@@ -312,7 +318,7 @@ def roi_matrix(pts):
 
 def mesh(img, pts, m_mesh):
     A = roi_matrix(pts)
-    inp = to_u8(warp(img, A, SIDE, SIDE))
+    inp = to_u8(warp(img, A, SIDE, SIDE, linear=True))
     lm, presence = run_tflite(m_mesh, inp / 255.0)
     lm = lm.reshape(468, 3)
     xy = lm[:, :2] @ A[:, :2].T + A[:, 2]

@@ -84,7 +84,8 @@ int ag_face_align(const ag_image *image, const ag_face *face, int size, ag_image
     if (!out->pixels)
         return ag_error_set(err, AG_E_NOMEM, "face align: out of memory");
     out->width = out->height = size, out->bands = image->bands;
-    int rc = ag_face_warp(image, &m, size, size, AG_WARP_REFLECT, out->pixels, NULL, err);
+    int rc =
+        ag_face_warp(image, &m, size, size, AG_WARP_REFLECT, AG_WARP_CUBIC, out->pixels, NULL, err);
     if (rc)
         ag_image_fini(out);
     return rc;

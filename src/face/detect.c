@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void) {
+double ag_face_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
@@ -108,7 +108,14 @@ int ag_face_detector_create(const ag_model *detect, const ag_model *mesh,
 }
 
 double ag_face_detector_last_ms(const ag_face_detector *d) {
-    return d ? d->last_ms : 0.0;
+    return d ? d->timing.total_ms : 0.0;
+}
+
+void ag_face_detector_last_timing(const ag_face_detector *d, ag_face_timing *out) {
+    if (d)
+        *out = d->timing;
+    else
+        memset(out, 0, sizeof *out);
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -208,19 +215,27 @@ static int by_area(const void *pa, const void *pb) {
 static int run_pass(ag_face_detector *d, const ag_image *image, const ag_affine *m, int interior,
                     float min_score, int *n, ag_error *err) {
     size_t side2 = (size_t)AG_FACE_SIDE * AG_FACE_SIDE;
+    ag_face_timing *t = &d->timing;
+    double t0 = ag_face_now_ms();
     uint8_t *box = ag_malloc(side2 * image->bands);
     if (!box)
         return ag_error_set(err, AG_E_NOMEM, "face detection: out of memory");
-    int rc = ag_face_warp(image, m, AG_FACE_SIDE, AG_FACE_SIDE, AG_WARP_LETTERBOX, box, NULL, err);
+    int rc = ag_face_warp(image, m, AG_FACE_SIDE, AG_FACE_SIDE, AG_WARP_LETTERBOX, AG_WARP_CUBIC,
+                          box, NULL, err);
     for (size_t i = 0; rc == AG_OK && i < side2; i++)
         for (int c = 0; c < 3; c++) /* bands beyond RGB are dropped */
             d->input[i * 3 + c] = box[i * image->bands + c] / 127.5f - 1.0f;
     ag_free(box);
+    double t1 = ag_face_now_ms();
+    t->detect_warp_ms += t1 - t0;
     float *outs[2] = {d->regressors, d->scores};
     if (rc == AG_OK)
         rc = ag_engine_run_raw(d->detect, d->input, AG_FACE_SIDE, AG_FACE_SIDE, outs, err);
     if (rc)
         return rc;
+    double t2 = ag_face_now_ms();
+    t->detect_net_ms += t2 - t1;
+    t->passes++;
     int count = decode(d->pass, d->regressors, d->scores, min_score);
     const float edge = 1.0f, far = AG_FACE_SIDE - 1.0f;
     for (int i = 0; i < count && *n < AG_FACE_CANDIDATES; i++) {
@@ -235,13 +250,16 @@ static int run_pass(ag_face_detector *d, const ag_image *image, const ag_affine 
             c->v[2 * k + 1] = (float)(m->e * (double)v[2 * k + 1] + m->f);
         }
     }
+    t->decode_ms += ag_face_now_ms() - t2;
     return AG_OK;
 }
 
 int ag_faces_detect(ag_face_detector *d, const ag_image *image, const ag_face_options *options,
                     ag_face *faces, int capacity, int *count, int *found, ag_error *err) {
-    double t0 = now_ms();
+    double t0 = ag_face_now_ms();
     *count = 0;
+    if (d)
+        memset(&d->timing, 0, sizeof d->timing);
     if (found)
         *found = 0;
     if (!d || !image || !image->pixels || image->width < 1 || image->height < 1 ||
@@ -276,6 +294,7 @@ int ag_faces_detect(ag_face_detector *d, const ag_image *image, const ag_face_op
     }
     if (rc)
         return rc;
+    double t_nms = ag_face_now_ms();
     n = weighted_nms(d->kept, d->candidates, n);
     if (found)
         *found = n;
@@ -301,6 +320,7 @@ int ag_faces_detect(ag_face_detector *d, const ag_image *image, const ag_face_op
         }
     }
     qsort(faces, (size_t)kept, sizeof *faces, by_area);
+    d->timing.decode_ms += ag_face_now_ms() - t_nms;
     for (int i = 0; i < kept && rc == AG_OK; i++) {
         if (d->mesh && !(options && options->no_landmarks))
             rc = ag_face_mesh_run(d, image, expand, &faces[i], err);
@@ -310,6 +330,6 @@ int ag_faces_detect(ag_face_detector *d, const ag_image *image, const ag_face_op
     if (rc)
         return rc;
     *count = kept;
-    d->last_ms = now_ms() - t0;
+    d->timing.total_ms = ag_face_now_ms() - t0;
     return AG_OK;
 }

@@ -124,9 +124,10 @@ int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag
         rc = make_mask(mask, S, face, &to_crop, err);
     ag_image mask_img = {S, S, 1, mask};
     if (rc == AG_OK)
-        rc = ag_face_warp(crop, &m, bw, bh, AG_WARP_REFLECT, face_px, NULL, err);
+        rc = ag_face_warp(crop, &m, bw, bh, AG_WARP_REFLECT, AG_WARP_CUBIC, face_px, NULL, err);
     if (rc == AG_OK)
-        rc = ag_face_warp(&mask_img, &m, bw, bh, AG_WARP_REFLECT, mask_px, NULL, err);
+        rc =
+            ag_face_warp(&mask_img, &m, bw, bh, AG_WARP_REFLECT, AG_WARP_CUBIC, mask_px, NULL, err);
     for (int y = 0; rc == AG_OK && y < bh; y++)
         for (int x = 0; x < bw; x++) {
             unsigned a = mask_px[(size_t)y * bw + x];
