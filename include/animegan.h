@@ -316,8 +316,9 @@ void ag_face_detector_last_timing(const ag_face_detector *detector, ag_face_timi
 /*
  * The FFHQ-aligned crop of `face` (its quad) as a size x size image with the bands of
  * `image`: shrunk by an integer box filter first when the quad is 2x or more the output, then
- * a cubic filter widened by the remaining factor; the quad's parts outside the image are
- * filled by reflection of the image (no blur). `out` is the caller's (ag_image_fini).
+ * a cubic filter widened by the remaining factor; where the quad leaves the image, FFHQ's
+ * fill: the image reflected, blurred and blended towards its median colour at the outer
+ * edge (src/face/fill.c). `out` is the caller's (ag_image_fini).
  */
 int ag_face_align(const ag_image *image, const ag_face *face, int size, ag_image *out,
                   ag_error *err);

@@ -9,8 +9,8 @@
   warp(...)          the resampler of src/face/warp.c: integer box shrink + a Keys cubic
                      (a = -0.5; the mesh's crop: bilinear) widened by the remaining scale,
                      reflected or letterboxed
-  detect / mesh / ffhq_quad / align
-                     the same recipes as detect.c, mesh.c and align.c
+  detect / mesh / ffhq_quad / ffhq_fill / align
+                     the same recipes as detect.c, mesh.c, align.c and fill.c
 
 Writes tests/fixtures/face/ (with --fixtures):
   detect_<photo>.agff   the letterboxed 192x192 input (u8) and the detector's raw outputs
@@ -340,10 +340,76 @@ def ffhq_quad(xy, expand=1.3):
     return np.array([c - x - y, c - x + y, c + x + y, c + x - y])
 
 
+def box_radii(sigma):
+    """Three box radii whose cascade approximates a Gaussian of sigma (Kovesi)."""
+    wl = int(math.floor(math.sqrt(12 * sigma * sigma / 3 + 1)))
+    wl -= wl % 2 == 0
+    m = int(round((12 * sigma * sigma - 3 * wl * wl - 12 * wl - 9) / (-4 * wl - 4)))
+    return [((wl if i < m else wl + 2) - 1) // 2 for i in range(3)]
+
+
+def box_blur(a, r, axis):
+    """A (2r+1) box along axis, scipy.ndimage's 'reflect' border (d c b a | a b c d)."""
+    if r == 0:
+        return a
+    n = a.shape[axis]
+    idx = np.arange(-r, n + r)
+    idx = np.mod(idx, 2 * n)
+    idx = np.where(idx >= n, 2 * n - 1 - idx, idx)
+    ext = np.take(a, idx, axis=axis)
+    c = np.cumsum(ext, axis=axis, dtype=np.float64)
+    c = np.concatenate([np.zeros_like(np.take(c, [0], axis=axis)), c], axis=axis)
+    hi = np.take(c, np.arange(2 * r + 1, n + 2 * r + 1), axis=axis)
+    lo = np.take(c, np.arange(0, n), axis=axis)
+    return (hi - lo) / (2 * r + 1)
+
+
+def ffhq_fill(img, f, quad):
+    """src/face/fill.c: NVlabs' recreate_aligned_images padding, in the pixels of the image
+    box-shrunk by f (the warp's own shrink), its Gaussian as three box blurs per axis.
+    Returns (padded u8 image, origin) or (None, None) when the quad stays inside."""
+    q = math.hypot(*(quad[3] - quad[0])) / f
+    sq = quad / f
+    h0, w0 = -(-img.shape[0] // f), -(-img.shape[1] // f)
+    border = max(int(np.rint(q * 0.1)), 3)
+    bx0, by0 = int(np.floor(sq[:, 0].min())), int(np.floor(sq[:, 1].min()))
+    bx1, by1 = int(np.ceil(sq[:, 0].max())), int(np.ceil(sq[:, 1].max()))
+    cx0, cy0 = max(bx0 - border, 0), max(by0 - border, 0)
+    cx1, cy1 = min(bx1 + border, w0), min(by1 + border, h0)
+    cw, ch = cx1 - cx0, cy1 - cy0
+    pad = [max(-(bx0 - cx0) + border, 0), max(-(by0 - cy0) + border, 0),
+           max((bx1 - cx0) - cw + border, 0), max((by1 - cy0) - ch + border, 0)]
+    if max(pad) <= border - 4:
+        return None, None
+    pad = [max(p, int(np.rint(q * 0.3)), 1) for p in pad]
+    small = box_shrink(img, f) if f > 1 else img
+    crop = small[cy0:cy1, cx0:cx1].astype(np.float64)
+    a = np.pad(crop, ((pad[1], pad[3]), (pad[0], pad[2]), (0, 0)), "reflect")
+    h, w, _ = a.shape
+    y, x, _ = np.ogrid[:h, :w, :1]
+    mask = np.maximum(1.0 - np.minimum(x / pad[0], (w - 1 - x) / pad[2]),
+                      1.0 - np.minimum(y / pad[1], (h - 1 - y) / pad[3]))
+    blur = a
+    for r in box_radii(q * 0.02):
+        blur = box_blur(blur, r, 1)
+    for r in box_radii(q * 0.02):
+        blur = box_blur(blur, r, 0)
+    a = a + (blur - a) * np.clip(mask * 3.0 + 1.0, 0.0, 1.0)
+    a = a + (np.median(a, axis=(0, 1)) - a) * np.clip(mask, 0.0, 1.0)
+    return np.clip(np.rint(a), 0, 255).astype(np.uint8), (cx0 - pad[0], cy0 - pad[1])
+
+
 def align(img, quad, size=512):
     tl, bl, tr = quad[0], quad[1], quad[3]
     A = np.array([[(tr - tl)[0] / size, (bl - tl)[0] / size, tl[0]],
                   [(tr - tl)[1] / size, (bl - tl)[1] / size, tl[1]]])
+    s = math.sqrt(abs(A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0]))
+    f = int(math.floor(s)) if s >= 2 else 1
+    padded, origin = ffhq_fill(img, f, quad)
+    if padded is not None:
+        A = A / f
+        A[:, 2] -= origin
+        img = padded
     return to_u8(warp(img, A, size, size))
 
 

@@ -79,13 +79,27 @@ int ag_face_align(const ag_image *image, const ag_face *face, int size, ag_image
     ag_affine m = ag_face_quad_map(face->quad, size);
     if (!(fabs(m.a * m.e - m.b * m.d) > 1e-12))
         return ag_error_set(err, AG_E_ARG, "face align: the quad is degenerate");
-    size_t bytes = (size_t)size * size * image->bands;
-    out->pixels = ag_malloc(bytes);
-    if (!out->pixels)
+    /* The warp's own shrink factor: the fill works in the same pixels. */
+    double s = sqrt(fabs(m.a * m.e - m.b * m.d));
+    int f = s >= 2.0 ? (int)floor(s) : 1, origin[2];
+    ag_image padded;
+    int rc = ag_face_fill(image, f, face->quad, &padded, origin, err);
+    if (rc)
+        return rc;
+    const ag_image *src = image;
+    if (padded.pixels) { /* the map, into the padded image's pixels */
+        m = (ag_affine){m.a / f, m.b / f, m.c / f - origin[0],
+                        m.d / f, m.e / f, m.f / f - origin[1]};
+        src = &padded;
+    }
+    out->pixels = ag_malloc((size_t)size * size * image->bands);
+    if (!out->pixels) {
+        ag_image_fini(&padded);
         return ag_error_set(err, AG_E_NOMEM, "face align: out of memory");
+    }
     out->width = out->height = size, out->bands = image->bands;
-    int rc =
-        ag_face_warp(image, &m, size, size, AG_WARP_REFLECT, AG_WARP_CUBIC, out->pixels, NULL, err);
+    rc = ag_face_warp(src, &m, size, size, AG_WARP_REFLECT, AG_WARP_CUBIC, out->pixels, NULL, err);
+    ag_image_fini(&padded);
     if (rc)
         ag_image_fini(out);
     return rc;

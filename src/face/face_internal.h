@@ -54,6 +54,15 @@ ag_affine ag_face_quad_map(const float (*quad)[2], int size);
 void ag_face_quad_from_landmarks(const float (*lm)[2], float expand, float (*quad)[2]);
 void ag_face_quad_from_keypoints(const float (*kp)[2], float expand, float (*quad)[2]);
 
+/*
+ * FFHQ's fill of a quad (image pixels) that leaves the image (fill.c), in the pixels of the
+ * image shrunk by f: *out the crop padded by reflection, blurred and blended to the median
+ * towards its outer edge, whose pixel (0, 0) is shrunk pixel origin; out->pixels NULL when
+ * the quad stays inside (or is degenerate). `out` is the caller's (ag_image_fini).
+ */
+int ag_face_fill(const ag_image *image, int f, const float (*quad)[2], ag_image *out, int origin[2],
+                 ag_error *err);
+
 /* FaceMesh's face oval, in order around the face. */
 #define AG_FACE_OVAL_COUNT 36
 extern const int ag_face_oval[AG_FACE_OVAL_COUNT];
