@@ -1029,10 +1029,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     size_t out = ok ? r->out_size : 0;
     if (!strcmp(r->method, "HEAD"))
         out = 0;
-    if (r->route == AG_ROUTE_CONVERT && r->status == 200 && ok)
+    /* /api/v1/faces shares the convert route's handling, not its series. */
+    ag_route counted =
+        r->route == AG_ROUTE_CONVERT && r->options.faces_only ? AG_ROUTE_FACES : r->route;
+    if (counted == AG_ROUTE_CONVERT && r->status == 200 && ok)
         atomic_fetch_add(&s->metrics.converted, 1);
-    ag_metrics_count_request(&s->metrics, r->route, r->status, end - r->start_us, r->body_size,
-                             out);
+    ag_metrics_count_request(&s->metrics, counted, r->status, end - r->start_us, r->body_size, out);
     if (!s->config.quiet)
         ag_log_request(s->config.log_format, r, r->body_size, out, ag_process_rss_bytes());
     if (r->admitted)

@@ -16,8 +16,9 @@ static const double bucket_le_s[AG_HIST_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0
 static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 408, 499, 413, 414,
                                                   415, 422, 431, 500, 501, 503, 504, 505, 0};
 
-static const char *const route_names[AG_ROUTE_COUNT] = {
-    "page", "convert", "models", "status", "healthz", "readyz", "metrics", "jobs", "other"};
+static const char *const route_names[AG_ROUTE_COUNT] = {"page",    "convert", "models",  "status",
+                                                        "healthz", "readyz",  "metrics", "jobs",
+                                                        "faces",   "other"};
 
 const char *ag_route_name(ag_route route) {
     return (unsigned)route < AG_ROUTE_COUNT ? route_names[route] : "other";
@@ -99,9 +100,9 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
         for (int s = 0; s < AG_STATUS_SLOTS; s++) {
             uint64_t n = load(&m->requests[r][s]);
             /* Always expose the convert outcomes dashboards plot, even at zero. */
-            int always =
-                r == AG_ROUTE_CONVERT && (status_codes[s] == 200 || status_codes[s] == 503 ||
-                                          status_codes[s] == 504 || status_codes[s] == 500);
+            int always = (r == AG_ROUTE_CONVERT || r == AG_ROUTE_FACES) &&
+                         (status_codes[s] == 200 || status_codes[s] == 503 ||
+                          status_codes[s] == 504 || status_codes[s] == 500);
             if (!n && !always)
                 continue;
             if (status_codes[s])
@@ -117,7 +118,7 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
     header(&t, "animegan_http_request_duration_seconds", "histogram",
            "Time from request headers to the response completed, by route.");
     for (int r = 0; r < AG_ROUTE_COUNT; r++) {
-        if (!load(&m->latency[r].count) && r != AG_ROUTE_CONVERT)
+        if (!load(&m->latency[r].count) && r != AG_ROUTE_CONVERT && r != AG_ROUTE_FACES)
             continue;
         char labels[48];
         snprintf(labels, sizeof labels, "route=\"%s\",", route_names[r]);

@@ -236,6 +236,7 @@ typedef enum ag_route {
     AG_ROUTE_READYZ,
     AG_ROUTE_METRICS,
     AG_ROUTE_JOBS,  /* /api/v1/jobs[/ID[/result]] (jobs.c) */
+    AG_ROUTE_FACES, /* POST /api/v1/faces in the metrics and log; handled as CONVERT */
     AG_ROUTE_OTHER, /* unknown paths (404) */
     AG_ROUTE_COUNT
 } ag_route;

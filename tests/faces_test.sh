@@ -136,6 +136,13 @@ m = urllib.request.urlopen(base + "/metrics").read().decode()
 found = [l for l in m.splitlines() if l.startswith("animegan_faces_detected_total ")]
 check("metrics", found and int(found[0].split()[1]) >= 6 and
       "animegan_face_detect_seconds_count" in m)
+# /api/v1/faces is its own route: its 3 answers above, and the 4 conversions under convert.
+series = dict(l.rsplit(" ", 1) for l in m.splitlines() if l and not l.startswith("#"))
+check("metrics_faces_route",
+      series.get('animegan_http_requests_total{route="faces",code="200"}') == "3" and
+      series.get('animegan_http_requests_total{route="convert",code="200"}') == "4" and
+      series.get('animegan_http_request_duration_seconds_count{route="faces"}') == "3" and
+      series.get("animegan_images_converted_total") == "4")
 sys.exit(1 if fails else 0)
 PY
     then ok server_faces; else bad server_faces; fi
