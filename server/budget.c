@@ -69,7 +69,9 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
 
     size_t response = px * 4 * 2 + px * 4 * 2 / 100 + 64 * 1024;
     b->request_bytes = c->max_upload_bytes + response + 4096;
-    b->connection_bytes = c->connection_memory_bytes + 64 * 1024;
+    /* MHD's pool, a small response, and the gate's relay buffers */
+    b->connection_bytes =
+        c->connection_memory_bytes + 64 * 1024 + AG_GATE_IN_BYTES + AG_GATE_OUT_BYTES;
     b->cache_bytes = c->cache_bytes;
     b->video_bytes = ag_jobs_budget_bytes(c);
 

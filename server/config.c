@@ -93,8 +93,8 @@ static const opt_def options[] = {
      "TCP port; 0 picks a free one (printed in the \"listening on\" line)"},
     {"admin-port", "N", K_INT, 0, 65535, 0, AT(admin_port), NULL, NULL, "none",
      "a second listener on --host for /healthz, /readyz, /metrics and /api/v1/status only, with "
-     "its own 16 connections, so probes get through while clients hold every public one; 0 "
-     "picks a free port. Keep it off the public network"},
+     "its own 16 connections, so probes get through even while uploads hold every public one; "
+     "0 picks a free port. Keep it off the public network"},
     {"model", "NAME|PATH", K_MODEL, 0, 0, 0, 0, NULL, NULL, "hayao",
      "model to serve, repeatable; the first is the default. Loaded once at start-up"},
     {"workers", "N", K_INT, 1, 256, 0, AT(workers), NULL, NULL, "1",
@@ -116,7 +116,8 @@ static const opt_def options[] = {
     {"cache-mb", "N", K_SCALED, 0, 65536, 1 << 20, AT(cache_bytes), NULL, NULL, "0",
      "LRU cache of results in MiB, bounded in bytes; 0 = off"},
     {"max-connections", "N", K_INT, 1, 65536, 0, AT(max_connections), NULL, NULL, "64",
-     "open connections at most; more wait in the kernel's listen backlog"},
+     "open connections at most; a new one closes the one idle longest, and waits in the "
+     "kernel's listen backlog only when none is idle"},
     {"timeout", "S", K_INT, 1, 3600, 0, AT(timeout_s), NULL, NULL, "30",
      "close a connection idle for S seconds; an upload must also be complete S seconds after "
      "its headers (408 in the log)"},

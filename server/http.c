@@ -948,7 +948,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_reply(s, conn, r);
         }
         /* Everything else answers once the request is complete, which keeps the connection
-         * alive (a response queued from the headers alone makes MHD close it). */
+         * alive (a response queued from the headers alone makes MHD close it), unless it
+         * declares a body longer than the 64 KiB we read and ignore: answered now, closed. */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > 65536) {
+            r->close = 1;
+            r->closed_by_us = 1;
+            return respond_small(s, conn, url, method, r);
+        }
         return MHD_YES;
     }
 
@@ -958,10 +965,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     switch (atomic_load(&r->state)) {
     case AG_REQ_HEADERS:
         if (*upload_data_size) {
-            /* A body on a GET: ignored, and only a little of it is read. */
+            /* A body on a GET: ignored, and only a little of it is read; past that, the
+             * answer goes out now and the connection closes (ours, not a vanished client). */
             r->body_size += *upload_data_size;
             *upload_data_size = 0;
-            return r->body_size > 65536 ? MHD_NO : MHD_YES;
+            if (r->body_size <= 65536)
+                return MHD_YES;
+            /* (a chunked one: a declared length is answered from the headers) */
+            reply_error(r, 413, "payload_too_large",
+                        "a body on this route is ignored, up to 64 KiB");
+            r->closed_by_us = 1;
+            return MHD_NO;
         }
         return respond_small(s, conn, url, method, r);
     case AG_REQ_BODY:
@@ -999,8 +1013,14 @@ static enum MHD_Result on_admin_request(void *cls, struct MHD_Connection *conn, 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)conn;
     ag_server *s = cls;
+    const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+    if (di && di->daemon == s->daemon) {
+        /* The answer is written: the gate may judge this connection's next head. */
+        const union MHD_ConnectionInfo *fi =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        ag_gate_request_done(s, fi ? fi->connect_fd : -1);
+    }
     ag_request *r = *con_cls;
     if (!r)
         return;
@@ -1119,14 +1139,15 @@ int ag_http_start(ag_server *s, ag_error *err) {
     flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    /* The public socket is ours: the gate (gate.c) accepts on it and hands MHD each
-     * connection whose first head passed; MHD has no listening socket of its own. */
+    /* The public socket is ours: the gate (gate.c) accepts on it and relays each connection
+     * to MHD over a socket pair; MHD has no listening socket of its own. Its limit leaves
+     * room for the ends of idle connections the gate closed that MHD has not reaped yet. */
     s->listen_fd = listen_socket(ai);
     if (s->listen_fd >= 0)
         s->daemon = MHD_start_daemon(
             flags | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC, 0, NULL, NULL, on_request, s,
             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
+            (unsigned)c->max_connections * 2, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->connection_memory_bytes,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
             on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL, MHD_OPTION_END);
@@ -1176,49 +1197,21 @@ int ag_http_start(ag_server *s, ag_error *err) {
     return 0;
 }
 
-/* Connections the kernel completed but MHD had not accepted yet (its thread was busy, or
- * niced under load) would be reset by the shutdown below after their clients sent a
- * request, a POST no load balancer may retry. Hand them to MHD, which answers each like
- * any request arriving while draining: 503 shutting_down, Retry-After. MHD closes a socket
- * it cannot take (at --max-connections), as the shutdown would have. */
-static int adopt_backlog(ag_server *s) {
-    int flags = fcntl(s->listen_fd, F_GETFL), adopted = 0;
-    if (flags < 0 || fcntl(s->listen_fd, F_SETFL, flags | O_NONBLOCK) != 0)
-        return 0;
-    for (int n = 0; n < s->config.max_connections; n++) {
-        struct sockaddr_storage addr;
-        socklen_t len = sizeof addr;
-        int fd = accept4(s->listen_fd, (struct sockaddr *)&addr, &len, SOCK_CLOEXEC);
-        if (fd < 0)
-            break; /* EAGAIN: the backlog is empty */
-        if (MHD_add_connection(s->daemon, fd, (struct sockaddr *)&addr, len) == MHD_YES) {
-            atomic_fetch_add(&s->connections_added, 1);
-            adopted++;
-        }
-    }
-    return adopted;
-}
-
 int ag_http_quiesce(ag_server *s) {
     if (!s->daemon || s->listen_fd < 0)
         return 0;
-    /* Connections the gate handed over that MHD's thread has not taken up yet (it may be
-     * niced under load) are waited for like the backlog's. */
-    int unstarted =
-        (int)(atomic_load(&s->connections_added) - atomic_load(&s->metrics.connections_opened));
-    /* Connections still waiting at the gate go to MHD as they are (it answers 503
-     * shutting_down once their head is in), then the backlog the same way. */
-    int adopted = (unstarted > 0 ? unstarted : 0) + ag_gate_stop(s, 1);
-    adopted += adopt_backlog(s);
+    /* The gate takes what the backlog holds (a connection the kernel completed may carry a
+     * POST no load balancer would retry after a reset: MHD answers it 503 shutting_down),
+     * stops accepting and closes idle connections. */
+    int open = ag_gate_drain(s);
     /* The listening socket stays open until MHD_stop_daemon; shutting it down makes new
      * connections fail at once (a load balancer moves on) instead of waiting in the
      * backlog. */
     shutdown(s->listen_fd, SHUT_RDWR);
-    return adopted;
+    return open;
 }
 
 void ag_http_stop(ag_server *s) {
-    ag_gate_stop(s, 0);
     if (s->admin_daemon) {
         MHD_stop_daemon(s->admin_daemon);
         s->admin_daemon = NULL;
@@ -1227,6 +1220,7 @@ void ag_http_stop(ag_server *s) {
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
     }
+    ag_gate_stop(s); /* after MHD: its completion callbacks look the gate up */
     if (s->listen_fd >= 0) {
         close(s->listen_fd);
         s->listen_fd = -1;

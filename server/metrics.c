@@ -152,6 +152,9 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
     counter(&t, "animegan_library_messages_total",
             "libvips and GLib warnings, logged (rate-limited) as source=VIPS lines.",
             load(&m->library_messages));
+    counter(&t, "animegan_connections_evicted_total",
+            "Idle connections closed to make room for a new one at --max-connections.",
+            load(&m->connections_evicted));
     counter(&t, "animegan_uploads_cut_total",
             "Uploads closed with 408: past their deadline (--timeout) or under --min-upload-rate.",
             load(&m->uploads_cut));

@@ -123,13 +123,10 @@ static int wait_idle(ag_server *s, uint64_t deadline_us, int interruptible) {
     return 1;
 }
 
-/* Wait, at most until `deadline_us` or a signal, until `expected` connections were opened
- * after `opened_before` (MHD starts adopted ones on its own thread) and all have closed. */
-static void wait_connections_closed(ag_server *s, uint64_t opened_before, int expected,
-                                    uint64_t deadline_us) {
-    while ((atomic_load(&s->metrics.connections_opened) - opened_before < (uint64_t)expected ||
-            atomic_load(&s->metrics.connections) > 0) &&
-           ag_now_us() < deadline_us)
+/* Wait, at most until `deadline_us` or a signal, until no connection has a request under
+ * way (idle kept-alive ones are not waited for). */
+static void wait_connections_answered(ag_server *s, uint64_t deadline_us) {
+    while (ag_gate_busy(s) > 0 && ag_now_us() < deadline_us)
         if (wait_signal(20))
             return;
 }
@@ -139,12 +136,11 @@ static void drain(ag_server *s) {
     ag_log_format lf = c->log_format;
     atomic_store(&s->accepting, 0);
     uint64_t quiesced_us = ag_now_us();
-    uint64_t opened_before = atomic_load(&s->metrics.connections_opened);
-    int adopted = ag_http_quiesce(s);
+    int busy = ag_http_quiesce(s);
     ag_log_event(lf, "info",
-                 "draining: %d admitted request(s), %d connection(s) taken from the listen "
-                 "backlog, up to %g s",
-                 atomic_load(&s->admitted), adopted, c->drain_s);
+                 "draining: %d admitted request(s), %d connection(s) with a request under way "
+                 "(the listen backlog's included), up to %g s",
+                 atomic_load(&s->admitted), busy, c->drain_s);
     uint64_t deadline = quiesced_us + (uint64_t)(c->drain_s * 1e6);
     if (!wait_idle(s, deadline, 1)) {
         ag_log_event(lf, "warn", "drain: %d request(s) still admitted; failing the queued ones",
@@ -158,10 +154,9 @@ static void drain(ag_server *s) {
     cancel_queue(s);
     /* Responses prepared by the workers still have to be sent. */
     wait_idle(s, ag_now_us() + 5000000, 0);
-    /* Connections taken from the backlog get their 503 (each closes after its answer);
-     * idle keep-alive connections would hold this up, hence the bound. */
-    if (adopted > 0)
-        wait_connections_closed(s, opened_before, adopted, quiesced_us + 2000000);
+    /* Connections taken from the backlog get their 503 (each closes after its answer); a
+     * client slow to finish its head is not waited for past the bound. */
+    wait_connections_answered(s, quiesced_us + 2000000);
     ag_http_stop(s);
 }
 

@@ -188,12 +188,22 @@ typedef struct ag_head_limits {
     int max_fields;    /* header lines (more: 431) */
 } ag_head_limits;
 
+/* How the end of a request's body is found (the gate follows it to the next head). */
+enum {
+    AG_HEAD_BODY_NONE,    /* no Content-Length, no Transfer-Encoding */
+    AG_HEAD_BODY_LENGTH,  /* content_length bytes */
+    AG_HEAD_BODY_CHUNKED, /* one plain "Transfer-Encoding: chunked" */
+    AG_HEAD_BODY_UNKNOWN  /* anything else: http.c's framing check refuses it and closes */
+};
+
 typedef struct ag_head_verdict {
     int status;       /* when refused: 400, 414, 431, 505 */
     const char *code; /* "bad_request", "uri_too_long", ... */
     char message[120];
     size_t head_bytes; /* when complete */
-    char method[16];   /* what could be read of them, for the log */
+    int body;          /* when complete: AG_HEAD_BODY_* */
+    uint64_t content_length;
+    char method[16]; /* what could be read of them, for the log */
     char target[96];
 } ag_head_verdict;
 
@@ -398,16 +408,17 @@ typedef struct ag_metrics {
     ag_histogram queue_wait;              /* convert: enqueue to a worker picking it up */
     ag_histogram inference;               /* convert: decode + stylize + encode on a worker */
     atomic_uint_fast64_t bytes_in, bytes_out;
-    atomic_uint_fast64_t converted;          /* 200 responses of /api/v1/convert */
-    atomic_uint_fast64_t faces_detected;     /* faces found by the detector, all routes */
-    ag_histogram face_detect;                /* detection + landmarks of one image */
-    atomic_uint_fast64_t rejected_full;      /* 503 queue full */
-    atomic_uint_fast64_t timed_out;          /* 504 */
-    atomic_uint_fast64_t client_gone;        /* completed with an error (client closed early) */
-    atomic_uint_fast64_t uploads_cut;        /* 408: past the deadline or under the rate */
-    atomic_uint_fast64_t library_messages;   /* libvips/GLib warnings (logged or dropped) */
-    atomic_int connections;                  /* open TCP connections */
-    atomic_uint_fast64_t connections_opened; /* in total (drain waits for adopted ones) */
+    atomic_uint_fast64_t converted;           /* 200 responses of /api/v1/convert */
+    atomic_uint_fast64_t faces_detected;      /* faces found by the detector, all routes */
+    ag_histogram face_detect;                 /* detection + landmarks of one image */
+    atomic_uint_fast64_t rejected_full;       /* 503 queue full */
+    atomic_uint_fast64_t timed_out;           /* 504 */
+    atomic_uint_fast64_t client_gone;         /* completed with an error (client closed early) */
+    atomic_uint_fast64_t uploads_cut;         /* 408: past the deadline or under the rate */
+    atomic_uint_fast64_t library_messages;    /* libvips/GLib warnings (logged or dropped) */
+    atomic_int connections;                   /* open TCP connections */
+    atomic_uint_fast64_t connections_opened;  /* in total */
+    atomic_uint_fast64_t connections_evicted; /* idle ones closed to make room (gate.c) */
 } ag_metrics;
 
 /* Gauges sampled when /metrics is rendered. */
@@ -576,10 +587,9 @@ struct ag_server {
     ag_budget budget;
 
     struct MHD_Daemon *daemon;
-    struct ag_gate *gate;                   /* the public listener's front door (gate.c) */
-    atomic_uint_fast64_t connections_added; /* handed to MHD (gate, backlog) in total */
-    struct MHD_Daemon *admin_daemon;        /* --admin-port: its own connections, never exhausted by
-                                               the public listener's clients */
+    struct ag_gate *gate;            /* the public listener's front door (gate.c) */
+    struct MHD_Daemon *admin_daemon; /* --admin-port: its own connections, never exhausted by
+                                        the public listener's clients */
     int listen_fd; /* after MHD_quiesce_daemon: ours to close once MHD has stopped */
     int port;
     int admin_port;
@@ -606,8 +616,9 @@ void ag_request_ref(ag_request *r);
 void ag_request_unref(ag_request *r);
 
 int ag_http_start(ag_server *s, ag_error *err);
-/* Stop accepting new connections (keeps serving the open ones). Returns how many connections
- * waiting in the listen backlog were taken over, to be answered 503 shutting_down. */
+/* Stop accepting new connections (keeps serving the open ones; what the listen backlog
+ * holds is taken and answered 503 shutting_down). Returns how many connections have a
+ * request under way. */
 int ag_http_quiesce(ag_server *s);
 void ag_http_stop(ag_server *s);
 /*
@@ -625,11 +636,25 @@ int ag_request_client_gone(const ag_request *r);
 ag_route ag_http_route_of(const char *target);
 /* A fresh request id: 32 hex digits of 128 random bits. */
 void ag_http_new_request_id(ag_server *s, char id[AG_REQUEST_ID_BYTES]);
-/* Start the gate thread on listen_fd (gate.c). */
+/* The gate's relay buffers per connection (in the memory bound's connection term): a whole
+ * head of 16 KiB must fit the client's side to be judged. */
+#define AG_GATE_MAX_HEAD (16 * 1024)
+#define AG_GATE_IN_BYTES (AG_GATE_MAX_HEAD + 1)
+#define AG_GATE_OUT_BYTES (32 * 1024)
+/* Start the gate thread on listen_fd (gate.c): it owns every public connection and relays
+ * its bytes to and from libmicrohttpd, judging each request's head on the way. */
 int ag_gate_start(ag_server *s, int listen_fd, ag_error *err);
-/* Stop it; connections still waiting there go to MHD (hand_over_waiting) or are closed.
- * Returns how many were handed over. Safe when never started. */
-int ag_gate_stop(ag_server *s, int hand_over_waiting);
+/* MHD completed a request on the connection whose MHD-side descriptor is fd (any thread):
+ * the gate may judge that connection's next head. */
+void ag_gate_request_done(ag_server *s, int fd);
+/* Draining: take what the listen backlog holds and stop accepting. Returns how many
+ * connections have a request under way (a head begun, in flight or being answered). */
+int ag_gate_drain(ag_server *s);
+/* Connections with a request under way now. */
+int ag_gate_busy(ag_server *s);
+/* Stop the thread and close what is left. Call after MHD has stopped. Safe when never
+ * started. */
+void ag_gate_stop(ag_server *s);
 /* Seconds a client should wait before retrying when the queue is full. */
 int ag_server_retry_after_s(ag_server *s);
 

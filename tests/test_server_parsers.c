@@ -402,7 +402,45 @@ static int request_heads(void) {
     return 0;
 }
 
+/* How a head says its body ends: the gate follows it to the next head, so it must read it
+ * as libmicrohttpd does, and leave anything else (refused by http.c's framing check) as
+ * unknown rather than guess. */
+static int head_body_framing(void) {
+    static const struct {
+        const char *fields;
+        int body;
+        uint64_t length;
+    } cases[] = {
+        {"", AG_HEAD_BODY_NONE, 0},
+        {"Content-Length: 42\r\n", AG_HEAD_BODY_LENGTH, 42},
+        {"content-length:\t 7 \r\n", AG_HEAD_BODY_LENGTH, 7},
+        {"Content-Length: 0\r\n", AG_HEAD_BODY_LENGTH, 0},
+        {"Content-Length: 5\r\nContent-Length: 5\r\n", AG_HEAD_BODY_LENGTH, 5},
+        {"Transfer-Encoding: chunked\r\n", AG_HEAD_BODY_CHUNKED, 0},
+        {"transfer-encoding: CHUNKED \r\n", AG_HEAD_BODY_CHUNKED, 0},
+        {"Content-Length: 5\r\nContent-Length: 6\r\n", AG_HEAD_BODY_UNKNOWN, 0},
+        {"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", AG_HEAD_BODY_UNKNOWN, 0},
+        {"Transfer-Encoding: gzip, chunked\r\n", AG_HEAD_BODY_UNKNOWN, 0},
+        {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", AG_HEAD_BODY_UNKNOWN, 0},
+        {"Transfer-Encoding: identity\r\n", AG_HEAD_BODY_UNKNOWN, 0},
+        {"Content-Length: +5\r\n", AG_HEAD_BODY_UNKNOWN, 0},
+        {"Content-Length: 5 5\r\n", AG_HEAD_BODY_UNKNOWN, 0},
+        {"Content-Length: 1234567890123456789\r\n", AG_HEAD_BODY_UNKNOWN, 0},
+        {"Content-Length-X: 5\r\n", AG_HEAD_BODY_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char raw[256];
+        snprintf(raw, sizeof raw, "POST /api/v1/convert HTTP/1.1\r\nHost: t\r\n%s\r\n",
+                 cases[i].fields);
+        ag_head_verdict v;
+        CHECK(head_of(raw, &v) == 1);
+        CHECK(v.body == cases[i].body);
+        CHECK(v.body != AG_HEAD_BODY_LENGTH || v.content_length == cases[i].length);
+    }
+    return 0;
+}
+
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
           TEST(signatures), TEST(upload_image), TEST(query_options), TEST(command_line),
-          TEST(request_heads))
+          TEST(request_heads), TEST(head_body_framing))

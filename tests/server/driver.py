@@ -927,22 +927,49 @@ def rss_returns_after_many_image_sizes():
 @test
 def connection_limit_and_slow_client():
     s = shared("limits", "--workers", "1", "--max-connections", "4", "--timeout", "2")
+    # Over the limit with every connection idle, a new one closes the one idle longest and
+    # is served at once (gate.c).
     held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]
     time.sleep(0.3)
-    # Over the limit MHD stops accepting: the fifth waits in the kernel's backlog (no server
-    # memory) and is served once a slot frees up.
-    extra = socket.create_connection(("127.0.0.1", s.port), timeout=1)
+    extra = socket.create_connection(("127.0.0.1", s.port), timeout=5)
+    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    got = extra.recv(100)
+    extra.close()
+    check(got.startswith(b"HTTP/1.1 200"), "new connection at the limit not served: %r" % got)
+    held[0].settimeout(2)
+    check(held[0].recv(100) == b"", "the oldest idle connection was not the one closed")
+    for sock in held:
+        sock.close()
+    # Over the limit with every connection busy (uploads under way, each within its 2 s),
+    # the new one waits in the kernel's backlog (no server memory) and is served once a
+    # place frees up.
+    head = (b"POST /api/v1/convert HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(CHELSEA))
+    uploads = []
+    for _ in range(4):
+        u = socket.create_connection(("127.0.0.1", s.port))
+        u.sendall(head + CHELSEA[:100])
+        uploads.append(u)
+    time.sleep(0.3)
+    extra = socket.create_connection(("127.0.0.1", s.port), timeout=0.5)
     extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     try:
         got = extra.recv(100)
     except socket.timeout:
         got = None
-    check(got is None, "connection over the limit was served at once: %r" % got)
-    held.pop().close()
+    check(got is None, "connection over the limit of busy ones was served at once: %r" % got)
+    uploads[0].sendall(CHELSEA[100:])
+    uploads[0].settimeout(60)
+    check(uploads[0].recv(100).startswith(b"HTTP/1.1 200"), "upload not converted")
+    uploads.pop(0).close()
     extra.settimeout(5)
     got = extra.recv(100)
     extra.close()
     check(got.startswith(b"HTTP/1.1 200"), "queued connection not served: %r" % got[:40])
+    for u in uploads:
+        u.close()
+    time.sleep(0.3)
+    held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(2)]
     # Slow clients (half a request, or nothing at all) are closed after --timeout.
     held[0].sendall(b"GET /healthz HTTP/1.1\r\n")
     time.sleep(3.5)

@@ -180,6 +180,49 @@ def bound_holds_for_the_worst_case_of_each_format():
             stop_clean(s)
 
 
+class Conn:
+    """A raw keep-alive connection with a read-ahead buffer: responses are read one by
+    one (Content-Length bodies, which is all the server sends)."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.pending = b""
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _more(self, deadline):
+        self.sock.settimeout(max(0.05, deadline - time.time()))
+        try:
+            b = self.sock.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            b = b""
+        self.pending += b
+        return bool(b)
+
+    def response(self, wait=6.0):
+        """(status, head, body) of the next response, None when the server closed or said
+        nothing within `wait` seconds."""
+        deadline = time.time() + wait
+        while b"\r\n\r\n" not in self.pending:
+            if not self._more(deadline):
+                return None
+        head, _, rest = self.pending.partition(b"\r\n\r\n")
+        m = re.search(rb"(?im)^content-length: *(\d+)", head)
+        length = int(m.group(1)) if m else 0
+        self.pending = rest
+        while len(self.pending) < length and self._more(deadline):
+            pass
+        body, self.pending = self.pending[:length], self.pending[length:]
+        return status_of(head + b"\r\n"), head, body
+
+    def close(self):
+        self.sock.close()
+
+
+HEALTH = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
 # ---- 2. cheap denial of service ----------------------------------------------------------
 
 
@@ -200,12 +243,16 @@ def wait_for(pred, wait):
 @test
 def vanished_uploads_free_their_slots_at_once():
     """Headers + a few body bytes, then close: each held a slot for the whole --timeout (30 s),
-    so a handful of packets denied every conversion. Now the slot is back within a second."""
+    so a handful of packets denied every conversion. Now the slot is back within a second,
+    whether the client left with a FIN or a reset."""
     s = Server("--workers", "1", "--threads", "1", "--queue", "1")
     try:
-        for _ in range(2):
+        for reset in (False, True):
             c = socket.create_connection(("127.0.0.1", s.port))
             c.sendall(upload_head(100000) + b"\x89PNG")
+            check(wait_for(lambda: s.status()["inflight"]["admitted"] >= 1, 3), "not admitted")
+            if reset:  # SO_LINGER 0: close sends RST
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00" * 2)
             c.close()
         check(wait_for(lambda: s.status()["inflight"]["admitted"] == 0, 3),
               "slots still held 3 s after the clients left: %r" % s.status()["inflight"])
@@ -254,6 +301,9 @@ def trickled_upload_is_cut_at_its_deadline():
         check(wait_for(lambda: any(l.get("error") == "upload_timeout" for l in s.log()), 2),
               "no upload_timeout line: %r" % s.log()[-1:])
         check(s.status()["inflight"]["admitted"] == 0, "slot still held")
+        m = s.metrics()  # closed by us: 408, not a client gone
+        check(m.get("animegan_client_gone_total", 0) == 0, "counted as client gone (499)")
+        check(code_count(m, 408) == 1, "408 counted %r times" % code_count(m, 408))
         print("  closed after %.1f s (--timeout 3)" % took)
     finally:
         stop_clean(s)
@@ -271,6 +321,7 @@ def slow_upload_is_cut_under_the_minimum_rate():
               "no upload_too_slow line")
         m = s.metrics()
         check(m.get("animegan_uploads_cut_total", 0) >= 1, "uploads_cut not counted")
+        check(m.get("animegan_client_gone_total", 0) == 0, "counted as client gone (499)")
         print("  closed after %.1f s" % took)
     finally:
         stop_clean(s)
@@ -310,30 +361,63 @@ def work_for_vanished_clients_is_cancelled():
 
 @test
 def health_answers_when_idle_clients_hold_every_connection():
-    """Idle connections up to --max-connections made /healthz time out. The admin listener
-    (--admin-port) has its own connections: probes and scrapes still get through."""
-    s = Server("--workers", "1", "--threads", "1", "--max-connections", "8", "--admin-port", "0")
-    idle = []
+    """64 idle connections (the default --max-connections) made /healthz time out. In the
+    default configuration, with every place held by idle clients (some never used, some
+    kept alive after a request) and one upload under way, each monitoring route answers in
+    under 2 s, a conversion gets through, and the upload under way is not the one closed:
+    a new connection closes the one idle longest."""
+    s = Server("--workers", "1", "--threads", "1")
+    held = []
+    try:
+        limit = 64  # the default
+        check("--max-connections" not in " ".join(s.args) and "--admin-port" not in
+              " ".join(s.args), "not the default configuration")
+        busy = Conn(s.port)
+        busy.send(upload_head(len(CHELSEA)) + CHELSEA[:1000])
+        check(s.wait_admitted(1, 10), "the upload was not admitted")
+        for i in range(limit - 1):
+            c = Conn(s.port)
+            if i % 2:  # kept alive after one request
+                c.send(HEALTH)
+                r = c.response()
+                check(r and r[0] == 200, "healthz on held connection %d: %r" % (i, r))
+            held.append(c)
+        time.sleep(0.3)
+        for path in ("/healthz", "/readyz", "/metrics", "/api/v1/status"):
+            t0 = time.time()
+            raw = raw_exchange(s.port, b"GET " + path.encode() +
+                               b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", timeout=5)
+            took = time.time() - t0
+            check(status_of(raw) == 200, "%s with every connection held: %r" % (path, raw[:80]))
+            check(took < 2, "%s took %.1f s" % (path, took))
+        status, _, _ = s.convert(query="?max_side=64")
+        check(status == 200, "conversion with every connection held: %d" % status)
+        busy.send(CHELSEA[1000:])
+        r = busy.response(wait=120)
+        check(r and r[0] == 200, "the upload under way: %r" % (r and r[1][:80]))
+        evicted = s.metrics().get("animegan_connections_evicted_total", 0)
+        check(evicted >= 1, "no idle connection was closed to make room: %r" % evicted)
+        print("  %d idle connections closed to make room" % evicted)
+    finally:
+        for c in held:
+            c.close()
+        stop_clean(s)
+
+
+@test
+def admin_listener_has_its_own_connections():
+    """--admin-port (off by default) is a second listener for the monitoring routes only."""
+    s = Server("--workers", "1", "--threads", "1", "--admin-port", "0")
     try:
         line = [l for l in s.lines if "admin listener" in l]
         check(line, "no admin listener line")
         admin = int(re.search(r"port (\d+)", line[0]).group(1))
-        for _ in range(8):
-            idle.append(socket.create_connection(("127.0.0.1", s.port)))
-        time.sleep(0.3)
-        main = raw_exchange(s.port, b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", timeout=2)
-        check(status_of(main) is None, "the public listener answered with every connection "
-              "taken (test premise): %r" % main[:60])
         for path, want in (("/healthz", 200), ("/readyz", 200), ("/metrics", 200),
                            ("/api/v1/status", 200), ("/api/v1/convert", 404), ("/", 404)):
-            t0 = time.time()
             raw = raw_exchange(admin, b"GET " + path.encode() +
                                b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", timeout=5)
             check(status_of(raw) == want, "admin %s: %r" % (path, raw[:80]))
-            check(time.time() - t0 < 5, "admin %s took %.1f s" % (path, time.time() - t0))
     finally:
-        for c in idle:
-            c.close()
         stop_clean(s)
 
 
@@ -418,6 +502,9 @@ HEADS = [
     ("no request line", b"GARBAGE\r\n\r\n", 400),
     ("an obsolete line fold", b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-A: a\r\n b\r\n\r\n", 400),
     ("a NUL in a value", b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-A: a\x00b\r\n\r\n", 400),
+    # not a head the gate refuses, but a close of ours that was logged and counted as 499
+    ("a 100 KB body on a route that reads none", b"POST /nope HTTP/1.1\r\nHost: t\r\n"
+     b"Content-Length: 100000\r\n\r\n" + b"x" * 100000, 404),
 ]
 
 
@@ -453,6 +540,75 @@ def oversized_and_malformed_heads_get_json_errors():
         stop_clean(s)
 
 
+LATER_HEADS = [h for h in HEADS if h[2] in (414, 431)]
+
+
+def check_gate_answer(s, what, r, want, t0):
+    check(r is not None, "%s: no answer in %.1f s" % (what, time.time() - t0))
+    status, head, body = r
+    check(status == want, "%s: %r, wanted %d" % (what, head[:80], want))
+    check(time.time() - t0 < 6, "%s: answered after %.1f s" % (what, time.time() - t0))
+    rid = re.search(rb"(?im)^x-request-id: (\S+)", head)
+    check(rid, "%s: no X-Request-Id in %r" % (what, head[:200]))
+    driver.error_shape(body)
+    check(s.log_for(rid.group(1).decode()), "%s: no log line" % what)
+
+
+@test
+def later_requests_on_a_connection_pass_the_gate():
+    """Only a connection's first head used to be judged by the gate: the same oversized heads
+    as the second or third request on a kept-alive connection, or pipelined behind good
+    ones, got libmicrohttpd's HTML or nothing. Each now gets the JSON 414/431, quickly,
+    with a request id, logged and counted, after the answers to the requests before it."""
+    s = Server("--workers", "1", "--threads", "1", "--timeout", "20")
+    try:
+        before = s.metrics()
+        n = 0
+        for what, raw, want in LATER_HEADS:
+            for nth in (2, 3):
+                c = Conn(s.port)
+                try:
+                    for _ in range(nth - 1):
+                        c.send(HEALTH)
+                        r = c.response()
+                        check(r and r[0] == 200, "%s: healthz before: %r" % (what, r))
+                    t0 = time.time()
+                    c.send(raw)
+                    check_gate_answer(s, "%s as request %d" % (what, nth), c.response(), want, t0)
+                    n += 1
+                finally:
+                    c.close()
+            # pipelined: two good requests and the bad one in one write
+            c = Conn(s.port)
+            try:
+                t0 = time.time()
+                c.send(HEALTH + HEALTH + raw)
+                for i in range(2):
+                    r = c.response()
+                    check(r and r[0] == 200, "%s pipelined: answer %d: %r" % (what, i + 1, r))
+                check_gate_answer(s, "%s pipelined third" % what, c.response(), want, t0)
+                n += 1
+            finally:
+                c.close()
+        after = s.metrics()
+        got = sum(code_count(after, k) - code_count(before, k) for k in (414, 431))
+        check(got == n, "414/431 counted %d times, wanted %d" % (got, n))
+        check(after.get("animegan_client_gone_total", 0) == 0,
+              "connections we closed were counted as client gone")
+        check(after.get("animegan_images_converted_total", 0) == 0, "a refused head converted")
+        # a conversion kept alive behind another still works
+        c = Conn(s.port)
+        try:
+            for _ in range(2):
+                c.send(upload_head(len(CHELSEA)) + CHELSEA)
+                r = c.response(wait=120)
+                check(r and r[0] == 200, "kept-alive conversion: %r" % (r and r[1][:80]))
+        finally:
+            c.close()
+    finally:
+        stop_clean(s)
+
+
 # ---- 4. privacy and logs -----------------------------------------------------------------
 
 
@@ -483,6 +639,12 @@ def request_ids_are_unguessable():
             check(re.fullmatch(r"[0-9a-f]{32}", i), "id %r is not 32 hex digits" % i)
         nums = sorted(int(i, 16) for i in ids)
         check(all(b - a > 2**64 for a, b in zip(nums, nums[1:])), "ids look sequential: %r" % ids)
+        # A client's id is validated: too long or outside [A-Za-z0-9._-] is replaced by ours.
+        for bad in ("x" * 40, "has space", "<script>", 'a"b', "a,b"):
+            got = s.request("GET", "/healthz", headers={"X-Request-Id": bad})[1]["x-request-id"]
+            check(re.fullmatch(r"[0-9a-f]{32}", got), "client id %r kept as %r" % (bad, got))
+        got = s.request("GET", "/healthz", headers={"X-Request-Id": "A-b_c.9"})[1]
+        check(got["x-request-id"] == "A-b_c.9", "a valid client id not echoed: %r" % got)
         # A queued request with a short client id cannot be looked up; a long one can.
         import threading
         out = {}
