@@ -111,7 +111,12 @@ size_t ag_budget_face_bytes(const ag_server_config *c, const ag_model *detect,
     /* detector buffers (~2 MiB) + crop, stylised crop, the paste's mask and footprint
      * (<= the image) and the warp's box-shrunk copy (<= 1/4 of the image) */
     bytes = add_sat(bytes, 3 * MIB + 3 * crop);
-    return add_sat(bytes, side * side * 4 * 2);
+    bytes = add_sat(bytes, side * side * 4 * 2);
+    /* FFHQ's fill when the quad leaves the image (src/face/fill.c): a padded crop of at most
+     * 2.3 q per side, q < 2 x the crop size in the warp's pixels, at 16 bytes a pixel (u8
+     * image and crop, two float planes) */
+    size_t fill_side = (size_t)c->portrait_size * 46 / 10 + 8;
+    return add_sat(bytes, fill_side * fill_side * 16);
 }
 
 void ag_budget_add_faces(ag_budget *b, size_t face_bytes) {
