@@ -1,6 +1,6 @@
 #!/bin/sh
 # fuzz/run.sh [seconds] - builds the libFuzzer targets (model file parsers, image decode, video
-# probe/demux, the server's request parsers) with clang
+# probe/demux, the face path, the server's request parsers) with clang
 # (ASan + UBSan) into build/fuzz/ and runs each for `seconds` (default 20) on one thread,
 # seeded from tests/fixtures/pt/, tests/fixtures/onnx/ and models/*.safetensors. The corpus
 # grows across runs in build/fuzz/corpus_*. A crash leaves build/fuzz/crash_*: fix it, then
@@ -89,6 +89,20 @@ echo "== fuzz_video for ${seconds}s"
     -print_final_stats=1 -artifact_prefix="$out/crash_video_" "$out/corpus_video" \
     "$out/seeds_video" "$out/seeds_video/bad" 2>"$out/video.log" || status=1
 grep -E '^stat::number_of_executed_units|ERROR|SUMMARY' "$out/video.log" || true
+
+# The face path without the networks (decode, NMS, quads, warp, aligned crop and its fill):
+# src/face/ instrumented, the rest (engine, models) from build/libanimegan.a.
+# -Wno-pass-failed: the warp's `omp simd` loops stay scalar at -O1 with the sanitizers.
+# shellcheck disable=SC2046 # word splitting of pkg-config output is intended
+$cc $flags -Wno-pass-failed -o "$out/fuzz_face" fuzz/fuzz_face.c src/face/*.c build/libanimegan.a \
+    $(pkg-config --libs vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libzip libcjson \
+        libavformat libavcodec libavutil libswscale libswresample) -ldnnl -lm -fopenmp -pthread
+mkdir -p "$out/corpus_face"
+echo "== fuzz_face for ${seconds}s"
+"$out/fuzz_face" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$out/crash_face_" "$out/corpus_face" \
+    2>"$out/face.log" || status=1
+grep -E '^stat::number_of_executed_units|ERROR|SUMMARY' "$out/face.log" || true
 
 # The server's request parsers (Content-Type, multipart, options).
 tests/server/fuzz.sh "$seconds" || status=1

@@ -81,9 +81,11 @@ int ag_face_align(const ag_image *image, const ag_face *face, int size, ag_image
         return ag_error_set(err, AG_E_ARG, "face align: the quad is degenerate");
     /* The warp's own shrink factor: the fill works in the same pixels. */
     double s = sqrt(fabs(m.a * m.e - m.b * m.d));
+    if (!(s < 65536.0)) /* as the warp: no image is that much larger than a crop */
+        return ag_error_set(err, AG_E_ARG, "face align: the quad is too large");
     int f = s >= 2.0 ? (int)floor(s) : 1, origin[2];
     ag_image padded;
-    int rc = ag_face_fill(image, f, face->quad, &padded, origin, err);
+    int rc = ag_face_fill(image, f, size, face->quad, &padded, origin, err);
     if (rc)
         return rc;
     const ag_image *src = image;

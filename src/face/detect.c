@@ -205,6 +205,51 @@ static int by_area(const void *pa, const void *pb) {
 
 /* ---- the call -------------------------------------------------------------------------- */
 
+void ag_face_decode_pass(ag_face_detector *d, const ag_affine *m, int interior, float min_score,
+                         int *n) {
+    int count = decode(d->pass, d->regressors, d->scores, min_score);
+    const float edge = 1.0f, far = AG_FACE_SIDE - 1.0f;
+    for (int i = 0; i < count && *n < AG_FACE_CANDIDATES; i++) {
+        const float *v = d->pass[i].v;
+        if (((interior & 1) && v[0] < edge) || ((interior & 2) && v[2] > far) ||
+            ((interior & 4) && v[1] < edge) || ((interior & 8) && v[3] > far))
+            continue;
+        ag_face_candidate *c = &d->candidates[(*n)++];
+        c->score = d->pass[i].score;
+        for (int k = 0; k < 8; k++) {
+            c->v[2 * k] = (float)(m->a * (double)v[2 * k] + m->c);
+            c->v[2 * k + 1] = (float)(m->e * (double)v[2 * k + 1] + m->f);
+        }
+    }
+}
+
+int ag_face_select(ag_face_detector *d, int n, int max_faces, ag_face *faces, int *found) {
+    n = weighted_nms(d->kept, d->candidates, n);
+    if (found)
+        *found = n;
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        ag_face_candidate *c = &d->kept[i];
+        ag_face f;
+        memset(&f, 0, sizeof f);
+        f.score = c->score;
+        memcpy(f.box, c->v, sizeof f.box);
+        memcpy(f.keypoints, c->v + 4, sizeof f.keypoints);
+        if (kept < max_faces) {
+            faces[kept++] = f;
+        } else if (max_faces > 0) {
+            /* Keep the largest max_faces: replace the smallest kept when larger. */
+            int small = 0;
+            for (int j = 1; j < kept; j++)
+                small = box_area(&faces[j]) < box_area(&faces[small]) ? j : small;
+            if (box_area(&f) > box_area(&faces[small]))
+                faces[small] = f;
+        }
+    }
+    qsort(faces, (size_t)kept, sizeof *faces, by_area);
+    return kept;
+}
+
 /*
  * One detector run on the 192x192 view `m` (view pixels -> image pixels: a scale and an
  * offset) of the image, zero outside it: its candidates, mapped to image pixels, appended to
@@ -236,20 +281,7 @@ static int run_pass(ag_face_detector *d, const ag_image *image, const ag_affine 
     double t2 = ag_face_now_ms();
     t->detect_net_ms += t2 - t1;
     t->passes++;
-    int count = decode(d->pass, d->regressors, d->scores, min_score);
-    const float edge = 1.0f, far = AG_FACE_SIDE - 1.0f;
-    for (int i = 0; i < count && *n < AG_FACE_CANDIDATES; i++) {
-        const float *v = d->pass[i].v;
-        if (((interior & 1) && v[0] < edge) || ((interior & 2) && v[2] > far) ||
-            ((interior & 4) && v[1] < edge) || ((interior & 8) && v[3] > far))
-            continue;
-        ag_face_candidate *c = &d->candidates[(*n)++];
-        c->score = d->pass[i].score;
-        for (int k = 0; k < 8; k++) {
-            c->v[2 * k] = (float)(m->a * (double)v[2 * k] + m->c);
-            c->v[2 * k + 1] = (float)(m->e * (double)v[2 * k + 1] + m->f);
-        }
-    }
+    ag_face_decode_pass(d, m, interior, min_score, n);
     t->decode_ms += ag_face_now_ms() - t2;
     return AG_OK;
 }
@@ -295,31 +327,7 @@ int ag_faces_detect(ag_face_detector *d, const ag_image *image, const ag_face_op
     if (rc)
         return rc;
     double t_nms = ag_face_now_ms();
-    n = weighted_nms(d->kept, d->candidates, n);
-    if (found)
-        *found = n;
-
-    /* Back to image pixels; sorted by area; capped. */
-    int kept = 0;
-    for (int i = 0; i < n; i++) {
-        ag_face_candidate *c = &d->kept[i];
-        ag_face f;
-        memset(&f, 0, sizeof f);
-        f.score = c->score;
-        memcpy(f.box, c->v, sizeof f.box);
-        memcpy(f.keypoints, c->v + 4, sizeof f.keypoints);
-        if (kept < max_faces) {
-            faces[kept++] = f;
-        } else if (max_faces > 0) {
-            /* Keep the largest max_faces: replace the smallest kept when larger. */
-            int small = 0;
-            for (int j = 1; j < kept; j++)
-                small = box_area(&faces[j]) < box_area(&faces[small]) ? j : small;
-            if (box_area(&f) > box_area(&faces[small]))
-                faces[small] = f;
-        }
-    }
-    qsort(faces, (size_t)kept, sizeof *faces, by_area);
+    int kept = ag_face_select(d, n, max_faces, faces, found);
     d->timing.decode_ms += ag_face_now_ms() - t_nms;
     for (int i = 0; i < kept && rc == AG_OK; i++) {
         if (d->mesh && !(options && options->no_landmarks))

@@ -58,10 +58,11 @@ void ag_face_quad_from_keypoints(const float (*kp)[2], float expand, float (*qua
  * FFHQ's fill of a quad (image pixels) that leaves the image (fill.c), in the pixels of the
  * image shrunk by f: *out the crop padded by reflection, blurred and blended to the median
  * towards its outer edge, whose pixel (0, 0) is shrunk pixel origin; out->pixels NULL when
- * the quad stays inside (or is degenerate). `out` is the caller's (ag_image_fini).
+ * the quad stays inside (or is not a square of side < 2 size there). `out` is the caller's
+ * (ag_image_fini).
  */
-int ag_face_fill(const ag_image *image, int f, const float (*quad)[2], ag_image *out, int origin[2],
-                 ag_error *err);
+int ag_face_fill(const ag_image *image, int f, int size, const float (*quad)[2], ag_image *out,
+                 int origin[2], ag_error *err);
 
 /* FaceMesh's face oval, in order around the face. */
 #define AG_FACE_OVAL_COUNT 36
@@ -87,6 +88,17 @@ struct ag_face_detector {
 };
 
 double ag_face_now_ms(void); /* CLOCK_MONOTONIC */
+
+/* The detector's raw maps (d->regressors, d->scores) of one pass on the view `m` (192
+ * pixels -> image pixels) decoded: candidates over min_score appended to d->candidates[*n..]
+ * (at most AG_FACE_CANDIDATES), less those touching an `interior` edge (bits left, right,
+ * top, bottom). fuzz/fuzz_face.c calls this and ag_face_select without the networks. */
+void ag_face_decode_pass(ag_face_detector *d, const ag_affine *m, int interior, float min_score,
+                         int *n);
+
+/* Weighted NMS of d->candidates[0..n), the largest max_faces kept in faces, sorted by box
+ * area; returns how many; *found (may be NULL) the count before the cap. */
+int ag_face_select(ag_face_detector *d, int n, int max_faces, ag_face *faces, int *found);
 
 /* FaceMesh on one face (mesh.c): landmarks, presence and the quad; keypoints otherwise. */
 int ag_face_mesh_run(ag_face_detector *d, const ag_image *image, float expand, ag_face *face,

@@ -161,8 +161,8 @@ static void blend_band(uint8_t *img, int w, int h, int bands, int band, double s
         }
 }
 
-int ag_face_fill(const ag_image *image, int f, const float (*quad)[2], ag_image *out, int origin[2],
-                 ag_error *err) {
+int ag_face_fill(const ag_image *image, int f, int size, const float (*quad)[2], ag_image *out,
+                 int origin[2], ag_error *err) {
     memset(out, 0, sizeof *out);
     int sw = (image->width + f - 1) / f, sh = (image->height + f - 1) / f;
     double q =
@@ -172,8 +172,10 @@ int ag_face_fill(const ag_image *image, int f, const float (*quad)[2], ag_image 
         for (int a = 0; a < 2; a++)
             lo[a] = fmin(lo[a], (double)quad[k][a] / f),
             hi[a] = fmax(hi[a], (double)quad[k][a] / f);
-    if (!(q < 1e6 && lo[0] > -1e6 && lo[1] > -1e6 && hi[0] < 1e6 && hi[1] < 1e6))
-        return AG_OK; /* no sensible padding: the warp reflects (or blacks out) */
+    /* A square quad has q < 2 size here (f is floor(q / size)); any other shape (only the API
+     * can pass one) gets no padding: the warp reflects (or blacks out). */
+    if (!(q < 2.0 * size + 2 && lo[0] > -1e6 && lo[1] > -1e6 && hi[0] < 1e6 && hi[1] < 1e6))
+        return AG_OK;
     int border = (int)fmax(rint(q * 0.1), 3.0);
     int bx0 = (int)floor(lo[0]), by0 = (int)floor(lo[1]), bx1 = (int)ceil(hi[0]),
         by1 = (int)ceil(hi[1]);
@@ -194,9 +196,9 @@ int ag_face_fill(const ag_image *image, int f, const float (*quad)[2], ag_image 
     for (int k = 0; k < 4; k++)
         pad[k] = pad[k] > least ? pad[k] : least;
     int w = cw + pad[0] + pad[2], h = ch + pad[1] + pad[3], bands = image->bands;
-    if ((size_t)w * h > ((size_t)1 << 26))
-        return ag_error_set(err, AG_E_ARG, "face align: the padded crop (%dx%d) is too large", w,
-                            h);
+    /* A square quad pads to at most 2.21 q a side (the server's budget counts 2.3 q). */
+    if (w > 2.3 * q + 8 || h > 2.3 * q + 8)
+        return AG_OK;
     /* The crop at 1/f: an integer-aligned map, whose cubic weights are exactly 1 and 0. */
     size_t n = (size_t)w * h, bins = 255 * MEDIAN_STEPS + 1, line = (size_t)(w > h ? w : h);
     ag_image crop = {cw, ch, bands, NULL};

@@ -122,7 +122,7 @@ static inline float axis_taps(double u, double inv_r, int n, int linear, int siz
 static void axis_range(double lo, double hi, int n, int size, ag_warp_border border, int *first,
                        int *last) {
     *first = 0, *last = size - 1;
-    if (!(lo > -1e8 && hi < 1e8))
+    if (!(lo > -1e8 && lo < 1e8 && hi > -1e8 && hi < 1e8))
         return; /* wild or non-finite coordinates: the whole axis */
     long a = (long)floor(lo) - n / 2, b = (long)floor(hi) + n / 2 + 1, top = size - 1;
     if (border == AG_WARP_LETTERBOX || size == 1) {
