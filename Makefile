@@ -28,7 +28,7 @@ SAN_FLAGS += -Wno-error=stringop-overflow
 endif
 
 PKGS = vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libmicrohttpd libzip libcjson \
-       libavformat libavcodec libavutil libswscale libswresample
+       libavformat libavcodec libavutil libswscale libswresample libavfilter
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -61,7 +61,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(FUSED_OBJ)
 APP_OBJ := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Test-time generator of hostile and worst-case images (tests/stability/hardening.py).
-TEST_TOOLS := $(BUILD)/tools/make_attack_images
+TEST_TOOLS := $(BUILD)/tools/make_attack_images $(BUILD)/tools/webp_frames
 GEN_SRC :=
 
 -include server/web.mk
@@ -105,6 +105,12 @@ $(BUILD)/tools/make_attack_images: tools/make_attack_images.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS) $(PKG_LIBS) -lz -lm
+
+# Test-time reader of animated WebP (tests/video_test.sh): libwebp alone.
+$(BUILD)/tools/webp_frames: tools/webp_frames.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The ONNX test models of the v3 fixtures are made from files in the repository (seconds).
 v3-test-models:

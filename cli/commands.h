@@ -89,16 +89,24 @@ typedef struct ag_cli_video_args {
     const char *preset; /* x264 preset, NULL: medium */
     double start_s, duration_s;
     int start_given, duration_given;
+    int max_frames; /* refuse inputs with more frames; 0: no limit */
 } ag_cli_video_args;
 
-enum { AG_CLI_OPT_CRF = 512, AG_CLI_OPT_PRESET, AG_CLI_OPT_START, AG_CLI_OPT_DURATION };
+enum {
+    AG_CLI_OPT_CRF = 512,
+    AG_CLI_OPT_PRESET,
+    AG_CLI_OPT_START,
+    AG_CLI_OPT_DURATION,
+    AG_CLI_OPT_MAX_FRAMES
+};
 
 // clang-format off
 #define AG_CLI_VIDEO_LONG_OPTIONS                                                                  \
     {"crf", required_argument, NULL, AG_CLI_OPT_CRF},                                              \
         {"preset", required_argument, NULL, AG_CLI_OPT_PRESET},                                    \
         {"start", required_argument, NULL, AG_CLI_OPT_START},                                      \
-        {"duration", required_argument, NULL, AG_CLI_OPT_DURATION}
+        {"duration", required_argument, NULL, AG_CLI_OPT_DURATION},                                \
+        {"max-frames", required_argument, NULL, AG_CLI_OPT_MAX_FRAMES}
 // clang-format on
 
 void ag_cli_video_args_init(ag_cli_video_args *v);

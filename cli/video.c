@@ -8,6 +8,7 @@
 #include "commands.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -54,6 +55,8 @@ int ag_cli_video_option(const char *command, int opt, const char *arg, ag_cli_vi
                                           "medium",    "slow",      "slower",   "veryslow"};
     switch (opt) {
     case AG_CLI_OPT_CRF: return ag_cli_parse_int(command, "crf", arg, 0, 63, &v->crf) ? -1 : 1;
+    case AG_CLI_OPT_MAX_FRAMES:
+        return ag_cli_parse_int(command, "max-frames", arg, 1, INT_MAX, &v->max_frames) ? -1 : 1;
     case AG_CLI_OPT_PRESET:
         for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
             if (strcmp(arg, presets[i]) == 0)
@@ -84,7 +87,7 @@ int ag_cli_video_option(const char *command, int opt, const char *arg, ag_cli_vi
 }
 
 int ag_cli_video_given(const ag_cli_video_args *v) {
-    return v->crf >= 0 || v->preset || v->start_given || v->duration_given;
+    return v->crf >= 0 || v->preset || v->start_given || v->duration_given || v->max_frames;
 }
 
 /* ---- routing ------------------------------------------------------------------------------- */
@@ -98,19 +101,24 @@ int ag_cli_video_route(const char *input, const char *output) {
     if (is_directory(input))
         return AG_CLI_ROUTE_PHOTO;
     const char *dot = strrchr(output, '.');
-    int webp = dot && strcasecmp(dot, ".webp") == 0;
-    if (ag_video_output_supported(output) && !webp)
+    int animation = dot && (strcasecmp(dot, ".webp") == 0 || strcasecmp(dot, ".gif") == 0);
+    if (ag_video_output_supported(output) && !animation)
         return AG_CLI_ROUTE_VIDEO;
     /* A still-image output: a video input is a mistake worth one clear line, but animated
-     * GIFs keep their first-frame behaviour, and anything that is not a video goes on to
-     * the image decoder (and its messages). */
+     * GIFs and WebPs keep their first-frame behaviour, and anything that is not a video goes
+     * on to the image decoder (and its messages). */
     ag_video_info info;
     ag_error err = {0};
     int video = ag_video_probe(input, NULL, &info, &err) == 0;
-    /* .webp is a photo format too: a video or an animated GIF becomes an animated WebP. */
-    if (video && webp)
+    /* .webp and .gif name photos too: a video or an animation becomes an animation. */
+    if (video && animation)
         return AG_CLI_ROUTE_VIDEO;
-    if (video && strcmp(info.container, "gif") != 0) {
+    /* An animation beyond the limits (a huge canvas, too many frames) is no photo either. */
+    if (!video && animation && err.code == AG_E_LIMIT) {
+        fprintf(stderr, "animegan: %s\n", err.message);
+        return AG_CLI_ROUTE_FAILED;
+    }
+    if (video && strcmp(info.container, "gif") != 0 && strcmp(info.container, "webp") != 0) {
         fprintf(stderr,
                 "animegan: %s is a video (%s, %s): name the output .mp4, .mov, .mkv or .webm\n",
                 input, info.container, info.video_codec);
@@ -194,6 +202,7 @@ int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_
     vo.preset = v->preset;
     vo.start_s = v->start_s;
     vo.duration_s = v->duration_s;
+    vo.limits.max_frames = v->max_frames;
     video_progress progress = {.terminal = isatty(STDERR_FILENO), .quiet = quiet};
     vo.progress = on_progress;
     vo.progress_user = &progress;

@@ -370,6 +370,7 @@ typedef struct ag_video_info {
 typedef struct ag_video_limits {
     size_t max_pixels;  /* refuse frames whose header has more; 0 = 16.7 M */
     double max_seconds; /* refuse containers that declare longer; 0 = no limit */
+    int64_t max_frames; /* refuse inputs that declare (or reach) more frames; 0 = no limit */
 } ag_video_limits;
 
 /*

@@ -59,7 +59,7 @@ static const char *const state_names[] = {"free", "uploading", "queued",   "runn
 typedef struct job {
     job_state state;
     char id[ID_HEX + 1];
-    char ext[8]; /* "mp4", "webm", "mkv", "mov" */
+    char ext[8]; /* "mp4", "webm", "mkv", "mov", "webp", "gif" */
     int model;
     int max_side;
     int side_by_side;
@@ -765,12 +765,13 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
     if (o->failed)
         return MHD_NO;
     if (!strcmp(key, "format")) {
-        static const char *const formats[] = {"mp4", "webm", "mkv", "mov"};
+        static const char *const formats[] = {"mp4", "webm", "mkv", "mov", "webp", "gif"};
         for (size_t i = 0; value && i < sizeof formats / sizeof formats[0]; i++)
             if (!strcmp(value, formats[i]))
                 return snprintf(o->ext, sizeof o->ext, "%s", value), MHD_YES;
         ag_reply_error_set(&o->err, 400, "bad_option",
-                           "format: '%.40s' is not mp4, webm, mkv or mov", value ? value : "");
+                           "format: '%.40s' is not mp4, webm, mkv, mov, webp or gif",
+                           value ? value : "");
         o->failed = 1;
         return MHD_NO;
     }
@@ -1027,10 +1028,12 @@ static int get_result(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, jo
         close(fd);
         return MHD_NO;
     }
-    const char *mime = !strcmp(b->ext, "webm")  ? "video/webm"
-                       : !strcmp(b->ext, "mkv") ? "video/x-matroska"
-                       : !strcmp(b->ext, "mov") ? "video/quicktime"
-                                                : "video/mp4";
+    const char *mime = !strcmp(b->ext, "webm")   ? "video/webm"
+                       : !strcmp(b->ext, "mkv")  ? "video/x-matroska"
+                       : !strcmp(b->ext, "mov")  ? "video/quicktime"
+                       : !strcmp(b->ext, "webp") ? "image/webp"
+                       : !strcmp(b->ext, "gif")  ? "image/gif"
+                                                 : "video/mp4";
     char disp[64];
     snprintf(disp, sizeof disp, "attachment; filename=\"anime.%s\"", b->ext);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
@@ -1095,7 +1098,8 @@ int ag_jobs_request(ag_server *s, struct MHD_Connection *conn, const char *url, 
         char *body = ag_malloc(256);
         int n = body ? snprintf(body, 256,
                                 "{\"max_video_bytes\":%zu,\"max_video_seconds\":%.0f,"
-                                "\"max_jobs\":%d,\"formats\":[\"mp4\",\"webm\",\"mkv\",\"mov\"]}\n",
+                                "\"max_jobs\":%d,\"formats\":[\"mp4\",\"webm\",\"mkv\",\"mov\","
+                                "\"webp\",\"gif\"]}\n",
                                 j->c->max_bytes, j->c->max_seconds, j->c->max_jobs)
                      : 0;
         return reply(conn, r, 200, "application/json", body, (size_t)n, NULL);

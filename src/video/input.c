@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #define IO_BUFFER_BYTES (64 * 1024)
 #define PROBE_BYTES (64 * 1024)
@@ -136,8 +138,23 @@ static const char *still_image_name(const char *demuxer, char *buf, size_t size)
     return buf;
 }
 
+/* A GIF's play count from its NETSCAPE2.0 loop extension, which encoders put right after the
+ * global colour table (libavformat reads it but keeps it private): none means once, N means
+ * N repeats after the first play, 0 forever. Returns plays as WebP counts them (0 = forever). */
+static int gif_plays(const uint8_t *buf, int size) {
+    static const char tag[] = "NETSCAPE2.0";
+    for (int i = 0; i + 11 + 4 <= size; i++)
+        if (buf[i] == 'N' && memcmp(buf + i, tag, 11) == 0 && buf[i + 11] == 3 &&
+            buf[i + 12] == 1) {
+            int repeats = buf[i + 13] | buf[i + 14] << 8;
+            return repeats == 0 ? 0 : repeats + 1;
+        }
+    return 1;
+}
+
 /* Probe the first bytes and return the demuxer, or fill err. Rewinds the source. */
-static const AVInputFormat *pick_demuxer(ag_video_source *src, const char *label, ag_error *err) {
+static const AVInputFormat *pick_demuxer(ag_video_source *src, const char *label, int *plays,
+                                         ag_error *err) {
     uint8_t *buf = av_mallocz(PROBE_BYTES + AVPROBE_PADDING_SIZE);
     if (!buf)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", label), NULL;
@@ -167,9 +184,11 @@ static const AVInputFormat *pick_demuxer(ag_video_source *src, const char *label
         } else if (!demuxer_allowed(fmt->name)) {
             ag_error_set(err, AG_E_UNSUPPORTED,
                          "%s: the %s format is not a video container we read "
-                         "(MP4/MOV, MKV/WebM, AVI, FLV, MPEG-TS/PS, Ogg, GIF)",
+                         "(MP4/MOV, MKV/WebM, AVI, FLV, MPEG-TS/PS, Ogg, GIF, animated WebP)",
                          label, fmt->name);
             fmt = NULL;
+        } else if (strcmp(fmt->name, "gif") == 0) {
+            *plays = gif_plays(buf, got);
         }
     }
     av_free(buf);
@@ -214,6 +233,9 @@ static int check_limits(ag_video_input *in, const ag_video_limits *limits, const
     if (limits && limits->max_seconds > 0 && seconds > limits->max_seconds)
         return ag_error_set(err, AG_E_LIMIT, "%s: %.1f s long; the limit is %.1f s", label, seconds,
                             limits->max_seconds);
+    if (limits && limits->max_frames > 0 && st->nb_frames > limits->max_frames)
+        return ag_error_set(err, AG_E_LIMIT, "%s: %lld frames; the limit is %lld", label,
+                            (long long)st->nb_frames, (long long)limits->max_frames);
     return 0;
 }
 
@@ -268,6 +290,85 @@ static int find_video_stream(ag_video_input *in, const char *label, ag_error *er
     return 0;
 }
 
+/* ---- animated WebP ------------------------------------------------------------------------ */
+
+static int is_animated_webp(ag_video_source *src) {
+    uint8_t head[32];
+    int got = 0;
+    while (got < (int)sizeof head) {
+        int n = source_read(src, head + got, (int)sizeof head - got);
+        if (n <= 0)
+            break;
+        got += n;
+    }
+    source_seek(src, 0, SEEK_SET);
+    return ag_webp_input_is_animated(head, (size_t)got);
+}
+
+/* The stand-in format context that describes the WebP's frames to the pipeline. */
+static int describe_webp(ag_video_input *in, const char *label, ag_error *err) {
+    int w, h;
+    int64_t frames, ms;
+    ag_webp_input_describe(in->webp, &w, &h, &frames, &ms, &in->plays);
+    in->format = avformat_alloc_context();
+    AVStream *st = in->format ? avformat_new_stream(in->format, NULL) : NULL;
+    if (!st)
+        return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", label);
+    st->codecpar->codec_type = AVMEDIA_TYPE_VIDEO;
+    st->codecpar->codec_id = AV_CODEC_ID_WEBP;
+    st->codecpar->width = w;
+    st->codecpar->height = h;
+    st->codecpar->color_range = AVCOL_RANGE_JPEG;
+    st->time_base = (AVRational){1, 1000};
+    st->start_time = 0;
+    st->duration = ms;
+    st->nb_frames = frames;
+    st->avg_frame_rate =
+        ms > 0 ? av_d2q((double)frames * 1000 / (double)ms, 1000) : (AVRational){0, 1};
+    in->video_index = 0;
+    ag_video_info *info = &in->info;
+    memset(info, 0, sizeof *info);
+    snprintf(info->container, sizeof info->container, "webp");
+    snprintf(info->video_codec, sizeof info->video_codec, "webp");
+    info->width = w;
+    info->height = h;
+    info->duration_s = (double)ms / 1000;
+    info->fps = av_q2d(st->avg_frame_rate);
+    info->frames = frames;
+    return 0;
+}
+
+/* libwebp decodes from memory: the file is mapped (the caller's bytes are used as they are). */
+static int open_webp(ag_video_input *in, const char *path, const char *label,
+                     const ag_video_limits *limits, ag_error *err) {
+    const uint8_t *bytes = in->source.data;
+    size_t size = in->source.size;
+    int rc = 0;
+    if (path) {
+        struct stat st;
+        if (fstat(fileno(in->source.file), &st) != 0 || st.st_size <= 0) {
+            rc = ag_error_set(err, AG_E_IO, "%s: %s", label, strerror(errno));
+            goto fail;
+        }
+        in->map_bytes = (size_t)st.st_size;
+        in->map = mmap(NULL, in->map_bytes, PROT_READ, MAP_PRIVATE, fileno(in->source.file), 0);
+        if (in->map == MAP_FAILED) {
+            in->map = NULL;
+            rc = ag_error_set(err, AG_E_IO, "%s: %s", label, strerror(errno));
+            goto fail;
+        }
+        bytes = in->map;
+        size = in->map_bytes;
+    }
+    if ((rc = ag_webp_input_open(&in->webp, bytes, size, label, limits, err)) ||
+        (rc = describe_webp(in, label, err)))
+        goto fail;
+    return 0;
+fail:
+    ag_video_input_close(in);
+    return rc;
+}
+
 /* ---- open / close ------------------------------------------------------------------------ */
 
 int ag_video_input_open(ag_video_input *in, const char *path, const void *data, size_t size,
@@ -285,7 +386,10 @@ int ag_video_input_open(ag_video_input *in, const char *path, const void *data, 
     }
     char msg[128];
     int rc = AG_E_NOMEM;
-    const AVInputFormat *fmt = pick_demuxer(&in->source, label, err);
+    int webp = is_animated_webp(&in->source);
+    if (webp)
+        return open_webp(in, path, label, limits, err);
+    const AVInputFormat *fmt = pick_demuxer(&in->source, label, &in->plays, err);
     if (!fmt) {
         rc = err->code;
         goto fail;
@@ -347,7 +451,13 @@ fail:
 }
 
 void ag_video_input_close(ag_video_input *in) {
-    if (in->format)
+    int stand_in = in->webp != NULL; /* the WebP's format context has no demuxer to close */
+    ag_webp_input_destroy(in->webp); /* before the unmap: its demuxer points into the bytes */
+    if (in->map)
+        munmap(in->map, in->map_bytes);
+    if (in->format && stand_in)
+        avformat_free_context(in->format);
+    else if (in->format)
         avformat_close_input(&in->format);
     if (in->io) {
         av_freep(&in->io->buffer);
@@ -380,7 +490,7 @@ int ag_video_probe_memory(const void *data, size_t size, const ag_video_limits *
 }
 
 int ag_video_output_supported(const char *path) {
-    static const char *const extensions[] = {"mp4", "m4v", "mov", "mkv", "webm", "webp"};
+    static const char *const extensions[] = {"mp4", "m4v", "mov", "mkv", "webm", "webp", "gif"};
     const char *slash = strrchr(path, '/');
     const char *dot = strrchr(slash ? slash + 1 : path, '.');
     if (!dot)

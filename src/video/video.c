@@ -20,6 +20,7 @@
 
 #include "../util/util_internal.h"
 #include "audio_internal.h"
+#include "gif_out_internal.h"
 #include "webp_anim_internal.h"
 
 #include <errno.h>
@@ -149,7 +150,8 @@ typedef struct pipeline {
     int64_t end_us;         /* INT64_MAX: to the end */
     int64_t last_in_pts;
     int64_t default_duration;
-    int64_t first_pts; /* of the first frame kept, for --max-seconds on headerless clips */
+    int64_t first_pts;   /* of the first frame kept, for --max-seconds on headerless clips */
+    int64_t frames_read; /* kept, for limits.max_frames */
 
     /* output */
     AVFormatContext *out;
@@ -161,6 +163,7 @@ typedef struct pipeline {
     struct SwsContext *to_yuv;
     AVFrame *rgb_out;   /* (out_h, out_w, 3), padded: the stylised frame is copied in */
     ag_webp_sink *webp; /* .webp output: an animated WebP instead of encoder + muxer */
+    ag_gif_sink *gif;   /* .gif output: the same, as an animated GIF */
     AVFrame *yuv;
     int out_w, out_h;
     int *stream_map;          /* input stream index -> output stream index, -1 dropped */
@@ -283,6 +286,13 @@ static int reader_frame(pipeline *p, AVFrame *f) {
         ag_error_set(&err, AG_E_LIMIT, "the video runs past %.1f s, the limit", limit);
         return pipeline_fail(p, &err);
     }
+    int64_t max_frames = p->opt->limits.max_frames;
+    if (max_frames > 0 && ++p->frames_read > max_frames) {
+        ag_error err;
+        ag_error_set(&err, AG_E_LIMIT, "the video has more than %lld frames, the limit",
+                     (long long)max_frames);
+        return pipeline_fail(p, &err);
+    }
     frame_slot slot = {.pts = pts - p->offset_pts, .duration = f->pkt_duration};
     ag_error err = {0};
     if (frame_to_rgb(p, f, &slot.image, &err))
@@ -346,6 +356,8 @@ static int reader_audio(pipeline *p, AVPacket *pkt) {
     return mux_packet(p, pkt);
 }
 
+static void reader_finish(pipeline *p, int rc);
+
 static void *reader_main(void *arg) {
     pipeline *p = arg;
     AVPacket *pkt = av_packet_alloc();
@@ -386,6 +398,14 @@ static void *reader_main(void *arg) {
         if (p->audio[i] && ag_audio_encoder_flush(p->audio[i], &err))
             rc = pipeline_fail(p, &err);
     }
+    reader_finish(p, rc);
+    av_frame_free(&f);
+    av_packet_free(&pkt);
+    return NULL;
+}
+
+/* After the last frame: a file shorter than its index, or no frame at all, is an error. */
+static void reader_finish(pipeline *p, int rc) {
     /* An MP4/MOV index that lists more samples than the file holds: cut short. */
     int64_t declared = p->ist->nb_frames;
     if (rc == 0 && !p->reached_end && p->start_us == 0 && !atomic_load(&p->failed) &&
@@ -403,8 +423,43 @@ static void *reader_main(void *arg) {
         pipeline_fail(p, &err);
     }
     queue_set(&p->decoded, 1, 0);
+}
+
+/* The animated WebP reader: libwebp's composited frames through the same steps as decoded
+ * video frames (range, limits, scaling), timestamps in milliseconds. */
+static void *webp_reader_main(void *arg) {
+    pipeline *p = arg;
+    AVFrame *f = av_frame_alloc();
+    int rc = 0;
+    if (!f) {
+        ag_error err;
+        ag_error_set(&err, AG_E_NOMEM, "out of memory");
+        rc = pipeline_fail(p, &err);
+    }
+    while (rc == 0 && !atomic_load(&p->failed)) {
+        const uint8_t *rgb;
+        int64_t pts, duration;
+        ag_error err = {0};
+        int got = ag_webp_input_next(p->in.webp, &rgb, &pts, &duration, &err);
+        if (got <= 0) {
+            if (got < 0)
+                rc = pipeline_fail(p, &err);
+            break;
+        }
+        p->video_packets++;
+        /* Borrowed pixels: the frame has no buffer of its own to free. */
+        f->format = AV_PIX_FMT_RGB24;
+        f->width = p->in.info.width;
+        f->height = p->in.info.height;
+        f->data[0] = (uint8_t *)rgb;
+        f->linesize[0] = f->width * 3;
+        f->best_effort_timestamp = pts;
+        f->pkt_duration = duration;
+        f->color_range = AVCOL_RANGE_JPEG;
+        rc = reader_frame(p, f);
+    }
+    reader_finish(p, rc);
     av_frame_free(&f);
-    av_packet_free(&pkt);
     return NULL;
 }
 
@@ -438,21 +493,24 @@ static int64_t to_ms(const pipeline *p, int64_t pts) {
     return av_rescale_q(pts, p->ist->time_base, (AVRational){1, 1000});
 }
 
-static int writer_webp(pipeline *p, const frame_slot *slot) {
+/* An animated WebP or GIF frame. */
+static int writer_animation(pipeline *p, const frame_slot *slot) {
     ag_error err = {0};
     int64_t end = slot->pts + (slot->duration > 0 ? slot->duration : p->default_duration);
     if (end > p->last_out_end)
         p->last_out_end = end;
-    if (ag_webp_sink_add(p->webp, slot->image.pixels, slot->image.width * 3, to_ms(p, slot->pts),
-                         &err))
+    const uint8_t *rgb = slot->image.pixels;
+    int stride = slot->image.width * 3;
+    if (p->webp ? ag_webp_sink_add(p->webp, rgb, stride, to_ms(p, slot->pts), &err)
+                : ag_gif_sink_add(p->gif, rgb, stride, slot->pts, &err))
         return pipeline_fail(p, &err);
     p->frames_written++;
     return 0;
 }
 
 static int writer_frame(pipeline *p, const frame_slot *slot, AVPacket *pkt) {
-    if (p->webp)
-        return writer_webp(p, slot);
+    if (p->webp || p->gif)
+        return writer_animation(p, slot);
     int av = av_frame_make_writable(p->yuv);
     if (av < 0)
         return fail_av(p, AG_E_NOMEM, "encoding the video", av);
@@ -530,6 +588,10 @@ static AVFrame *rgb_frame(int width, int height) {
 }
 
 static int open_decoder(pipeline *p, ag_error *err) {
+    if (p->in.webp) /* libwebp decodes (webp_reader_main) */
+        return (p->rgb_in = rgb_frame(p->scaled_w, p->scaled_h))
+                   ? 0
+                   : ag_error_set(err, AG_E_NOMEM, "out of memory for a frame");
     const AVCodec *codec = avcodec_find_decoder(p->ist->codecpar->codec_id);
     p->dec = codec ? avcodec_alloc_context3(codec) : NULL;
     if (!p->dec)
@@ -805,9 +867,10 @@ static int plan_audio(pipeline *p, ag_video_result *res, ag_error *err) {
     return 0;
 }
 
-/* An animated WebP: frames only (the sound is dropped, and said so). */
-static int open_webp_output(pipeline *p, const char *out_path, ag_video_result *res,
-                            ag_error *err) {
+/* An animated WebP or GIF: frames only (the sound is dropped, and said so), the input's
+ * play count kept. */
+static int open_animation_output(pipeline *p, const char *out_path, int gif, ag_video_result *res,
+                                 ag_error *err) {
     unsigned n = p->in.format->nb_streams;
     p->stream_map = ag_malloc((n ? n : 1) * sizeof *p->stream_map);
     p->audio = ag_calloc(n ? n : 1, sizeof *p->audio);
@@ -818,19 +881,24 @@ static int open_webp_output(pipeline *p, const char *out_path, ag_video_result *
     if (p->in.info.audio_streams > 0) {
         res->audio_dropped = p->in.info.audio_streams;
         snprintf(res->audio_note, sizeof res->audio_note,
-                 "audio dropped (animated WebP has no sound)");
+                 "audio dropped (animated %s has no sound)", gif ? "GIF" : "WebP");
     }
-    int rc = ag_webp_sink_create(&p->webp, p->out_w, p->out_h, err);
-    return rc ? rc : open_output_file(p, out_path, err);
+    int rc = open_output_file(p, out_path, err);
+    if (rc == 0 && gif)
+        rc = ag_gif_sink_create(&p->gif, p->out_w, p->out_h, p->ist->time_base, p->in.plays,
+                                p->out_io, err);
+    else if (rc == 0)
+        rc = ag_webp_sink_create(&p->webp, p->out_w, p->out_h, p->in.plays, err);
+    return rc;
 }
 
 static int open_output(pipeline *p, const char *out_path, ag_video_result *res, ag_error *err) {
     if (!ag_video_output_supported(out_path))
-        return ag_error_set(err, AG_E_ARG, "%s: name the output .mp4, .mov, .mkv, .webm or .webp",
-                            out_path);
+        return ag_error_set(err, AG_E_ARG,
+                            "%s: name the output .mp4, .mov, .mkv, .webm, .webp or .gif", out_path);
     const char *dot = strrchr(out_path, '.');
-    if (strcasecmp(dot, ".webp") == 0)
-        return open_webp_output(p, out_path, res, err);
+    if (strcasecmp(dot, ".webp") == 0 || strcasecmp(dot, ".gif") == 0)
+        return open_animation_output(p, out_path, strcasecmp(dot, ".gif") == 0, res, err);
     const char *format = strcasecmp(dot, ".webm") == 0  ? "webm"
                          : strcasecmp(dot, ".mkv") == 0 ? "matroska"
                          : strcasecmp(dot, ".mov") == 0 ? "mov"
@@ -856,7 +924,7 @@ static int open_output(pipeline *p, const char *out_path, ag_video_result *res, 
 
 /* Seek near the start for --start; frames before it are decoded and dropped. */
 static int seek_to_start(pipeline *p, ag_error *err) {
-    if (p->start_us <= 0)
+    if (p->start_us <= 0 || p->in.webp) /* WebP: frames before the start are skipped */
         return 0;
     int av = avformat_seek_file(p->in.format, -1, INT64_MIN, p->start_us, p->start_us, 0);
     if (av < 0) {
@@ -881,6 +949,7 @@ static void pipeline_fini(pipeline *p) {
     av_frame_free(&p->rgb_out);
     av_frame_free(&p->rgb_in);
     ag_webp_sink_destroy(p->webp);
+    ag_gif_sink_destroy(p->gif); /* before out_io, which it writes through */
     avcodec_free_context(&p->enc);
     avcodec_free_context(&p->dec);
     if (p->out)
@@ -907,7 +976,14 @@ static int finish_output(pipeline *p, const char *out_path, ag_error *err) {
             return rc;
         goto sync;
     }
-    int av = av_write_trailer(p->out);
+    int av = 0;
+    if (p->gif) {
+        int rc = ag_gif_sink_finish(p->gif, p->last_out_end, err);
+        if (rc)
+            return rc;
+    } else {
+        av = av_write_trailer(p->out);
+    }
     if (av >= 0)
         avio_flush(p->out_io);
     if (av < 0 || p->out_io->error < 0)
@@ -1027,7 +1103,7 @@ int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_pat
         goto done;
     }
     pthread_t reader, writer;
-    if (pthread_create(&reader, NULL, reader_main, p) != 0) {
+    if (pthread_create(&reader, NULL, p->in.webp ? webp_reader_main : reader_main, p) != 0) {
         rc = ag_error_set(err, AG_E_NOMEM, "cannot start the reader thread");
         goto done;
     }

@@ -6,6 +6,7 @@
 #define AG_VIDEO_INTERNAL_H
 
 #include "animegan.h"
+#include "webp_input_internal.h"
 
 #include <libavformat/avformat.h>
 #include <stdio.h>
@@ -19,12 +20,22 @@ typedef struct ag_video_source {
     size_t size, pos;
 } ag_video_source;
 
-/* An open input: the demuxer, its I/O, the chosen video stream and what the header says. */
+/*
+ * An open input: the demuxer, its I/O, the chosen video stream and what the header says.
+ * An animated WebP has no demuxer in libavformat 5.1: then `webp` reads it (from the mapped
+ * file or the caller's bytes) and `format` is a stand-in with one video stream, no iformat
+ * and no I/O, which describes the frames (size, time base 1/1000, count, duration) to the
+ * pipeline; it is never read from.
+ */
 typedef struct ag_video_input {
     AVFormatContext *format;
     AVIOContext *io;
     ag_video_source source;
+    ag_webp_input *webp;
+    void *map; /* (map_bytes) the mapped WebP file */
+    size_t map_bytes;
     int video_index; /* stream index */
+    int plays;       /* an animation's play count, 0 = forever (also for a video) */
     ag_video_info info;
 } ag_video_input;
 

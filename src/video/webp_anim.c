@@ -25,7 +25,7 @@ struct ag_webp_sink {
     int64_t last_ms;
 };
 
-int ag_webp_sink_create(ag_webp_sink **out, int width, int height, ag_error *err) {
+int ag_webp_sink_create(ag_webp_sink **out, int width, int height, int plays, ag_error *err) {
     *out = NULL;
     ag_webp_sink *s = ag_calloc(1, sizeof *s);
     if (!s)
@@ -35,7 +35,7 @@ int ag_webp_sink_create(ag_webp_sink **out, int width, int height, ag_error *err
         ag_free(s);
         return ag_error_set(err, AG_E_INTERNAL, "libwebp version mismatch");
     }
-    options.anim_params.loop_count = 0;
+    options.anim_params.loop_count = plays;
     options.allow_mixed = 0;
     s->config.quality = WEBP_QUALITY;
     s->config.method = 4;

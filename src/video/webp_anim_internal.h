@@ -9,7 +9,8 @@
 
 typedef struct ag_webp_sink ag_webp_sink;
 
-int ag_webp_sink_create(ag_webp_sink **out, int width, int height, ag_error *err);
+/* `plays`: the loop count, 0 = forever. */
+int ag_webp_sink_create(ag_webp_sink **out, int width, int height, int plays, ag_error *err);
 /* One frame, (height, width, 3) RGB rows `stride` bytes apart, shown from timestamp_ms. */
 int ag_webp_sink_add(ag_webp_sink *s, const uint8_t *rgb, int stride, int64_t timestamp_ms,
                      ag_error *err);
