@@ -793,7 +793,7 @@ static int raw_type_ok(const char *ct) {
     if (!ct || !ct[0])
         return 1;
     return !strncasecmp(ct, "video/", 6) || !strncasecmp(ct, "application/octet-stream", 24) ||
-           !strncasecmp(ct, "image/gif", 9);
+           !strncasecmp(ct, "image/gif", 9) || !strncasecmp(ct, "image/webp", 10);
 }
 
 static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r) {
@@ -815,7 +815,8 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
             return reply_error(conn, r, e.status, e.code, "%s", e.message);
     } else if (!raw_type_ok(ct)) {
         return reply_error(conn, r, 415, "unsupported_media_type",
-                           "Content-Type '%.60s' is not a video: send the bytes as video/* or "
+                           "Content-Type '%.60s' is not a video: send the bytes as video/*, "
+                           "image/gif, image/webp or "
                            "application/octet-stream, or as multipart/form-data field 'video'",
                            ct);
     }

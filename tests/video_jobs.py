@@ -168,6 +168,28 @@ def multipart_webm():
 
 
 @test
+def animated_webp_to_gif():
+    s = server()
+    status, _, doc = submit(s, clip("anim.webp"), "?max_side=64&format=gif", "image/webp")
+    check(status == 202 and doc["frames_total"] == 25, "status %d: %s" % (status, doc))
+    status, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "done" and done["frames_done"] == 25, str(done))
+    status, headers, payload = s.request("GET", done["result_url"])
+    check(status == 200 and headers["content-type"] == "image/gif", str(headers))
+    path = os.path.join(TMP, "job.gif")
+    with open(path, "wb") as f:
+        f.write(payload)
+    check(frame_count(path) == "25", "frames %s" % frame_count(path))
+    check(ffprobe(path, "-show_entries", "stream=width,height", "-of", "csv=s=x:p=0") == "64x48",
+          "size")
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    status, _, doc = submit(s, clip(os.path.join("bad", "huge.webp")), "", "image/webp")
+    error_of(status, doc, 413, "too_large")
+    status, _, doc = submit(s, clip(os.path.join("bad", "truncated.webp")), "", "image/webp")
+    error_of(status, doc, 422, "undecodable_video")
+
+
+@test
 def bad_inputs():
     s = server()
     before = spool_files()

@@ -10,6 +10,10 @@
 #   pcm.mov         H.264 + PCM audio (cannot be copied into MP4: re-encoded to AAC)
 #   long.mp4        H.264, 25 fps, 8 s, for interrupting
 #   anim.gif        an animated GIF, 10 frames
+#   anim.webp       an animated WebP (lossless, ffmpeg's libwebp_anim), 25 frames of a pan
+#                   lasting 40, 80 and 20 ms, played 3 times
+#   anim_vfr.gif    the same frames as an animated GIF (4, 8 and 2 cs), repeated 2 times
+#   bad/truncated.webp, bad/huge.webp (canvas patched to 50000x50000)
 #   bad/empty.mp4, bad/truncated.mp4, bad/audio_only.mp4, bad/huge.mkv (header says
 #   50000x50000), bad/ten_hours.mkv (header says 10 h), bad/unknown_codec.mkv, bad/jpeg.mp4
 set -eu
@@ -59,6 +63,15 @@ ff -f lavfi -i "testsrc2=size=128x96:rate=25:duration=8" -f lavfi -i "$(sine 8)"
     $x264 -c:a aac -shortest "$dir/long.mp4"
 ff -f lavfi -i "testsrc2=size=96x64:rate=10:duration=1" -vf "split[a][b];[a]palettegen[p];[b][p]paletteuse" \
     "$dir/anim.gif"
+# Animations with variable frame durations: a pan at 50 fps (one pixel a frame, so no two
+# frames are alike and no encoder merges them) thinned to 40, 80, then 20 ms frames.
+ff -loop 1 -framerate 50 -t 1 -i "$pan_src" -vf "scale=192:-2,crop=128:96:x='t*50':y='10+t*5',\
+select='if(lt(n,20),not(mod(n,2)),if(lt(n,40),not(mod(n,4)),1))'" -fps_mode passthrough \
+    -c:v ffv1 "$dir/pan_vfr.mkv"
+ff -i "$dir/pan_vfr.mkv" -fps_mode passthrough -c:v libwebp_anim -lossless 1 -loop 3 "$dir/anim.webp"
+ff -i "$dir/pan_vfr.mkv" -vf "split[a][b];[a]palettegen[p];[b][p]paletteuse" -fps_mode passthrough \
+    -loop 2 "$dir/anim_vfr.gif"
+rm -f "$dir/pan_vfr.mkv"
 
 # ---- bad inputs --------------------------------------------------------------------------
 : >"$dir/bad/empty.mp4"
@@ -89,3 +102,15 @@ open(d + "/ten_hours.mkv", "wb").write(long_)
 open(d + "/unknown_codec.mkv", "wb").write(patch(base, b"V_MPEG4/ISO/AVC", b"V_MPEG4/ISO/XYZ"))
 EOF
 rm -f "$dir/bad/base.mkv"
+size=$(wc -c <"$dir/anim.webp")
+head -c $((size / 2)) "$dir/anim.webp" >"$dir/bad/truncated.webp"
+# The VP8X chunk's canvas (24-bit width-1 and height-1 at bytes 24 and 27) says 50000x50000.
+python3 - "$dir" <<'EOF'
+import sys
+d = sys.argv[1]
+data = bytearray(open(d + "/anim.webp", "rb").read())
+assert data[12:16] == b"VP8X"
+data[24:27] = (50000 - 1).to_bytes(3, "little")
+data[27:30] = (50000 - 1).to_bytes(3, "little")
+open(d + "/bad/huge.webp", "wb").write(bytes(data))
+EOF
