@@ -30,4 +30,4 @@ if [ ! -d tests/browser/node_modules/playwright-core ]; then
         exit 1
     fi
 fi
-exec node tests/browser/page_test.js
+exec node tests/browser/page_test.js "$@"

@@ -4,6 +4,7 @@
 // beyond this server: the Content-Security-Policy forbids it anyway.
 // A video (when the server runs video jobs) goes to POST /api/v1/jobs instead: the page polls
 // GET /api/v1/jobs/ID for the frames done, then plays the result and offers it for download.
+// An animated GIF or WebP is a video too: it can come back as an animated GIF or WebP.
 "use strict";
 
 (function () {
@@ -18,7 +19,7 @@
     before2: $("before2"), after2: $("after2"), timing: $("timing"),
     download: $("download"), again: $("again"),
     viewSlider: $("view-slider"), viewSide: $("view-side"),
-    progress: $("progress"), videoResult: $("video-result"), video: $("video"),
+    progress: $("progress"), videoResult: $("video-result"), video: $("video"), anim: $("anim"),
     videoInfo: $("video-info"), videoDownload: $("video-download"), videoAgain: $("video-again"),
   };
 
@@ -146,10 +147,29 @@
   const looksLikeVideo = (file) =>
     (file.type && file.type.startsWith("video/")) || /\.(mp4|m4v|mov|mkv|webm|avi)$/i.test(file.name || "");
 
-  // The "Save as" choices follow the kind of file: pictures or video containers.
-  function setFormats(video) {
-    const wanted = video ? [["mp4", "MP4 (H.264)"], ["webm", "WebM (VP9)"]]
-                         : [["png", "PNG"], ["jpeg", "JPEG"], ["webp", "WebP"]];
+  // An animated GIF (its NETSCAPE loop block, or a second frame's control block) or an
+  // animated WebP (the animation flag of its VP8X chunk), from the first 64 KiB.
+  async function looksAnimated(file) {
+    if (!/^image\/(gif|webp)$/.test(file.type || "") && !/\.(gif|webp)$/i.test(file.name || "")) return false;
+    const b = new Uint8Array(await file.slice(0, 65536).arrayBuffer());
+    const text = (from, n) => String.fromCharCode(...b.subarray(from, from + n));
+    if (text(0, 4) === "RIFF" && text(8, 8) === "WEBPVP8X") return (b[20] & 2) !== 0;
+    if (text(0, 4) !== "GIF8") return false;
+    let controls = 0;
+    for (let i = 0; i + 11 < b.length; i++) {
+      if (b[i] === 0x21 && b[i + 1] === 0xff && text(i + 3, 11) === "NETSCAPE2.0") return true;
+      if (b[i] === 0x21 && b[i + 1] === 0xf9 && b[i + 2] === 4 && ++controls > 1) return true;
+    }
+    return false;
+  }
+
+  // The "Save as" choices follow the kind of file: pictures, video containers, animations.
+  function setFormats(video, animation) {
+    const animations = [["gif", "GIF (animated)"], ["webp", "WebP (animated)"]];
+    const videos = [["mp4", "MP4 (H.264)"], ["webm", "WebM (VP9)"]];
+    const wanted = animation ? animations.concat(videos)
+                 : video ? videos.concat(animations)
+                 : [["png", "PNG"], ["jpeg", "JPEG"], ["webp", "WebP"]];
     if (el.format.options[0] && el.format.options[0].value === wanted[0][0]) return;
     el.format.textContent = "";
     for (const [value, label] of wanted) {
@@ -160,10 +180,11 @@
     }
   }
 
-  function choose(file) {
+  async function choose(file) {
     showError("");
     if (!file) return;
-    if (looksLikeVideo(file)) {
+    const animation = !looksLikeVideo(file) && videoJobs !== null && (await looksAnimated(file));
+    if (animation || looksLikeVideo(file)) {
       if (!videoJobs) {
         showError("This server converts photos only. Pick a JPEG, PNG or WebP photo.");
         return;
@@ -174,21 +195,21 @@
       }
       isVideo = true;
       photo = file;
-      setFormats(true);
+      setFormats(true, animation);
       el.previewBox.hidden = true;
       el.dropEmpty.hidden = false;
       el.portrait.disabled = true;
       el.paste.disabled = true;
       faceList = null;
       drawFaces();
-      setStatus("ready", `${file.name || "video"} · ${mb(file.size)} · video`);
+      setStatus("ready", `${file.name || "video"} · ${mb(file.size)} · ${animation ? "animation" : "video"}`);
       updateButton();
       return;
     }
     isVideo = false;
     el.portrait.disabled = false;
     el.paste.disabled = false;
-    setFormats(false);
+    setFormats(false, false);
     if (file.size > maxUploadBytes) {
       showError(`That photo is too large (${mb(file.size)}; the limit is ${mb(maxUploadBytes)}). Try a smaller one.`);
       return;
@@ -332,7 +353,7 @@
     const started = performance.now();
     const xhr = new XMLHttpRequest();
     xhr.open("POST", "/api/v1/jobs?" + params.toString());
-    xhr.setRequestHeader("Content-Type", photo.type && photo.type.startsWith("video/") ? photo.type : "application/octet-stream");
+    xhr.setRequestHeader("Content-Type", /^(video\/|image\/(gif|webp)$)/.test(photo.type || "") ? photo.type : "application/octet-stream");
     const fail = (text) => {
       busy = false;
       updateButton();
@@ -402,7 +423,16 @@
   function showVideo(blob, format, job) {
     if (videoUrl) URL.revokeObjectURL(videoUrl);
     videoUrl = URL.createObjectURL(blob);
-    el.video.src = videoUrl;
+    const animation = format === "gif" || format === "webp"; // shown by an <img>, not a player
+    el.video.hidden = animation;
+    el.anim.hidden = !animation;
+    if (animation) {
+      el.video.removeAttribute("src");
+      el.anim.src = videoUrl;
+    } else {
+      el.anim.removeAttribute("src");
+      el.video.src = videoUrl;
+    }
     const base = (photo.name || "video").replace(/\.[^.]*$/, "");
     el.videoDownload.href = videoUrl;
     el.videoDownload.download = `${base}-anime.${format}`;

@@ -174,7 +174,7 @@ static int drain_graph(ag_gif_sink *s, ag_error *err) {
 int ag_gif_sink_add(ag_gif_sink *s, const uint8_t *rgb, int stride, int64_t pts, ag_error *err) {
     int64_t cs = av_rescale_q(pts, s->in_tb, centiseconds);
     if (s->last_cs >= 0 && cs < s->last_cs + GIF_MIN_DELAY_CS)
-        return 0; /* would show for under 2 cs: left out (see the top of the file) */
+        return 1; /* would show for under 2 cs: left out (see the top of the file) */
     AVFrame *f = av_frame_alloc();
     if (!f)
         return ag_error_set(err, AG_E_NOMEM, "out of memory for a GIF frame");

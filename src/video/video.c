@@ -501,10 +501,12 @@ static int writer_animation(pipeline *p, const frame_slot *slot) {
         p->last_out_end = end;
     const uint8_t *rgb = slot->image.pixels;
     int stride = slot->image.width * 3;
-    if (p->webp ? ag_webp_sink_add(p->webp, rgb, stride, to_ms(p, slot->pts), &err)
-                : ag_gif_sink_add(p->gif, rgb, stride, slot->pts, &err))
+    int rc = p->webp ? ag_webp_sink_add(p->webp, rgb, stride, to_ms(p, slot->pts), &err)
+                     : ag_gif_sink_add(p->gif, rgb, stride, slot->pts, &err);
+    if (rc < 0)
         return pipeline_fail(p, &err);
-    p->frames_written++;
+    if (rc == 0) /* 1: a GIF frame left out, shorter than GIF can show */
+        p->frames_written++;
     return 0;
 }
 

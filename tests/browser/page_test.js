@@ -3,8 +3,9 @@
 // checks the result image (size, and pixels equal to `animegan convert`), the queued and
 // busy states, plain-words errors, the portrait toggle, no external requests, and a phone
 // viewport; a short video clip (tools/make_test_clips.sh) through the video jobs, with the
-// progress bar, the player and the download. Prints "PASS name" / "FAIL name" and
-// "N passed, N failed".
+// progress bar, the player and the download; an animated WebP made into an animated GIF.
+// Prints "PASS name" / "FAIL name" and "N passed, N failed". An argument runs only the tests
+// whose name contains it.
 "use strict";
 
 const { chromium } = require("playwright-core");
@@ -314,6 +315,22 @@ async function main() {
       check((await page.getAttribute("#video-download", "download")) === "bt709_full-anime.webm", "download name");
       check((await page.textContent("#video-info")).includes("10 frames"), "info line: " + (await page.textContent("#video-info")));
     }],
+    ["animation_through_page", async () => {
+      // An animated WebP is a video to the page: GIF offered first, the result in an <img>.
+      await page.goto(base + "/");
+      await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.setInputFiles("#file", path.join(clips, "anim.webp"));
+      await pageWait(page, () => document.getElementById("status").dataset.state === "ready" &&
+                     document.getElementById("format").value === "gif", 10000, "animation chosen");
+      await page.click("#go");
+      await page.waitForSelector("#status[data-state='done']", { timeout: 600000 });
+      check(await page.isHidden("#video"), "a player for a GIF");
+      await pageWait(page, () => document.getElementById("anim").naturalWidth > 0, 20000, "animated result");
+      const size = await page.evaluate(() => [document.getElementById("anim").naturalWidth, document.getElementById("anim").naturalHeight]);
+      check(size[0] === 128 && size[1] === 96, "animation size " + size);
+      check((await page.getAttribute("#video-download", "download")) === "anim-anime.gif", "download name");
+      check((await page.textContent("#video-info")).includes("25 frames"), "info line: " + (await page.textContent("#video-info")));
+    }],
     ["faces_boxes_pick_and_paste", async () => {
       // Two faces: boxes over the preview; the second one picked for the portrait (face=2);
       // then the paste-back mode returns the whole photo.
@@ -363,7 +380,9 @@ async function main() {
     }],
   ];
 
+  const only = process.argv[2] || "";
   for (const [name, fn] of tests) {
+    if (!name.includes(only)) continue;
     const t0 = Date.now();
     try {
       await fn();
