@@ -425,10 +425,9 @@ static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
     *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
     if (rc == AG_OK && gr->banded) {
         size_t band = band_input_bytes(e, gi, x->band_rows);
-        *band_max = band > *band_max ? band : *band_max;
-        if (gr->int8) /* the quantised copy: a byte per f32 */
-            e->band_u8_bytes =
-                band / sizeof(float) > e->band_u8_bytes ? band / sizeof(float) : e->band_u8_bytes;
+        size_t *max = gr->int8 ? &e->band_u8_bytes : band_max;
+        band = gr->int8 ? band / sizeof(float) : band; /* a u8 band: a byte per value */
+        *max = band > *max ? band : *max;
     }
     return rc;
 }
@@ -778,8 +777,9 @@ static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_err
 /* ---- run: int8 convs -------------------------------------------------------------------- */
 
 /*
- * run_conv for an int8 group: the band is built in fp32 as there, quantised to u8 with this
- * image's (scale, zero) of the source's range, and convolved into dst = y / x_scale (f32).
+ * run_conv for an int8 group: the band is built as there but written as u8, quantised in
+ * the same pass with this image's (scale, zero) of the source's range, and convolved into
+ * dst = y / x_scale (f32).
  * y_scale = x_scale goes into the affine its readers apply: a LayerNorm's is scale-invariant
  * (its eps taken as eps / x_scale^2), the other norms' moments are rescaled, a plain chain
  * multiplies by it; materialising applies it, so whole-map readers see real units.
@@ -792,7 +792,6 @@ static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, void *scratch, a
     int layer_norm = gr->norm >= 0 && g->nodes[gr->norm].op == AG_OP_LAYER_NORM;
     size_t out_row = (size_t)x->out.w * x->out.c;
     float *y = y_map(e, gi);
-    float *band = ag_engine_buffer(e, e->band_id);
     uint8_t *band_u8 = ag_engine_buffer(e, e->band_u8_id);
     ag_band_source src = band_source(e, gi, io);
     float lo, hi;
@@ -804,8 +803,8 @@ static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, void *scratch, a
         int first = b * x->band_rows, rows = x->band_rows;
         if (first + rows > x->out.h) /* the last band, moved up; see create_conv */
             first = x->out.h - rows;
-        ag_fused_band_stats_u8(band, band_u8, q.x_scale, q.x_zero, &src, first * head->stride,
-                               in_rows, &pending, e->threads);
+        ag_fused_band_stats_u8(band_u8, q.x_scale, q.x_zero, &src, first * head->stride, in_rows,
+                               &pending, e->threads);
         pending.rows = 0;
         ag_dnnl_int8_conv_bind(x->conv8, band_u8, y + first * out_row,
                                e->weights + x->weight_offset, scratch);

@@ -53,7 +53,12 @@ static long first_diff(const void *a, const void *b, size_t bytes) {
     return -1;
 }
 
-/* One band of each kind, C channels, fp32 or bf16, through `ops`, into out. */
+/* The u8 band of run_band's mode 2: this scale and zero point. */
+#define U8_SCALE 0.011f
+#define U8_ZERO 97
+
+/* One band of each kind, C channels, fp32 (bf16 0), bf16 (1) or a u8 band from fp32 (2),
+ * through `ops`, into out. */
 typedef struct band_case {
     int kind, bf16, H, W, C, first, rows;
     ag_pad pad;
@@ -65,7 +70,7 @@ static int run_band(const ag_fused_ops *ops, const band_case *k, void *out, size
     size_t n = (size_t)k->H * k->W * k->C;
     int HI = (k->H + 1) / 2, WI = (k->W + 1) / 2;
     size_t ni = (size_t)HI * WI * k->C;
-    size_t esz = k->bf16 ? 2 : 4, big = n > ni ? n : ni;
+    size_t esz = k->bf16 == 1 ? 2 : 4, big = n > ni ? n : ni;
     float *x = ag_malloc(big * 4), *res = ag_malloc(n * 4), *a = ag_malloc(ni * 4);
     void *xv = ag_malloc(big * esz), *resv = ag_malloc(n * esz), *av = ag_malloc(ni * esz);
     float *scale = ag_malloc((size_t)k->C * 4), *shift = ag_malloc((size_t)k->C * 4);
@@ -77,7 +82,7 @@ static int run_band(const ag_fused_ops *ops, const band_case *k, void *out, size
     fill(scale, (size_t)k->C, 1.0f), fill(shift, (size_t)k->C, 0.0f);
     for (size_t i = 0; i < (size_t)k->H * k->W * 4; i++)
         u8[i] = (uint8_t)(rand_uniform() * 127.0f + 128.0f);
-    if (k->bf16) {
+    if (k->bf16 == 1) {
         for (size_t i = 0; i < big; i++)
             ((uint16_t *)xv)[i] = to_bf16(x[i]);
         for (size_t i = 0; i < n; i++)
@@ -90,7 +95,7 @@ static int run_band(const ag_fused_ops *ops, const band_case *k, void *out, size
     ag_resize_taps(ty, HI, k->H, AG_RESIZE_ASYMMETRIC);
     ag_resize_taps(tx, WI, k->W, AG_RESIZE_ASYMMETRIC);
     ag_band_source s = {.kind = (ag_band_kind)k->kind,
-                        .bf16 = k->bf16,
+                        .bf16 = k->bf16 == 1,
                         .H = k->H,
                         .W = k->W,
                         .C = k->kind == AG_BAND_IMAGE ? 3 : k->C,
@@ -110,7 +115,10 @@ static int run_band(const ag_fused_ops *ops, const band_case *k, void *out, size
                         .row_taps = ty,
                         .col_taps = tx};
     memset(out, 0xa5, out_bytes);
-    ops->band(out, &s, k->first, k->rows, 2);
+    if (k->bf16 == 2)
+        ops->band_stats_u8(out, U8_SCALE, U8_ZERO, &s, k->first, k->rows, NULL, 2);
+    else
+        ops->band(out, &s, k->first, k->rows, 2);
     ag_free(x), ag_free(res), ag_free(a), ag_free(xv), ag_free(resv), ag_free(av);
     ag_free(scale), ag_free(shift), ag_free(u8), ag_free(ty), ag_free(tx);
     return 0;
@@ -126,7 +134,7 @@ static int test_bands_equal_across_variants(void) {
     static const int channels[] = {3, 16, 20, 48, 64, 128};
     int cases = 0;
     for (int kind = AG_BAND_IMAGE; kind <= AG_BAND_RESIZE; kind++)
-        for (int bf16 = 0; bf16 <= 1; bf16++)
+        for (int bf16 = 0; bf16 <= 2; bf16++) /* fp32, bf16, u8 */
             for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++) {
                 int C = kind == AG_BAND_IMAGE ? 3 : channels[ci];
                 if (kind == AG_BAND_IMAGE && ci > 1)
@@ -144,8 +152,10 @@ static int test_bands_equal_across_variants(void) {
                                .residual = (int)ci % 2,
                                .zero_pad = ci == 2 || (bf16 && ci == 5)};
                 int Cb = kind == AG_BAND_IMAGE ? 3 : C;
-                size_t bytes =
-                    (size_t)k.rows * (k.W + k.pad.left + k.pad.right) * Cb * (bf16 ? 2 : 4);
+                size_t bytes = (size_t)k.rows * (k.W + k.pad.left + k.pad.right) * Cb *
+                               (bf16 == 2 ? 1
+                                : bf16    ? 2
+                                          : 4);
                 void *ref = ag_malloc(bytes), *got = ag_malloc(bytes);
                 run_band(v[0], &k, ref, bytes);
                 for (int i = 1; i < nv; i++) {
@@ -161,6 +171,50 @@ static int test_bands_equal_across_variants(void) {
                 cases++;
             }
     printf("  %d band cases, bit-identical\n", cases);
+    return 0;
+}
+
+/* int8: each variant's u8 band (quantised in registers as it is built) is exactly its fp32
+ * band quantised afterwards, zero padding included (the zero point): every kind, channel
+ * counts with and without a vector tail, values clamped at both ends. */
+static int test_u8_band_is_quantised_f32_band(void) {
+    const ag_fused_ops *v[3];
+    int nv = variants(v), cases = 0;
+    static const int channels[] = {3, 16, 20, 64};
+    float inv = 1.0f / U8_SCALE, zero_half = (float)U8_ZERO + 0.5f;
+    for (int i = 0; i < nv; i++)
+        for (int kind = AG_BAND_IMAGE; kind <= AG_BAND_RESIZE; kind++)
+            for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++) {
+                int C = kind == AG_BAND_IMAGE ? 3 : channels[ci];
+                band_case k = {.kind = kind,
+                               .H = 9,
+                               .W = 13,
+                               .C = kind == AG_BAND_IMAGE ? (ci % 2 ? 4 : 3) : C,
+                               .first = 0,
+                               .rows = 11,
+                               .pad = {1, 1, 2, 1},
+                               .pre = AG_LRELU_SLOPE,
+                               .post = ci % 2 ? AG_LRELU_SLOPE : 1.0f,
+                               .residual = (int)ci % 2,
+                               .zero_pad = ci >= 2};
+                size_t n = (size_t)k.rows * (k.W + k.pad.left + k.pad.right) * C;
+                float *f32 = ag_malloc(n * 4);
+                uint8_t *u8 = ag_malloc(n);
+                run_band(v[i], &k, f32, n * 4);
+                k.bf16 = 2;
+                run_band(v[i], &k, u8, n);
+                long bad = -1;
+                for (size_t j = 0; j < n && bad < 0; j++) {
+                    float t = f32[j] * inv + zero_half;
+                    t = t < 0.0f ? 0.0f : t > 255.0f ? 255.0f : t;
+                    bad = u8[j] == (uint8_t)(int)t ? -1 : (long)j;
+                }
+                ag_free(f32), ag_free(u8);
+                CHECK_MSG(bad < 0, "%s: kind %d C %d: u8 band differs at %ld", v[i]->isa, kind, C,
+                          bad);
+                cases++;
+            }
+    printf("  %d u8 band cases equal the quantised fp32 bands\n", cases);
     return 0;
 }
 
@@ -287,6 +341,6 @@ static int test_forced_isa_in_child(void) {
     return 0;
 }
 
-TEST_MAIN(TEST(test_bands_equal_across_variants), TEST(test_stats_and_output_equal),
-          TEST(test_generator_equal_across_variants), TEST(test_active_is_cpu_isa),
-          TEST(test_forced_isa_in_child))
+TEST_MAIN(TEST(test_bands_equal_across_variants), TEST(test_u8_band_is_quantised_f32_band),
+          TEST(test_stats_and_output_equal), TEST(test_generator_equal_across_variants),
+          TEST(test_active_is_cpu_isa), TEST(test_forced_isa_in_child))

@@ -62,14 +62,43 @@ typedef uint16_t v16h __attribute__((vector_size(32), aligned(2)));
 #define vleaky(z, slope)                                                                           \
     ((v16f)(((v16i)(z) & ~((z) < 0.0f)) | ((v16i)((z) * (slope)) & ((z) < 0.0f))))
 
+/* The quantisation of a u8 band: u8 = clamp(v * inv + zero + 0.5, 0, 255) truncated (round
+ * half up, which the kernels' half-even differs from only at exact halves). */
+typedef struct band_quant {
+    float inv, zero_half; /* 1 / scale, zero + 0.5 */
+    uint8_t zero;         /* the u8 of a real 0 (zero padding) */
+} band_quant;
+
+typedef uint8_t v16b __attribute__((vector_size(16), aligned(1)));
+#define vmin(a, b) ((v16f)(((v16i)(a) & ((a) < (b))) | ((v16i)(b) & ~((a) < (b)))))
+#define vmax(a, b) ((v16f)(((v16i)(a) & ((a) > (b))) | ((v16i)(b) & ~((a) > (b)))))
+
+static inline uint8_t quant_u8(float v, band_quant q) {
+    float t = v * q.inv + q.zero_half;
+    t = t < 0.0f ? 0.0f : t;
+    t = t > 255.0f ? 255.0f : t;
+    return (uint8_t)(int)t;
+}
+
+#define vstore_u8(p, v, q)                                                                         \
+    do {                                                                                           \
+        v16f t_ =                                                                                  \
+            vmin(vmax((v)*vsplat((q).inv) + vsplat((q).zero_half), vsplat(0.0f)), vsplat(255.0f)); \
+        v16b b_ = __builtin_convertvector(__builtin_convertvector(t_, v16i), v16b);                \
+        memcpy((p), &b_, sizeof b_);                                                               \
+    } while (0)
+
+#define AG_ROWS_MOMENTS
 #define T float
+#define TO float
 #define SFX f32
 #define LOAD(p, i) ((p)[i])
-#define STORE(p, i, v) ((p)[i] = (v))
+#define STORE(p, i, v, q) ((void)(q), (p)[i] = (v))
 #define VLOAD vload_f32
-#define VSTORE vstore_f32
+#define VSTORE(p, v, q) vstore_f32(p, v)
 #include "fused_rows.inc"
 #undef T
+#undef TO
 #undef SFX
 #undef LOAD
 #undef STORE
@@ -77,13 +106,33 @@ typedef uint16_t v16h __attribute__((vector_size(32), aligned(2)));
 #undef VSTORE
 
 #define T uint16_t
+#define TO uint16_t
 #define SFX bf16
 #define LOAD(p, i) bf16_load((p), (i))
-#define STORE(p, i, v) bf16_store((p), (i), (v))
+#define STORE(p, i, v, q) ((void)(q), bf16_store((p), (i), (v)))
 #define VLOAD vload_bf16
-#define VSTORE vstore_bf16
+#define VSTORE(p, v, q) vstore_bf16(p, v)
 #include "fused_rows.inc"
 #undef T
+#undef TO
+#undef SFX
+#undef LOAD
+#undef STORE
+#undef VLOAD
+#undef VSTORE
+#undef AG_ROWS_MOMENTS
+
+/* int8: fp32 sources, u8 bands quantised in registers (no fp32 band). */
+#define T float
+#define TO uint8_t
+#define SFX u8
+#define LOAD(p, i) ((p)[i])
+#define STORE(p, i, v, q) ((p)[i] = quant_u8((v), (q)))
+#define VLOAD vload_f32
+#define VSTORE vstore_u8
+#include "fused_rows.inc"
+#undef T
+#undef TO
 #undef SFX
 #undef LOAD
 #undef STORE
@@ -135,19 +184,22 @@ static inline int reflect(int i, int n) {
     return i;
 }
 
-static void band_row(void *out, const ag_band_source *s, int first, int i) {
+/* Row i of a band from `first`: fp32 or bf16 (s->bf16), or u8 with q when `u8`. */
+static void band_row(void *out, const ag_band_source *s, int first, int i, int u8, band_quant q) {
     size_t row_elems = (size_t)(s->W + s->pad.left + s->pad.right) * s->C;
+    size_t elem = u8 ? 1 : s->bf16 ? 2 : 4;
     int y = first + i - s->pad.top;
     if (s->zero_pad && (y < 0 || y >= s->H)) {
-        memset((uint8_t *)out + (size_t)i * row_elems * (s->bf16 ? 2 : 4), 0,
-               row_elems * (s->bf16 ? 2 : 4));
+        memset((uint8_t *)out + (size_t)i * row_elems * elem, u8 ? q.zero : 0, row_elems * elem);
         return;
     }
     y = reflect(y, s->H);
-    if (s->bf16)
-        band_row_bf16((uint16_t *)out + (size_t)i * row_elems, s, y);
+    if (u8)
+        band_row_u8((uint8_t *)out + (size_t)i * row_elems, s, y, q);
+    else if (s->bf16)
+        band_row_bf16((uint16_t *)out + (size_t)i * row_elems, s, y, q);
     else
-        band_row_f32((float *)out + (size_t)i * row_elems, s, y);
+        band_row_f32((float *)out + (size_t)i * row_elems, s, y, q);
 }
 
 static void stats_row(const ag_stats_rows *t, int r) {
@@ -159,10 +211,12 @@ static void stats_row(const ag_stats_rows *t, int r) {
                         &t->partials[2 * r + 1]);
 }
 
+static const band_quant no_quant = {1.0f, 0.0f, 0};
+
 void ag_fused_band(void *out, const ag_band_source *s, int first, int rows, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int i = 0; i < rows; i++)
-        band_row(out, s, first, i);
+        band_row(out, s, first, i, 0, no_quant);
 }
 
 void ag_fused_band_stats(void *out, const ag_band_source *s, int first, int rows,
@@ -175,7 +229,7 @@ void ag_fused_band_stats(void *out, const ag_band_source *s, int first, int rows
             stats_row(t, t->first + r);
 #pragma omp for schedule(static)
         for (int i = 0; i < band_rows; i++)
-            band_row(out, s, first, i);
+            band_row(out, s, first, i, 0, no_quant);
     }
 }
 
@@ -201,10 +255,6 @@ void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int b
 static inline float range_lrelu(float v, float slope) {
     return v < 0.0f ? v * slope : v;
 }
-
-#define vmin(a, b) ((v16f)(((v16i)(a) & ((a) < (b))) | ((v16i)(b) & ~((a) < (b)))))
-#define vmax(a, b) ((v16f)(((v16i)(a) & ((a) > (b))) | ((v16i)(b) & ~((a) > (b)))))
-typedef uint8_t v16b __attribute__((vector_size(16), aligned(1)));
 
 /* Per-channel minimum and maximum over W pixels of C fp32 channels, the chain applied as
  * band_row applies it (scale NULL: none; residual r or NULL); lo and hi hold C entries.
@@ -271,41 +321,18 @@ void ag_fused_range(const ag_band_source *s, float *lo_out, float *hi_out, int t
     *lo_out = lo, *hi_out = hi;
 }
 
-/* u8 of n fp32 values: round(v / scale) + zero clamped to 0..255 (v * inv + zero + 0.5,
- * clamped, truncated: round half up, which the kernels' half-even differs from only at
- * exact halves). */
-static AG_HOT void quantize_row(uint8_t *out, const float *in, size_t n, float inv, float zero) {
-    v16f vinv = vsplat(inv), vz = vsplat(zero + 0.5f), v0 = vsplat(0.0f), v255 = vsplat(255.0f);
-    size_t vec_n = n - n % 16;
-    for (size_t i = 0; i < vec_n; i += 16) {
-        v16f v = vmin(vmax(vload_f32(in + i) * vinv + vz, v0), v255);
-        v16b b = __builtin_convertvector(__builtin_convertvector(v, v16i), v16b);
-        memcpy(out + i, &b, sizeof b);
-    }
-    for (size_t i = vec_n; i < n; i++) {
-        float v = in[i] * inv + zero + 0.5f;
-        v = v < 0.0f ? 0.0f : v;
-        v = v > 255.0f ? 255.0f : v;
-        out[i] = (uint8_t)(int)v;
-    }
-}
-
-void ag_fused_band_stats_u8(float *out, uint8_t *out_u8, float scale, int32_t zero,
-                            const ag_band_source *s, int first, int rows, const ag_stats_rows *t,
-                            int threads) {
+void ag_fused_band_stats_u8(uint8_t *out, float scale, int32_t zero, const ag_band_source *s,
+                            int first, int rows, const ag_stats_rows *t, int threads) {
     int stat_rows = t ? t->rows : 0;
-    size_t row_n = (size_t)(s->W + s->pad.left + s->pad.right) * s->C;
-    float inv = 1.0f / scale, z = (float)zero;
+    band_quant q = {1.0f / scale, (float)zero + 0.5f, (uint8_t)zero};
 #pragma omp parallel num_threads(threads)
     {
 #pragma omp for schedule(static) nowait
         for (int r = 0; r < stat_rows; r++)
             stats_row(t, t->first + r);
 #pragma omp for schedule(static)
-        for (int i = 0; i < rows; i++) {
-            band_row(out, s, first, i);
-            quantize_row(out_u8 + (size_t)i * row_n, out + (size_t)i * row_n, row_n, inv, z);
-        }
+        for (int i = 0; i < rows; i++)
+            band_row(out, s, first, i, 1, q);
     }
 }
 

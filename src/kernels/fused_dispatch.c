@@ -78,11 +78,9 @@ void ag_fused_range(const ag_band_source *src, float *lo, float *hi, int threads
     ag_fused_ops_active()->range(src, lo, hi, threads);
 }
 
-void ag_fused_band_stats_u8(float *out, uint8_t *out_u8, float scale, int32_t zero,
-                            const ag_band_source *src, int first, int rows,
-                            const ag_stats_rows *stats, int threads) {
-    ag_fused_ops_active()->band_stats_u8(out, out_u8, scale, zero, src, first, rows, stats,
-                                         threads);
+void ag_fused_band_stats_u8(uint8_t *out, float scale, int32_t zero, const ag_band_source *src,
+                            int first, int rows, const ag_stats_rows *stats, int threads) {
+    ag_fused_ops_active()->band_stats_u8(out, scale, zero, src, first, rows, stats, threads);
 }
 
 /* Scalar: the same in every variant, so no table lookup per value. */

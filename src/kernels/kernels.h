@@ -174,11 +174,11 @@ void ag_fused_band_stats(void *out, const ag_band_source *src, int first, int ro
  */
 void ag_fused_range(const ag_band_source *src, float *lo, float *hi, int threads);
 
-/* ag_fused_band_stats (fp32 band into `out`) with each band row also quantised, while in
- * cache, into out_u8 (same layout, a byte per value): round(v / scale) + zero in 0..255. */
-void ag_fused_band_stats_u8(float *out, uint8_t *out_u8, float scale, int32_t zero,
-                            const ag_band_source *src, int first, int rows,
-                            const ag_stats_rows *stats, int threads);
+/* ag_fused_band_stats with a u8 band (fp32 sources only): each value is quantised in
+ * registers as the row is built, round(v / scale) + zero clamped to 0..255, a byte per
+ * value in the layout of the fp32 band; no fp32 band is written. */
+void ag_fused_band_stats_u8(uint8_t *out, float scale, int32_t zero, const ag_band_source *src,
+                            int first, int rows, const ag_stats_rows *stats, int threads);
 
 /* [tanh of] y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
