@@ -180,20 +180,23 @@ static void plan_liveness(ag_engine *e, const lowering *lw) {
     }
 }
 
-/* Per-channel affine arrays of every group: their size depends on the channels only, so
- * they are allocated once with the lowering, not per image size. */
+/* Per-channel affine arrays of every group (and int8's value ranges): their size depends on
+ * the channels only, so they are allocated once with the lowering, not per image size. */
 static int alloc_affines(ag_engine *e, ag_error *err) {
     const ag_graph *g = &e->model->graph;
-    size_t total = 0;
+    size_t total = 0, per_c = e->int8 ? 4 : 2;
     for (int gi = 0; gi < e->group_count; gi++)
-        total += 2 * (size_t)g->nodes[e->groups[gi].head].out_c;
+        total += per_c * (size_t)g->nodes[e->groups[gi].head].out_c;
     float *cursor = e->affine_block = ag_malloc(sizeof(float) * (total ? total : 1));
     if (!cursor)
         return ag_error_set(err, AG_E_NOMEM, "out of memory");
     for (int gi = 0; gi < e->group_count; gi++) {
         int c = g->nodes[e->groups[gi].head].out_c;
-        e->exec[gi].affine.scale = cursor, e->exec[gi].affine.shift = cursor + c;
-        cursor += 2 * (size_t)c;
+        ag_group_exec *x = &e->exec[gi];
+        x->affine.scale = cursor, x->affine.shift = cursor + c;
+        if (e->int8)
+            x->lo = cursor + 2 * (size_t)c, x->hi = cursor + 3 * (size_t)c;
+        cursor += per_c * (size_t)c;
     }
     return AG_OK;
 }
@@ -502,6 +505,14 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
 
 /* ---- the oneDNN plan ------------------------------------------------------------------- */
 
+/* int8: a min and a max per channel per thread for the statistics pass (ag_stats_rows). */
+static size_t range_slots_bytes(const ag_engine *e) {
+    int C = 1;
+    for (int gi = 0; gi < e->group_count; gi++)
+        C = e->exec[gi].out.c > C ? e->exec[gi].out.c : C;
+    return sizeof(float) * 2 * (size_t)C * (size_t)e->threads;
+}
+
 /* The group outputs, the band, oneDNN's scratchpad, the statistics, resize taps, and the
  * scratch of LADE statistics and generic ops (only for graphs that have them). */
 static void plan_onednn(ag_engine *e, size_t band, size_t scratch) {
@@ -530,6 +541,7 @@ static void plan_onednn(ag_engine *e, size_t band, size_t scratch) {
     e->band_id = ag_engine_plan_add(e, band, 0, n);
     e->scratch_id = ag_engine_plan_add(e, scratch, 0, n);
     e->band_u8_id = e->band_u8_bytes ? ag_engine_plan_add(e, e->band_u8_bytes, 0, n) : -1;
+    e->range_id = e->int8 ? ag_engine_plan_add(e, range_slots_bytes(e), 0, n) : -1;
     e->lade_id =
         lade || generic
             ? ag_engine_plan_add(e, sizeof(float) * (lade > generic ? lade : generic), 0, n)
@@ -545,6 +557,7 @@ static void init_affines(ag_engine *e) {
         const ag_node *norm = gr->norm >= 0 ? &g->nodes[gr->norm] : NULL;
         int constant = norm && norm->op == AG_OP_AFFINE;
         x->y_scale = 1.0f;
+        x->range_ok = 0;
         for (int c = 0; c < x->out.c; c++) {
             x->affine.scale[c] = constant && norm->gamma ? norm->gamma[c] : 1.0f;
             x->affine.shift[c] = constant && norm->beta ? norm->beta[c] : 0.0f;
@@ -729,6 +742,62 @@ static void materialize(ag_engine *e, int gi) {
         x->affine.scale[c] = 1.0f, x->affine.shift[c] = 0.0f;
 }
 
+/* int8: the range slots a LayerNorm group's statistics pass fills (NULL: not wanted), reset. */
+static float *range_begin(ag_engine *e, int gi, int layer_norm) {
+    if (!e->int8 || !layer_norm)
+        return NULL;
+    int C = e->exec[gi].out.c;
+    float *slots = ag_engine_buffer(e, e->range_id);
+    for (int t = 0; t < e->threads; t++)
+        for (int c = 0; c < C; c++)
+            slots[2 * C * t + c] = INFINITY, slots[2 * C * t + C + c] = -INFINITY;
+    return slots;
+}
+
+static float range_lrelu(float v, float slope) {
+    return v < 0.0f ? v * slope : v;
+}
+
+/*
+ * int8: group gi's value range per channel from its map's (the slots) once the affine is
+ * known: the chain is monotonic per channel (slopes >= 0), so its ends map to the value's,
+ * computed as the bands compute values; a residual adds its own bound. Exact without a
+ * residual; the readers' ranges then need no pass over the map (source_range).
+ */
+static void range_end(ag_engine *e, int gi, const float *slots) {
+    const ag_group *gr = &e->groups[gi];
+    ag_group_exec *x = &e->exec[gi];
+    const ag_group_exec *r = gr->residual >= 0 ? &e->exec[gr->residual] : NULL;
+    int C = x->out.c;
+    x->range_ok = slots && gr->pre_slope >= 0.0f && gr->post_slope >= 0.0f && (!r || r->range_ok);
+    for (int c = 0; c < C && x->range_ok; c++) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (int t = 0; t < e->threads; t++) {
+            lo = fminf(lo, slots[2 * C * t + c]);
+            hi = fmaxf(hi, slots[2 * C * t + C + c]);
+        }
+        float a = lo * x->affine.scale[c] + x->affine.shift[c];
+        float b = hi * x->affine.scale[c] + x->affine.shift[c];
+        lo = range_lrelu(fminf(a, b), gr->pre_slope), hi = range_lrelu(fmaxf(a, b), gr->pre_slope);
+        if (r)
+            lo += r->lo[c], hi += r->hi[c];
+        x->lo[c] = range_lrelu(lo, gr->post_slope), x->hi[c] = range_lrelu(hi, gr->post_slope);
+    }
+}
+
+/* int8: the range of conv gi's band values: its source's value range when known (padding and
+ * a resize add no values beyond it), else a pass over the source. */
+static void source_range(ag_engine *e, int gi, const ag_band_source *src, float *lo, float *hi) {
+    int s = e->groups[gi].src;
+    if (s < 0 || !e->exec[s].range_ok) {
+        ag_fused_range(src, lo, hi, e->threads);
+        return;
+    }
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int c = 0; c < e->exec[s].out.c; c++)
+        *lo = fminf(*lo, e->exec[s].lo[c]), *hi = fmaxf(*hi, e->exec[s].hi[c]);
+}
+
 static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_error *err) {
     const ag_node *head = head_of(e, gi);
     const ag_group *gr = &e->groups[gi];
@@ -739,7 +808,8 @@ static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_err
     void *band = ag_engine_buffer(e, e->band_id);
     size_t y_elem = elem_bytes(e, gi);
     ag_band_source src = band_source(e, gi, io);
-    ag_stats_rows pending = {e->partials, y, y_elem == 2, 0, 0, out_row};
+    ag_stats_rows pending = {
+        e->partials, y, y_elem == 2, 0, 0, out_row, range_begin(e, gi, layer_norm), x->out.c};
     for (int b = 0; b < x->bands; b++) {
         int first = b * x->band_rows, rows = x->band_rows;
         if (first + rows > x->out.h) /* the last band, moved up; see create_conv */
@@ -771,6 +841,7 @@ static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_err
     } else if (gr->norm >= 0 && e->model->graph.nodes[gr->norm].op != AG_OP_AFFINE) {
         channel_norm_affine(e, gi);
     }
+    range_end(e, gi, pending.range);
     return AG_OK;
 }
 
@@ -795,10 +866,11 @@ static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, void *scratch, a
     uint8_t *band_u8 = ag_engine_buffer(e, e->band_u8_id);
     ag_band_source src = band_source(e, gi, io);
     float lo, hi;
-    ag_fused_range(&src, &lo, &hi, e->threads);
+    source_range(e, gi, &src, &lo, &hi);
     ag_int8_quant q = ag_int8_quant_from_range(lo, hi);
     int in_rows = (x->band_rows - 1) * head->stride + head->k;
-    ag_stats_rows pending = {e->partials, y, 0, 0, 0, out_row};
+    ag_stats_rows pending = {e->partials, y, 0, 0, 0, out_row, range_begin(e, gi, layer_norm),
+                             x->out.c};
     for (int b = 0; b < x->bands; b++) {
         int first = b * x->band_rows, rows = x->band_rows;
         if (first + rows > x->out.h) /* the last band, moved up; see create_conv */
@@ -831,6 +903,7 @@ static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, void *scratch, a
         for (int c = 0; c < x->out.c; c++)
             x->affine.scale[c] *= q.x_scale;
     }
+    range_end(e, gi, pending.range);
     return AG_OK;
 }
 
@@ -1020,7 +1093,7 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     e->resize = o->resize;
     e->bf16 = o->precision == AG_PRECISION_BF16;
     e->int8 = o->precision == AG_PRECISION_INT8;
-    e->band_u8_id = -1;
+    e->band_u8_id = e->range_id = -1;
     int rc = engine_alloc(e, err);
     if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
         rc = lower_graph(e, err);

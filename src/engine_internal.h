@@ -72,6 +72,10 @@ typedef struct ag_group_exec {
     int8_t *w_s8;
     float *w_scale;
     float y_scale; /* real value = y_scale * the head's output map (1 unless int8) */
+    /* int8: per-channel [lo, hi] (C each) bounding the group's value (chain applied), from
+     * the min/max taken with its statistics; range_ok 0 when it has none this run */
+    float *lo, *hi;
+    int range_ok;
 } ag_group_exec;
 
 struct ag_engine {
@@ -89,7 +93,7 @@ struct ag_engine {
     int output_group; /* whose value the image is taken from (output_groups[0]) */
     int output_groups[AG_GRAPH_MAX_OUTPUTS];
     int output_tanh;     /* the graph's output is tanh of it */
-    float *affine_block; /* every group's per-channel affine arrays */
+    float *affine_block; /* every group's per-channel affine (and int8 range) arrays */
 
     /* The plan for planned_w x planned_h (0 x 0: none yet). */
     int planned_w, planned_h;
@@ -99,6 +103,7 @@ struct ag_engine {
     int buffer_count, buffer_capacity;
     int band_id, scratch_id, partials_id, lade_id;
     int band_u8_id;   /* int8: the quantised band, -1 when no group is int8 */
+    int range_id;     /* int8: per-thread min/max slots of the statistics pass, -1 */
     int *node_buffer; /* reference: per graph node */
     int pad_id;       /* reference: padded conv input; lade's y */
     size_t band_bytes_target;

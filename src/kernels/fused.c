@@ -9,6 +9,7 @@
 #include "fused_isa.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* This file is compiled once per ISA (AVX-512, AVX2, baseline x86-64: the Makefile's
@@ -141,7 +142,7 @@ static inline uint8_t quant_u8(float v, band_quant q) {
 
 void ag_fused_row_stats(double *partials, const void *y, int bf16, int first, int rows,
                         size_t row_n, int threads) {
-    ag_stats_rows t = {partials, y, bf16, first, rows, row_n};
+    ag_stats_rows t = {partials, y, bf16, first, rows, row_n, NULL, 0};
     ag_fused_band_stats(NULL, NULL, 0, 0, &t, threads);
 }
 
@@ -202,6 +203,42 @@ static void band_row(void *out, const ag_band_source *s, int first, int i, int u
         band_row_f32((float *)out + (size_t)i * row_elems, s, y, q);
 }
 
+static inline float range_lrelu(float v, float slope) {
+    return v < 0.0f ? v * slope : v;
+}
+
+/* Per-channel minimum and maximum over W pixels of C fp32 channels, the chain applied as
+ * band_row applies it (scale NULL: none; residual r or NULL); lo and hi hold C entries.
+ * Whole vectors of 16 channels, a scalar loop for the rest. */
+static AG_HOT void range_row(const float *v, const float *r, int W, int C, const float *scale,
+                             const float *shift, float pre, float post, float *lo, float *hi) {
+    v16f vpre = vsplat(pre), vpost = vsplat(post);
+    int vec_c = C - C % 16;
+    for (int p = 0; p < W; p++) {
+        size_t base = (size_t)p * C;
+        for (int c = 0; c < vec_c; c += 16) {
+            v16f z = vload_f32(v + base + c);
+            if (scale) {
+                z = vleaky(z * vload_f32(scale + c) + vload_f32(shift + c), vpre);
+                if (r)
+                    z += vload_f32(r + base + c);
+                z = vleaky(z, vpost);
+            }
+            vstore_f32(lo + c, vmin(z, vload_f32(lo + c)));
+            vstore_f32(hi + c, vmax(z, vload_f32(hi + c)));
+        }
+        for (int c = vec_c; c < C; c++) {
+            float t = v[base + c];
+            if (scale) {
+                t = range_lrelu(t * scale[c] + shift[c], pre) + (r ? r[base + c] : 0.0f);
+                t = range_lrelu(t, post);
+            }
+            lo[c] = t < lo[c] ? t : lo[c];
+            hi[c] = t > hi[c] ? t : hi[c];
+        }
+    }
+}
+
 static void stats_row(const ag_stats_rows *t, int r) {
     if (t->bf16)
         row_moments_bf16((const uint16_t *)t->y + (size_t)r * t->row_n, t->row_n,
@@ -209,6 +246,11 @@ static void stats_row(const ag_stats_rows *t, int r) {
     else
         row_moments_f32((const float *)t->y + (size_t)r * t->row_n, t->row_n, &t->partials[2 * r],
                         &t->partials[2 * r + 1]);
+    if (t->range && !t->bf16) { /* the row is still in cache */
+        float *lo = t->range + (size_t)2 * t->C * (size_t)omp_get_thread_num();
+        range_row((const float *)t->y + (size_t)r * t->row_n, NULL, (int)(t->row_n / t->C), t->C,
+                  NULL, NULL, 1.0f, 1.0f, lo, lo + t->C);
+    }
 }
 
 static const band_quant no_quant = {1.0f, 0.0f, 0};
@@ -251,42 +293,6 @@ void ag_fused_norm_act_pad(void *out, const void *x, const void *residual, int b
 }
 
 /* ---- int8: source ranges and quantised bands ------------------------------------------- */
-
-static inline float range_lrelu(float v, float slope) {
-    return v < 0.0f ? v * slope : v;
-}
-
-/* Per-channel minimum and maximum over W pixels of C fp32 channels, the chain applied as
- * band_row applies it (scale NULL: none; residual r or NULL); lo and hi hold C entries.
- * Whole vectors of 16 channels, a scalar loop for the rest. */
-static AG_HOT void range_row(const float *v, const float *r, int W, int C, const float *scale,
-                             const float *shift, float pre, float post, float *lo, float *hi) {
-    v16f vpre = vsplat(pre), vpost = vsplat(post);
-    int vec_c = C - C % 16;
-    for (int p = 0; p < W; p++) {
-        size_t base = (size_t)p * C;
-        for (int c = 0; c < vec_c; c += 16) {
-            v16f z = vload_f32(v + base + c);
-            if (scale) {
-                z = vleaky(z * vload_f32(scale + c) + vload_f32(shift + c), vpre);
-                if (r)
-                    z += vload_f32(r + base + c);
-                z = vleaky(z, vpost);
-            }
-            vstore_f32(lo + c, vmin(z, vload_f32(lo + c)));
-            vstore_f32(hi + c, vmax(z, vload_f32(hi + c)));
-        }
-        for (int c = vec_c; c < C; c++) {
-            float t = v[base + c];
-            if (scale) {
-                t = range_lrelu(t * scale[c] + shift[c], pre) + (r ? r[base + c] : 0.0f);
-                t = range_lrelu(t, post);
-            }
-            lo[c] = t < lo[c] ? t : lo[c];
-            hi[c] = t > hi[c] ? t : hi[c];
-        }
-    }
-}
 
 void ag_fused_range(const ag_band_source *s, float *lo_out, float *hi_out, int threads) {
     if (s->kind == AG_BAND_IMAGE && !s->f32) { /* u8 pixels scaled to [-1, 1] */

@@ -150,12 +150,19 @@ typedef struct ag_band_source {
  */
 void ag_fused_band(void *out, const ag_band_source *src, int first, int rows, int threads);
 
-/* Rows of a conv output whose statistics are still to be taken (see ag_fused_row_stats). */
+/*
+ * Rows of a conv output whose statistics are still to be taken (see ag_fused_row_stats).
+ * int8 (fp32 rows only): when `range` is not NULL, the per-channel minimum and maximum of
+ * the rows ride along too, folded into the calling OpenMP thread's slot, range + 2 * C *
+ * thread: C minima then C maxima (the caller resets the slots and combines them).
+ */
 typedef struct ag_stats_rows {
     double *partials;
     const void *y;
     int bf16, first, rows;
     size_t row_n;
+    float *range;
+    int C;
 } ag_stats_rows;
 
 /*
