@@ -135,6 +135,8 @@ static void resolve_sources(ag_engine *e, lowering *lw) {
          * each reading a quantised band. */
         if (e->int8 && head->groups == 1 && head->out_c != 3)
             gr->int8 = gr->banded = 1;
+        if (e->int8) /* its source may be a u8 map (decide_q8), which only bands read */
+            gr->banded = 1;
     }
     /* A value is applied on the fly only by a single banded conv reading it directly. */
     for (int gi = 0; gi < e->group_count; gi++) {
@@ -201,6 +203,39 @@ static int alloc_affines(ag_engine *e, ag_error *err) {
     return AG_OK;
 }
 
+/*
+ * int8: the conv outputs stored as u8 maps (a byte per value, each row with its own scale
+ * and offset: a quarter of the fp32 map). Not the fp32 groups (the output, the norms whose
+ * statistics ops.c takes), nor a group a generic op reads; an adder and its residual are
+ * read together by one band row, so both or neither.
+ */
+static void decide_q8(ag_engine *e, const lowering *lw) {
+    const ag_graph *g = lw->g;
+    int n = e->group_count;
+    for (int gi = 0; gi < n; gi++) /* slopes >= 0: its range is known (range_end) */
+        e->groups[gi].q8 = e->int8 && g->nodes[e->groups[gi].head].op == AG_OP_CONV &&
+                           !e->groups[gi].f32 && e->groups[gi].pre_slope >= 0.0f &&
+                           e->groups[gi].post_slope >= 0.0f;
+    for (int h = 0; h < n; h++) {
+        const ag_node *head = &g->nodes[e->groups[h].head];
+        for (int j = 0; j < 2 && head->op != AG_OP_CONV; j++) {
+            int src = head->in[j] > 0 ? group_valued(e, lw, head->in[j]) : -1;
+            if (src >= 0)
+                e->groups[src].q8 = 0;
+        }
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int h = 0; h < n; h++) {
+            int r = e->groups[h].residual;
+            if (r >= 0 && e->groups[h].q8 != e->groups[r].q8) {
+                e->groups[h].q8 = e->groups[r].q8 = 0;
+                changed = 1;
+            }
+        }
+    }
+}
+
 static int lower_graph(ag_engine *e, ag_error *err) {
     const ag_graph *g = &e->model->graph;
     lowering *lw = ag_calloc(1, sizeof *lw);
@@ -256,6 +291,7 @@ static int lower_graph(ag_engine *e, ag_error *err) {
             g->nodes[gr->norm].op != AG_OP_AFFINE)
             gr->f32 = 1;
     }
+    decide_q8(e, lw);
     int rc = AG_OK;
     for (int gi = 0; gi < e->group_count && rc == AG_OK; gi++) {
         const ag_group *gr = &e->groups[gi];
@@ -289,6 +325,8 @@ static ag_pad node_pad(const ag_node *n) {
 
 /* Bytes of one activation element of group gi. */
 static size_t elem_bytes(const ag_engine *e, int gi) {
+    if (e->groups[gi].q8)
+        return 1;
     return e->bf16 && !e->groups[gi].f32 ? 2 : sizeof(float);
 }
 
@@ -357,16 +395,25 @@ static void plan_outputs(ag_engine *e) {
     }
 }
 
+/* Bytes of one element of group gi's band: fp32, bf16, or u8 for an int8 conv. */
+static size_t band_elem_bytes(const ag_engine *e, int gi) {
+    return e->groups[gi].int8 ? 1 : e->bf16 ? 2 : sizeof(float);
+}
+
 /* Rows per band for group gi: the band buffer stays near AG_BAND_BYTES. */
 static int band_rows_for(const ag_engine *e, int gi) {
     const ag_node *head = head_of(e, gi);
     const ag_group_exec *x = &e->exec[gi];
-    size_t act = e->bf16 ? 2 : sizeof(float);
+    size_t act = band_elem_bytes(e, gi);
     size_t in_row = (size_t)x->wp * x->in.c * act * (size_t)head->stride;
     /* The target is for fp32: bf16 bands keep the rows (the synchronisations) and halve
-     * the bytes. */
-    size_t target = e->band_bytes_target * act / sizeof(float);
+     * the bytes. int8 keeps its memory small: every band buffer (u8 in, fp32 in, a q8 conv's
+     * fp32 out) holds a quarter of it, the rows of a u8 band at the fp32 target. */
+    size_t target = e->int8 ? e->band_bytes_target / 4 : e->band_bytes_target * act / 4;
     int rows = (int)(target / (in_row ? in_row : 1));
+    size_t out_row = sizeof(float) * (size_t)x->out.w * x->out.c;
+    if (e->groups[gi].q8 && (int)(target / out_row) < rows)
+        rows = (int)(target / out_row);
     rows = rows < 4 ? 4 : rows;
     if (rows >= x->out.h)
         return x->out.h;
@@ -378,8 +425,8 @@ static int band_rows_for(const ag_engine *e, int gi) {
 
 static size_t band_input_bytes(const ag_engine *e, int gi, int rows) {
     const ag_node *head = head_of(e, gi);
-    size_t act = e->bf16 ? 2 : sizeof(float);
-    return (size_t)((rows - 1) * head->stride + head->k) * e->exec[gi].wp * e->exec[gi].in.c * act;
+    return (size_t)((rows - 1) * head->stride + head->k) * e->exec[gi].wp * e->exec[gi].in.c *
+           band_elem_bytes(e, gi);
 }
 
 /* ---- oneDNN primitives and weights ----------------------------------------------------- */
@@ -429,7 +476,6 @@ static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
     if (rc == AG_OK && gr->banded) {
         size_t band = band_input_bytes(e, gi, x->band_rows);
         size_t *max = gr->int8 ? &e->band_u8_bytes : band_max;
-        band = gr->int8 ? band / sizeof(float) : band; /* a u8 band: a byte per value */
         *max = band > *max ? band : *max;
     }
     return rc;
@@ -505,6 +551,25 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
 
 /* ---- the oneDNN plan ------------------------------------------------------------------- */
 
+/* int8: the row pairs of the q8 maps, and the fp32 rows a q8 conv band or materialising
+ * writes before they are quantised. */
+static void plan_q8(ag_engine *e) {
+    size_t tmp = 0;
+    for (int gi = 0; gi < e->group_count; gi++) {
+        ag_group_exec *x = &e->exec[gi];
+        x->row_q_id = -1;
+        if (!e->groups[gi].q8)
+            continue;
+        size_t row = sizeof(float) * (size_t)x->out.w * x->out.c;
+        size_t band = row * (size_t)x->band_rows, rows = row * (size_t)e->threads;
+        size_t pairs = sizeof(float) * 2 * (size_t)x->out.c * (size_t)x->out.h;
+        x->row_q_id = ag_engine_plan_add(e, pairs, gi, e->groups[gi].last_use);
+        tmp = band > tmp ? band : tmp;
+        tmp = e->groups[gi].materialize && rows > tmp ? rows : tmp;
+    }
+    e->q8_tmp_id = tmp ? ag_engine_plan_add(e, tmp, 0, e->group_count) : -1;
+}
+
 /* int8: a min and a max per channel per thread for the statistics pass (ag_stats_rows). */
 static size_t range_slots_bytes(const ag_engine *e) {
     int C = 1;
@@ -542,6 +607,7 @@ static void plan_onednn(ag_engine *e, size_t band, size_t scratch) {
     e->scratch_id = ag_engine_plan_add(e, scratch, 0, n);
     e->band_u8_id = e->band_u8_bytes ? ag_engine_plan_add(e, e->band_u8_bytes, 0, n) : -1;
     e->range_id = e->int8 ? ag_engine_plan_add(e, range_slots_bytes(e), 0, n) : -1;
+    plan_q8(e);
     e->lade_id =
         lade || generic
             ? ag_engine_plan_add(e, sizeof(float) * (lade > generic ? lade : generic), 0, n)
@@ -585,6 +651,8 @@ static void bind_onednn(ag_engine *e) {
         taps += x->in.w;
     }
     e->partials = ag_engine_buffer(e, e->partials_id);
+    for (int gi = 0; gi < e->group_count; gi++)
+        e->exec[gi].row_q = e->groups[gi].q8 ? ag_engine_buffer(e, e->exec[gi].row_q_id) : NULL;
 }
 
 /* ---- prepare --------------------------------------------------------------------------- */
@@ -678,14 +746,17 @@ static ag_band_source band_source(ag_engine *e, int gi, const ag_io *io) {
         s.u8 = io->in_u8, s.f32 = io->in_f32, s.bands = io->bands;
     } else if (gr->kind == AG_BAND_RESIZE) {
         s.a = y_map(e, gr->src);
+        s.a_q = e->exec[gr->src].row_q;
         s.HI = e->exec[gr->src].out.h, s.WI = e->exec[gr->src].out.w;
         s.row_taps = x->row_taps, s.col_taps = x->col_taps;
     } else {
         const ag_group *src = &e->groups[gr->src];
         s.x = y_map(e, gr->src);
+        s.x_q = e->exec[gr->src].row_q;
         s.affine = e->exec[gr->src].affine;
         if (!src->materialize) { /* its chain, applied here; else the affine is identity */
             s.residual = src->residual >= 0 ? y_map(e, src->residual) : NULL;
+            s.residual_q = src->residual >= 0 ? e->exec[src->residual].row_q : NULL;
             s.pre_slope = src->pre_slope, s.post_slope = src->post_slope;
         }
     }
@@ -725,26 +796,10 @@ static void channel_norm_affine(ag_engine *e, int gi) {
     }
 }
 
-/* Apply group gi's chain to its output in place, for readers that need the value whole. */
-static void materialize(ag_engine *e, int gi) {
-    const ag_group *gr = &e->groups[gi];
-    ag_group_exec *x = &e->exec[gi];
-    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->post_slope == 1.0f &&
-        x->y_scale == 1.0f)
-        return;
-    void *y = y_map(e, gi);
-    ag_pad none = {0, 0, 0, 0};
-    ag_fused_norm_act_pad(y, y, gr->residual >= 0 ? y_map(e, gr->residual) : NULL,
-                          elem_bytes(e, gi) == 2, x->affine, gr->pre_slope, gr->post_slope,
-                          x->out.h, x->out.w, x->out.c, none, e->threads);
-    /* Readers now see a plain map. */
-    for (int c = 0; c < x->out.c; c++)
-        x->affine.scale[c] = 1.0f, x->affine.shift[c] = 0.0f;
-}
-
-/* int8: the range slots a LayerNorm group's statistics pass fills (NULL: not wanted), reset. */
+/* int8: the range slots a LayerNorm group's statistics pass or a q8 group's quantisation
+ * fills (NULL: neither), reset. */
 static float *range_begin(ag_engine *e, int gi, int layer_norm) {
-    if (!e->int8 || !layer_norm)
+    if (!e->int8 || !(layer_norm || e->groups[gi].q8))
         return NULL;
     int C = e->exec[gi].out.c;
     float *slots = ag_engine_buffer(e, e->range_id);
@@ -752,6 +807,17 @@ static float *range_begin(ag_engine *e, int gi, int layer_norm) {
         for (int c = 0; c < C; c++)
             slots[2 * C * t + c] = INFINITY, slots[2 * C * t + C + c] = -INFINITY;
     return slots;
+}
+
+/* The slots' per-channel min/max over the threads into lo, hi (C each). */
+static void range_combine(const ag_engine *e, int C, const float *slots, float *lo, float *hi) {
+    for (int c = 0; c < C; c++) {
+        lo[c] = INFINITY, hi[c] = -INFINITY;
+        for (int t = 0; t < e->threads; t++) {
+            lo[c] = fminf(lo[c], slots[2 * C * t + c]);
+            hi[c] = fmaxf(hi[c], slots[2 * C * t + C + c]);
+        }
+    }
 }
 
 static float range_lrelu(float v, float slope) {
@@ -770,12 +836,10 @@ static void range_end(ag_engine *e, int gi, const float *slots) {
     const ag_group_exec *r = gr->residual >= 0 ? &e->exec[gr->residual] : NULL;
     int C = x->out.c;
     x->range_ok = slots && gr->pre_slope >= 0.0f && gr->post_slope >= 0.0f && (!r || r->range_ok);
+    if (x->range_ok)
+        range_combine(e, C, slots, x->lo, x->hi);
     for (int c = 0; c < C && x->range_ok; c++) {
-        float lo = INFINITY, hi = -INFINITY;
-        for (int t = 0; t < e->threads; t++) {
-            lo = fminf(lo, slots[2 * C * t + c]);
-            hi = fmaxf(hi, slots[2 * C * t + C + c]);
-        }
+        float lo = x->lo[c], hi = x->hi[c];
         float a = lo * x->affine.scale[c] + x->affine.shift[c];
         float b = hi * x->affine.scale[c] + x->affine.shift[c];
         lo = range_lrelu(fminf(a, b), gr->pre_slope), hi = range_lrelu(fmaxf(a, b), gr->pre_slope);
@@ -785,17 +849,57 @@ static void range_end(ag_engine *e, int gi, const float *slots) {
     }
 }
 
+/* Apply group gi's chain to its output in place, for readers that need the value whole. */
+static void materialize(ag_engine *e, int gi) {
+    const ag_group *gr = &e->groups[gi];
+    ag_group_exec *x = &e->exec[gi];
+    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->post_slope == 1.0f &&
+        x->y_scale == 1.0f)
+        return;
+    void *y = y_map(e, gi);
+    ag_pad none = {0, 0, 0, 0};
+    if (gr->q8) { /* requantised row by row; the value's range exactly, on the way */
+        float *slots = range_begin(e, gi, 1);
+        ag_fused_materialize_u8(y, x->row_q, gr->residual >= 0 ? y_map(e, gr->residual) : NULL,
+                                gr->residual >= 0 ? e->exec[gr->residual].row_q : NULL, x->affine,
+                                gr->pre_slope, gr->post_slope, x->out.h, x->out.w, x->out.c,
+                                ag_engine_buffer(e, e->q8_tmp_id), slots, e->threads);
+        range_combine(e, x->out.c, slots, x->lo, x->hi);
+        x->range_ok = 1;
+    } else {
+        ag_fused_norm_act_pad(y, y, gr->residual >= 0 ? y_map(e, gr->residual) : NULL,
+                              elem_bytes(e, gi) == 2, x->affine, gr->pre_slope, gr->post_slope,
+                              x->out.h, x->out.w, x->out.c, none, e->threads);
+    }
+    /* Readers now see a plain map. */
+    for (int c = 0; c < x->out.c; c++)
+        x->affine.scale[c] = 1.0f, x->affine.shift[c] = 0.0f;
+}
+
 /* int8: the range of conv gi's band values: its source's value range when known (padding and
  * a resize add no values beyond it), else a pass over the source. */
 static void source_range(ag_engine *e, int gi, const ag_band_source *src, float *lo, float *hi) {
     int s = e->groups[gi].src;
     if (s < 0 || !e->exec[s].range_ok) {
+        AG_ASSERT(s < 0 || !e->groups[s].q8); /* the pass reads fp32 maps only */
         ag_fused_range(src, lo, hi, e->threads);
         return;
     }
     *lo = INFINITY, *hi = -INFINITY;
     for (int c = 0; c < e->exec[s].out.c; c++)
         *lo = fminf(*lo, e->exec[s].lo[c]), *hi = fmaxf(*hi, e->exec[s].hi[c]);
+}
+
+/* A q8 conv's band of output rows [first, first + band_rows), in tmp (fp32): quantised into
+ * the map row by row, with the statistics of rows >= new_first (the ones this band added). */
+static void q8_store_band(ag_engine *e, int gi, const float *tmp, int first, int new_first,
+                          int layer_norm, float *range) {
+    ag_group_exec *x = &e->exec[gi];
+    size_t out_row = (size_t)x->out.w * x->out.c;
+    ag_stats_rows t = {
+        layer_norm ? e->partials : NULL, NULL, 0, new_first, 0, out_row, range, x->out.c};
+    ag_fused_quantize_rows(y_map(e, gi), x->row_q, tmp, first, x->band_rows, x->out.w, x->out.c, &t,
+                           e->threads);
 }
 
 static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_error *err) {
@@ -806,6 +910,7 @@ static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_err
     size_t out_row = (size_t)x->out.w * x->out.c;
     uint8_t *y = y_map(e, gi);
     void *band = ag_engine_buffer(e, e->band_id);
+    float *tmp = gr->q8 ? ag_engine_buffer(e, e->q8_tmp_id) : NULL;
     size_t y_elem = elem_bytes(e, gi);
     ag_band_source src = band_source(e, gi, io);
     ag_stats_rows pending = {
@@ -821,13 +926,14 @@ static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_err
             pending.rows = 0;
             in = band;
         }
-        ag_dnnl_conv_bind(x->conv, in, y + first * out_row * y_elem, head->bias,
-                          e->weights + x->weight_offset, scratch);
+        ag_dnnl_conv_bind(x->conv, in, gr->q8 ? (void *)tmp : y + first * out_row * y_elem,
+                          head->bias, e->weights + x->weight_offset, scratch);
         int rc = ag_dnnl_conv_run(x->conv, err);
         if (rc)
             return rc;
-        /* The rows this band added; their statistics go with the next band's input. */
-        if (layer_norm) {
+        if (gr->q8) {
+            q8_store_band(e, gi, tmp, first, b * x->band_rows, layer_norm, pending.range);
+        } else if (layer_norm) { /* the rows this band added: stats with the next band's input */
             pending.first = b * x->band_rows;
             pending.rows = first + rows - pending.first;
         }
@@ -862,7 +968,8 @@ static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, void *scratch, a
     const ag_graph *g = &e->model->graph;
     int layer_norm = gr->norm >= 0 && g->nodes[gr->norm].op == AG_OP_LAYER_NORM;
     size_t out_row = (size_t)x->out.w * x->out.c;
-    float *y = y_map(e, gi);
+    uint8_t *y = y_map(e, gi);
+    float *tmp = gr->q8 ? ag_engine_buffer(e, e->q8_tmp_id) : NULL;
     uint8_t *band_u8 = ag_engine_buffer(e, e->band_u8_id);
     ag_band_source src = band_source(e, gi, io);
     float lo, hi;
@@ -878,12 +985,15 @@ static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, void *scratch, a
         ag_fused_band_stats_u8(band_u8, q.x_scale, q.x_zero, &src, first * head->stride, in_rows,
                                &pending, e->threads);
         pending.rows = 0;
-        ag_dnnl_int8_conv_bind(x->conv8, band_u8, y + first * out_row,
+        ag_dnnl_int8_conv_bind(x->conv8, band_u8,
+                               gr->q8 ? (void *)tmp : y + first * out_row * elem_bytes(e, gi),
                                e->weights + x->weight_offset, scratch);
         int rc = ag_dnnl_int8_conv_run(x->conv8, &q, head->bias, err);
         if (rc)
             return rc;
-        if (layer_norm) {
+        if (gr->q8) {
+            q8_store_band(e, gi, tmp, first, b * x->band_rows, layer_norm, pending.range);
+        } else if (layer_norm) {
             pending.first = b * x->band_rows;
             pending.rows = first + rows - pending.first;
         }
@@ -1049,7 +1159,7 @@ int ag_engine_run_f32(ag_engine *e, const float *in, int width, int height, floa
 
 static int engine_alloc(ag_engine *e, ag_error *err) {
     int n = e->model->graph.count;
-    e->buffer_capacity = 2 * n + 16;
+    e->buffer_capacity = 3 * n + 16; /* int8: the row pairs of each q8 map too */
     e->shapes = ag_calloc((size_t)n, sizeof *e->shapes);
     e->exec = ag_calloc((size_t)n, sizeof *e->exec);
     e->node_buffer = ag_calloc((size_t)n, sizeof *e->node_buffer);
@@ -1093,7 +1203,7 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     e->resize = o->resize;
     e->bf16 = o->precision == AG_PRECISION_BF16;
     e->int8 = o->precision == AG_PRECISION_INT8;
-    e->band_u8_id = e->range_id = -1;
+    e->band_u8_id = e->range_id = e->q8_tmp_id = -1;
     int rc = engine_alloc(e, err);
     if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
         rc = lower_graph(e, err);

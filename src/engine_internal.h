@@ -53,6 +53,7 @@ typedef struct ag_group {
     int last_use; /* last step that reads this group's buffer; group count = the output */
     int f32;      /* kept in fp32 even in bf16 mode (the output, generic readers) */
     int int8;     /* int8 mode: the conv runs u8 x s8 on a quantised copy of its band */
+    int q8;       /* int8 mode: the head's output stored as a u8 map, a (scale, lo) per row */
 } ag_group;
 
 /* A group's plan at the planned image size. */
@@ -76,6 +77,8 @@ typedef struct ag_group_exec {
      * the min/max taken with its statistics; range_ok 0 when it has none this run */
     float *lo, *hi;
     int range_ok;
+    float *row_q; /* q8: (out.h, 2, out.c) scales and offsets of the map's rows (arena) */
+    int row_q_id; /* q8: its arena buffer, live as long as the map */
 } ag_group_exec;
 
 struct ag_engine {
@@ -104,6 +107,7 @@ struct ag_engine {
     int band_id, scratch_id, partials_id, lade_id;
     int band_u8_id;   /* int8: the quantised band, -1 when no group is int8 */
     int range_id;     /* int8: per-thread min/max slots of the statistics pass, -1 */
+    int q8_tmp_id;    /* int8: a q8 conv's fp32 band output, or rows materialised, -1 */
     int *node_buffer; /* reference: per graph node */
     int pad_id;       /* reference: padded conv input; lade's y */
     size_t band_bytes_target;

@@ -11,6 +11,7 @@
 
 #include "../src/kernels/fused_dispatch.c"
 
+#include <math.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -218,6 +219,67 @@ static int test_u8_band_is_quantised_f32_band(void) {
     return 0;
 }
 
+/* int8's u8 maps: quantize_rows stores each row and channel within half a step of the fp32
+ * values (and takes their statistics and ranges exactly as the fp32 pass does); materialising
+ * a u8 map in place is within a step of doing it in fp32; both bit-identical across variants. */
+static int test_u8_maps(void) {
+    const ag_fused_ops *v[3];
+    int nv = variants(v), H = 5, W = 7;
+    static const int channels[] = {3, 16, 20, 64};
+    for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++) {
+        int C = channels[ci];
+        size_t n = (size_t)H * W * C, q = 2 * (size_t)C * H;
+        float *y = ag_malloc(n * 4), *scale = ag_malloc((size_t)C * 4),
+              *shift = ag_malloc((size_t)C * 4);
+        float *pairs[3], *scratch = ag_malloc(n * 4);
+        float *old = ag_malloc(q * 4);
+        uint8_t *maps[3];
+        double partials[2 * 5];
+        rng_state = 0x51ED2701u + (uint64_t)C;
+        fill(y, n, 0.2f), fill(scale, (size_t)C, 1.0f), fill(shift, (size_t)C, 0.0f);
+        for (size_t i = 0; i < n; i++) /* channels of different magnitudes */
+            y[i] *= (float)(1 + (int)(i % (size_t)C) % 5);
+        for (int k = 0; k < nv; k++) {
+            pairs[k] = ag_malloc(q * 4), maps[k] = ag_malloc(n);
+            ag_stats_rows t = {partials, NULL, 0, 0, H, (size_t)W * C, NULL, C};
+            v[k]->quantize_rows(maps[k], pairs[k], y, 0, H, W, C, &t, 2);
+            double worst = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                size_t r = i / ((size_t)W * C), c = i % (size_t)C;
+                float back =
+                    (float)maps[k][i] * pairs[k][2 * C * r + c] + pairs[k][2 * C * r + C + c];
+                double d =
+                    fabs((double)back - (double)y[i]) / ((double)pairs[k][2 * C * r + c] + 1e-30);
+                worst = d > worst ? d : worst;
+            }
+            CHECK_MSG(worst <= 0.5 + 1e-3, "%s C %d: %.3f steps from fp32", v[k]->isa, C, worst);
+            if (k == 0)
+                memcpy(old, pairs[0], q * 4);
+            ag_norm_affine a = {scale, shift};
+            v[k]->materialize_u8(maps[k], pairs[k], NULL, NULL, a, AG_LRELU_SLOPE, 1.0f, H, W, C,
+                                 scratch, NULL, 2);
+            CHECK(k == 0 ||
+                  (memcmp(maps[k], maps[0], n) == 0 && memcmp(pairs[k], pairs[0], q * 4) == 0));
+        }
+        for (size_t i = 0; i < n; i++) { /* against the fp32 chain on the stored values */
+            size_t r = i / ((size_t)W * C), c = i % (size_t)C;
+            float z = y[i] * scale[c] + shift[c];
+            z = z < 0.0f ? z * AG_LRELU_SLOPE : z;
+            float back = (float)maps[0][i] * pairs[0][2 * C * r + c] + pairs[0][2 * C * r + C + c];
+            /* one step of the stored map through the affine, half a step of the new one */
+            double bound = fabs((double)scale[c]) * 0.5 * (double)old[2 * C * r + c] +
+                           0.5 * (double)pairs[0][2 * C * r + c];
+            CHECK_MSG(fabs((double)back - (double)z) <= bound * 1.01 + 1e-6,
+                      "C %d: materialised %g vs %g", C, (double)back, (double)z);
+        }
+        for (int k = 0; k < nv; k++)
+            ag_free(pairs[k]), ag_free(maps[k]);
+        ag_free(y), ag_free(scale), ag_free(shift), ag_free(scratch), ag_free(old);
+    }
+    printf("  u8 maps: within half a step, materialised within a step, variants identical\n");
+    return 0;
+}
+
 /* Row statistics (fp32 and bf16, lengths with and without a 16-lane tail), the affine fold,
  * norm_act_pad in place and with padding, and the output pass. */
 static int test_stats_and_output_equal(void) {
@@ -342,5 +404,6 @@ static int test_forced_isa_in_child(void) {
 }
 
 TEST_MAIN(TEST(test_bands_equal_across_variants), TEST(test_u8_band_is_quantised_f32_band),
-          TEST(test_stats_and_output_equal), TEST(test_generator_equal_across_variants),
-          TEST(test_active_is_cpu_isa), TEST(test_forced_isa_in_child))
+          TEST(test_u8_maps), TEST(test_stats_and_output_equal),
+          TEST(test_generator_equal_across_variants), TEST(test_active_is_cpu_isa),
+          TEST(test_forced_isa_in_child))

@@ -81,6 +81,25 @@ static inline uint8_t quant_u8(float v, band_quant q) {
     return (uint8_t)(int)t;
 }
 
+/* The dequantisation of one row of a u8 map: v = u8 * scale[c] + lo[c] (C each). Bytes go
+ * through int32 lanes: GCC converts u8 lanes straight to float one scalar at a time. */
+typedef struct row_dq {
+    const float *scale, *lo;
+} row_dq;
+
+static const row_dq no_dq = {NULL, NULL};
+
+#define vload_u8(p, d, c)                                                                          \
+    (__builtin_convertvector(__builtin_convertvector(*(const v16b *)(p), v16i), v16f) *            \
+         vload_f32((d).scale + (c)) +                                                              \
+     vload_f32((d).lo + (c)))
+#define load_u8(p, i, d, c) ((float)(p)[i] * (d).scale[c] + (d).lo[c])
+#define ROW_DQ_U8(pairs, y, C)                                                                     \
+    ((pairs) ? (row_dq){(pairs) + 2 * (size_t)(C) * (size_t)(y),                                   \
+                        (pairs) + 2 * (size_t)(C) * (size_t)(y) + (C)}                             \
+             : no_dq)
+#define ROW_DQ_NONE(pairs, y, C) ((void)(pairs), (void)(y), (void)(C), no_dq)
+
 #define vstore_u8(p, v, q)                                                                         \
     do {                                                                                           \
         v16f t_ =                                                                                  \
@@ -90,12 +109,13 @@ static inline uint8_t quant_u8(float v, band_quant q) {
     } while (0)
 
 #define AG_ROWS_MOMENTS
+#define ROW_DQ ROW_DQ_NONE
 #define T float
 #define TO float
 #define SFX f32
-#define LOAD(p, i) ((p)[i])
+#define LOAD(p, i, d, c) ((void)(d), (void)(c), (p)[i])
 #define STORE(p, i, v, q) ((void)(q), (p)[i] = (v))
-#define VLOAD vload_f32
+#define VLOAD(p, d, c) vload_f32(p)
 #define VSTORE(p, v, q) vstore_f32(p, v)
 #include "fused_rows.inc"
 #undef T
@@ -109,9 +129,9 @@ static inline uint8_t quant_u8(float v, band_quant q) {
 #define T uint16_t
 #define TO uint16_t
 #define SFX bf16
-#define LOAD(p, i) bf16_load((p), (i))
+#define LOAD(p, i, d, c) ((void)(d), (void)(c), bf16_load((p), (i)))
 #define STORE(p, i, v, q) ((void)(q), bf16_store((p), (i), (v)))
-#define VLOAD vload_bf16
+#define VLOAD(p, d, c) vload_bf16(p)
 #define VSTORE(p, v, q) vstore_bf16(p, v)
 #include "fused_rows.inc"
 #undef T
@@ -127,10 +147,34 @@ static inline uint8_t quant_u8(float v, band_quant q) {
 #define T float
 #define TO uint8_t
 #define SFX u8
-#define LOAD(p, i) ((p)[i])
+#define LOAD(p, i, d, c) ((void)(d), (void)(c), (p)[i])
 #define STORE(p, i, v, q) ((p)[i] = quant_u8((v), (q)))
-#define VLOAD vload_f32
+#define VLOAD(p, d, c) vload_f32(p)
 #define VSTORE vstore_u8
+#include "fused_rows.inc"
+#undef T
+#undef SFX
+#undef LOAD
+#undef VLOAD
+#undef ROW_DQ
+
+/* int8: u8 maps (a scale and offset per row) into u8 bands, then into fp32 bands (the
+ * convs that stay fp32, and materialising rows). */
+#define ROW_DQ ROW_DQ_U8
+#define T uint8_t
+#define SFX u8u8
+#define LOAD load_u8
+#define VLOAD vload_u8
+#include "fused_rows.inc"
+#undef TO
+#undef SFX
+#undef STORE
+#undef VSTORE
+
+#define TO float
+#define SFX u8f32
+#define STORE(p, i, v, q) ((void)(q), (p)[i] = (v))
+#define VSTORE(p, v, q) vstore_f32(p, v)
 #include "fused_rows.inc"
 #undef T
 #undef TO
@@ -139,6 +183,7 @@ static inline uint8_t quant_u8(float v, band_quant q) {
 #undef STORE
 #undef VLOAD
 #undef VSTORE
+#undef ROW_DQ
 
 void ag_fused_row_stats(double *partials, const void *y, int bf16, int first, int rows,
                         size_t row_n, int threads) {
@@ -195,8 +240,11 @@ static void band_row(void *out, const ag_band_source *s, int first, int i, int u
         return;
     }
     y = reflect(y, s->H);
+    int in_u8 = s->kind == AG_BAND_RAW ? s->x_q != NULL : s->kind == AG_BAND_RESIZE && s->a_q;
     if (u8)
-        band_row_u8((uint8_t *)out + (size_t)i * row_elems, s, y, q);
+        (in_u8 ? band_row_u8u8 : band_row_u8)((uint8_t *)out + (size_t)i * row_elems, s, y, q);
+    else if (in_u8)
+        band_row_u8f32((float *)out + (size_t)i * row_elems, s, y, q);
     else if (s->bf16)
         band_row_bf16((uint16_t *)out + (size_t)i * row_elems, s, y, q);
     else
@@ -339,6 +387,76 @@ void ag_fused_band_stats_u8(uint8_t *out, float scale, int32_t zero, const ag_ba
 #pragma omp for schedule(static)
         for (int i = 0; i < rows; i++)
             band_row(out, s, first, i, 1, q);
+    }
+}
+
+/* One row (W, C) of a u8 map from fp32 values v, with each channel's scale and offset from
+ * its range in this row (pairs: C scales, then C offsets): channels differ in magnitude, and
+ * a row's own range needs no pass before the conv. */
+static AG_HOT void quantize_map_row(uint8_t *out, float *pairs, const float *v, int W, int C) {
+    float lo[AG_NORM_MAX_CHANNELS], hi[AG_NORM_MAX_CHANNELS], inv[AG_NORM_MAX_CHANNELS];
+    float off[AG_NORM_MAX_CHANNELS];
+    for (int c = 0; c < C; c++)
+        lo[c] = INFINITY, hi[c] = -INFINITY;
+    range_row(v, NULL, W, C, NULL, NULL, 1.0f, 1.0f, lo, hi);
+    for (int c = 0; c < C; c++) {
+        float scale = (hi[c] - lo[c]) / 255.0f;
+        inv[c] = scale > 0.0f ? 1.0f / scale : 0.0f;
+        off[c] = 0.5f - lo[c] * inv[c]; /* (v - lo) / scale, rounded */
+        pairs[c] = scale, pairs[C + c] = lo[c];
+    }
+    int vec_c = C - C % 16;
+    for (int p = 0; p < W; p++) {
+        size_t base = (size_t)p * C;
+        for (int c = 0; c < vec_c; c += 16) {
+            v16f t = vmin(vmax(vload_f32(v + base + c) * vload_f32(inv + c) + vload_f32(off + c),
+                               vsplat(0.0f)),
+                          vsplat(255.0f));
+            v16b b = __builtin_convertvector(__builtin_convertvector(t, v16i), v16b);
+            memcpy(out + base + c, &b, sizeof b);
+        }
+        for (int c = vec_c; c < C; c++)
+            out[base + c] = quant_u8(v[base + c], (band_quant){inv[c], off[c], 0});
+    }
+}
+
+/* The statistics (when asked and r >= t->first) and the range slots of one fp32 row r. */
+static void stats_row_at(const ag_stats_rows *t, int r, const float *v) {
+    if (!t || r < t->first)
+        return;
+    if (t->partials)
+        row_moments_f32(v, t->row_n, &t->partials[2 * r], &t->partials[2 * r + 1]);
+    if (t->range) {
+        float *lo = t->range + (size_t)2 * t->C * (size_t)omp_get_thread_num();
+        range_row(v, NULL, (int)(t->row_n / t->C), t->C, NULL, NULL, 1.0f, 1.0f, lo, lo + t->C);
+    }
+}
+
+void ag_fused_quantize_rows(uint8_t *out, float *row_q, const float *tmp, int first, int rows,
+                            int W, int C, const ag_stats_rows *t, int threads) {
+    size_t row_n = (size_t)W * C;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int i = 0; i < rows; i++) {
+        int r = first + i;
+        const float *v = tmp + (size_t)i * row_n;
+        stats_row_at(t, r, v);
+        quantize_map_row(out + (size_t)r * row_n, row_q + 2 * (size_t)C * (size_t)r, v, W, C);
+    }
+}
+
+void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
+                             const float *residual_q, ag_norm_affine affine, float pre, float post,
+                             int H, int W, int C, float *scratch, float *range, int threads) {
+    size_t row_n = (size_t)W * C;
+    ag_stats_rows t = {NULL, NULL, 0, 0, H, row_n, range, C};
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < H; r++) {
+        float *v = scratch + row_n * (size_t)omp_get_thread_num();
+        uint8_t *row = x + (size_t)r * row_n;
+        norm_act_row_u8f32(v, row, residual ? residual + (size_t)r * row_n : NULL, affine, pre,
+                           post, W, C, no_quant, ROW_DQ_U8(x_q, r, C), ROW_DQ_U8(residual_q, r, C));
+        stats_row_at(&t, r, v);
+        quantize_map_row(row, x_q + 2 * (size_t)C * (size_t)r, v, W, C);
     }
 }
 

@@ -83,6 +83,18 @@ void ag_fused_band_stats_u8(uint8_t *out, float scale, int32_t zero, const ag_ba
     ag_fused_ops_active()->band_stats_u8(out, scale, zero, src, first, rows, stats, threads);
 }
 
+void ag_fused_quantize_rows(uint8_t *out, float *row_q, const float *tmp, int first, int rows,
+                            int W, int C, const ag_stats_rows *stats, int threads) {
+    ag_fused_ops_active()->quantize_rows(out, row_q, tmp, first, rows, W, C, stats, threads);
+}
+
+void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
+                             const float *residual_q, ag_norm_affine affine, float pre, float post,
+                             int H, int W, int C, float *scratch, float *range, int threads) {
+    ag_fused_ops_active()->materialize_u8(x, x_q, residual, residual_q, affine, pre, post, H, W, C,
+                                          scratch, range, threads);
+}
+
 /* Scalar: the same in every variant, so no table lookup per value. */
 uint8_t ag_output_to_u8(float y) {
     return ag_output_to_u8_generic(y);

@@ -25,6 +25,8 @@
 #define ag_output_to_u8 AG_FUSED_NAME(ag_output_to_u8)
 #define ag_fused_range AG_FUSED_NAME(ag_fused_range)
 #define ag_fused_band_stats_u8 AG_FUSED_NAME(ag_fused_band_stats_u8)
+#define ag_fused_quantize_rows AG_FUSED_NAME(ag_fused_quantize_rows)
+#define ag_fused_materialize_u8 AG_FUSED_NAME(ag_fused_materialize_u8)
 #endif
 
 #include "kernels.h"
@@ -42,6 +44,8 @@ typedef struct ag_fused_ops {
     __typeof__(ag_output_to_u8) *output_to_u8;
     __typeof__(ag_fused_range) *range;
     __typeof__(ag_fused_band_stats_u8) *band_stats_u8;
+    __typeof__(ag_fused_quantize_rows) *quantize_rows;
+    __typeof__(ag_fused_materialize_u8) *materialize_u8;
 } ag_fused_ops;
 
 /* The variants built (x86-64: all three; elsewhere generic only). */

@@ -142,6 +142,9 @@ typedef struct ag_band_source {
     const void *a;
     int HI, WI;
     const ag_resize_tap *row_taps, *col_taps;
+    /* int8's u8 maps: x, residual or a stored as u8 (fp32 bands only, not bf16), each row r
+     * with C scales then C offsets at [2Cr]: value = u8 * scale[c] + lo[c]; NULL: fp32 */
+    const float *x_q, *residual_q, *a_q;
 } ag_band_source;
 
 /*
@@ -186,6 +189,27 @@ void ag_fused_range(const ag_band_source *src, float *lo, float *hi, int threads
  * value in the layout of the fp32 band; no fp32 band is written. */
 void ag_fused_band_stats_u8(uint8_t *out, float scale, int32_t zero, const ag_band_source *src,
                             int first, int rows, const ag_stats_rows *stats, int threads);
+
+/*
+ * int8's u8 maps (a conv output stored a byte per value, each row r with a scale and an
+ * offset per channel from the channel's range in the row: row_q[2Cr + c] = scale,
+ * row_q[2Cr + C + c] = lo): rows [first, first + rows) of the map out (H, W, C) from tmp
+ * (rows, W, C) fp32, the conv's band output. With `stats`, rows r >= stats->first also get their
+ * statistics (partials, when not NULL) and range slots (ag_stats_rows) from the fp32 values.
+ */
+void ag_fused_quantize_rows(uint8_t *out, float *row_q, const float *tmp, int first, int rows,
+                            int W, int C, const ag_stats_rows *stats, int threads);
+
+/*
+ * A u8 map x (H, W, C) with its row pairs x_q (as above), in place: each row's value post(pre(x *
+ * scale
+ * + shift) [+ residual]) (residual a u8 map with pairs residual_q, or NULL) stored again with
+ * its own pair. scratch: W * C floats per thread; range: slots as in ag_stats_rows (NULL:
+ * none), the value's per-channel min/max.
+ */
+void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
+                             const float *residual_q, ag_norm_affine affine, float pre, float post,
+                             int H, int W, int C, float *scratch, float *range, int threads);
 
 /* [tanh of] y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
