@@ -61,6 +61,10 @@ printf '\100\000\000\000\000\000\000\000{"w": {"dtype": "F32", "shape": [99999' 
 head -c 2000 "$data/chelsea.png" >>"$tmp/corrupt.safetensors"
 
 check convert_onednn 0 convert "$data/chelsea.png" -o "$tmp/out.png" --threads 1 --max-side 48
+check convert_int8 0 convert "$data/chelsea.png" -o "$tmp/int8.png" --threads 1 --max-side 48 \
+    --precision int8
+check convert_int8_cute_v3 0 convert "$data/coffee.png" -o "$tmp/int8-cute.png" --threads 1 \
+    --max-side 48 --precision int8 --model cute-v3
 check convert_reference 0 convert "$data/coffee.png" -o "$tmp/out.jpg" --threads 1 \
     --backend reference --max-side 24
 check batch_with_bad_file 1 convert "$data/truncated.jpg" "$data/chelsea.png" -o "$tmp/batch" \
