@@ -99,6 +99,20 @@ static const row_dq no_dq = {NULL, NULL};
                         (pairs) + 2 * (size_t)(C) * (size_t)(y) + (C)}                             \
              : no_dq)
 #define ROW_DQ_NONE(pairs, y, C) ((void)(pairs), (void)(y), (void)(C), no_dq)
+#define vload_u8_raw(p)                                                                            \
+    __builtin_convertvector(__builtin_convertvector(*(const v16b *)(p), v16i), v16f)
+
+/* The affine a applied to a u8 row dequantised by d, as one affine on the bytes:
+ * (u * scale + lo) * a.scale + a.shift = u * (scale * a.scale) + (lo * a.scale + a.shift),
+ * into out (2C floats). */
+static ag_norm_affine fold_dq(float *out, ag_norm_affine a, row_dq d, int C) {
+    ag_norm_affine f = {out, out + C};
+    for (int c = 0; c < C; c++) {
+        f.scale[c] = d.scale[c] * a.scale[c];
+        f.shift[c] = d.lo[c] * a.scale[c] + a.shift[c];
+    }
+    return f;
+}
 
 #define vstore_u8(p, v, q)                                                                         \
     do {                                                                                           \
@@ -117,11 +131,15 @@ static const row_dq no_dq = {NULL, NULL};
 #define STORE(p, i, v, q) ((void)(q), (p)[i] = (v))
 #define VLOAD(p, d, c) vload_f32(p)
 #define VSTORE(p, v, q) vstore_f32(p, v)
+#define LOAD_RAW(p, i) ((p)[i])
+#define VLOAD_RAW vload_f32
 #include "fused_rows.inc"
 #undef T
 #undef TO
 #undef SFX
 #undef LOAD
+#undef LOAD_RAW
+#undef VLOAD_RAW
 #undef STORE
 #undef VLOAD
 #undef VSTORE
@@ -132,12 +150,16 @@ static const row_dq no_dq = {NULL, NULL};
 #define LOAD(p, i, d, c) ((void)(d), (void)(c), bf16_load((p), (i)))
 #define STORE(p, i, v, q) ((void)(q), bf16_store((p), (i), (v)))
 #define VLOAD(p, d, c) vload_bf16(p)
+#define LOAD_RAW(p, i) bf16_load((p), (i))
+#define VLOAD_RAW vload_bf16
 #define VSTORE(p, v, q) vstore_bf16(p, v)
 #include "fused_rows.inc"
 #undef T
 #undef TO
 #undef SFX
 #undef LOAD
+#undef LOAD_RAW
+#undef VLOAD_RAW
 #undef STORE
 #undef VLOAD
 #undef VSTORE
@@ -151,10 +173,14 @@ static const row_dq no_dq = {NULL, NULL};
 #define STORE(p, i, v, q) ((p)[i] = quant_u8((v), (q)))
 #define VLOAD(p, d, c) vload_f32(p)
 #define VSTORE vstore_u8
+#define LOAD_RAW(p, i) ((p)[i])
+#define VLOAD_RAW vload_f32
 #include "fused_rows.inc"
 #undef T
 #undef SFX
 #undef LOAD
+#undef LOAD_RAW
+#undef VLOAD_RAW
 #undef VLOAD
 #undef ROW_DQ
 
@@ -165,6 +191,8 @@ static const row_dq no_dq = {NULL, NULL};
 #define SFX u8u8
 #define LOAD load_u8
 #define VLOAD vload_u8
+#define LOAD_RAW(p, i) ((float)(p)[i])
+#define VLOAD_RAW vload_u8_raw
 #include "fused_rows.inc"
 #undef TO
 #undef SFX
@@ -180,6 +208,8 @@ static const row_dq no_dq = {NULL, NULL};
 #undef TO
 #undef SFX
 #undef LOAD
+#undef LOAD_RAW
+#undef VLOAD_RAW
 #undef STORE
 #undef VLOAD
 #undef VSTORE
@@ -453,8 +483,10 @@ void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
     for (int r = 0; r < H; r++) {
         float *v = scratch + row_n * (size_t)omp_get_thread_num();
         uint8_t *row = x + (size_t)r * row_n;
-        norm_act_row_u8f32(v, row, residual ? residual + (size_t)r * row_n : NULL, affine, pre,
-                           post, W, C, no_quant, ROW_DQ_U8(x_q, r, C), ROW_DQ_U8(residual_q, r, C));
+        float fold[2 * AG_NORM_MAX_CHANNELS];
+        norm_act_row_u8f32(v, row, residual ? residual + (size_t)r * row_n : NULL,
+                           fold_dq(fold, affine, ROW_DQ_U8(x_q, r, C), C), pre, post, W, C,
+                           no_quant, ROW_DQ_U8(residual_q, r, C));
         stats_row_at(&t, r, v);
         quantize_map_row(row, x_q + 2 * (size_t)C * (size_t)r, v, W, C);
     }
