@@ -36,7 +36,7 @@ static void print_help(void) {
           "  -m, --model NAME|PATH  bundled model name or model file (default: hayao)\n"
           "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
           "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"
-          "                         that meets its quality bar (default: fp32)\n"
+          "                         that meets its quality bar (default: auto)\n"
           "      --backend B        onednn or reference (default: onednn)\n"
           "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
           "                         (default: the model's own mode)\n"

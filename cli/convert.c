@@ -61,7 +61,7 @@ static void print_help(void) {
           "                         (default: hayao; see 'animegan models')\n"
           "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
           "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"
-          "                         that meets its quality bar (default: fp32)\n"
+          "                         that meets its quality bar (default: auto)\n"
           "      --backend B        onednn or reference (default: onednn)\n"
           "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
           "                         (default: the model's own mode)\n"

@@ -27,7 +27,7 @@ static void print_help(void) {
           "  -V, --version   print the version\n"
           "\n"
           "convert options (defaults in brackets): -o/--output PATH, -m/--model NAME|PATH\n"
-          "[hayao], -t/--threads N [0 = every core], --precision fp32|bf16|int8|auto [fp32],\n"
+          "[hayao], -t/--threads N [0 = every core], --precision fp32|bf16|int8|auto [auto],\n"
           "--backend onednn|reference [onednn], --upsample asymmetric|align-corners|half-pixel\n"
           "[the model's], --max-side N [1024], --portrait, --size N [512], --side-by-side,\n"
           "--quality N [90], --format png|jpg|webp [png], -q/--quiet.\n"

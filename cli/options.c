@@ -66,7 +66,7 @@ void ag_cli_engine_args_init(ag_cli_engine_args *args) {
     memset(args, 0, sizeof *args);
     args->model = "hayao";
     args->engine.backend = AG_BACKEND_ONEDNN;
-    args->engine.precision = AG_PRECISION_FP32;
+    args->engine.precision = AG_PRECISION_AUTO;
     args->engine.threads = 0;
     args->engine.resize = AG_RESIZE_DEFAULT;
 }

@@ -45,7 +45,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
      * the request. */
     c->connection_memory_bytes = 32 * 1024;
     c->engine.backend = AG_BACKEND_ONEDNN;
-    c->engine.precision = AG_PRECISION_FP32;
+    c->engine.precision = AG_PRECISION_AUTO;
     c->engine.threads = 0;
     c->engine.resize = AG_RESIZE_DEFAULT;
     c->log_format = AG_LOG_LOGFMT;
@@ -133,7 +133,7 @@ static const opt_def options[] = {
      "to restart; 0 = never"},
     {"backend", "B", K_CHOICE, 0, 0, 0, AT(engine.backend), "onednn|reference", NULL, "onednn",
      "onednn or reference (plain C loops, the test oracle)"},
-    {"precision", "P", K_CHOICE, 0, 0, 0, AT(engine.precision), NULL, parse_precision, "fp32",
+    {"precision", "P", K_CHOICE, 0, 0, 0, AT(engine.precision), NULL, parse_precision, "auto",
      "fp32, bf16, int8 or auto"},
     {"upsample", "MODE", K_CHOICE, 0, 0, 0, AT(engine.resize), NULL, parse_resize, "the model's",
      "asymmetric, align-corners or half-pixel"},

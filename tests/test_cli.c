@@ -283,7 +283,7 @@ static int test_convert_matches_fixture(void) {
               fixture);
     const char *dir = temp_dir();
     const char *out = join(dir, "out.png");
-    CHECK(run("convert", DATA "astronaut.png", "-o", out, NULL) == 0);
+    CHECK(run("convert", DATA "astronaut.png", "-o", out, "--precision", "fp32", NULL) == 0);
     CHECK_MSG(result.status == 0 && result.err[0] == '\0', "exit %d: %s", result.status,
               result.err);
     long differing;
@@ -415,7 +415,7 @@ static int test_engine_options(void) {
     const char *fast = join(dir, "onednn.png"), *slow = join(dir, "reference.png");
     const char *hp = join(dir, "hp.png");
     CHECK(run("convert", DATA "astronaut.png", "-o", fast, "--portrait", "--size", "64",
-              "--threads", "1", NULL) == 0);
+              "--threads", "1", "--precision", "fp32", NULL) == 0);
     CHECK_MSG(result.status == 0, "exit %d: %s", result.status, result.err);
     CHECK(run("convert", DATA "astronaut.png", "-o", slow, "--portrait", "--size", "64",
               "--backend", "reference", "--precision", "fp32", NULL) == 0);
@@ -657,9 +657,14 @@ static int test_bench_json(void) {
         bad |= json_number(root, numbers[i], &v[i]);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *precision = cJSON_GetObjectItemCaseSensitive(root, "precision");
+    const cJSON *requested = cJSON_GetObjectItemCaseSensitive(root, "requested");
     const cJSON *backend = cJSON_GetObjectItemCaseSensitive(root, "backend");
+    ag_precision_choice automatic; /* the default: auto, resolved for this CPU */
+    ag_precision_resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, NULL, &automatic);
     int strings_ok = cJSON_IsString(model) && !strcmp(model->valuestring, "hayao") &&
-                     cJSON_IsString(precision) && !strcmp(precision->valuestring, "fp32") &&
+                     cJSON_IsString(requested) && !strcmp(requested->valuestring, "auto") &&
+                     cJSON_IsString(precision) &&
+                     !strcmp(precision->valuestring, ag_precision_name(automatic.precision)) &&
                      cJSON_IsString(backend) && !strcmp(backend->valuestring, "onednn");
     cJSON_Delete(root);
     CHECK(!bad && strings_ok);
