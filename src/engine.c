@@ -16,6 +16,7 @@
  */
 #include "engine_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -355,42 +356,123 @@ int ag_engine_plan_add(ag_engine *e, size_t bytes, int first, int last) {
     return e->buffer_count++;
 }
 
+/* The first output row of group gi's band b (the last band is moved up; see create_conv). */
+static int band_first_row(const ag_group_exec *x, int b) {
+    int first = b * x->band_rows;
+    return first + x->band_rows > x->out.h ? x->out.h - x->band_rows : first;
+}
+
+/* The band processed i-th: bottom-up groups run their bands last to first. */
+static int band_at(const ag_group_exec *x, int i) {
+    return x->bottom_up ? x->bands - 1 - i : i;
+}
+
 /*
- * Whether group gi's output can overwrite its source's as it goes: a banded stride-1 conv
- * reading its source (the group just before) for the last time, with rows as long and as
- * many. A band's input rows are copied into the band buffer before its conv writes, so the
- * output may start `lag` bytes before the source: one band plus the top padding.
+ * The rows of group gi's source that band b reads, [*lo, *hi]: its padded input rows, the
+ * padding reflected or zero inside the map, and through an absorbed resize the bilinear
+ * taps' rows, widened by one row on each side whatever the coordinate mode.
  */
-static size_t in_place_lag(const ag_engine *e, int gi) {
-    const ag_group *gr = &e->groups[gi];
+static void band_source_rows(const ag_engine *e, int gi, int b, int *lo, int *hi) {
     const ag_node *head = head_of(e, gi);
     const ag_group_exec *x = &e->exec[gi];
-    if (gi == 0 || gr->src != gi - 1 || gr->kind != AG_BAND_RAW || !gr->banded ||
-        head->stride != 1 || e->groups[gi - 1].last_use != gi ||
-        y_bytes(e, gi) != y_bytes(e, gi - 1) || x->out.h != e->exec[gi - 1].out.h)
+    int first = band_first_row(x, b);
+    int u0 = first * head->stride - head->pad[0];
+    int u1 = u0 + (x->band_rows - 1) * head->stride + head->k - 1;
+    u0 = u0 < 0 ? 0 : u0; /* a reflected row lies inside the band's own rows */
+    u1 = u1 > x->in.h - 1 ? x->in.h - 1 : u1;
+    if (e->groups[gi].kind == AG_BAND_RESIZE) {
+        long hs = e->exec[e->groups[gi].src].out.h, h = x->in.h;
+        u0 = (int)((long)u0 * hs / h) - 1;
+        u1 = (int)(((long)u1 + 1) * hs / h) + 1;
+        u0 = u0 < 0 ? 0 : u0;
+        u1 = u1 > (int)hs - 1 ? (int)hs - 1 : u1;
+    }
+    *lo = u0, *hi = u1;
+}
+
+/*
+ * Where group gi's output may start relative to its source's (delta, in bytes) for it to
+ * overwrite the source as it goes, in the band order given: no band may read a source row
+ * that a band before it has written over. A band's source rows are copied into the band
+ * buffer before its conv writes, so a band may overwrite its own. Top-down, the output
+ * trails the source by the smallest such lag (a conv that reads faster than it writes:
+ * same size or a stride 2); bottom-up, it leads it (an upsampling conv, which writes faster
+ * than it reads: its top rows read source rows nobody needs any more by then).
+ */
+static long long in_place_delta(const ag_engine *e, int gi, int bottom_up) {
+    const ag_group_exec *x = &e->exec[gi];
+    long long ib = (long long)(y_bytes(e, gi - 1) / (size_t)e->exec[gi - 1].out.h);
+    long long ob = (long long)(y_bytes(e, gi) / (size_t)x->out.h);
+    long long delta = bottom_up ? LLONG_MIN : LLONG_MAX;
+    long long written_lo = LLONG_MAX, written_hi = LLONG_MIN; /* rows * ob, before delta */
+    for (int i = 0; i < x->bands; i++) {
+        int b = bottom_up ? x->bands - 1 - i : i, lo, hi;
+        band_source_rows(e, gi, b, &lo, &hi);
+        if (i > 0 && !bottom_up && lo * ib - written_hi < delta) /* delta + written <= read */
+            delta = lo * ib - written_hi;
+        if (i > 0 && bottom_up && (hi + 1) * ib - written_lo > delta) /* written >= read end */
+            delta = (hi + 1) * ib - written_lo;
+        int first = band_first_row(x, b);
+        written_lo = first * ob < written_lo ? first * ob : written_lo;
+        written_hi =
+            (first + x->band_rows) * ob > written_hi ? (first + x->band_rows) * ob : written_hi;
+    }
+    if (x->bands == 1)
+        delta = 0;
+    return bottom_up ? delta : (delta > 0 ? 0 : delta);
+}
+
+/* Bytes spanned by a source of `in` bytes at 0 and an output of `out` bytes at delta. */
+static long long span_bytes(long long in, long long out, long long delta) {
+    long long lo = delta < 0 ? delta : 0, hi = delta + out > in ? delta + out : in;
+    return hi - lo;
+}
+
+/*
+ * Whether group gi can overwrite its source (the group just before, read for the last time
+ * here, band by band from its raw or resized map) and in which band order: the one whose
+ * span is smaller, if smaller than two separate buffers. Sets *delta.
+ */
+static int in_place(ag_engine *e, int gi, long long *delta) {
+    const ag_group *gr = &e->groups[gi];
+    ag_group_exec *x = &e->exec[gi];
+    x->bottom_up = 0;
+    if (gi == 0 || gr->src != gi - 1 || !gr->banded || e->groups[gi - 1].last_use != gi ||
+        (gr->kind != AG_BAND_RAW && gr->kind != AG_BAND_RESIZE))
         return 0;
-    size_t row = y_bytes(e, gi) / (size_t)x->out.h;
-    return (size_t)(x->band_rows + head->pad[0]) * row;
+    long long in = (long long)y_bytes(e, gi - 1), out = (long long)y_bytes(e, gi);
+    long long down = in_place_delta(e, gi, 0), up = in_place_delta(e, gi, 1);
+    long long span_down = span_bytes(in, out, down), span_up = span_bytes(in, out, up);
+    if ((span_down < span_up ? span_down : span_up) >= in + out)
+        return 0;
+    x->bottom_up = span_up < span_down;
+    *delta = x->bottom_up ? up : down;
+    return 1;
 }
 
 /* Group outputs: a run of convs each overwriting the one before shares one buffer. */
 static void plan_outputs(ag_engine *e) {
     int n = e->group_count;
     for (int first = 0, last; first < n; first = last + 1) {
-        size_t slack = 0, bytes = y_bytes(e, first);
+        long long lo = 0, hi = (long long)y_bytes(e, first), delta;
         int live_until = e->groups[first].last_use;
-        for (last = first; last + 1 < n && in_place_lag(e, last + 1); last++) {
-            slack += in_place_lag(e, last + 1);
-            bytes = y_bytes(e, last + 1) > bytes ? y_bytes(e, last + 1) : bytes;
+        ag_group_exec *x = e->exec;
+        x[first].bottom_up = 0;
+        x[first].run_at = 0;
+        for (last = first; last + 1 < n && !x[last + 1].run_cut && in_place(e, last + 1, &delta);
+             last++) {
+            long long at = x[last + 1].run_at = x[last].run_at + delta;
+            long long end = at + (long long)y_bytes(e, last + 1);
+            x[last + 1].run_grows = end - at > hi - lo; /* larger than the run so far */
+            lo = at < lo ? at : lo;
+            hi = end > hi ? end : hi;
             live_until = e->groups[last + 1].last_use > live_until ? e->groups[last + 1].last_use
                                                                    : live_until;
         }
-        int id = ag_engine_plan_add(e, slack + bytes, first, live_until);
+        int id = ag_engine_plan_add(e, (size_t)(hi - lo), first, live_until);
         for (int i = first; i <= last; i++) {
-            e->exec[i].buffer = id;
-            e->exec[i].offset = slack;
-            if (i < last)
-                slack -= in_place_lag(e, i + 1);
+            x[i].buffer = id;
+            x[i].offset = (size_t)(x[i].run_at - lo);
         }
     }
 }
@@ -614,6 +696,34 @@ static void plan_onednn(ag_engine *e, size_t band, size_t scratch) {
             : -1;
 }
 
+/*
+ * A run of in-place groups holds its largest member's bytes from its first step on: when
+ * a member (an upsampling conv) is larger than the run before it, a smaller arena may come
+ * from starting a new buffer there. Try cutting the runs at each such member, keep each cut that
+ * shrinks the arena (a few passes; plans are cheap), and leave the plan made with the cuts kept.
+ */
+static void cut_runs(ag_engine *e, size_t band, size_t scratch) {
+    size_t best = ag_arena_plan(e->buffers, e->buffer_count);
+    for (int pass = 0, changed = 1; pass < 3 && changed; pass++) {
+        changed = 0;
+        for (int gi = 1; gi < e->group_count; gi++) {
+            ag_group_exec *x = &e->exec[gi];
+            if (!x->run_grows && !x->run_cut)
+                continue;
+            x->run_cut = !x->run_cut;
+            e->buffer_count = 0;
+            plan_onednn(e, band, scratch);
+            size_t bytes = ag_arena_plan(e->buffers, e->buffer_count);
+            if (bytes < best)
+                best = bytes, changed = 1;
+            else
+                x->run_cut = !x->run_cut;
+        }
+    }
+    e->buffer_count = 0;
+    plan_onednn(e, band, scratch);
+}
+
 /* Each run starts from the chains' constant affines (materialising resets them). */
 static void init_affines(ag_engine *e) {
     const ag_graph *g = &e->model->graph;
@@ -703,6 +813,7 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
         if (rc)
             return rc;
         plan_onednn(e, band, scratch);
+        cut_runs(e, band, scratch);
     } else {
         rc = ag_interpret_plan(e, err);
         if (rc)
@@ -915,10 +1026,8 @@ static int run_conv(ag_engine *e, int gi, const ag_io *io, void *scratch, ag_err
     ag_band_source src = band_source(e, gi, io);
     ag_stats_rows pending = {
         e->partials, y, y_elem == 2, 0, 0, out_row, range_begin(e, gi, layer_norm), x->out.c};
-    for (int b = 0; b < x->bands; b++) {
-        int first = b * x->band_rows, rows = x->band_rows;
-        if (first + rows > x->out.h) /* the last band, moved up; see create_conv */
-            first = x->out.h - rows;
+    for (int i = 0; i < x->bands; i++) {
+        int b = band_at(x, i), first = band_first_row(x, b), rows = x->band_rows;
         const void *in = gr->src >= 0 ? y_map(e, gr->src) : NULL;
         if (gr->banded) {
             ag_fused_band_stats(band, &src, first * head->stride,
@@ -978,10 +1087,8 @@ static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, void *scratch, a
     int in_rows = (x->band_rows - 1) * head->stride + head->k;
     ag_stats_rows pending = {e->partials, y, 0, 0, 0, out_row, range_begin(e, gi, layer_norm),
                              x->out.c};
-    for (int b = 0; b < x->bands; b++) {
-        int first = b * x->band_rows, rows = x->band_rows;
-        if (first + rows > x->out.h) /* the last band, moved up; see create_conv */
-            first = x->out.h - rows;
+    for (int i = 0; i < x->bands; i++) {
+        int b = band_at(x, i), first = band_first_row(x, b), rows = x->band_rows;
         ag_fused_band_stats_u8(band_u8, q.x_scale, q.x_zero, &src, first * head->stride, in_rows,
                                &pending, e->threads);
         pending.rows = 0;

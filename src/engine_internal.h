@@ -62,9 +62,13 @@ typedef struct ag_group_exec {
     ag_shape out; /* the head's output */
     int hp, wp;   /* padded conv input */
     int band_rows, bands;
+    int bottom_up; /* bands run last to first (an upsampling conv overwriting its source) */
     struct ag_dnnl_conv *conv;
-    int buffer;    /* arena buffer of the head's output */
-    size_t offset; /* within it (a conv overwriting its source as it goes) */
+    int buffer;       /* arena buffer of the head's output */
+    size_t offset;    /* within it (a conv overwriting its source as it goes) */
+    long long run_at; /* planning: offset relative to the first group sharing the buffer */
+    int run_grows;    /* planning: joining the run made its buffer larger */
+    int run_cut;      /* planning: starts a new buffer instead (cut_runs) */
     ag_norm_affine affine;
     ag_resize_tap *row_taps, *col_taps;
     size_t weight_offset;
