@@ -116,7 +116,7 @@ int ag_cli_video_route(const char *input, const char *output) {
     /* An animation beyond the limits (a huge canvas, too many frames) is no photo either,
      * and a .gif is written only as an animation: the probe's word is the one that counts,
      * but for a still image (AG_E_UNSUPPORTED), whose messages are the photo path's. */
-    int gif = strcasecmp(dot, ".gif") == 0;
+    int gif = dot && strcasecmp(dot, ".gif") == 0;
     if (!video && animation && (err.code == AG_E_LIMIT || (gif && err.code != AG_E_UNSUPPORTED))) {
         fprintf(stderr, "animegan: %s\n", err.message);
         return AG_CLI_ROUTE_FAILED;
