@@ -457,13 +457,13 @@ static void plan_outputs(ag_engine *e) {
         long long lo = 0, hi = (long long)y_bytes(e, first), delta;
         int live_until = e->groups[first].last_use;
         ag_group_exec *x = e->exec;
-        x[first].bottom_up = 0;
+        x[first].bottom_up = x[first].run_joined = 0;
         x[first].run_at = 0;
         for (last = first; last + 1 < n && !x[last + 1].run_cut && in_place(e, last + 1, &delta);
              last++) {
             long long at = x[last + 1].run_at = x[last].run_at + delta;
             long long end = at + (long long)y_bytes(e, last + 1);
-            x[last + 1].run_grows = end - at > hi - lo; /* larger than the run so far */
+            x[last + 1].run_joined = 1;
             lo = at < lo ? at : lo;
             hi = end > hi ? end : hi;
             live_until = e->groups[last + 1].last_use > live_until ? e->groups[last + 1].last_use
@@ -696,26 +696,38 @@ static void plan_onednn(ag_engine *e, size_t band, size_t scratch) {
             : -1;
 }
 
+/* Bytes times steps live, over every buffer: what a plan holds, not only at its peak. */
+static double plan_area(const ag_engine *e) {
+    double area = 0;
+    for (int i = 0; i < e->buffer_count; i++)
+        area +=
+            (double)e->buffers[i].bytes * (e->buffers[i].last_step - e->buffers[i].first_step + 1);
+    return area;
+}
+
 /*
- * A run of in-place groups holds its largest member's bytes from its first step on: when
- * a member (an upsampling conv) is larger than the run before it, a smaller arena may come
- * from starting a new buffer there. Try cutting the runs at each such member, keep each cut that
- * shrinks the arena (a few passes; plans are cheap), and leave the plan made with the cuts kept.
+ * A run of in-place groups holds its largest member's bytes from its first step to its
+ * last: a run that shrinks (an encoder) or grows (an upsampling conv) may do better cut in
+ * two. Toggle a cut at each member in turn and keep the toggle when the arena shrinks, or
+ * stays and the plan holds less (which opens the way to cuts that need another first); a
+ * few passes, as plans are cheap. Leaves the plan made with the cuts kept.
  */
 static void cut_runs(ag_engine *e, size_t band, size_t scratch) {
     size_t best = ag_arena_plan(e->buffers, e->buffer_count);
-    for (int pass = 0, changed = 1; pass < 3 && changed; pass++) {
+    double best_area = plan_area(e);
+    for (int pass = 0, changed = 1; pass < 4 && changed; pass++) {
         changed = 0;
         for (int gi = 1; gi < e->group_count; gi++) {
             ag_group_exec *x = &e->exec[gi];
-            if (!x->run_grows && !x->run_cut)
+            if (!x->run_joined && !x->run_cut)
                 continue;
             x->run_cut = !x->run_cut;
             e->buffer_count = 0;
             plan_onednn(e, band, scratch);
             size_t bytes = ag_arena_plan(e->buffers, e->buffer_count);
-            if (bytes < best)
-                best = bytes, changed = 1;
+            double area = plan_area(e);
+            if (bytes < best || (bytes == best && area < best_area))
+                best = bytes, best_area = area, changed = 1;
             else
                 x->run_cut = !x->run_cut;
         }

@@ -67,7 +67,7 @@ typedef struct ag_group_exec {
     int buffer;       /* arena buffer of the head's output */
     size_t offset;    /* within it (a conv overwriting its source as it goes) */
     long long run_at; /* planning: offset relative to the first group sharing the buffer */
-    int run_grows;    /* planning: joining the run made its buffer larger */
+    int run_joined;   /* planning: overwrites the group before, in its buffer */
     int run_cut;      /* planning: starts a new buffer instead (cut_runs) */
     ag_norm_affine affine;
     ag_resize_tap *row_taps, *col_taps;

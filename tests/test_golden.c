@@ -318,9 +318,9 @@ static int banded_equals_reference(const char *path, int min_in_place, int min_b
 }
 
 static int test_banded_equals_reference(void) {
-    CHECK(banded_equals_reference("models/hayao.safetensors", 12, 1) == 0);
-    CHECK(banded_equals_reference("models/hayao-v3.safetensors", 5, 1) == 0);
-    CHECK(banded_equals_reference("models/cute-v3.safetensors", 10, 0) == 0);
+    CHECK(banded_equals_reference("models/hayao.safetensors", 8, 1) == 0);
+    CHECK(banded_equals_reference("models/hayao-v3.safetensors", 4, 1) == 0);
+    CHECK(banded_equals_reference("models/cute-v3.safetensors", 8, 0) == 0);
     return 0;
 }
 

@@ -147,14 +147,15 @@ static int test_int8_arena_reused_no_allocation(void) {
     CHECK_OK(ag_engine_run_f32(engine, in, 32, 32, out, &err), &err);
     CHECK_OK(ag_engine_run_f32(engine, in, w, h, out, &err), &err);
     CHECK(ag_engine_arena_bytes(engine) == arena_bytes);
-    /* The conv outputs are u8 maps: the arena is about a quarter of fp32's (v2 at 512 px:
-     * 31 MB against 118 MB; the peak RSS of a convert stays near 100 MB). */
+    /* The conv outputs are u8 maps: the arena is about a quarter of fp32's, plus the bands
+     * and statistics both have (v2 at 512 px: 24 MB against 81 MB; the peak RSS of a
+     * convert stays near 100 MB). */
     ag_engine_options fp32 = {.threads = 2, .precision = AG_PRECISION_FP32};
     size_t a8 = ag_engine_arena_bytes_for(model, &opt, 512, 512);
     size_t a32 = ag_engine_arena_bytes_for(model, &fp32, 512, 512);
     printf("  arena for 512x512 (onednn): int8 %.1f MB, fp32 %.1f MB\n", (double)a8 / (1 << 20),
            (double)a32 / (1 << 20));
-    CHECK(a8 > 0 && a8 * 10 < a32 * 3);
+    CHECK(a8 > 0 && a8 * 20 < a32 * 7);
     ag_free(in), ag_free(out);
     ag_engine_destroy(engine);
     ag_model_destroy(model);
