@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/stability/fuzz.sh [seconds] - a short run of every libFuzzer target through
 # fuzz/run.sh (`seconds` each, default 10): the model loaders (.pt zip/pickle,
-# safetensors and ONNX), the image decode entry, the face path (fuzz/fuzz_face.c) and the
-# server's request parsers (options,
+# safetensors and ONNX), the image decode entry, the face path (fuzz/fuzz_face.c), the video
+# probe/demux entry (fuzz/fuzz_video.c) and the server's request parsers (options,
 # Content-Type, multipart). Prints one PASS/FAIL line per target with its executions from
 # libFuzzer's final stats, and "N passed, N failed". Without clang + libFuzzer it says so and
 # skips. A crash leaves build/fuzz/crash_*: docs/stability.md says how it becomes a
@@ -22,7 +22,7 @@ if ! command -v "$cc" >/dev/null 2>&1 ||
     exit 0
 fi
 rm -f "$out/.probe" "$out/pt.log" "$out/safetensors.log" "$out/onnx.log" "$out/image.log" \
-    "$out/face.log" "$out/server.log"
+    "$out/face.log" "$out/server.log" "$out/video.log"
 [ -f build/libanimegan.a ] || make -s build/libanimegan.a >/dev/null 2>&1
 # Known third-party leaks (each documented in docs/stability.md) would stop the image fuzzer
 # at its first rediscovery; everything else still fails the run.
@@ -32,7 +32,7 @@ rc=$?
 passed=0
 failed=0
 for t in model_pt:pt model_safetensors:safetensors model_onnx:onnx image:image face:face \
-    server:server; do
+    server:server video:video; do
     name=${t%%:*}
     f=$out/${t#*:}.log
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$f" 2>/dev/null | tail -n 1)
