@@ -499,6 +499,45 @@ static int check_webp_like_libvips(const void *data, size_t size, const char *wh
     return same ? 0 : 1;
 }
 
+/* A 64x64 RGB WebP, lossy or lossless, made by libvips; g_free the result. */
+static void *make_webp(int lossless, size_t *size) {
+    uint8_t rgb[64 * 64 * 3];
+    for (size_t i = 0; i < sizeof rgb; i++)
+        rgb[i] = (uint8_t)(i * 31);
+    VipsImage *im = vips_image_new_from_memory(rgb, sizeof rgb, 64, 64, 3, VIPS_FORMAT_UCHAR);
+    void *buf = NULL;
+    if (im && vips_webpsave_buffer(im, &buf, size, "lossless", lossless, NULL))
+        buf = NULL;
+    if (im)
+        g_object_unref(im);
+    return buf;
+}
+
+/* The decode term counts what libwebp holds: for a lossless frame, its ARGB copy of the
+ * whole frame beside ours (4 + 3 bytes a pixel against max_pixels x 4: refused at the
+ * pixel limit), for a lossy one a few rows (taken at the limit). */
+IMAGE_TEST(test_webp_decoder_bytes) {
+    ag_decode_options o = {.max_pixels = 64 * 64};
+    for (int lossless = 0; lossless <= 1; lossless++) {
+        size_t size;
+        void *data = make_webp(lossless, &size);
+        CHECK(data);
+        ag_image im;
+        ag_error err = {0};
+        int rc = ag_image_decode(data, size, "w.webp", &o, &im, &err);
+        g_free(data);
+        if (lossless) {
+            CHECK_MSG(rc == AG_E_LIMIT && strstr(err.message, "ARGB"), "lossless: %d %s", rc,
+                      err.message);
+        } else {
+            CHECK_OK(rc, &err);
+            CHECK(im.width == 64 && im.height == 64);
+            ag_image_fini(&im);
+        }
+    }
+    return 0;
+}
+
 /* WebP is decoded by libwebp (webp_load.c): EXIF orientation, an ICC profile, an animation
  * whose first frame covers part of the canvas, lossy and lossless, all as libvips would. */
 IMAGE_TEST(test_webp) {
@@ -952,6 +991,7 @@ int main(int argc, char **argv) {
         TEST(test_rgba),
         TEST(test_animated),
         TEST(test_webp),
+        TEST(test_webp_decoder_bytes),
         TEST(test_webp_truncated),
         TEST(test_tiff_heif),
         TEST(test_min_side),

@@ -19,7 +19,7 @@
  *   worst_png.png        Adam7-interlaced 16-bit RGBA (read whole)
  *   worst_jpeg.jpg       progressive 4:4:4 RGB (whole coefficient buffer), orientation 6
  *   worst_gif.gif        a 1x1 frame on a MAX_PIXELS canvas (the canvas is decoded)
- *   worst_webp.webp      lossless, MAX_PIXELS (decoded to RGBA in memory)
+ *   worst_webp.webp      lossless, MAX_PIXELS / 2 (libwebp's ARGB and our RGBA frame)
  *   worst_heif.heic      8-bit RGBA HEVC at MAX_PIXELS / 2 (libheif's planes plus libvips'
  *                        interleaved copy), written by libvips' heifsave (skipped, saying
  *                        so, where libheif has no HEVC encoder)
@@ -342,8 +342,9 @@ int main(int argc, char **argv) {
     /* Within the pixel limit, 32 times over it in bytes. */
     write_tiff(dir, "tiff_f32x32_limit.tif", (uint32_t)side4, (uint32_t)side4, 32, 32, 3, 1, 0);
     write_gif_canvas(dir, "worst_gif.gif", (uint16_t)side4, (uint16_t)side4);
-    write_webp(dir, "worst_webp.webp", side4 > 16383 ? 16383 : side4,
-               side4 > 16383 ? 16383 : side4);
+    /* libwebp holds 8 bytes a pixel (decode.c): max_px / 2 pixels hold max_px x 4 bytes. */
+    write_webp(dir, "worst_webp.webp", side8 > 16383 ? 16383 : side8,
+               side8 > 16383 ? 16383 : side8);
     if (VIPS_INIT(argv[0]) == 0)
         write_heif(dir, "worst_heif.heic", side8);
     return 0;

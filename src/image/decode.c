@@ -159,6 +159,19 @@ static void jpeg_layout(const uint8_t *p, size_t n, ag_jpeg_layout *j) {
     }
 }
 
+/* The decode term of the bound: what a decoder holds must fit max_pixels x 4 bytes (413). */
+static int check_decode_term(double held, const char *what, const char *format, int width,
+                             int height, int bands, int sample_bytes, const ag_decode_options *o,
+                             const char *label, ag_error *err) {
+    if (o->max_pixels > 0 && held > (double)o->max_pixels * 4)
+        return ag_error_set(err, AG_E_LIMIT,
+                            "%s: %s %dx%d, %d band(s) of %d byte(s): its %s take %.0f MiB to "
+                            "decode; the limit is %.0f MiB (max pixels x 4)",
+                            label, format, width, height, bands, sample_bytes, what,
+                            held / 1048576.0, (double)o->max_pixels * 4 / 1048576.0);
+    return AG_OK;
+}
+
 /* Refuse, from the header, a layout we do not take (415) or a frame whose decoder would
  * hold more than the decode term of the bound (413). `image` is opened at shrink 1. */
 static int check_held_bytes(const ag_loader *loader, const void *data, size_t size,
@@ -190,14 +203,8 @@ static int check_held_bytes(const ag_loader *loader, const void *data, size_t si
     } else if (!strcmp(loader->format, "HEIF")) {
         held *= 2;
     }
-    if (o->max_pixels > 0 && held > (double)o->max_pixels * 4)
-        return ag_error_set(err, AG_E_LIMIT,
-                            "%s: %s %dx%d, %d band(s) of %d byte(s): its %s take %.0f MiB to "
-                            "decode; the limit is %.0f MiB (max pixels x 4)",
-                            label, loader->format, image->Xsize, image->Ysize, image->Bands,
-                            (int)vips_format_sizeof(image->BandFmt), what, held / 1048576.0,
-                            (double)o->max_pixels * 4 / 1048576.0);
-    return AG_OK;
+    return check_decode_term(held, what, loader->format, image->Xsize, image->Ysize, image->Bands,
+                             (int)vips_format_sizeof(image->BandFmt), o, label, err);
 }
 
 /* Open lazily: this parses the header only; pixels are decoded when a region asks. */
@@ -422,6 +429,14 @@ static int decode_webp(const void *data, size_t size, const ag_decode_options *o
     ag_image frame = {0};
     VipsImage *image = NULL, *srgb = NULL;
     int rc = ag_webp_read_info(data, size, label, &info, err);
+    /* Our frame, plus what libwebp holds while it writes it: for a lossless frame an ARGB
+     * copy of the whole of it (4 bytes a pixel), for a lossy one a few macroblock rows and
+     * the alpha plane (counted as 1). */
+    if (rc == AG_OK)
+        rc = check_decode_term((double)info.width * info.height *
+                                   (info.bands + (info.lossless ? 4 : 1)),
+                               info.lossless ? "frame and libwebp's ARGB copy" : "frame", "WebP",
+                               info.width, info.height, info.bands, 1, o, label, err);
     if (rc == AG_OK) {
         int swap = info.orientation >= 5; /* 5..8 turn the image a quarter */
         rc = plan_decode(swap ? info.height : info.width, swap ? info.width : info.height, o, label,

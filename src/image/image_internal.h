@@ -63,6 +63,7 @@ typedef struct ag_webp_info {
     int width, height; /* canvas, as stored */
     int bands;         /* 3, or 4 when the first frame has alpha or leaves canvas uncovered */
     int orientation;   /* EXIF orientation 1..8, 1 when there is none */
+    int lossless;      /* VP8L: libwebp decodes into an ARGB copy of the whole frame */
     const void *icc;
     size_t icc_size;
 } ag_webp_info;

@@ -79,6 +79,10 @@ int ag_webp_read_info(const void *data, size_t size, const char *label, ag_webp_
         int covers = frame.x_offset == 0 && frame.y_offset == 0 && frame.width == info->width &&
                      frame.height == info->height;
         info->bands = (flags & ALPHA_FLAG) || frame.has_alpha || !covers ? 4 : 3;
+        WebPBitstreamFeatures features;
+        info->lossless = WebPGetFeatures(frame.fragment.bytes, frame.fragment.size, &features) ==
+                             VP8_STATUS_OK &&
+                         features.format == 2;
         ok = info->width > 0 && info->height > 0 && frame.x_offset + frame.width <= info->width &&
              frame.y_offset + frame.height <= info->height;
         WebPDemuxReleaseIterator(&frame);
