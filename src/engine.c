@@ -344,6 +344,7 @@ static void plan_geometry(ag_engine *e) {
         ag_group_exec *x = &e->exec[gi];
         x->out = e->shapes[gr->head];
         x->in = e->shapes[head->in[0]];
+        x->run_cut = 0; /* cut_runs starts afresh for each size */
         x->hp = x->in.h + head->pad[0] + head->pad[1];
         x->wp = x->in.w + head->pad[2] + head->pad[3];
     }
