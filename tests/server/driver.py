@@ -784,13 +784,15 @@ def burst_503_and_memory_bound():
 
 @test
 def queue_timeout_504_and_request_state():
+    # fp32 on one thread: the first conversion must outlast the queue timeout (int8 made a
+    # small photo fast enough to finish first on a quiet machine).
     s = shared("slow", "--workers", "1", "--threads", "1", "--queue", "4", "--queue-timeout",
-               "0.5")
+               "0.5", "--precision", "fp32")
     results = {}
 
     def send(name, delay):
         time.sleep(delay)
-        results[name] = s.convert(headers={"X-Request-Id": name})  # full size: seconds
+        results[name] = s.convert(ASTRONAUT, headers={"X-Request-Id": name})  # about 2 s
 
     # Ids of 32 characters or more are status keys (shorter client ids are not).
     first, second = "first-" + "1" * 26, "second-" + "2" * 25
