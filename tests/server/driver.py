@@ -1042,7 +1042,9 @@ def graceful_shutdown_completes_inflight():
 
 @test
 def drain_timeout_fails_queued_and_exits_0():
-    s = Server("--workers", "1", "--threads", "1", "--queue", "4", "--drain-seconds", "0.5")
+    # fp32 on one thread: three photos take longer than the 0.5 s drain (int8 is close).
+    s = Server("--workers", "1", "--threads", "1", "--queue", "4", "--drain-seconds", "0.5",
+               "--precision", "fp32")
     try:
         results = {}
 
