@@ -556,6 +556,10 @@ static void expire(ag_gate *g) {
  * so a kept-alive probe reads /readyz's 503 rather than a close. */
 static void drain_now(ag_gate *g) {
     accept_all(g);
+    /* New connections fail at once from here on. Right after the last accept, on this
+     * thread: a connection the kernel completes in between is reset with its request sent
+     * (found under ASan, where the caller's polling made that window milliseconds). */
+    shutdown(g->listen_fd, SHUT_RDWR);
     epoll_ctl(g->epoll_fd, EPOLL_CTL_DEL, g->listen_fd, NULL);
     g->listening = 0;
     atomic_store(&g->drained, 1);

@@ -1204,9 +1204,9 @@ int ag_http_quiesce(ag_server *s) {
      * POST no load balancer would retry after a reset: MHD answers it 503 shutting_down),
      * stops accepting and closes idle connections. */
     int open = ag_gate_drain(s);
-    /* The listening socket stays open until MHD_stop_daemon; shutting it down makes new
+    /* The gate has shut the listening socket down right after its last accept: new
      * connections fail at once (a load balancer moves on) instead of waiting in the
-     * backlog. */
+     * backlog. Again here, for a gate that did not get to it in time. */
     shutdown(s->listen_fd, SHUT_RDWR);
     return open;
 }
