@@ -329,6 +329,47 @@ static int test_stats_and_output_equal(void) {
     return rc;
 }
 
+/* Per-channel sums (instance norm, LADE): every variant the same bits, channel counts with
+ * and without a vector tail, and within float rounding of sums taken in double. */
+static int test_channel_sums(void) {
+    const ag_fused_ops *v[3];
+    int nv = variants(v);
+    static const int channels[] = {3, 16, 20, 48, 256};
+    enum { N = 256, CMAX = 256 };
+    float *x = ag_malloc(N * CMAX * 4), shift[CMAX];
+    rng_state = 4242;
+    fill(x, N * CMAX, 3.0f), fill(shift, CMAX, 3.0f);
+    int rc = 0;
+    for (size_t ci = 0; ci < sizeof channels / sizeof channels[0] && !rc; ci++) {
+        int C = channels[ci];
+        double t1[2][CMAX], t2[2][CMAX], worst = 0.0;
+        for (int i = 0; i < nv && !rc; i++) {
+            double *s1 = t1[i > 0], *s2 = t2[i > 0];
+            for (int c = 0; c < C; c++)
+                s1[c] = 0.5, s2[c] = 0.25; /* added to, not overwritten */
+            v[i]->channel_sums(s1, s2, x, N, C, shift);
+            if (i > 0 &&
+                (memcmp(t1[0], t1[1], (size_t)C * 8) || memcmp(t2[0], t2[1], (size_t)C * 8))) {
+                fprintf(stderr, "  %s differs from %s at C=%d\n", v[i]->isa, v[0]->isa, C);
+                rc = 1;
+            }
+        }
+        for (int c = 0; c < C && !rc; c++) {
+            double a = 0.5, b = 0.25;
+            for (int p = 0; p < N; p++) {
+                double d = (double)(x[(size_t)p * C + c] - shift[c]);
+                a += d, b += d * d;
+            }
+            double e = fmax(fabs(t1[0][c] - a), fabs(t2[0][c] - b) / (b > 1.0 ? b : 1.0));
+            worst = e > worst ? e : worst;
+        }
+        printf("  C=%d: worst error against double sums %.2e (bound 1e-3)\n", C, worst);
+        rc |= worst >= 1e-3;
+    }
+    ag_free(x);
+    return rc;
+}
+
 /* The generator end to end, the table swapped under the engine: the same output bits. */
 static int test_generator_equal_across_variants(void) {
     const ag_fused_ops *v[3];
@@ -404,6 +445,6 @@ static int test_forced_isa_in_child(void) {
 }
 
 TEST_MAIN(TEST(test_bands_equal_across_variants), TEST(test_u8_band_is_quantised_f32_band),
-          TEST(test_u8_maps), TEST(test_stats_and_output_equal),
+          TEST(test_u8_maps), TEST(test_stats_and_output_equal), TEST(test_channel_sums),
           TEST(test_generator_equal_across_variants), TEST(test_active_is_cpu_isa),
           TEST(test_forced_isa_in_child))

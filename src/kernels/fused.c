@@ -514,4 +514,31 @@ void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y,
             }
 }
 
+/* Per-channel sums of (x - shift) and its square over n positions of x (n, C), taken in
+ * float lanes (the caller keeps n to a block, so float holds them) and added to the double
+ * totals t1, t2: sixteen channels a vector, the positions of a block in order. */
+void ag_fused_channel_sums(double *t1, double *t2, const float *x, size_t n, int C,
+                           const float *shift) {
+    int c = 0;
+    for (; c + 16 <= C; c += 16) {
+        v16f s = vload_f32(shift + c), a = vsplat(0.0f), b = vsplat(0.0f);
+        for (size_t p = 0; p < n; p++) {
+            v16f d = vload_f32(x + p * (size_t)C + (size_t)c) - s;
+            a += d;
+            b += d * d;
+        }
+        for (int l = 0; l < 16; l++)
+            t1[c + l] += (double)a[l], t2[c + l] += (double)b[l];
+    }
+    for (; c < C; c++) {
+        float a = 0.0f, b = 0.0f;
+        for (size_t p = 0; p < n; p++) {
+            float d = x[p * (size_t)C + (size_t)c] - shift[c];
+            a += d;
+            b += d * d;
+        }
+        t1[c] += (double)a, t2[c] += (double)b;
+    }
+}
+
 #include "fused_table.inc"

@@ -95,6 +95,11 @@ void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
                                           scratch, range, threads);
 }
 
+void ag_fused_channel_sums(double *t1, double *t2, const float *x, size_t n, int C,
+                           const float *shift) {
+    ag_fused_ops_active()->channel_sums(t1, t2, x, n, C, shift);
+}
+
 /* Scalar: the same in every variant, so no table lookup per value. */
 uint8_t ag_output_to_u8(float y) {
     return ag_output_to_u8_generic(y);

@@ -27,6 +27,7 @@
 #define ag_fused_band_stats_u8 AG_FUSED_NAME(ag_fused_band_stats_u8)
 #define ag_fused_quantize_rows AG_FUSED_NAME(ag_fused_quantize_rows)
 #define ag_fused_materialize_u8 AG_FUSED_NAME(ag_fused_materialize_u8)
+#define ag_fused_channel_sums AG_FUSED_NAME(ag_fused_channel_sums)
 #endif
 
 #include "kernels.h"
@@ -46,6 +47,7 @@ typedef struct ag_fused_ops {
     __typeof__(ag_fused_band_stats_u8) *band_stats_u8;
     __typeof__(ag_fused_quantize_rows) *quantize_rows;
     __typeof__(ag_fused_materialize_u8) *materialize_u8;
+    __typeof__(ag_fused_channel_sums) *channel_sums;
 } ag_fused_ops;
 
 /* The variants built (x86-64: all three; elsewhere generic only). */

@@ -211,6 +211,14 @@ void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
                              const float *residual_q, ag_norm_affine affine, float pre, float post,
                              int H, int W, int C, float *scratch, float *range, int threads);
 
+/*
+ * Per-channel sums of (x[p][c] - shift[c]) and of its square over positions [0, n) of x (n, C),
+ * added to t1[c] and t2[c]: the moments of instance norms and LADE. Float lanes inside: keep n
+ * to a few hundred positions a call.
+ */
+void ag_fused_channel_sums(double *t1, double *t2, const float *x, size_t n, int C,
+                           const float *shift);
+
 /* [tanh of] y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
                      int H, int W, int threads);

@@ -11,28 +11,9 @@
 #include <omp.h>
 #include <string.h>
 
-/* Positions per block whose sums are taken in float lanes before they go to double. */
+/* Positions per block whose sums are taken in float lanes before they go to double
+ * (ag_fused_channel_sums, compiled per ISA). */
 #define MOMENT_BLOCK 256
-
-/* Sums of (x - shift) and its square per channel over positions [0, n) of x (n, C), in
- * float lanes of MOMENT_BLOCK positions flushed into the double totals t1, t2. */
-static void add_moments(double *t1, double *t2, const float *x, size_t n, int C,
-                        const float *shift) {
-    float b1[AG_NORM_MAX_CHANNELS], b2[AG_NORM_MAX_CHANNELS];
-    for (size_t p0 = 0; p0 < n; p0 += MOMENT_BLOCK) {
-        size_t p1 = p0 + MOMENT_BLOCK < n ? p0 + MOMENT_BLOCK : n;
-        memset(b1, 0, sizeof(float) * (size_t)C);
-        memset(b2, 0, sizeof(float) * (size_t)C);
-        for (size_t p = p0; p < p1; p++)
-            for (int c = 0; c < C; c++) {
-                float d = x[p * C + c] - shift[c];
-                b1[c] += d;
-                b2[c] += d * d;
-            }
-        for (int c = 0; c < C; c++)
-            t1[c] += (double)b1[c], t2[c] += (double)b2[c];
-    }
-}
 
 /*
  * Shifted sums per channel (relative to the first position's value, so a large mean does
@@ -50,7 +31,7 @@ static void moments(double *mean, double *var, const float *x, size_t N, int C, 
 #pragma omp for schedule(static)
         for (size_t start = 0; start < N; start += MOMENT_BLOCK) {
             size_t n = start + MOMENT_BLOCK < N ? MOMENT_BLOCK : N - start;
-            add_moments(t1, t2, x + start * C, n, C, shift);
+            ag_fused_channel_sums(t1, t2, x + start * C, n, C, shift);
         }
 #pragma omp critical
         for (int c = 0; c < C; c++)
@@ -93,7 +74,7 @@ void ag_lade_moments(double *mean_y, double *var_y, const float *x, const float 
         for (size_t start = t * rows; start < N; start += nt * rows) {
             size_t n = start + rows < N ? rows : N - start;
             ag_matmul(mine, x + start * C, w, 1, n, C, C, 1, 1);
-            add_moments(t1, t2, mine, n, C, shift);
+            ag_fused_channel_sums(t1, t2, mine, n, C, shift);
         }
 #pragma omp critical
         for (int c = 0; c < C; c++)
