@@ -370,6 +370,52 @@ static int test_channel_sums(void) {
     return rc;
 }
 
+/* The narrow convolution (OC <= AG_NARROW_OC; FMAs, so not bit-equal across variants):
+ * every variant within float rounding of a direct convolution in double, with pixel blocks'
+ * tails (odd widths) and runs that are no multiple of 16 floats (IC 5). */
+static int test_conv_narrow(void) {
+    const ag_fused_ops *v[3];
+    int nv = variants(v);
+    static const struct {
+        int IC, OC, K, HP, WP;
+    } cases[] = {{32, 3, 7, 12, 19}, {5, 1, 3, 6, 9}, {16, 2, 3, 5, 8}, {20, 4, 5, 9, 14}};
+    int rc = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int IC = cases[ci].IC, OC = cases[ci].OC, K = cases[ci].K, HP = cases[ci].HP,
+            WP = cases[ci].WP, HO = HP - K + 1, WO = WP - K + 1;
+        size_t nw = (size_t)OC * IC * K * K, no = (size_t)HO * WO * OC;
+        float *src = ag_malloc((size_t)HP * WP * IC * 4), *w = ag_malloc(nw * 4),
+              *packed = ag_malloc(nw * 4), *out = ag_malloc(no * 4), bias[AG_NARROW_OC];
+        rng_state = 99 + ci;
+        fill(src, (size_t)HP * WP * IC, 0.2f), fill(w, nw, 0.0f), fill(bias, OC, 0.0f);
+        for (int o = 0; o < OC; o++) /* (OC, IC, K, K) -> (OC, K, K, IC), as onednn.c packs */
+            for (int i = 0; i < IC; i++)
+                for (int k = 0; k < K * K; k++)
+                    packed[((size_t)o * K * K + k) * IC + i] = w[((size_t)o * IC + i) * K * K + k];
+        for (int vi = 0; vi < nv; vi++) {
+            v[vi]->conv_narrow(out, src, packed, bias, HP, WP, IC, OC, K, 2);
+            double worst = 0.0;
+            for (int y = 0; y < HO; y++)
+                for (int x = 0; x < WO; x++)
+                    for (int o = 0; o < OC; o++) {
+                        double acc = bias[o];
+                        for (int i = 0; i < IC; i++)
+                            for (int ky = 0; ky < K; ky++)
+                                for (int kx = 0; kx < K; kx++)
+                                    acc += (double)src[((size_t)(y + ky) * WP + x + kx) * IC + i] *
+                                           (double)w[(((size_t)o * IC + i) * K + ky) * K + kx];
+                        double e = fabs(acc - (double)out[((size_t)y * WO + x) * OC + o]);
+                        worst = e > worst ? e : worst;
+                    }
+            printf("  %s IC=%d OC=%d K=%d %dx%d: worst error against double %.2e (bound 1e-4)\n",
+                   v[vi]->isa, IC, OC, K, HO, WO, worst);
+            rc |= worst >= 1e-4;
+        }
+        ag_free(src), ag_free(w), ag_free(packed), ag_free(out);
+    }
+    return rc;
+}
+
 /* The generator end to end, the table swapped under the engine: the same output bits. */
 static int test_generator_equal_across_variants(void) {
     const ag_fused_ops *v[3];
@@ -446,5 +492,5 @@ static int test_forced_isa_in_child(void) {
 
 TEST_MAIN(TEST(test_bands_equal_across_variants), TEST(test_u8_band_is_quantised_f32_band),
           TEST(test_u8_maps), TEST(test_stats_and_output_equal), TEST(test_channel_sums),
-          TEST(test_generator_equal_across_variants), TEST(test_active_is_cpu_isa),
-          TEST(test_forced_isa_in_child))
+          TEST(test_conv_narrow), TEST(test_generator_equal_across_variants),
+          TEST(test_active_is_cpu_isa), TEST(test_forced_isa_in_child))

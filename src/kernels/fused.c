@@ -514,6 +514,95 @@ void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y,
             }
 }
 
+/* ---- narrow convolutions ---------------------------------------------------------------- */
+
+/* Output pixels a block shares each weight load between: with OC accumulators each, as many
+ * as the variant's vector registers hold (16 zmm; 16 ymm and 16 xmm hold a v16f in 2 and 4). */
+#if defined(__AVX512F__)
+#define NARROW_PIXELS 4
+#elif defined(__AVX2__)
+#define NARROW_PIXELS 2
+#else
+#define NARROW_PIXELS 1
+#endif
+
+static inline float sum16(v16f v) {
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++)
+        s += v[l];
+    return s;
+}
+
+/* P output pixels from x: each the OC dot products of its K source runs (the K*IC floats
+ * under a kernel row, contiguous in NHWC; the next pixel's start IC further) with the
+ * packed weights. Inlined with constant P and OC, so the accumulators stay in registers.
+ * Multiply-adds contract to FMAs here (-std=c11 keeps them apart elsewhere). */
+__attribute__((always_inline, optimize("fp-contract=fast"))) static inline void
+narrow_block(float *out, const float *src, const float *w, const float *bias, size_t row, int IC,
+             int K, int P, int OC) {
+    size_t L = (size_t)K * IC, LV = L - L % 16;
+    v16f acc[NARROW_PIXELS][AG_NARROW_OC];
+#pragma GCC unroll 16
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 16
+        for (int o = 0; o < OC; o++)
+            acc[p][o] = vsplat(0.0f);
+    float tail[NARROW_PIXELS][AG_NARROW_OC] = {{0.0f}};
+    for (int ky = 0; ky < K; ky++) {
+        const float *in = src + (size_t)ky * row, *wk = w + (size_t)ky * L;
+        for (size_t j = 0; j < LV; j += 16) {
+            v16f wv[AG_NARROW_OC];
+#pragma GCC unroll 16
+            for (int o = 0; o < OC; o++)
+                wv[o] = vload_f32(wk + (size_t)o * K * L + j);
+#pragma GCC unroll 16
+            for (int p = 0; p < P; p++) {
+                v16f a = vload_f32(in + (size_t)p * IC + j);
+#pragma GCC unroll 16
+                for (int o = 0; o < OC; o++)
+                    acc[p][o] += a * wv[o];
+            }
+        }
+        for (size_t j = LV; j < L; j++)
+            for (int p = 0; p < P; p++)
+                for (int o = 0; o < OC; o++)
+                    tail[p][o] += in[(size_t)p * IC + j] * wk[(size_t)o * K * L + j];
+    }
+    for (int p = 0; p < P; p++)
+        for (int o = 0; o < OC; o++)
+            out[p * OC + o] = sum16(acc[p][o]) + tail[p][o] + (bias ? bias[o] : 0.0f);
+}
+
+/* One output row of OC channels, NARROW_PIXELS pixels a block, then one at a time. */
+__attribute__((always_inline, optimize("fp-contract=fast"))) static inline void
+narrow_row(float *out, const float *src, const float *w, const float *bias, size_t row, int IC,
+           int K, int WO, int OC) {
+    int x = 0;
+    for (; x + NARROW_PIXELS <= WO; x += NARROW_PIXELS)
+        narrow_block(out + (size_t)x * OC, src + (size_t)x * IC, w, bias, row, IC, K, NARROW_PIXELS,
+                     OC);
+    for (; x < WO; x++)
+        narrow_block(out + (size_t)x * OC, src + (size_t)x * IC, w, bias, row, IC, K, 1, OC);
+}
+
+__attribute__((optimize("fp-contract=fast"))) void
+ag_fused_conv_narrow(float *dst, const float *src, const float *w, const float *bias, int HP,
+                     int WP, int IC, int OC, int K, int threads) {
+    int HO = HP - K + 1, WO = WP - K + 1;
+    size_t row = (size_t)WP * IC;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int y = 0; y < HO; y++) {
+        float *out = dst + (size_t)y * WO * OC;
+        const float *in = src + (size_t)y * row;
+        switch (OC) { /* constant OC per copy: the accumulators are registers */
+        case 1: narrow_row(out, in, w, bias, row, IC, K, WO, 1); break;
+        case 2: narrow_row(out, in, w, bias, row, IC, K, WO, 2); break;
+        case 3: narrow_row(out, in, w, bias, row, IC, K, WO, 3); break;
+        default: narrow_row(out, in, w, bias, row, IC, K, WO, 4); break;
+        }
+    }
+}
+
 /* Per-channel sums of (x - shift) and its square over n positions of x (n, C), taken in
  * float lanes (the caller keeps n to a block, so float holds them) and added to the double
  * totals t1, t2: sixteen channels a vector, the positions of a block in order. */

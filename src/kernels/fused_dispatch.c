@@ -100,6 +100,11 @@ void ag_fused_channel_sums(double *t1, double *t2, const float *x, size_t n, int
     ag_fused_ops_active()->channel_sums(t1, t2, x, n, C, shift);
 }
 
+void ag_fused_conv_narrow(float *dst, const float *src, const float *w, const float *bias, int HP,
+                          int WP, int IC, int OC, int K, int threads) {
+    ag_fused_ops_active()->conv_narrow(dst, src, w, bias, HP, WP, IC, OC, K, threads);
+}
+
 /* Scalar: the same in every variant, so no table lookup per value. */
 uint8_t ag_output_to_u8(float y) {
     return ag_output_to_u8_generic(y);

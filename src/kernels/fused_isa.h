@@ -28,6 +28,7 @@
 #define ag_fused_quantize_rows AG_FUSED_NAME(ag_fused_quantize_rows)
 #define ag_fused_materialize_u8 AG_FUSED_NAME(ag_fused_materialize_u8)
 #define ag_fused_channel_sums AG_FUSED_NAME(ag_fused_channel_sums)
+#define ag_fused_conv_narrow AG_FUSED_NAME(ag_fused_conv_narrow)
 #endif
 
 #include "kernels.h"
@@ -48,6 +49,7 @@ typedef struct ag_fused_ops {
     __typeof__(ag_fused_quantize_rows) *quantize_rows;
     __typeof__(ag_fused_materialize_u8) *materialize_u8;
     __typeof__(ag_fused_channel_sums) *channel_sums;
+    __typeof__(ag_fused_conv_narrow) *conv_narrow;
 } ag_fused_ops;
 
 /* The variants built (x86-64: all three; elsewhere generic only). */

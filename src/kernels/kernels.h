@@ -219,6 +219,19 @@ void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
 void ag_fused_channel_sums(double *t1, double *t2, const float *x, size_t n, int C,
                            const float *shift);
 
+/* Output channels up to which a stride-1 convolution runs on ag_fused_conv_narrow. */
+#define AG_NARROW_OC 4
+
+/*
+ * A stride-1, ungrouped fp32 convolution with OC <= AG_NARROW_OC output channels (the v3
+ * generators' 7x7 32->3 output): src (HP, WP, IC) NHWC, padded; dst (HP-K+1, WP-K+1, OC);
+ * w packed by ag_narrow_pack; bias (OC) or NULL. oneDNN's kernels pad OC to 16 lanes and
+ * reach a tenth of the peak on it; in NHWC the K pixels under a kernel row are K*IC
+ * contiguous floats, so each output is OC dot products of K such runs.
+ */
+void ag_fused_conv_narrow(float *dst, const float *src, const float *w, const float *bias, int HP,
+                          int WP, int IC, int OC, int K, int threads);
+
 /* [tanh of] y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
                      int H, int W, int threads);
