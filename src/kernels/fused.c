@@ -499,19 +499,50 @@ uint8_t ag_output_to_u8(float y) {
     return (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
 }
 
+/* tanh of 16 lanes, in place: sign(x) (1 - 2 / (e^(2|x|) + 1)), with e^z = 2^n e^r, n the
+ * integer nearest z / ln 2 and e^r a degree-6 Taylor polynomial (|r| <= ln 2 / 2). Within
+ * 2e-7 of tanhf (the output is 8-bit), the same bits in every variant (no libm, no FMA),
+ * and a fifth of tanhf's time: it was 2.5% of a v3 run. */
+#define vtanh_inplace(v)                                                                           \
+    do {                                                                                           \
+        v16i neg_ = (v) < 0.0f;                                                                    \
+        v16f z_ = (v16f)((v16i)(v)&0x7fffffff) * 2.0f;                                             \
+        z_ = (v16f)(((v16i)z_ & (z_ < 18.0f)) | ((v16i)vsplat(18.0f) & ~(z_ < 18.0f)));            \
+        v16i n_ = __builtin_convertvector(z_ * 1.44269504f + 0.5f, v16i);                          \
+        v16f nf_ = __builtin_convertvector(n_, v16f);                                              \
+        v16f r_ = (z_ - nf_ * 0.693145752f) - nf_ * 1.42860677e-6f;                                \
+        v16f p_ =                                                                                  \
+            1.0f +                                                                                 \
+            r_ * (1.0f +                                                                           \
+                  r_ * (0.5f + r_ * (1.0f / 6 +                                                    \
+                                     r_ * (1.0f / 24 + r_ * (1.0f / 120 + r_ * (1.0f / 720))))));  \
+        v16f e_ = p_ * (v16f)((n_ + 127) << 23);                                                   \
+        v16f t_ = 1.0f - 2.0f / (e_ + 1.0f);                                                       \
+        (v) = (v16f)(((v16i)t_ & ~neg_) | ((v16i)(-t_) & neg_));                                   \
+    } while (0)
+
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,
                      int H, int W, int threads) {
+    size_t row_n = (size_t)W * 3;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int row = 0; row < H; row++)
-        for (int x = 0; x < W; x++)
-            for (int c = 0; c < 3; c++) {
-                size_t i = (size_t)row * W + x;
-                float t = apply_tanh ? tanhf(y[i * 3 + c]) : y[i * 3 + c];
-                if (out_f32)
-                    out_f32[i * 3 + c] = t;
-                if (out_u8)
-                    out_u8[i * bands + c] = ag_output_to_u8(t);
+        for (size_t i0 = 0; i0 < row_n; i0 += 16) { /* 16 values, the last ones padded */
+            size_t m = row_n - i0 < 16 ? row_n - i0 : 16, at = (size_t)row * row_n + i0;
+            float t[16] = {0.0f};
+            memcpy(t, y + at, m * sizeof(float));
+            if (apply_tanh) {
+                v16f v = vload_f32(t);
+                vtanh_inplace(v);
+                vstore_f32(t, v);
             }
+            for (size_t k = 0; k < m; k++) {
+                size_t i = at + k;
+                if (out_f32)
+                    out_f32[i] = t[k];
+                if (out_u8)
+                    out_u8[i / 3 * (size_t)bands + i % 3] = ag_output_to_u8(t[k]);
+            }
+        }
 }
 
 /* ---- narrow convolutions ---------------------------------------------------------------- */
