@@ -27,16 +27,7 @@
 
 #define MEDIAN_STEPS 256 /* histogram bins per level */
 
-/* np.pad 'reflect' (edge not repeated) and scipy.ndimage 'reflect' (edge repeated). */
-static int mirror(int i, int n) {
-    if (n == 1)
-        return 0;
-    int p = 2 * (n - 1);
-    i %= p;
-    i += i < 0 ? p : 0;
-    return i >= n ? p - i : i;
-}
-
+/* scipy.ndimage 'reflect' (edge repeated); np.pad 'reflect' is ag_face_reflect. */
 static int symmetric(int i, int n) {
     int p = 2 * n;
     i %= p;
@@ -225,10 +216,11 @@ int ag_face_fill(const ag_image *image, int f, int size, const float (*quad)[2],
         ag_face_warp(image, &m, cw, ch, AG_WARP_REFLECT, AG_WARP_CUBIC, crop.pixels, NULL, err);
     if (rc == AG_OK) {
         for (int y = 0; y < h; y++) {
-            const uint8_t *row_x = crop.pixels + (size_t)mirror(y - pad[1], ch) * cw * bands;
+            const uint8_t *row_x =
+                crop.pixels + (size_t)ag_face_reflect(y - pad[1], ch) * cw * bands;
             for (int x = 0; x < w; x++)
                 memcpy(img + ((size_t)y * w + x) * bands,
-                       row_x + (size_t)mirror(x - pad[0], cw) * bands, (size_t)bands);
+                       row_x + (size_t)ag_face_reflect(x - pad[0], cw) * bands, (size_t)bands);
         }
         for (int b = 0; b < bands; b++)
             blend_band(img, w, h, bands, b, q * 0.02, &t);

@@ -85,15 +85,6 @@ static float tent(float t) {
     return t < 1.0f ? 1.0f - t : 0.0f;
 }
 
-static int reflect(int i, int n) {
-    if (n == 1)
-        return 0;
-    int p = 2 * (n - 1);
-    i %= p;
-    i += i < 0 ? p : 0;
-    return i >= n ? p - i : i;
-}
-
 static int clamp_index(int i, int n) {
     return i < 0 ? 0 : i >= n ? n - 1 : i;
 }
@@ -111,7 +102,7 @@ static inline float axis_taps(double u, double inv_r, int n, int linear, int siz
         sum += w[i];
         int k = first + i;
         if (k < 0 || k >= size)
-            k = border == AG_WARP_REFLECT ? reflect(k, size) : clamp_index(k, size);
+            k = border == AG_WARP_REFLECT ? ag_face_reflect(k, size) : clamp_index(k, size);
         index[i] = k - origin;
     }
     return sum;
