@@ -140,31 +140,40 @@ else
 fi
 
 # ---- pictures ---------------------------------------------------------------------------------
-# psnr_frame NAME INPUT OUTPUT K: frame K of OUTPUT against the photo conversion of frame K
-# of INPUT (ffmpeg extracts it, applying the rotation as players do).
-psnr_frame() {
-    ffmpeg -nostdin -v error -y -i "$2" -vf "select=eq(n\\,$4)" -fps_mode passthrough \
-        -frames:v 1 "$tmp/in_$4.png" &&
-        "$bin" convert "$tmp/in_$4.png" -o "$tmp/ref_$4.png" --threads 2 -q &&
-        ffmpeg -nostdin -v error -y -i "$3" -vf "select=eq(n\\,$4)" -fps_mode passthrough \
-            -frames:v 1 "$tmp/out_$4.png" || {
-        fail "$1 frame $4" "extraction failed"
+# frame_png FILE K PNG: frame K (from 0) of FILE as a PNG: ffmpeg applies the rotation as
+# players do; an animated .webp, which ffmpeg cannot read, goes through tools/webp_frames
+# (composited).
+wf=$PWD/$BUILD/tools/webp_frames
+frame_png() {
+    case $1 in
+    *.webp) "$wf" "$1" "$2" "$3.ppm" >/dev/null && ffmpeg -nostdin -v error -y -i "$3.ppm" "$3" ;;
+    *) ffmpeg -nostdin -v error -y -i "$1" -vf "select=eq(n\\,$2)" -fps_mode passthrough \
+        -frames:v 1 "$3" ;;
+    esac
+}
+# frame_psnr NAME INPUT OUTPUT K: frame K of OUTPUT against the photo conversion of frame K of
+# INPUT, >= 35 dB.
+frame_psnr() {
+    local name=$1 input=$2 output=$3 k=$4
+    frame_png "$input" "$k" "$tmp/in_$k.png" && conv "$tmp/in_$k.png" -o "$tmp/ref_$k.png" &&
+        frame_png "$output" "$k" "$tmp/out_$k.png" || {
+        fail "$name frame $k" "extraction failed"
         return
     }
-    db=$(ffmpeg -nostdin -hide_banner -i "$tmp/out_$4.png" -i "$tmp/ref_$4.png" \
+    db=$(ffmpeg -nostdin -hide_banner -i "$tmp/out_$k.png" -i "$tmp/ref_$k.png" \
         -lavfi psnr -f null - 2>&1 | sed -n 's/.*PSNR.* average:\([0-9.inf]*\).*/\1/p')
     if [ -n "$db" ] && { [ "$db" = inf ] || at_least "$db" 35; }; then
-        pass "$1 frame $4 PSNR $db dB >= 35"
+        pass "$name frame $k PSNR $db dB >= 35"
     else
-        fail "$1 frame $4" "PSNR '${db}' dB < 35"
+        fail "$name frame $k" "PSNR '${db}' dB < 35"
     fi
 }
 if [ -f "$out/clip.mp4" ]; then
-    for k in 0 17 49; do psnr_frame mp4 "$c/clip.mp4" "$out/clip.mp4" $k; done
+    for k in 0 17 49; do frame_psnr mp4 "$c/clip.mp4" "$out/clip.mp4" $k; done
 fi
 if conv "$c/rotated.mp4" -o "$out/rotated.mp4" 2>"$tmp/err"; then
     check "rotation applied (96x128)" test "$(size_of "$out/rotated.mp4")" = 96x128
-    psnr_frame rotated "$c/rotated.mp4" "$out/rotated.mp4" 30
+    frame_psnr rotated "$c/rotated.mp4" "$out/rotated.mp4" 30
 else
     fail "convert rotated.mp4" "$(cat "$tmp/err")"
 fi
@@ -176,7 +185,7 @@ colour_tags() {
 if conv "$c/bt709_full.mp4" -o "$out/bt709_full.mp4" 2>"$tmp/err"; then
     check "colour range and matrix tags kept ($(colour_tags "$c/bt709_full.mp4"))" \
         test "$(colour_tags "$c/bt709_full.mp4")" = "$(colour_tags "$out/bt709_full.mp4")"
-    psnr_frame "full-range bt709" "$c/bt709_full.mp4" "$out/bt709_full.mp4" 5
+    frame_psnr "full-range bt709" "$c/bt709_full.mp4" "$out/bt709_full.mp4" 5
 else
     fail "convert bt709_full.mp4" "$(cat "$tmp/err")"
 fi
@@ -227,7 +236,6 @@ fi
 # these are whole ones), the input's play count where the format has one, and frame k
 # within 35 dB PSNR of `animegan convert` of frame k (H.264 at CRF 18, WebP at quality 85 and
 # GIF's 256-colour palette made for each frame all reach 36-44 dB on these frames).
-wf=$PWD/$BUILD/tools/webp_frames
 # durations FILE: one line per frame, its duration in ms, in presentation order. The last
 # frame ends where the stream does (MP4 keeps per-sample durations in decode order only).
 durations() {
@@ -251,28 +259,6 @@ n = d[i + 13] | d[i + 14] << 8 if i >= 0 else -1
 print(1 if n < 0 else 0 if n == 0 else n + 1)" ;;
     esac
 }
-# frame_png FILE K PNG: frame K (from 0), composited, as a PNG.
-frame_png() {
-    case $1 in
-    *.webp) "$wf" "$1" "$2" "$3.ppm" >/dev/null && ffmpeg -nostdin -v error -y -i "$3.ppm" "$3" ;;
-    *) ffmpeg -nostdin -v error -y -i "$1" -vf "select=eq(n\\,$2)" -fps_mode passthrough \
-        -frames:v 1 "$3" ;;
-    esac
-}
-anim_psnr() {
-    frame_png "$2" "$4" "$tmp/ain_$4.png" && conv "$tmp/ain_$4.png" -o "$tmp/aref_$4.png" &&
-        frame_png "$3" "$4" "$tmp/aout_$4.png" || {
-        fail "$1 frame $4" "extraction failed"
-        return
-    }
-    db=$(ffmpeg -nostdin -hide_banner -i "$tmp/aout_$4.png" -i "$tmp/aref_$4.png" \
-        -lavfi psnr -f null - 2>&1 | sed -n 's/.*PSNR.* average:\([0-9.inf]*\).*/\1/p')
-    if [ -n "$db" ] && { [ "$db" = inf ] || at_least "$db" 35; }; then
-        pass "$1 frame $4 PSNR $db dB >= 35"
-    else
-        fail "$1 frame $4" "PSNR '${db}' dB < 35"
-    fi
-}
 for in in anim.webp anim_vfr.gif; do
     durations "$c/$in" >"$tmp/anim_in.ms"
     for ext in mp4 gif webp; do
@@ -292,7 +278,7 @@ for in in anim.webp anim_vfr.gif; do
         fi
         [ "$ext" != mp4 ] && check "$label plays $(plays "$c/$in") times" \
             test "$(plays "$o")" = "$(plays "$c/$in")"
-        for k in 3 12 22; do anim_psnr "$label" "$c/$in" "$o" $k; done
+        for k in 3 12 22; do frame_psnr "$label" "$c/$in" "$o" $k; done
     done
 done
 if conv "$c/anim.webp" -o "$out/anim_first.png" 2>"$tmp/err"; then
