@@ -59,10 +59,6 @@ typedef uint16_t v16h __attribute__((vector_size(32), aligned(2)));
         *(v16h *)(p) = __builtin_convertvector(u_, v16h);                                          \
     } while (0)
 
-/* LeakyReLU as a lane select: z where z >= 0, z * slope elsewhere (slope 1: identity). */
-#define vleaky(z, slope)                                                                           \
-    ((v16f)(((v16i)(z) & ~((z) < 0.0f)) | ((v16i)((z) * (slope)) & ((z) < 0.0f))))
-
 /* The quantisation of a u8 band: u8 = clamp(v * inv + zero + 0.5, 0, 255) truncated (round
  * half up, which the kernels' half-even differs from only at exact halves). */
 typedef struct band_quant {
@@ -71,8 +67,79 @@ typedef struct band_quant {
 } band_quant;
 
 typedef uint8_t v16b __attribute__((vector_size(16), aligned(1)));
+
+/* The lane operations GCC's generic vectors lower badly: comparisons and u8 <-> int32
+ * conversions of a 64-byte vector become one scalar per lane on AVX2 (and the u8 widening
+ * on AVX-512 too), which made the int8 passes scalar. So each ISA variant spells them with
+ * its own instructions: vmin, vmax, vleaky (LeakyReLU as a lane select: z where z >= 0,
+ * z * slope elsewhere; slope 1: identity), vload_u8_raw (16 bytes to 16 floats) and
+ * vpack_u8 (16 floats already in [0, 255] to 16 bytes, truncated). The semantics are the
+ * generic ones exactly, NaN and -0 included (min/max return b unless a < b / a > b). */
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define vmin(a, b) ((v16f)_mm512_min_ps((__m512)(a), (__m512)(b)))
+#define vmax(a, b) ((v16f)_mm512_max_ps((__m512)(a), (__m512)(b)))
+#define vleaky(z, slope)                                                                           \
+    ((v16f)_mm512_mask_mul_ps((__m512)(z),                                                         \
+                              _mm512_cmp_ps_mask((__m512)(z), _mm512_setzero_ps(), _CMP_LT_OQ),    \
+                              (__m512)(z), (__m512)(slope)))
+#define vload_u8_raw(p)                                                                            \
+    ((v16f)_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p)))))
+#define vpack_u8(p, t)                                                                             \
+    _mm_storeu_si128((__m128i *)(p), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32((__m512)(t))))
+#elif defined(__AVX2__)
+#include <immintrin.h>
+/* A v16f is two YMM registers here; the union names them (it stays in registers). Macros,
+ * not functions (-Wpsabi, see vsplat), so each has its own local names (n) and they nest. */
+typedef union v16f_halves {
+    v16f v;
+    __m256 h[2];
+} v16f_halves;
+#define AVX2_HALVES(op, a, b, n)                                                                   \
+    ({                                                                                             \
+        v16f_halves n##a_ = {.v = (a)}, n##b_ = {.v = (b)};                                        \
+        n##a_.h[0] = op(n##a_.h[0], n##b_.h[0]), n##a_.h[1] = op(n##a_.h[1], n##b_.h[1]);          \
+        n##a_.v;                                                                                   \
+    })
+#define vmin(a, b) AVX2_HALVES(_mm256_min_ps, a, b, min_)
+#define vmax(a, b) AVX2_HALVES(_mm256_max_ps, a, b, max_)
+#define avx2_leaky(z, m) _mm256_blendv_ps(z, m, _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ))
+#define vleaky(z, slope)                                                                           \
+    ({                                                                                             \
+        v16f leaky_z_ = (z);                                                                       \
+        AVX2_HALVES(avx2_leaky, leaky_z_, leaky_z_ *(slope), leaky_);                              \
+    })
+#define vload_u8_raw(p)                                                                            \
+    ({                                                                                             \
+        __m128i b_ = _mm_loadu_si128((const __m128i *)(p));                                        \
+        v16f_halves u_;                                                                            \
+        u_.h[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b_));                                    \
+        u_.h[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b_, 8)));                 \
+        u_.v;                                                                                      \
+    })
+/* packus works within 128-bit lanes: the dwords come out as a0-3 b0-3 . . a4-7 b4-7 . . */
+#define vpack_u8(p, t)                                                                             \
+    do {                                                                                           \
+        v16f_halves pack_t_ = {.v = (t)};                                                          \
+        __m256i w_ = _mm256_packus_epi32(_mm256_cvttps_epi32(pack_t_.h[0]),                        \
+                                         _mm256_cvttps_epi32(pack_t_.h[1]));                       \
+        w_ = _mm256_packus_epi16(w_, w_);                                                          \
+        w_ = _mm256_permutevar8x32_epi32(w_, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));           \
+        _mm_storeu_si128((__m128i *)(p), _mm256_castsi256_si128(w_));                              \
+    } while (0)
+#else
 #define vmin(a, b) ((v16f)(((v16i)(a) & ((a) < (b))) | ((v16i)(b) & ~((a) < (b)))))
 #define vmax(a, b) ((v16f)(((v16i)(a) & ((a) > (b))) | ((v16i)(b) & ~((a) > (b)))))
+#define vleaky(z, slope)                                                                           \
+    ((v16f)(((v16i)(z) & ~((z) < 0.0f)) | ((v16i)((z) * (slope)) & ((z) < 0.0f))))
+#define vload_u8_raw(p)                                                                            \
+    __builtin_convertvector(__builtin_convertvector(*(const v16b *)(p), v16i), v16f)
+#define vpack_u8(p, t)                                                                             \
+    do {                                                                                           \
+        v16b b_ = __builtin_convertvector(__builtin_convertvector((t), v16i), v16b);               \
+        memcpy((p), &b_, sizeof b_);                                                               \
+    } while (0)
+#endif
 
 static inline uint8_t quant_u8(float v, band_quant q) {
     float t = v * q.inv + q.zero_half;
@@ -89,19 +156,13 @@ typedef struct row_dq {
 
 static const row_dq no_dq = {NULL, NULL};
 
-#define vload_u8(p, d, c)                                                                          \
-    (__builtin_convertvector(__builtin_convertvector(*(const v16b *)(p), v16i), v16f) *            \
-         vload_f32((d).scale + (c)) +                                                              \
-     vload_f32((d).lo + (c)))
+#define vload_u8(p, d, c) (vload_u8_raw(p) * vload_f32((d).scale + (c)) + vload_f32((d).lo + (c)))
 #define load_u8(p, i, d, c) ((float)(p)[i] * (d).scale[c] + (d).lo[c])
 #define ROW_DQ_U8(pairs, y, C)                                                                     \
     ((pairs) ? (row_dq){(pairs) + 2 * (size_t)(C) * (size_t)(y),                                   \
                         (pairs) + 2 * (size_t)(C) * (size_t)(y) + (C)}                             \
              : no_dq)
 #define ROW_DQ_NONE(pairs, y, C) ((void)(pairs), (void)(y), (void)(C), no_dq)
-#define vload_u8_raw(p)                                                                            \
-    __builtin_convertvector(__builtin_convertvector(*(const v16b *)(p), v16i), v16f)
-
 /* The affine a applied to a u8 row dequantised by d, as one affine on the bytes:
  * (u * scale + lo) * a.scale + a.shift = u * (scale * a.scale) + (lo * a.scale + a.shift),
  * into out (2C floats). */
@@ -118,8 +179,7 @@ static ag_norm_affine fold_dq(float *out, ag_norm_affine a, row_dq d, int C) {
     do {                                                                                           \
         v16f t_ =                                                                                  \
             vmin(vmax((v)*vsplat((q).inv) + vsplat((q).zero_half), vsplat(0.0f)), vsplat(255.0f)); \
-        v16b b_ = __builtin_convertvector(__builtin_convertvector(t_, v16i), v16b);                \
-        memcpy((p), &b_, sizeof b_);                                                               \
+        vpack_u8((p), t_);                                                                         \
     } while (0)
 
 #define AG_ROWS_MOMENTS
@@ -442,8 +502,7 @@ static AG_HOT void quantize_map_row(uint8_t *out, float *pairs, const float *v, 
             v16f t = vmin(vmax(vload_f32(v + base + c) * vload_f32(inv + c) + vload_f32(off + c),
                                vsplat(0.0f)),
                           vsplat(255.0f));
-            v16b b = __builtin_convertvector(__builtin_convertvector(t, v16i), v16b);
-            memcpy(out + base + c, &b, sizeof b);
+            vpack_u8(out + base + c, t);
         }
         for (int c = vec_c; c < C; c++)
             out[base + c] = quant_u8(v[base + c], (band_quant){inv[c], off[c], 0});
