@@ -480,15 +480,63 @@ void ag_fused_band_stats_u8(uint8_t *out, float scale, int32_t zero, const ag_ba
     }
 }
 
-/* One row (W, C) of a u8 map from fp32 values v, with each channel's scale and offset from
- * its range in this row (pairs: C scales, then C offsets): channels differ in magnitude, and
- * a row's own range needs no pass before the conv. */
-static AG_HOT void quantize_map_row(uint8_t *out, float *pairs, const float *v, int W, int C) {
-    float lo[AG_NORM_MAX_CHANNELS], hi[AG_NORM_MAX_CHANNELS], inv[AG_NORM_MAX_CHANNELS];
-    float off[AG_NORM_MAX_CHANNELS];
+/* The per-channel range of one fp32 row (W, C) into lo and hi (C each) and, when mean is not
+ * NULL, its moments exactly as row_moments_f32 takes them, in one read of the row instead of
+ * two: with C a multiple of 16, lane l holds the channels = l mod 16 in both loops, and the
+ * blocks end at the same elements. Otherwise the two passes. */
+static AG_HOT void scan_row(const float *v, int W, int C, float *lo, float *hi, double *mean,
+                            double *m2) {
+    size_t n = (size_t)W * C;
     for (int c = 0; c < C; c++)
         lo[c] = INFINITY, hi[c] = -INFINITY;
-    range_row(v, NULL, W, C, NULL, NULL, 1.0f, 1.0f, lo, hi);
+    if (!mean || C % 16) {
+        range_row(v, NULL, W, C, NULL, NULL, 1.0f, 1.0f, lo, hi);
+        if (mean)
+            row_moments_f32(v, n, mean, m2);
+        return;
+    }
+    v16f vshift = vsplat(v[0]);
+    double s1 = 0.0, s2 = 0.0;
+    int c = 0;
+    for (size_t i = 0; i < n;) {
+        v16f a1 = vsplat(0.0f), a2 = vsplat(0.0f);
+        size_t end = i + STATS_BLOCK < n ? i + STATS_BLOCK : n;
+        for (; i < end; i += STATS_LANES) {
+            v16f x = vload_f32(v + i), d = x - vshift;
+            vstore_f32(lo + c, vmin(x, vload_f32(lo + c)));
+            vstore_f32(hi + c, vmax(x, vload_f32(hi + c)));
+            c = c + STATS_LANES == C ? 0 : c + STATS_LANES;
+            a1 += d;
+            a2 += d * d;
+        }
+        for (int l = 0; l < STATS_LANES; l++)
+            s1 += (double)a1[l], s2 += (double)a2[l];
+    }
+    *mean = (double)v[0] + s1 / (double)n;
+    *m2 = s2 - s1 * s1 / (double)n;
+    if (*m2 < 0.0)
+        *m2 = 0.0;
+}
+
+/* One row r (W, C) of a u8 map from fp32 values v, with each channel's scale and offset from
+ * its range in this row (pairs: C scales, then C offsets): channels differ in magnitude, and
+ * a row's own range needs no pass before the conv. With t and r >= t->first, the row's
+ * statistics (t->partials when not NULL) and the thread's range slot (t->range) too, from
+ * the same read of the row. */
+static AG_HOT void quantize_map_row(uint8_t *out, float *pairs, const float *v, int W, int C,
+                                    const ag_stats_rows *t, int r) {
+    float lo[AG_NORM_MAX_CHANNELS], hi[AG_NORM_MAX_CHANNELS], inv[AG_NORM_MAX_CHANNELS];
+    float off[AG_NORM_MAX_CHANNELS];
+    int stats = t && r >= t->first;
+    double *moments = stats && t->partials ? &t->partials[2 * r] : NULL;
+    scan_row(v, W, C, lo, hi, moments, moments ? moments + 1 : NULL);
+    if (stats && t->range) { /* the thread's slot: lo[C], then hi[C] */
+        float *tlo = t->range + (size_t)2 * C * (size_t)omp_get_thread_num(), *thi = tlo + C;
+        for (int c = 0; c < C; c++) {
+            tlo[c] = lo[c] < tlo[c] ? lo[c] : tlo[c];
+            thi[c] = hi[c] > thi[c] ? hi[c] : thi[c];
+        }
+    }
     for (int c = 0; c < C; c++) {
         float scale = (hi[c] - lo[c]) / 255.0f;
         inv[c] = scale > 0.0f ? 1.0f / scale : 0.0f;
@@ -499,25 +547,13 @@ static AG_HOT void quantize_map_row(uint8_t *out, float *pairs, const float *v, 
     for (int p = 0; p < W; p++) {
         size_t base = (size_t)p * C;
         for (int c = 0; c < vec_c; c += 16) {
-            v16f t = vmin(vmax(vload_f32(v + base + c) * vload_f32(inv + c) + vload_f32(off + c),
+            v16f q = vmin(vmax(vload_f32(v + base + c) * vload_f32(inv + c) + vload_f32(off + c),
                                vsplat(0.0f)),
                           vsplat(255.0f));
-            vpack_u8(out + base + c, t);
+            vpack_u8(out + base + c, q);
         }
         for (int c = vec_c; c < C; c++)
             out[base + c] = quant_u8(v[base + c], (band_quant){inv[c], off[c], 0});
-    }
-}
-
-/* The statistics (when asked and r >= t->first) and the range slots of one fp32 row r. */
-static void stats_row_at(const ag_stats_rows *t, int r, const float *v) {
-    if (!t || r < t->first)
-        return;
-    if (t->partials)
-        row_moments_f32(v, t->row_n, &t->partials[2 * r], &t->partials[2 * r + 1]);
-    if (t->range) {
-        float *lo = t->range + (size_t)2 * t->C * (size_t)omp_get_thread_num();
-        range_row(v, NULL, (int)(t->row_n / t->C), t->C, NULL, NULL, 1.0f, 1.0f, lo, lo + t->C);
     }
 }
 
@@ -528,8 +564,7 @@ void ag_fused_quantize_rows(uint8_t *out, float *row_q, const float *tmp, int fi
     for (int i = 0; i < rows; i++) {
         int r = first + i;
         const float *v = tmp + (size_t)i * row_n;
-        stats_row_at(t, r, v);
-        quantize_map_row(out + (size_t)r * row_n, row_q + 2 * (size_t)C * (size_t)r, v, W, C);
+        quantize_map_row(out + (size_t)r * row_n, row_q + 2 * (size_t)C * (size_t)r, v, W, C, t, r);
     }
 }
 
@@ -546,8 +581,7 @@ void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
         norm_act_row_u8f32(v, row, residual ? residual + (size_t)r * row_n : NULL,
                            fold_dq(fold, affine, ROW_DQ_U8(x_q, r, C), C), pre, post, W, C,
                            no_quant, ROW_DQ_U8(residual_q, r, C));
-        stats_row_at(&t, r, v);
-        quantize_map_row(row, x_q + 2 * (size_t)C * (size_t)r, v, W, C);
+        quantize_map_row(row, x_q + 2 * (size_t)C * (size_t)r, v, W, C, &t, r);
     }
 }
 
