@@ -241,8 +241,22 @@ static int test_u8_maps(void) {
             y[i] *= (float)(1 + (int)(i % (size_t)C) % 5);
         for (int k = 0; k < nv; k++) {
             pairs[k] = ag_malloc(q * 4), maps[k] = ag_malloc(n);
-            ag_stats_rows t = {partials, NULL, 0, 0, H, (size_t)W * C, NULL, C};
+            float range[2 * 2 * 64]; /* two threads' slots: lo[C], hi[C] each */
+            for (int c = 0; c < 2 * 2 * C; c++)
+                range[c] = c % (2 * C) < C ? INFINITY : -INFINITY;
+            ag_stats_rows t = {partials, NULL, 0, 0, H, (size_t)W * C, range, C};
             v[k]->quantize_rows(maps[k], pairs[k], y, 0, H, W, C, &t, 2);
+            double want[2 * 5]; /* the statistics exactly as the fp32 pass takes them */
+            v[k]->row_stats(want, y, 0, 0, H, (size_t)W * C, 2);
+            CHECK_MSG(memcmp(want, partials, sizeof want) == 0, "%s C %d: moments differ",
+                      v[k]->isa, C);
+            for (int c = 0; c < C; c++) { /* the range slots hold each channel's extremes */
+                float lo = INFINITY, hi = -INFINITY;
+                for (size_t i = (size_t)c; i < n; i += (size_t)C)
+                    lo = fminf(lo, y[i]), hi = fmaxf(hi, y[i]);
+                CHECK(fminf(range[c], range[2 * C + c]) == lo &&
+                      fmaxf(range[C + c], range[3 * C + c]) == hi);
+            }
             double worst = 0.0;
             for (size_t i = 0; i < n; i++) {
                 size_t r = i / ((size_t)W * C), c = i % (size_t)C;
