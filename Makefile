@@ -27,10 +27,13 @@ SAN_FLAGS = -fsanitize=$(SANITIZER),undefined -fno-sanitize-recover=all -fno-omi
 SAN_FLAGS += -Wno-error=stringop-overflow
 endif
 
-PKGS = vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libmicrohttpd libzip libcjson \
-       libavformat libavcodec libavutil libswscale libswresample libavfilter
+# FFmpeg's libraries are not linked: src/video/libav.c loads them on first use (a photo
+# would otherwise pay ~20 MB of RSS for them); their headers are still needed.
+LINK_PKGS = vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libmicrohttpd libzip libcjson
+VIDEO_PKGS = libavformat libavcodec libavutil libswscale libswresample libavfilter
+PKGS = $(LINK_PKGS) $(VIDEO_PKGS)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(LINK_PKGS) 2>/dev/null)
 
 WARNINGS = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wdouble-promotion

@@ -81,8 +81,8 @@ grep -E '^stat::number_of_executed_units|ERROR|SUMMARY' "$out/image.log" || true
 # test clips and a small animated WebP (the clips' one is larger than -max_len).
 # shellcheck disable=SC2046 # word splitting of pkg-config output is intended
 $cc $flags $(pkg-config --cflags libavformat libavcodec libavutil libwebpdemux) \
-    -o "$out/fuzz_video" fuzz/fuzz_video.c src/video/input.c src/video/webp_input.c \
-    src/util/alloc.c src/util/util.c \
+    -o "$out/fuzz_video" fuzz/fuzz_video.c src/video/input.c src/video/libav.c \
+    src/video/webp_input.c src/util/alloc.c src/util/util.c \
     $(pkg-config --libs libavformat libavcodec libavutil libwebpdemux) -lm
 mkdir -p "$out/corpus_video" "$out/seeds_video"
 tools/make_test_clips.sh "$out/seeds_video" >/dev/null 2>&1 || status=1

@@ -409,6 +409,44 @@ static int test_max_side(void) {
     return 0;
 }
 
+/* Whether `animegan convert input -o dir/output` loaded libavformat: the dynamic loader's
+ * own log (LD_DEBUG=files, one file per process in dir) names every object it opens. */
+static int convert_loads_libavformat(const char *dir, const char *input, const char *output) {
+    setenv("LD_DEBUG", "files", 1);
+    setenv("LD_DEBUG_OUTPUT", join(dir, "ld"), 1);
+    int ran = run("convert", input, "-o", join(dir, output), "--max-side", "64", NULL);
+    unsetenv("LD_DEBUG");
+    unsetenv("LD_DEBUG_OUTPUT");
+    if (ran != 0 || result.status != 0)
+        return -1;
+    int found = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *ent; d && (ent = readdir(d));) {
+        if (strncmp(ent->d_name, "ld.", 3) != 0)
+            continue;
+        FILE *f = fopen(join(dir, ent->d_name), "r");
+        char line[1024];
+        while (f && fgets(line, sizeof line, f))
+            found |= strstr(line, "libavformat") != NULL;
+        if (f)
+            fclose(f);
+        remove(join(dir, ent->d_name));
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* FFmpeg is loaded for videos only (src/video/libav.c): a photo does not pay its ~20 MB. */
+static int test_photo_does_not_load_ffmpeg(void) {
+    const char *dir = temp_dir();
+    CHECK(convert_loads_libavformat(dir, DATA "rocket.jpg", "rocket.png") == 0);
+    CHECK(convert_loads_libavformat(dir, DATA "chelsea.png", "chelsea.webp") == 0);
+    /* The check can tell: a GIF may be an animation, which only libavformat can say. */
+    CHECK(convert_loads_libavformat(dir, DATA "generated/anim.gif", "anim.png") == 1);
+    return 0;
+}
+
 /* The options reach the engine: the reference backend agrees with oneDNN. */
 static int test_engine_options(void) {
     const char *dir = temp_dir();
@@ -686,6 +724,7 @@ int main(int argc, char **argv) {
         TEST(test_side_by_side),
         TEST(test_portrait),
         TEST(test_max_side),
+        TEST(test_photo_does_not_load_ffmpeg),
         TEST(test_engine_options),
         TEST(test_missing_input),
         TEST(test_truncated_input),

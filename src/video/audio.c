@@ -9,10 +9,6 @@
 
 #include "../util/util_internal.h"
 
-#include <libavcodec/avcodec.h>
-#include <libavutil/audio_fifo.h>
-#include <libavutil/opt.h>
-#include <libswresample/swresample.h>
 #include <string.h>
 
 struct ag_audio_encoder {

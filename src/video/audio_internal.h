@@ -8,7 +8,7 @@
 
 #include "animegan.h"
 
-#include <libavformat/avformat.h>
+#include "libav_internal.h"
 
 typedef struct ag_audio_encoder ag_audio_encoder;
 

@@ -21,11 +21,6 @@
 #include "../util/util_internal.h"
 #include "video_internal.h"
 
-#include <libavcodec/avcodec.h>
-#include <libavfilter/avfilter.h>
-#include <libavfilter/buffersink.h>
-#include <libavfilter/buffersrc.h>
-#include <libavutil/opt.h>
 #include <string.h>
 
 #define GIF_MIN_DELAY_CS 2

@@ -7,7 +7,7 @@
 
 #include "animegan.h"
 
-#include <libavformat/avformat.h>
+#include "libav_internal.h"
 
 typedef struct ag_gif_sink ag_gif_sink;
 

@@ -11,8 +11,6 @@
 #include "../util/util_internal.h"
 
 #include <errno.h>
-#include <libavcodec/avcodec.h>
-#include <libavutil/display.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -50,9 +48,12 @@ static void setup_logging(void) {
         av_log_set_callback(quiet_log);
 }
 
-void ag_video_init(void) {
+int ag_video_init(ag_error *err) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, setup_logging);
+    int rc = ag_libav_load(err);
+    if (rc == 0)
+        pthread_once(&once, setup_logging);
+    return rc;
 }
 
 /* ---- I/O over our own bytes -------------------------------------------------------------- */
@@ -122,6 +123,22 @@ static int demuxer_allowed(const char *name) {
         if (strlen(allowed_demuxers[i]) == len && strncmp(name, allowed_demuxers[i], len) == 0)
             return 1;
     return 0;
+}
+
+/* The photo formats users send most, by signature, named as libavformat's still-image
+ * demuxers would be ("png_pipe" -> "PNG"): telling them from a video this way needs no
+ * libavformat, so a photo never loads FFmpeg. NULL for anything else (an animated WebP is
+ * checked before this). */
+static const char *still_image_signature(const uint8_t *head, size_t got) {
+    if (got >= 8 && memcmp(head, "\x89PNG\r\n\x1a\n", 8) == 0)
+        return "PNG";
+    if (got >= 3 && memcmp(head, "\xff\xd8\xff", 3) == 0)
+        return "JPEG";
+    if (got >= 12 && memcmp(head, "RIFF", 4) == 0 && memcmp(head + 8, "WEBP", 4) == 0)
+        return "WEBP";
+    if (got >= 4 && (memcmp(head, "II*\0", 4) == 0 || memcmp(head, "MM\0*", 4) == 0))
+        return "TIFF";
+    return NULL;
 }
 
 /* "jpeg_pipe" -> "JPEG"; NULL when the demuxer is not one of libavformat's still images. */
@@ -292,17 +309,17 @@ static int find_video_stream(ag_video_input *in, const char *label, ag_error *er
 
 /* ---- animated WebP ------------------------------------------------------------------------ */
 
-static int is_animated_webp(ag_video_source *src) {
-    uint8_t head[32];
+/* The first `size` bytes (fewer for a shorter input) into head; the source is rewound. */
+static size_t read_head(ag_video_source *src, uint8_t *head, int size) {
     int got = 0;
-    while (got < (int)sizeof head) {
-        int n = source_read(src, head + got, (int)sizeof head - got);
+    while (got < size) {
+        int n = source_read(src, head + got, size - got);
         if (n <= 0)
             break;
         got += n;
     }
     source_seek(src, 0, SEEK_SET);
-    return ag_webp_input_is_animated(head, (size_t)got);
+    return (size_t)got;
 }
 
 /* The stand-in format context that describes the WebP's frames to the pipeline. */
@@ -373,7 +390,6 @@ fail:
 
 int ag_video_input_open(ag_video_input *in, const char *path, const void *data, size_t size,
                         const char *label, const ag_video_limits *limits, ag_error *err) {
-    ag_video_init();
     memset(in, 0, sizeof *in);
     in->video_index = -1;
     if (path) {
@@ -386,7 +402,17 @@ int ag_video_input_open(ag_video_input *in, const char *path, const void *data, 
     }
     char msg[128];
     int rc = AG_E_NOMEM;
-    int webp = is_animated_webp(&in->source);
+    uint8_t head[32];
+    size_t got = read_head(&in->source, head, (int)sizeof head);
+    int webp = ag_webp_input_is_animated(head, got);
+    const char *still = webp ? NULL : still_image_signature(head, got);
+    if (still) {
+        rc = ag_error_set(err, AG_E_UNSUPPORTED, "%s: a %s image, not a video", label, still);
+        goto fail;
+    }
+    if ((rc = ag_video_init(err)) != 0)
+        goto fail;
+    rc = AG_E_NOMEM;
     if (webp)
         return open_webp(in, path, label, limits, err);
     const AVInputFormat *fmt = pick_demuxer(&in->source, label, &in->plays, err);

@@ -25,10 +25,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libavcodec/avcodec.h>
-#include <libavutil/opt.h>
-#include <libavutil/pixdesc.h>
-#include <libswscale/swscale.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -1072,6 +1068,9 @@ int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_pat
     memset(res, 0, sizeof *res);
     if (!engine && !options->stylize)
         return ag_error_set(err, AG_E_ARG, "no engine and no stylize callback");
+    int loaded = ag_video_init(err); /* before pipeline_fini could call into libav* */
+    if (loaded)
+        return loaded;
     pipeline *p = ag_calloc(1, sizeof *p);
     if (!p)
         return ag_error_set(err, AG_E_NOMEM, "out of memory");

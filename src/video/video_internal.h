@@ -8,7 +8,7 @@
 #include "animegan.h"
 #include "webp_input_internal.h"
 
-#include <libavformat/avformat.h>
+#include "libav_internal.h"
 #include <stdio.h>
 
 #define AG_VIDEO_DEFAULT_MAX_PIXELS ((size_t)4096 * 4096)
@@ -48,8 +48,9 @@ int ag_video_input_open(ag_video_input *in, const char *path, const void *data, 
                         const char *label, const ag_video_limits *limits, ag_error *err);
 void ag_video_input_close(ag_video_input *in);
 
-/* Once per process: route libav* logging (off unless AG_VIDEO_DEBUG=1). */
-void ag_video_init(void);
+/* Load FFmpeg (ag_libav_load) and, once per process, route its logging (off unless
+ * AG_VIDEO_DEBUG=1). Before any other libav* call; 0 or AG_E_UNSUPPORTED. */
+int ag_video_init(ag_error *err);
 
 /* libavutil's text for an AVERROR code. */
 const char *ag_video_averror(int code, char *buf, size_t size);
