@@ -565,8 +565,11 @@ static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
 }
 
 /* Prepared weights are kept when every conv keeps its layout (the usual case when only the
- * image size changes); otherwise reordered again into one allocation. */
-static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, const size_t *bytes, ag_error *err) {
+ * image size changes); otherwise reordered again into one allocation. Keeping them matters
+ * for a server: each reorder is a oneDNN primitive, made, cached and freed per plan, whose
+ * heap churn made the int8 engine's RSS wander with the sizes it had seen. */
+static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv **old8,
+                           const size_t *bytes, ag_error *err) {
     int same = e->weights != NULL;
     size_t total = 0;
     for (int gi = 0; gi < e->group_count; gi++) {
@@ -574,8 +577,8 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, const size_t *bytes
         total += (bytes[gi] + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
         if (e->exec[gi].conv)
             same = same && ag_dnnl_conv_same_weights(e->exec[gi].conv, old[gi]);
-        if (e->exec[gi].conv8) /* int8 layouts are reordered again with every plan */
-            same = 0;
+        if (e->exec[gi].conv8)
+            same = same && ag_dnnl_int8_conv_same_weights(e->exec[gi].conv8, old8[gi]);
     }
     if (same)
         return AG_OK;
@@ -608,26 +611,30 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, const size_t *bytes
 static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_error *err) {
     int n = e->group_count;
     ag_dnnl_conv **old = ag_calloc((size_t)n, sizeof *old);
+    ag_dnnl_int8_conv **old8 = ag_calloc((size_t)n, sizeof *old8);
     size_t *weight_bytes = ag_calloc((size_t)n, sizeof *weight_bytes);
-    int rc = old && weight_bytes ? AG_OK : ag_error_set(err, AG_E_NOMEM, "out of memory");
+    int rc = old && old8 && weight_bytes ? AG_OK : ag_error_set(err, AG_E_NOMEM, "out of memory");
     *scratch_max = *band_max = 0;
     e->band_u8_bytes = 0;
     for (int gi = 0; gi < n && rc == AG_OK; gi++) {
         old[gi] = e->exec[gi].conv;
+        old8[gi] = e->exec[gi].conv8;
         e->exec[gi].conv = NULL;
-        ag_dnnl_int8_conv_destroy(e->exec[gi].conv8);
         e->exec[gi].conv8 = NULL;
         if (head_of(e, gi)->op == AG_OP_CONV)
             rc = create_conv(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
     }
     if (rc == AG_OK && !e->measure_only)
-        rc = prepare_weights(e, old, weight_bytes, err);
+        rc = prepare_weights(e, old, old8, weight_bytes, err);
     /* Whatever happened, exactly one set of primitives survives. */
-    for (int gi = 0; old && gi < n; gi++)
+    for (int gi = 0; old && old8 && gi < n; gi++) {
         ag_dnnl_conv_destroy(old[gi]);
+        ag_dnnl_int8_conv_destroy(old8[gi]);
+    }
     if (rc)
         destroy_convs(e);
     ag_free(old);
+    ag_free(old8);
     ag_free(weight_bytes);
     return rc;
 }

@@ -143,10 +143,15 @@ static int test_int8_arena_reused_no_allocation(void) {
     CHECK_OK(ag_engine_run_f32(engine, in, w, h, out, &err), &err);
     CHECK(engine->arena == arena && ag_allocated_bytes() == before);
     CHECK(arena_bytes == ag_engine_arena_bytes_for(model, &opt, w, h));
-    /* A new size replans; going back replans again, to the same size. */
+    /* A new size replans; going back replans again, to the same size, and to the same
+     * output: the prepared weights a replan keeps (same layout) or reorders are right. */
+    float *first = ag_malloc((size_t)w * h * 3 * sizeof(float));
+    memcpy(first, out, (size_t)w * h * 3 * sizeof(float));
     CHECK_OK(ag_engine_run_f32(engine, in, 32, 32, out, &err), &err);
     CHECK_OK(ag_engine_run_f32(engine, in, w, h, out, &err), &err);
     CHECK(ag_engine_arena_bytes(engine) == arena_bytes);
+    CHECK(memcmp(first, out, (size_t)w * h * 3 * sizeof(float)) == 0);
+    ag_free(first);
     /* The conv outputs are u8 maps: the arena is about a quarter of fp32's, plus the bands
      * and statistics both have (v2 at 512 px: 24 MB against 81 MB; the peak RSS of a
      * convert stays near 100 MB). */

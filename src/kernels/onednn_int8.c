@@ -195,6 +195,10 @@ void ag_dnnl_int8_conv_destroy(ag_dnnl_int8_conv *c) {
     ag_free(c);
 }
 
+int ag_dnnl_int8_conv_same_weights(const ag_dnnl_int8_conv *conv, const ag_dnnl_int8_conv *other) {
+    return conv && other && dnnl_memory_desc_equal(&conv->weight_md, &other->weight_md);
+}
+
 const char *ag_dnnl_int8_conv_impl(const ag_dnnl_int8_conv *c) {
     return c->impl;
 }

@@ -67,6 +67,9 @@ int ag_dnnl_int8_conv_create(ag_dnnl *dnnl, const ag_int8_conv_shape *shape, con
                              size_t *weight_bytes, ag_error *err);
 void ag_dnnl_int8_conv_destroy(ag_dnnl_int8_conv *conv);
 
+/* Whether `conv` wants its weights in the same layout as `other` (so they can be kept). */
+int ag_dnnl_int8_conv_same_weights(const ag_dnnl_int8_conv *conv, const ag_dnnl_int8_conv *other);
+
 /* The oneDNN implementation chosen ("brg:avx512_core_vnni", "jit_int8:avx2", ...). */
 const char *ag_dnnl_int8_conv_impl(const ag_dnnl_int8_conv *conv);
 
