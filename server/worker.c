@@ -8,6 +8,7 @@
  */
 #include "server.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -318,6 +319,12 @@ static void *worker_main(void *arg) {
                 ag_jobs_run_frame(w, item); /* one frame of a video job (jobs.c) */
             else
                 run_job(w, item, deadline);
+            /* Give the heap pages this request freed back to the kernel. Between requests
+             * glibc keeps them resident in each thread's arena, and which ones depends on
+             * the requests and sizes seen (each new size re-plans the engine: oneDNN
+             * primitives made and freed); with int8's small arenas that was most of the
+             * idle RSS's wander: +-1.5 MiB, up to +4 MiB after 300 requests. ~0.1 ms. */
+            malloc_trim(0);
         }
     }
     for (int i = 0; i < s->model_count; i++) {
