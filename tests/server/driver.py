@@ -1003,7 +1003,9 @@ def json_log_format():
 
 @test
 def graceful_shutdown_completes_inflight():
-    s = Server("--workers", "1", "--threads", "2", "--queue", "4")
+    # fp32 on one thread: the three photos must outlast the 0.3 s before /readyz is asked
+    # (with int8, the default, they were done and the server gone by then).
+    s = Server("--workers", "1", "--threads", "1", "--queue", "4", "--precision", "fp32")
     try:
         keep = s.conn()
         keep.request("GET", "/healthz")
