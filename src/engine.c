@@ -363,9 +363,14 @@ static int band_first_row(const ag_group_exec *x, int b) {
     return first + x->band_rows > x->out.h ? x->out.h - x->band_rows : first;
 }
 
-/* The band processed i-th: bottom-up groups run their bands last to first. */
+/* The band processed i-th of `bands` in the order given: bottom-up, last to first. */
+static int band_in_order(int bands, int i, int bottom_up) {
+    return bottom_up ? bands - 1 - i : i;
+}
+
+/* The band group x processes i-th, in its planned order. */
 static int band_at(const ag_group_exec *x, int i) {
-    return x->bottom_up ? x->bands - 1 - i : i;
+    return band_in_order(x->bands, i, x->bottom_up);
 }
 
 /*
@@ -407,7 +412,7 @@ static long long in_place_delta(const ag_engine *e, int gi, int bottom_up) {
     long long delta = bottom_up ? LLONG_MIN : LLONG_MAX;
     long long written_lo = LLONG_MAX, written_hi = LLONG_MIN; /* rows * ob, before delta */
     for (int i = 0; i < x->bands; i++) {
-        int b = bottom_up ? x->bands - 1 - i : i, lo, hi;
+        int b = band_in_order(x->bands, i, bottom_up), lo, hi;
         band_source_rows(e, gi, b, &lo, &hi);
         if (i > 0 && !bottom_up && lo * ib - written_hi < delta) /* delta + written <= read */
             delta = lo * ib - written_hi;
