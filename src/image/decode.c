@@ -504,6 +504,12 @@ static void on_glib_log(const gchar *domain, GLogLevelFlags level, const gchar *
         g_log_default_handler(domain, level, message, NULL);
         return;
     }
+    /* Info and debug only where GLib's own handler would print them (G_MESSAGES_DEBUG):
+     * libvips says "reducev: using vector path" and the like on every resize, which filled
+     * the service's log (and a request's lines) with chatter. */
+    if ((level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)) &&
+        g_log_writer_default_would_drop(level & G_LOG_LEVEL_MASK, domain))
+        return;
     const char *name = level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL) ? "error"
                        : level & G_LOG_LEVEL_WARNING                      ? "warn"
                        : level & (G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO) ? "info"
