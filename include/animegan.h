@@ -202,6 +202,16 @@ int ag_image_decode(const void *data, size_t size, const char *label,
 int ag_image_decode_file(const char *path, const ag_decode_options *options, ag_image *out,
                          ag_error *err);
 
+/*
+ * What ag_image_decode does after decoding, on an image already in memory (RGB or RGBA, e.g.
+ * an array of the Python package): the portrait crop or the max_side downscale of `options`
+ * (max_pixels and the minimum side checked as for a file), with the same resampling, so the
+ * pixels equal those of decoding a lossless file of `in`. `out` is a new image (a copy even
+ * when nothing changes), owned by the caller; `in` is only read.
+ */
+int ag_image_shape(const ag_image *in, const ag_decode_options *options, const char *label,
+                   ag_image *out, ag_error *err);
+
 typedef enum ag_format {
     AG_FORMAT_PNG = 0,
     AG_FORMAT_JPEG,
