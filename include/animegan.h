@@ -76,7 +76,9 @@ typedef struct ag_model_info {
     size_t param_count;       /* number of weights */
     size_t weight_bytes;      /* bytes of fp32 weights in memory */
     int side_multiple;        /* the originals need sides that are multiples of this (we don't) */
-    int min_side;             /* the smallest image side it runs at (AG_MIN_SIDE or more) */
+    int min_side;             /* the network's smallest side (AG_MIN_SIDE or more); ag_stylize
+                                 reflect-pads smaller images up to it, so every model
+                                 takes any side from AG_MIN_SIDE */
 } ag_model_info;
 
 /*

@@ -369,7 +369,8 @@ static void handle_models(ag_server *s, ag_request *r) {
         ag_text_printf(&t,
                        ",\"side_multiple\":%d,\"min_side\":%d,\"gflop_512\":%.1f,"
                        "\"param_count\":%zu,\"weight_bytes\":%zu}",
-                       info->side_multiple, info->min_side,
+                       info->side_multiple, AG_MIN_SIDE, /* ag_stylize pads below the
+                                                             network's own minimum */
                        ag_model_flop(s->models[i], 512, 512) / 1e9, info->param_count,
                        info->weight_bytes);
     }
