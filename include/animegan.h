@@ -477,6 +477,12 @@ typedef struct ag_video_options {
     void *progress_user;
     ag_video_stylize_fn stylize; /* NULL: ag_stylize with the engine passed to the call */
     void *stylize_user;
+    /* Polled between demuxed packets (the reader thread, so it must be thread-safe), also
+     * where no frame is stylised (sound after the last frame): nonzero cancels. NULL: none. */
+    int (*cancelled)(void *user);
+    void *cancelled_user;
+    size_t max_output_bytes; /* fail (AG_E_LIMIT) when the output grows past it; 0 = none */
+    int private_output;      /* 1: the result is created 0600 (a spool), else 0644 */
 } ag_video_options;
 
 void ag_video_options_init(ag_video_options *options);
