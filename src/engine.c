@@ -1313,6 +1313,10 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
         resolved = *o;
         resolved.precision = choice.precision;
         o = &resolved;
+    } else if (o->backend == AG_BACKEND_ONEDNN) { /* an explicit one this CPU cannot run */
+        ag_precision_choice choice;
+        if (ag_precision_resolve(o->precision, o->backend, NULL, &choice) == AG_E_UNSUPPORTED)
+            return ag_error_set(err, AG_E_UNSUPPORTED, "%s", choice.note);
     }
     if (o->precision == AG_PRECISION_INT8 && o->backend == AG_BACKEND_REFERENCE)
         return ag_error_set(err, AG_E_UNSUPPORTED,
