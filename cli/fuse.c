@@ -266,8 +266,8 @@ static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const 
         ag_image out = {0};
         double c0 = cpu_ms();
         rc = ag_face_fuse(s, sf, t, tf, &o, &out, &tm, err);
-        double row[6] = {tm.total_ms,    tm.geometry_ms, tm.warp_ms,
-                         tm.color_ms,    tm.blend_ms,    cpu_ms() - c0};
+        double row[6] = {tm.total_ms, tm.geometry_ms, tm.warp_ms,
+                         tm.color_ms, tm.blend_ms,    cpu_ms() - c0};
         ow = out.width, oh = out.height;
         ag_image_fini(&out);
         for (int k = 0; k < 6; k++)
