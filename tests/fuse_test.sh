@@ -96,5 +96,80 @@ ms=$((($(date +%s%N) - start) / 1000000))
 [ $ms -lt 5000 ] && grep -q "pixels" "$tmp/err" && ok "huge_refused_early (${ms} ms)" ||
     bad "huge_refused_early (${ms} ms: $(cat "$tmp/err"))"
 
+# The service: POST /api/v1/fuse (multipart source + target), its options and refusals.
+"$BIN" serve --port 0 --workers 1 --threads 1 --queue 4 --max-pixels 8M >"$tmp/serve.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 100); do
+    port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\)\/.*/\1/p' "$tmp/serve.log" | head -n 1)
+    [ -n "$port" ] && break
+    sleep 0.2
+done
+if [ -z "$port" ]; then
+    bad server_start
+    cat "$tmp/serve.log"
+else
+    /usr/bin/python3 - "$port" "$SRC" "$TGT" >"$tmp/api.log" 2>&1 <<'PY'
+import io, json, sys, urllib.error, urllib.request
+import numpy as np
+from PIL import Image
+port, src, tgt = sys.argv[1:4]
+base = "http://127.0.0.1:%s" % port
+def post(query, fields):
+    b = b"fusetestboundary"
+    body = b""
+    for name, path in fields:
+        body += b"--" + b + b"\r\nContent-Disposition: form-data; name=\"" + name.encode() + \
+            b"\"; filename=\"x\"\r\nContent-Type: application/octet-stream\r\n\r\n" + \
+            open(path, "rb").read() + b"\r\n"
+    body += b"--" + b + b"--\r\n"
+    req = urllib.request.Request(base + "/api/v1/fuse" + query, data=body, method="POST",
+                                 headers={"Content-Type": "multipart/form-data; boundary=" + b.decode()})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+def err(body):
+    try:
+        return json.loads(body)["error"]["message"]
+    except Exception:
+        return repr(body[:200])
+def check(name, cond, detail=""):
+    print(("PASS " if cond else "FAIL ") + name + (" (%s)" % detail if detail and not cond else ""))
+target = np.asarray(Image.open(tgt).convert("RGB"))
+st, body = post("?ratio=0", [("source", src), ("target", tgt)])
+check("api_ratio_zero_is_target", st == 200 and
+      (np.asarray(Image.open(io.BytesIO(body)).convert("RGB")) == target).all(), st)
+st, body = post("?ratio=0.8&mode=overlay&smooth=0.3&format=jpeg", [("source", src), ("target", tgt)])
+ok = st == 200 and Image.open(io.BytesIO(body)).size == (512, 512)
+check("api_fuse", ok, "%s %s" % (st, err(body) if st != 200 else ""))
+st, body = post("", [("source", "tests/data/coffee.png"), ("target", tgt)])
+check("api_no_face_source_422", st == 422 and "source" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", src), ("target", "tests/data/coffee.png")])
+check("api_no_face_target_422", st == 422 and "target" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", src), ("target", "tests/data/generated/huge_header.png")])
+check("api_huge_413", st == 413 and "target" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", src)])
+check("api_missing_target_400", st == 400 and "target" in err(body), "%s %s" % (st, err(body)))
+st, body = post("?ratio=2", [("source", src), ("target", tgt)])
+check("api_bad_ratio_400", st == 400 and "ratio" in err(body), "%s %s" % (st, err(body)))
+st, body = post("?size=1024", [("source", src), ("target", tgt)])
+check("api_size", st == 200 and Image.open(io.BytesIO(body)).size == (1024, 1024), st)
+with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
+    check("api_still_serving", r.status == 200)
+PY
+    while read -r verdict rest; do
+        case $verdict in
+        PASS) ok "$rest" ;;
+        FAIL) bad "$rest" ;;
+        *) echo "$verdict $rest" ;;
+        esac
+    done <"$tmp/api.log"
+    grep -q '^PASS api_still_serving' "$tmp/api.log" || bad api_script
+fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
