@@ -523,7 +523,9 @@ static int test_speed(void) {
            "blend %.1f ms wall of the last; %d px window, %d px face, %d V-cycles)\n",
            best, tm.geometry_ms, tm.warp_ms, tm.color_ms, tm.blend_ms, tm.region_px, tm.face_px,
            tm.cycles);
+#ifndef __SANITIZE_ADDRESS__ /* the bound is for the optimised build */
     CHECK(best < 100);
+#endif
     ag_free(f);
     ag_image_fini(&big);
     ag_image_fini(&t);
