@@ -112,6 +112,10 @@ typedef struct ag_convert_options {
     int max_side;     /* <= the server's --max-side */
     ag_format format;
     int quality; /* 1..100 */
+    /* POST /api/v1/fuse (fuse.c): the fusion's options and which face of each image */
+    int fuse;
+    ag_fuse_options fusion;
+    int source_face, target_face; /* 1 = the largest */
 } ag_convert_options;
 
 #define AG_DEFAULT_QUALITY 90
@@ -300,8 +304,10 @@ typedef struct ag_request {
     int closed_by_us;     /* we closed the connection on purpose (status says why) */
     int close;            /* answer with Connection: close (a framing error) */
     void *video_upload;   /* POST /api/v1/jobs in progress (jobs.c), released at completion */
-    const uint8_t *image; /* slice of body */
+    const uint8_t *image; /* slice of body (fuse: the source) */
     size_t image_size;
+    const uint8_t *image2; /* fuse: the target, a slice of body */
+    size_t image2_size;
     ag_convert_options options;
 
     /* result, written by whoever owns the job, read by the MHD thread after resume */
@@ -544,6 +550,17 @@ typedef struct ag_worker {
 /* Before running `model` (and `face_model`, -1 for none) on w: the worker's other engines
  * give back their arenas (ag_engine_release), so at most two are planned at once. */
 void ag_worker_use_models(ag_worker *w, int model, int face_model);
+
+/* ---- POST /api/v1/fuse (fuse.c) ---- */
+/* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,
+ * contrast, saturation, size, source_face, target_face): 0 set, -1 bad (err), 1 not one. */
+int ag_fuse_option_set(ag_convert_options *opts, const char *key, const char *value,
+                       ag_reply_error *err);
+/* r->image, r->image2 <- the `source` and `target` parts of the multipart body; 0 or -1. */
+int ag_fuse_uploads(ag_request *r, ag_reply_error *err);
+/* The job on a worker: 1 done (r->out set; the caller finishes), 0 failed (already). */
+int ag_worker_fuse(ag_worker *w, ag_request *r);
+
 /* Start every worker and wait until each created its engines. 0 or -1 (message in err). */
 int ag_workers_start(ag_server *s, ag_error *err);
 /* Close the queue and join (each worker finishes its current job first). */
