@@ -8,7 +8,7 @@ MIT) -> the project's graph safetensors (docs/graph.md), one file per scale:
 The Keras topology of each model.json is translated layer by layer (never assumed): Conv2D
 "same" -> conv with zero pads (k - 1) / 2, "valid" -> conv unpadded, a fused activation or
 an Activation layer -> relu, Concatenate on channels -> concat, Add -> add, UpSampling2D
-nearest -> upsample. Kernels go from TF's HWIO to PyTorch's OIHW; values are exactly the
+nearest -> nearest (up N). Kernels go from TF's HWIO to PyTorch's OIHW; values are exactly the
 .bin's float32. The network takes RGB in [0, 255] and gives RGB in [0, 255] (UpscalerJS's
 rdn model definition; tools/tfjs_reference.py --check confirms it against the package's
 samples); the metadata says so. Deterministic: rerunning gives byte-identical files.
@@ -48,6 +48,21 @@ class Emit:
         self.nodes.append(n)
         self.rename[name] = name
         return name
+
+
+MAX_SRC = 8  # inputs of one graph node (AG_NODE_MAX_SRC)
+
+
+def concat(E, name, inbound):
+    """Medium's global feature fusion concatenates 10 maps: more than a node takes, so the
+    first ones are gathered in groups first (the channel order is unchanged)."""
+    ins = list(inbound)
+    j = 0
+    while len(ins) > MAX_SRC:
+        part = E.node("concat", "%s.%d" % (name, j), ins[:MAX_SRC])
+        ins = [part] + ins[MAX_SRC:]
+        j += 1
+    E.node("concat", name, ins)
 
 
 def conv_pads(cfg, k):
@@ -91,7 +106,7 @@ def translate(model):
         elif cls == "Concatenate":
             if cfg.get("axis", -1) not in (3, -1):
                 raise SystemExit("%s: concatenation on axis %r" % (name, cfg.get("axis")))
-            E.node("concat", name, inbound)
+            concat(E, name, inbound)
         elif cls == "Add":
             prev = inbound[0]
             for j, other in enumerate(inbound[1:]):
@@ -101,7 +116,7 @@ def translate(model):
             sy, sx = cfg["size"]
             if sy != sx or cfg.get("interpolation", "nearest") != "nearest":
                 raise SystemExit("%s: only square nearest upsampling" % name)
-            E.node("upsample", name, inbound, factor=sy)
+            E.node("nearest", name, inbound, up=sy)
         else:
             raise SystemExit("%s: layer %s is not supported" % (name, cls))
     outputs = [E.src(o) for o in model.outputs]
@@ -132,8 +147,8 @@ def convert(src, family, scale, out_dir):
     model_dir = os.path.join(src, family, "x%d" % scale)
     model = T.load(model_dir)
     E, outputs = translate(model)
-    up = [n for n in E.nodes if n["op"] == "upsample"]
-    if len(up) != 1 or up[0]["factor"] != scale:
+    up = [n for n in E.nodes if n["op"] == "nearest"]
+    if len(up) != 1 or up[0]["up"] != scale:
         raise SystemExit("%s: expected one x%d upsampling" % (model_dir, scale))
     sha = hashlib.sha256()
     for f in ("model.json", "group1-shard1of1.bin"):
