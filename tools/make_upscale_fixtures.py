@@ -38,7 +38,7 @@ REALESRGAN = [
     ("animevideov3", lambda: R.SRVGG(8, 16, 4), "params_ema", (13, 11), "chelsea.png", (200, 60)),
     ("general-x4v3", lambda: R.SRVGG(8, 32, 4), "params", (12, 9), "coffee.png", (150, 100)),
     ("x4plus", lambda: R.RRDB(4, 23, 4, 4), "params_ema", (11, 9), "astronaut.png", (180, 90)),
-    ("anime-6B", lambda: R.RRDB(8, 6, 4, 4), "params_ema", (10, 7), "chelsea.png", (260, 40)),
+    ("anime-6B", lambda: R.RRDB(8, 6, 4, 4), "params_ema", (10, 9), "chelsea.png", (260, 40)),
     ("x2plus", lambda: R.RRDB(4, 3, 4, 2), "params_ema", (14, 10), "coffee.png", (300, 120)),
 ]
 # bundled model, input (w, h), photo, crop origin
