@@ -563,8 +563,25 @@ static int add_entry(pt_file *f, const ag_pkl_obj *key, const ag_pkl_obj *value)
     return rc;
 }
 
+/* Real-ESRGAN / BasicSR checkpoints wrap the state_dict: {"params_ema": sd} or
+ * {"params": sd} (both in some; the EMA weights are the ones released for inference). */
+static const ag_pkl_obj *unwrap(const pt_file *f, const ag_pkl_obj *dict) {
+    static const char *const keys[] = {"params_ema", "params"};
+    for (int k = 0; k < 2; k++)
+        for (int32_t i = 0; i + 1 < dict->seq.count; i += 2) {
+            const ag_pkl_obj *key = obj(f, dict->seq.items[i]);
+            const ag_pkl_obj *value = obj(f, dict->seq.items[i + 1]);
+            if (key->type == AG_PKL_STR && key->str.len == strlen(keys[k]) &&
+                !memcmp(key->str.ptr, keys[k], key->str.len) && value->type == AG_PKL_DICT)
+                return value;
+        }
+    return dict;
+}
+
 static int convert(pt_file *f) {
     const ag_pkl_obj *dict = obj(f, f->root);
+    if (dict->type == AG_PKL_DICT)
+        dict = unwrap(f, dict);
     if (dict->type != AG_PKL_DICT)
         return ag_error_set(f->err, AG_E_UNSUPPORTED,
                             "%s: holds a Python %s, not a state_dict; save model.state_dict() "
