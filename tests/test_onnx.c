@@ -983,8 +983,25 @@ LEAK_CHECKED(test_fuzz_regressions) {
     return 0;
 }
 
-TEST_MAIN(TEST(test_pb_cute), TEST(test_pb_float_data), TEST(test_pb_refused_files),
-          TEST(test_pb_wire_errors), TEST(test_pb_truncated_everywhere), TEST(test_import_cute),
+/* Issue 17, finding 6: names whose rename candidate was their own looped forever; the
+ * import now ends with every name unique (the test would hang before the fix). */
+LEAK_CHECKED(test_colliding_names_terminate) {
+    uint8_t *data;
+    ag_tensor_set set;
+    CHECK(import_fixture("colliding_names.onnx", &data, &set) == 0);
+    for (int i = 0; i < graph.count; i++)
+        for (int j = 0; j < i; j++)
+            CHECK_MSG(strcmp(graph.nodes[i].name, graph.nodes[j].name), "nodes %d and %d: %s", j, i,
+                      graph.nodes[i].name);
+    printf("  %d nodes, node 3 \"%s\"\n", graph.count, graph.nodes[3].name);
+    ag_tensor_set_fini(&set);
+    ag_free(data);
+    return 0;
+}
+
+TEST_MAIN(TEST(test_pb_cute), TEST(test_colliding_names_terminate), TEST(test_pb_float_data),
+          TEST(test_pb_refused_files), TEST(test_pb_wire_errors),
+          TEST(test_pb_truncated_everywhere), TEST(test_import_cute),
           TEST(test_import_cute_perturbed), TEST(test_import_mini),
           TEST(test_import_external_attention), TEST(test_import_torch_style),
           TEST(test_import_instance_norm_pattern), TEST(test_import_refusals),

@@ -1870,21 +1870,40 @@ static void drop_dead(imp *im) {
         g->outputs[o] = remap[g->outputs[o]];
 }
 
-/* Names are unique in a graph; ONNX names cut to 63 bytes may collide. */
-static void unique_names(ag_graph *g) {
-    for (int i = 1; i < g->count; i++) {
-        for (int j = 0; j < i; j++) {
-            if (strcmp(g->nodes[i].name, g->nodes[j].name))
-                continue;
-            char suffix[16];
-            int n = snprintf(suffix, sizeof suffix, "~%d", i);
-            size_t len = strlen(g->nodes[i].name);
-            if (len + (size_t)n >= sizeof g->nodes[i].name)
-                len = sizeof g->nodes[i].name - 1 - (size_t)n;
-            memcpy(g->nodes[i].name + len, suffix, (size_t)n + 1);
-            j = -1; /* check the new name from the start */
-        }
+/* Whether name is taken by one of the first `count` nodes. */
+static bool name_taken(const ag_graph *g, int count, const char *name) {
+    for (int j = 0; j < count; j++)
+        if (!strcmp(g->nodes[j].name, name))
+            return true;
+    return false;
+}
+
+/* Node i renamed "<name>~i", then "<name>~i.1", "~i.2", ...: the candidates are distinct
+ * (truncated before the suffix), and only i names come before, so one of the first i + 1
+ * is free and renaming ends (a file's names once made the same candidate come back). */
+static void rename_node(ag_graph *g, int i) {
+    char base[AG_GRAPH_NAME_BYTES], name[AG_GRAPH_NAME_BYTES];
+    memcpy(base, g->nodes[i].name, sizeof base);
+    for (int k = 0; k <= i; k++) {
+        char suffix[24];
+        int n = k ? snprintf(suffix, sizeof suffix, "~%d.%d", i, k)
+                  : snprintf(suffix, sizeof suffix, "~%d", i);
+        size_t len = strlen(base);
+        if (len + (size_t)n >= sizeof name)
+            len = sizeof name - 1 - (size_t)n;
+        memcpy(name, base, len);
+        memcpy(name + len, suffix, (size_t)n + 1);
+        if (!name_taken(g, i, name))
+            break;
     }
+    memcpy(g->nodes[i].name, name, sizeof name);
+}
+
+/* Names are unique in a graph; ONNX names cut to 63 bytes may collide (or repeat). */
+static void unique_names(ag_graph *g) {
+    for (int i = 1; i < g->count; i++)
+        if (name_taken(g, i, g->nodes[i].name))
+            rename_node(g, i);
 }
 
 /* What the model builder reads from the metadata: the resize mode of the first upsample
