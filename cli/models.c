@@ -28,8 +28,13 @@ static void print_model(const ag_model_info *info) {
     printf("  style:      %s\n", info->style[0] ? info->style : "(unknown)");
     printf("  network:    %s, %zu parameters (%.1f MB fp32)\n", info->architecture,
            info->param_count, (double)info->weight_bytes / 1048576.0);
-    printf("  sizes:      any side >= %d (the original needs multiples of %d)\n", info->min_side,
-           info->side_multiple);
+    if (info->min_side > AG_MIN_SIDE)
+        printf("  sizes:      any side >= %d (the network needs %d: smaller sides are "
+               "reflect-padded; the original needs multiples of %d)\n",
+               AG_MIN_SIDE, info->min_side, info->side_multiple);
+    else
+        printf("  sizes:      any side >= %d (the original needs multiples of %d)\n", AG_MIN_SIDE,
+               info->side_multiple);
     if (!strcmp(info->architecture, "animeganv2"))
         printf("  upsample:   %s, eps %g\n", ag_resize_mode_name(info->resize),
                (double)info->norm_eps);

@@ -369,7 +369,8 @@ static void handle_models(ag_server *s, ag_request *r) {
         ag_text_printf(&t,
                        ",\"side_multiple\":%d,\"min_side\":%d,\"gflop_512\":%.1f,"
                        "\"param_count\":%zu,\"weight_bytes\":%zu}",
-                       info->side_multiple, info->min_side,
+                       info->side_multiple, AG_MIN_SIDE, /* ag_stylize pads below the
+                                                             network's own minimum */
                        ag_model_flop(s->models[i], 512, 512) / 1e9, info->param_count,
                        info->weight_bytes);
     }
@@ -628,9 +629,9 @@ static const char *origin_form(const char *url) {
  * bytes is seen only at the idle timeout (17 packets every 30 s held every slot). Shutting
  * the socket down here makes MHD read the end at once and complete the request.
  */
-static void watch_add(ag_server *s, ag_request *r) {
+void ag_http_watch_add(ag_server *s, ag_request *r) {
     pthread_mutex_lock(&s->watch_lock);
-    for (int i = 0; i < s->admit_limit; i++) {
+    for (int i = 0; i < s->watch_cap; i++) {
         if (!s->watch[i]) {
             s->watch[i] = r;
             r->watched = i + 1;
@@ -673,7 +674,7 @@ void ag_http_watch(ag_server *s) {
     const ag_server_config *c = &s->config;
     uint64_t now = ag_now_us();
     pthread_mutex_lock(&s->watch_lock);
-    for (int i = 0; i < s->admit_limit; i++) {
+    for (int i = 0; i < s->watch_cap; i++) {
         ag_request *r = s->watch[i];
         if (!r || atomic_load(&r->cut) != AG_CUT_NONE)
             continue;
@@ -683,7 +684,8 @@ void ag_http_watch(ag_server *s) {
             size_t got = atomic_load(&r->received);
             if (fd_gone(r->fd))
                 cut(r, AG_CUT_GONE);
-            else if (elapsed > (uint64_t)c->timeout_s * 1000000u)
+            else if (elapsed >
+                     (r->upload_limit_us ? r->upload_limit_us : (uint64_t)c->timeout_s * 1000000u))
                 cut(r, AG_CUT_DEADLINE);
             else if (c->min_upload_rate && elapsed > UPLOAD_RATE_GRACE_US &&
                      (double)got < (double)c->min_upload_rate * ((double)elapsed / 1e6))
@@ -811,7 +813,7 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
         return;
     }
     r->admitted = 1;
-    watch_add(s, r);
+    ag_http_watch_add(s, r);
     size_t want =
         r->declared_size == SIZE_MAX
             ? (CHUNKED_INITIAL < c->max_upload_bytes ? CHUNKED_INITIAL : c->max_upload_bytes)
@@ -1116,7 +1118,9 @@ static int listen_socket(const struct addrinfo *ai) {
 int ag_http_start(ag_server *s, ag_error *err) {
     const ag_server_config *c = &s->config;
     pthread_mutex_init(&s->watch_lock, NULL);
-    s->watch = ag_calloc((size_t)s->admit_limit, sizeof *s->watch);
+    /* Admitted requests, and video job uploads (each holds a job slot). */
+    s->watch_cap = s->admit_limit + (c->jobs.dir ? c->jobs.max_jobs : 0);
+    s->watch = ag_calloc((size_t)s->watch_cap, sizeof *s->watch);
     if (!s->watch) {
         err->code = AG_E_NOMEM;
         snprintf(err->message, sizeof err->message, "out of memory");

@@ -47,13 +47,15 @@ typedef enum ag_log_format { AG_LOG_LOGFMT = 0, AG_LOG_JSON } ag_log_format;
 
 /* Video jobs (jobs.c): off unless dir is set. */
 typedef struct ag_jobs_config {
-    const char *dir;    /* --jobs-dir: the spool */
-    size_t max_bytes;   /* --max-video-mb */
-    double max_seconds; /* --max-video-seconds, from the container header */
-    size_t max_pixels;  /* --max-video-pixels: frame size, from the header (and --max-pixels) */
-    int max_jobs;       /* --max-jobs: queued + running + finished, held at once */
-    size_t quota_bytes; /* --jobs-quota-mb: spool bytes */
-    double ttl_s;       /* --job-ttl: finished jobs are removed after this */
+    const char *dir;     /* --jobs-dir: the spool */
+    size_t max_bytes;    /* --max-video-mb */
+    double max_seconds;  /* --max-video-seconds, from the container header */
+    size_t max_pixels;   /* --max-video-pixels: frame size, from the header (and --max-pixels) */
+    int max_jobs;        /* --max-jobs: queued + running + finished, held at once */
+    size_t quota_bytes;  /* --jobs-quota-mb: spool bytes */
+    double ttl_s;        /* --job-ttl: finished jobs are removed after this */
+    int max_frames;      /* --max-video-frames: declared or decoded, per job */
+    size_t max_work_mpx; /* --max-job-megapixels: frames x output pixels / 1e6, per job */
 } ag_jobs_config;
 
 void ag_jobs_config_defaults(ag_jobs_config *c);
@@ -283,7 +285,8 @@ typedef struct ag_request {
     int watched;  /* index + 1 in the server's watch table, 0 when not in it */
     /* Why the watcher (main thread) cut the connection, AG_CUT_*; read at completion. */
     atomic_int cut;
-    _Atomic size_t received; /* body bytes so far, for the watcher's rate check */
+    _Atomic size_t received;  /* body bytes so far, for the watcher's rate check */
+    uint64_t upload_limit_us; /* the upload's deadline after its headers; 0: --timeout */
 
     /* upload */
     ag_body_kind body_kind;
@@ -607,7 +610,8 @@ struct ag_server {
 
     /* Admitted requests, watched by the main thread (ag_http_watch): capacity admit_limit. */
     pthread_mutex_t watch_lock;
-    ag_request **watch;
+    ag_request **watch; /* watch_cap: admission slots plus --max-jobs uploads */
+    int watch_cap;
     ag_log_library_ctx library_log;
 };
 
@@ -628,6 +632,9 @@ void ag_http_stop(ag_server *s);
  * queue + workers entries, one poll() each.
  */
 void ag_http_watch(ag_server *s);
+/* Put a request under the watch (a video job's upload; admitted requests are added by
+ * http.c); removed in the completion callback. */
+void ag_http_watch_add(ag_server *s, ag_request *r);
 /* Whether the client of a suspended request has closed its connection (workers ask before
  * decoding and before inference). */
 int ag_request_client_gone(const ag_request *r);

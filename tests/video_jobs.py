@@ -25,7 +25,7 @@ from driver import Failure, Server, check, multipart  # noqa: E402
 TMP = tempfile.mkdtemp(prefix="animegan-jobs-")
 CLIPS = os.path.join(TMP, "clips")
 SPOOL = os.path.join(TMP, "spool")
-ID = re.compile(r"^[0-9a-f]{32}$")
+ID = re.compile(r"^[0-9]{1,5}-[0-9a-f]{32}$")
 
 
 def clip(name):
@@ -129,7 +129,8 @@ def submit_poll_download_mp4():
     s = server()
     status, headers, doc = submit(s, clip("clip.mp4"), "?max_side=64")
     check(status == 202, "status %d: %s" % (status, doc))
-    check(ID.match(doc["id"]), "id %r is not 128 random bits in hex" % doc["id"])
+    check(ID.match(doc["id"]) and doc["id"].startswith("%d-" % s.port),
+          "id %r is not the port and 128 random bits in hex" % doc["id"])
     check(headers.get("location") == "/api/v1/jobs/" + doc["id"], "Location %r" % headers)
     check(doc["state"] in ("queued", "running") and doc["frames_total"] == 50, str(doc))
     status, body_headers, payload = s.request("GET", "/api/v1/jobs/%s/result" % doc["id"])
@@ -231,7 +232,9 @@ def cancel_running_job():
     status, running = wait_state(s, doc["id"], ("running", "done", "failed"))
     check(running["state"] == "running", str(running))
     status, _, payload = s.request("DELETE", "/api/v1/jobs/" + doc["id"])
-    check(status == 200 and json.loads(payload)["state"] == "cancelled", payload)
+    check(status == 202 and json.loads(payload)["state"] == "cancelling", payload)
+    status, doc2 = job(s, doc["id"])
+    check(status == 404 or doc2["state"] == "cancelling", "after DELETE: %d %s" % (status, doc2))
     deadline = time.time() + 30
     while time.time() < deadline and any(f.startswith(doc["id"]) or doc["id"] in f
                                          for f in spool_files()):

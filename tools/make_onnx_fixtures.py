@@ -361,6 +361,15 @@ def typed_floats(t):
     t.float_data.extend(values)
 
 
+def colliding_names():
+    """mini_v3 with every node named 'a' * 61 + '~3': the third graph node's first rename
+    candidate was its own name, which looped forever at load (issue 17, finding 6)."""
+    model = mini_v3()
+    for n in model.graph.node:
+        n.name = "a" * 61 + "~3"
+    return model
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     files = {
@@ -385,6 +394,7 @@ def main():
         "bad_int_weight.onnx": with_initializer(mini_v3(), "enc1.w", int_weight),
         "bad_alpha_type.onnx": two_nodes("LeakyRelu", alpha=2),
         "bad_nearest.onnx": None,
+        "colliding_names.onnx": colliding_names(),
     }
     model = mini_v3()
     for n in model.graph.node:
