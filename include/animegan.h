@@ -339,6 +339,23 @@ int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag
 int ag_stylize_paste_faces(ag_engine *engine, ag_engine *face_engine, const ag_image *in,
                            const ag_face *faces, int count, int size, ag_image *out, ag_error *err);
 
+/* ---- face restoration (GPEN, GFPGAN) ------------------------------------------------------ */
+
+/*
+ * Load a face restoration network from the user's PyTorch checkpoint (zip or legacy):
+ * GPEN's FullGenerator (GPEN-BFR-256/512, the 1024 and 2048 files; a plain state_dict or a
+ * trainer's {"g_ema": ...}) or GFPGANv1Clean (GFPGANv1.3 / v1.4: {"params_ema": ...}). The
+ * architecture (size, channels, style width, mapping depth, SFT) is read from the tensors'
+ * names and shapes, never the file name; a file of another network is refused naming the
+ * first tensor that fits neither, a tensor of the wrong shape or a missing one by its name.
+ * The model's info.kind is "restorer", info.architecture "gpen" or "gfpgan"; it maps an
+ * aligned face of info.min_side x info.min_side (its only size) in [-1, 1] to the restored
+ * face. Free with ag_model_destroy; engines over it share its weights.
+ */
+int ag_restore_model_load(const char *path, ag_model **out, ag_error *err);
+int ag_restore_model_load_memory(const void *data, size_t size, const char *label, ag_model **out,
+                                 ag_error *err);
+
 /* ---- video and animated images --------------------------------------------------------- */
 
 /*
