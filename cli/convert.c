@@ -705,6 +705,8 @@ int ag_cli_convert_command(int argc, char **argv, int restore_only) {
     int status = parse_args(argc, argv, &a);
     if (status >= 0)
         return status;
+    if (a.max_faces)
+        a.restore.max_faces = a.max_faces;
     if (restore_only &&
         (status = ag_cli_restore_check(&a.restore_model, a.e.model, default_model,
                                        a.portrait || a.paste_faces || a.side_by_side)) >= 0)
