@@ -138,5 +138,42 @@ usage convert_fidelity_alone "apply only to face restoration" convert tests/data
     -o "$tmp/u.png" --fidelity 0.5
 "$BIN" restore --help | grep -q "GFPGANv1.4.pth" && ok restore_help || bad restore_help
 
+# The service: --restore-model, POST /api/v1/restore, restore=1 on convert, /metrics.
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+"$BIN" serve --port 0 --restore-model "$GPEN" --threads 2 --quiet >"$tmp/serve.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 100); do
+    port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/serve.log" | head -1 | cut -d: -f2)
+    [ -n "$port" ] && break
+    sleep 0.1
+done
+url=http://127.0.0.1:$port
+post() { # path, image, output: prints the status and X-Faces
+    curl -s -o "$3" -D "$tmp/headers" -w "%{http_code}" --max-time 120 \
+        -H 'Content-Type: image/png' --data-binary "@$2" "$url$1"
+    printf ' %s\n' "$(grep -i '^X-Faces:' "$tmp/headers" | tr -d '\r' | cut -d' ' -f2)"
+}
+if [ -n "$port" ] && [ "$(post /api/v1/restore tests/data/astronaut.png "$tmp/s1.png")" = "200 1" ] &&
+    [ "$(changed tests/data/astronaut.png "$tmp/s1.png" | cut -d' ' -f1)" -gt 2000 ]; then
+    ok serve_restore
+else bad serve_restore; cat "$tmp/serve.log"; fi
+if [ "$(post /api/v1/restore tests/data/coffee.png "$tmp/s2.png")" = "200 0" ] &&
+    [ "$(changed tests/data/coffee.png "$tmp/s2.png" | cut -d' ' -f1)" = 0 ]; then
+    ok serve_restore_no_face_unchanged
+else bad serve_restore_no_face_unchanged; fi
+if [ "$(post '/api/v1/convert?restore=1&max_side=256' tests/data/astronaut.png "$tmp/s3.png")" = "200 1" ]; then
+    ok serve_convert_restore
+else bad serve_convert_restore; fi
+if [ "$(post '/api/v1/restore?restore=2' tests/data/astronaut.png "$tmp/s4.json" | cut -c1-3)" = 400 ] &&
+    grep -q "has 1 --restore-model" "$tmp/s4.json"; then ok serve_restore_bad_index; else
+    bad serve_restore_bad_index; cat "$tmp/s4.json"; fi
+if curl -s --max-time 10 "$url/metrics" | grep -q '^animegan_restorations_total 3$' &&
+    curl -s --max-time 10 "$url/metrics" | grep -q '^animegan_faces_restored_total 2$'; then
+    ok serve_restore_metrics
+else bad serve_restore_metrics; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
