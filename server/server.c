@@ -295,6 +295,13 @@ int ag_server_main(int argc, char **argv) {
             fprintf(stderr, "animegan: %s\n", err.message[0] ? err.message : "cannot load model");
             goto out;
         }
+    for (int i = 0; i < c->restore_model_count; i++) {
+        if (ag_restore_model_load(c->restore_models[i], &s->restorers[i], &err) != 0) {
+            fprintf(stderr, "animegan: %s\n", err.message);
+            goto out;
+        }
+        s->restorer_count = i + 1;
+    }
     /* The face networks: optional (portrait=face then falls back to the centre crop). */
     if (ag_face_models_load(&s->face_detect, &s->face_mesh, &err) != 0)
         ag_log_event(lf, "warn", "faces unavailable (portrait=face crops the centre): %s",
@@ -328,6 +335,19 @@ int ag_server_main(int argc, char **argv) {
     }
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
     ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
+    /* The restorers: their weights once, an fp32 arena per worker at the face size, two crops. */
+    for (int i = 0; i < s->restorer_count; i++) {
+        const ag_model_info *ri = ag_model_get_info(s->restorers[i]);
+        ag_engine_options ro = c->engine;
+        ro.precision = AG_PRECISION_FP32;
+        size_t side = (size_t)ri->min_side;
+        ag_budget_add_faces(
+            &s->budget,
+            ri->weight_bytes +
+                (size_t)c->workers *
+                    (ag_engine_arena_bytes_for(s->restorers[i], &ro, ri->min_side, ri->min_side) +
+                     2 * side * side * 4));
+    }
     char formula[640];
     ag_budget_format(&s->budget, formula, sizeof formula);
 
@@ -381,6 +401,8 @@ out:
         ag_model_destroy((ag_model *)s->models[i]);
     ag_model_destroy(s->face_mesh);
     ag_model_destroy(s->face_detect);
+    for (int i = 0; i < s->restorer_count; i++)
+        ag_model_destroy(s->restorers[i]);
     restore_signals();
     ag_image_set_log_handler(NULL, NULL);
     ag_free(s);
