@@ -25,6 +25,9 @@ int ag_cli_bench(int argc, char **argv);
 int ag_cli_models(int argc, char **argv);
 int ag_cli_faces(int argc, char **argv);
 int ag_cli_fuse(int argc, char **argv);
+int ag_cli_restore(int argc, char **argv);
+/* convert's batch (cli/convert.c); restore_only: `animegan restore`'s options and work. */
+int ag_cli_convert_command(int argc, char **argv, int restore_only);
 
 /* The HTTP service, provided by server/; same argv convention and exit statuses. */
 extern int ag_server_main(int argc, char **argv);
@@ -150,6 +153,22 @@ int ag_cli_faces_render(ag_cli_face_set *faces, const ag_cli_face_mode *mode, co
 /* The JSON line of `animegan faces --json` for one image. */
 void ag_cli_faces_json(FILE *out, const char *image, int width, int height, const ag_face *faces,
                        int count);
+
+/* ---- face restoration (cli/restore.c) ---------------------------------------------------- */
+
+void ag_cli_restore_help(void);
+/* After restore's options: the restoration model is --model (required, *restore_model set
+ * from it); `incompatible` a face or layout option given. -1 to go on, else the exit status. */
+int ag_cli_restore_check(const char **restore_model, const char *model, const char *default_model,
+                         int incompatible);
+/* The restoration model of `path` and an engine over it (fp32, the engine's threads). */
+int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_model **model,
+                         ag_engine **engine, ag_error *err);
+/* Replace *image by its restored version (ag_restore_faces); says on stderr when there was
+ * no face (the image is then kept as it was) or when --max-faces left some out. */
+int ag_cli_restore_image(ag_engine *restorer, ag_face_detector *detector,
+                         const ag_restore_options *options, const char *label, int quiet,
+                         ag_image *image, ag_error *err);
 
 /* ---- progress bar (cli/progress.c) ------------------------------------------------------- */
 

@@ -1,7 +1,9 @@
 /*
  * convert.c - `animegan convert INPUT... -o OUTPUT`: plan which file goes where, load the model
  * once, then decode -> stylise -> save each input with one engine. A bad input is reported
- * and skipped; the exit status says whether anything failed.
+ * and skipped; the exit status says whether anything failed. `animegan restore` (cli/restore.c)
+ * is the same batch with face restoration in place of the stylisation, and
+ * `convert --restore-faces FILE` restores the faces before stylising.
  */
 #include "commands.h"
 
@@ -28,6 +30,12 @@ typedef struct convert_args {
     /* faces: portrait 1 = face-aware (the decode's portrait flag is then off), 2 = centre */
     int portrait, all_faces, paste_faces, max_faces;
     const char *face_model;
+    /* face restoration: --restore-faces FILE (convert) or --model FILE (restore) */
+    const char *command; /* "convert" or "restore", for messages */
+    int restore_only;    /* `animegan restore` */
+    const char *restore_model;
+    ag_restore_options restore;
+    int fidelity_given, aligned_given;
 } convert_args;
 
 typedef struct job {
@@ -109,7 +117,10 @@ enum {
     OPT_ALL_FACES,
     OPT_PASTE_FACES,
     OPT_FACE_MODEL,
-    OPT_MAX_FACES
+    OPT_MAX_FACES,
+    OPT_RESTORE_FACES,
+    OPT_FIDELITY,
+    OPT_ALIGNED
 };
 
 static const struct option long_options[] = {
@@ -121,6 +132,9 @@ static const struct option long_options[] = {
     {"paste-faces", no_argument, NULL, OPT_PASTE_FACES},
     {"face-model", required_argument, NULL, OPT_FACE_MODEL},
     {"max-faces", required_argument, NULL, OPT_MAX_FACES},
+    {"restore-faces", required_argument, NULL, OPT_RESTORE_FACES},
+    {"fidelity", required_argument, NULL, OPT_FIDELITY},
+    {"aligned", no_argument, NULL, OPT_ALIGNED},
     {"size", required_argument, NULL, OPT_SIZE},
     {"side-by-side", no_argument, NULL, OPT_SIDE_BY_SIDE},
     {"quality", required_argument, NULL, OPT_QUALITY},
@@ -142,32 +156,46 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
         else if (!strcmp(arg, "center") || !strcmp(arg, "centre"))
             a->portrait = 2, a->decode.portrait = 1;
         else
-            return ag_cli_usage_error("convert", "--portrait: '%s' is neither face nor center",
+            return ag_cli_usage_error(a->command, "--portrait: '%s' is neither face nor center",
                                       arg),
                    -1;
         return 0;
     case OPT_ALL_FACES: a->all_faces = 1; return 0;
     case OPT_PASTE_FACES: a->paste_faces = 1; return 0;
     case OPT_FACE_MODEL: a->face_model = arg; return 0;
+    case OPT_RESTORE_FACES: a->restore_model = arg; return 0;
+    case OPT_ALIGNED: a->restore.aligned = a->aligned_given = 1; return 0;
+    case OPT_FIDELITY: {
+        char *end;
+        double w = strtod(arg, &end);
+        if (end == arg || *end || !(w >= 0 && w <= 1))
+            return ag_cli_usage_error(a->command, "--fidelity: '%s' is not a number from 0 to 1",
+                                      arg),
+                   -1;
+        a->restore.fidelity = (float)w;
+        a->fidelity_given = 1;
+        return 0;
+    }
     case OPT_MAX_FACES:
-        return ag_cli_parse_int("convert", "max-faces", arg, 1, AG_FACE_MAX, &a->max_faces);
+        return ag_cli_parse_int(a->command, "max-faces", arg, 1, AG_FACE_MAX, &a->max_faces);
     case OPT_SIDE_BY_SIDE: a->side_by_side = 1; return 0;
-    case OPT_QUALITY: return ag_cli_parse_int("convert", "quality", arg, 1, 100, &a->quality);
+    case OPT_QUALITY: return ag_cli_parse_int(a->command, "quality", arg, 1, 100, &a->quality);
     case OPT_SIZE:
         a->size_given = 1;
-        return ag_cli_parse_int("convert", "size", arg, AG_MIN_SIDE, 8192,
+        return ag_cli_parse_int(a->command, "size", arg, AG_MIN_SIDE, 8192,
                                 &a->decode.portrait_size);
     case OPT_MAX_SIDE:
-        if (ag_cli_parse_int("convert", "max-side", arg, 0, 1 << 16, &a->decode.max_side))
+        if (ag_cli_parse_int(a->command, "max-side", arg, 0, 1 << 16, &a->decode.max_side))
             return -1;
         if (a->decode.max_side > 0 && a->decode.max_side < AG_MIN_SIDE)
-            return ag_cli_usage_error("convert", "--max-side: must be 0 or at least %d",
+            return ag_cli_usage_error(a->command, "--max-side: must be 0 or at least %d",
                                       AG_MIN_SIDE),
                    -1;
         return 0;
     case OPT_FORMAT:
         if ((a->format = ag_format_parse(arg)) < 0)
-            return ag_cli_usage_error("convert", "--format: '%s' is not png, jpg or webp", arg), -1;
+            return ag_cli_usage_error(a->command, "--format: '%s' is not png, jpg or webp", arg),
+                   -1;
         return 0;
     default: return -1; /* not reached: getopt returns only the options in the table */
     }
@@ -180,33 +208,40 @@ static int parse_args(int argc, char **argv, convert_args *a) {
     int opt;
     while ((opt = getopt_long(argc, argv, ":o:m:t:qh", long_options, NULL)) != -1) {
         if (opt == 'h')
-            return print_help(), AG_EXIT_OK;
+            return a->restore_only ? ag_cli_restore_help() : print_help(), AG_EXIT_OK;
         if (opt == '?' || opt == ':')
-            return ag_cli_bad_option("convert", opt, optopt, argv[optind - 1]);
-        int handled = ag_cli_engine_option("convert", opt, optarg, &a->e);
+            return ag_cli_bad_option(a->command, opt, optopt, argv[optind - 1]);
+        int handled = ag_cli_engine_option(a->command, opt, optarg, &a->e);
         if (!handled)
-            handled = ag_cli_video_option("convert", opt, optarg, &a->video);
+            handled = ag_cli_video_option(a->command, opt, optarg, &a->video);
         if (handled < 0 || (!handled && parse_option(opt, optarg, a)))
             return AG_EXIT_USAGE;
     }
     if (optind == argc)
-        return ag_cli_usage_error("convert", "no input files");
+        return ag_cli_usage_error(a->command, "no input files");
     if (!a->output || !a->output[0])
-        return ag_cli_usage_error("convert", "missing -o OUTPUT");
+        return ag_cli_usage_error(a->command, "missing -o OUTPUT");
     if (a->size_given && !a->portrait && !a->paste_faces)
-        return ag_cli_usage_error("convert",
+        return ag_cli_usage_error(a->command,
                                   "--size applies only with --portrait or --paste-faces");
     if (a->all_faces && a->portrait != 1)
-        return ag_cli_usage_error("convert", "--all-faces applies only with --portrait (face)");
+        return ag_cli_usage_error(a->command, "--all-faces applies only with --portrait (face)");
     if (a->paste_faces && (a->portrait || a->side_by_side))
-        return ag_cli_usage_error("convert",
+        return ag_cli_usage_error(a->command,
                                   "--paste-faces keeps the whole photo: not with --portrait or "
                                   "--side-by-side");
     if (a->face_model && !a->paste_faces)
-        return ag_cli_usage_error("convert", "--face-model applies only with --paste-faces");
-    if (a->max_faces && a->portrait != 1 && !a->paste_faces)
-        return ag_cli_usage_error("convert", "--max-faces applies only with --portrait or "
-                                             "--paste-faces");
+        return ag_cli_usage_error(a->command, "--face-model applies only with --paste-faces");
+    int restoring = a->restore_model || a->restore_only;
+    if (a->max_faces && a->portrait != 1 && !a->paste_faces && !restoring)
+        return ag_cli_usage_error(a->command, "--max-faces applies only with --portrait, "
+                                              "--paste-faces or --restore-faces");
+    if ((a->fidelity_given || a->aligned_given) && !restoring)
+        return ag_cli_usage_error(a->command,
+                                  "--fidelity and --aligned apply only to face restoration");
+    if (restoring && (a->portrait || a->paste_faces))
+        return ag_cli_usage_error(a->command, "face restoration is not combined with "
+                                              "--portrait or --paste-faces");
     return -1;
 }
 
@@ -406,7 +441,7 @@ static int plan_jobs(job_list *jobs, char **inputs, int count, const convert_arg
     if (!jobs->dir_mode) {
         if ((jobs->format = ag_format_from_path(output)) < 0)
             return ag_cli_usage_error(
-                "convert", "cannot tell the image format of %s: name it .png, .jpg or .webp",
+                a->command, "cannot tell the image format of %s: name it .png, .jpg or .webp",
                 output);
         if (add_job(jobs, copy_string(inputs[0]), copy_string(output)))
             goto nomem;
@@ -414,7 +449,7 @@ static int plan_jobs(job_list *jobs, char **inputs, int count, const convert_arg
     }
     struct stat st;
     if (stat(output, &st) == 0 && !S_ISDIR(st.st_mode))
-        return ag_cli_usage_error("convert",
+        return ag_cli_usage_error(a->command,
                                   "%s is not a directory (several inputs or an input "
                                   "directory need an output directory)",
                                   output);
@@ -489,6 +524,7 @@ static int make_directories(const char *path, ag_error *err) {
 
 typedef struct batch {
     ag_engine *engine;
+    ag_engine *restorer;    /* --restore-faces / restore: over the restoration model */
     ag_cli_face_set *faces; /* the face modes: the detector */
     ag_cli_face_mode *mode;
     const convert_args *args;
@@ -527,7 +563,13 @@ static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
     if (b->args->portrait == 1) /* the crop from the photo at up to 4096 px */
         decode.max_side = decode.max_side && decode.max_side < 4096 ? 4096 : decode.max_side;
     int rc = ag_image_decode_file(j->input, &decode, &in, err);
-    if (rc == 0 && b->faces)
+    if (rc == 0 && b->restorer)
+        rc = ag_cli_restore_image(b->restorer, b->faces ? b->faces->detector : NULL,
+                                  &b->args->restore, j->input, b->args->quiet, &in, err);
+    if (rc == 0 && b->restorer && b->args->restore_only) {
+        count = 1, outs[0] = in;
+        in = (ag_image){0};
+    } else if (rc == 0 && b->faces && !b->restorer)
         rc = ag_cli_faces_render(b->faces, b->mode, &in, j->input, outs, AG_FACE_MAX, &count, err);
     else if (rc == 0)
         count = (rc = ag_stylize(b->engine, &in, b->args->side_by_side, &outs[0], err)) == 0;
@@ -560,9 +602,14 @@ static void report_failure(batch *b, const job *j, int fatal, const ag_error *er
         fprintf(stderr, "animegan: %s: %s\n", j->input, err->message);
 }
 
-static int run_batch(ag_engine *engine, ag_cli_face_set *faces, ag_cli_face_mode *mode,
-                     const job_list *jobs, const convert_args *a) {
-    batch b = {.engine = engine, .faces = faces, .mode = mode, .args = a, .jobs = jobs};
+static int run_batch(ag_engine *engine, ag_engine *restorer, ag_cli_face_set *faces,
+                     ag_cli_face_mode *mode, const job_list *jobs, const convert_args *a) {
+    batch b = {.engine = engine,
+               .restorer = restorer,
+               .faces = faces,
+               .mode = mode,
+               .args = a,
+               .jobs = jobs};
     int failures = jobs->failures;
     ag_progress_init(&b.progress, jobs->count, a->quiet || jobs->count < 2);
     if (jobs->count > 1)
@@ -598,10 +645,10 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
     ag_precision_choice precision;
     if (ag_cli_resolve_precision(&options, &precision))
         return AG_EXIT_FAILED;
-    ag_model *model = NULL, *face_model = NULL;
-    ag_engine *engine = NULL, *face_engine = NULL;
+    ag_model *model = NULL, *face_model = NULL, *restore_model = NULL;
+    ag_engine *engine = NULL, *face_engine = NULL, *restorer = NULL;
     ag_cli_face_set faces = {0};
-    int face_mode = a->portrait == 1 || a->paste_faces;
+    int face_mode = a->portrait == 1 || a->paste_faces || (a->restore_model && !a->restore.aligned);
     ag_cli_face_mode mode = {.paste = a->paste_faces,
                              .all_faces = a->all_faces,
                              .side_by_side = a->side_by_side,
@@ -609,9 +656,11 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
                              .max_faces = a->max_faces};
     ag_error err = {0};
     int status = AG_EXIT_FAILED;
-    int rc = ag_model_load(a->e.model, &model, &err);
-    if (rc == 0)
+    int rc = a->restore_only ? 0 : ag_model_load(a->e.model, &model, &err);
+    if (rc == 0 && !a->restore_only)
         rc = ag_engine_create(model, &options, &engine, &err);
+    if (rc == 0 && a->restore_model)
+        rc = ag_cli_restorer_open(a->restore_model, &a->e.engine, &restore_model, &restorer, &err);
     if (rc == 0 && face_mode)
         rc = ag_cli_faces_open(&faces, &options, &err);
     /* The face crops get their own engine, planned once at --size. */
@@ -621,11 +670,13 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
         rc = ag_engine_create(face_model ? face_model : model, &options, &face_engine, &err);
     mode.engine = engine, mode.face_engine = face_engine;
     if (rc == 0)
-        status = run_batch(engine, face_mode ? &faces : NULL, &mode, jobs, a);
+        status = run_batch(engine, restorer, face_mode ? &faces : NULL, &mode, jobs, a);
     else
         ag_cli_report(&err);
     ag_engine_destroy(face_engine);
     ag_model_destroy(face_model);
+    ag_engine_destroy(restorer);
+    ag_model_destroy(restore_model);
     ag_cli_faces_close(&faces);
     ag_engine_destroy(engine);
     ag_model_destroy(model);
@@ -633,10 +684,20 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
 }
 
 int ag_cli_convert(int argc, char **argv) {
+    return ag_cli_convert_command(argc, argv, 0);
+}
+
+int ag_cli_convert_command(int argc, char **argv, int restore_only) {
     convert_args a;
     memset(&a, 0, sizeof a);
     ag_cli_engine_args_init(&a.e);
+    a.command = restore_only ? "restore" : "convert";
+    a.restore_only = restore_only;
+    ag_restore_options_init(&a.restore);
     a.decode = (ag_decode_options){.max_side = 1024, .portrait_size = 512};
+    if (restore_only) /* restoration is for detail: keep the photo's size unless asked */
+        a.decode.max_side = 0;
+    const char *default_model = a.e.model;
     a.quality = 90;
     a.format = AG_FORMAT_PNG;
     ag_cli_video_args_init(&a.video);
@@ -644,10 +705,18 @@ int ag_cli_convert(int argc, char **argv) {
     int status = parse_args(argc, argv, &a);
     if (status >= 0)
         return status;
+    if (a.max_faces)
+        a.restore.max_faces = a.max_faces;
+    if (restore_only &&
+        (status = ag_cli_restore_check(&a.restore_model, a.e.model, default_model,
+                                       a.portrait || a.paste_faces || a.side_by_side)) >= 0)
+        return status;
     int route = argc - optind == 1 ? ag_cli_video_route(argv[optind], a.output) : 0;
     if (route == AG_CLI_ROUTE_FAILED)
         return AG_EXIT_FAILED;
     if (route == AG_CLI_ROUTE_VIDEO) {
+        if (a.restore_model)
+            return ag_cli_usage_error(a.command, "face restoration applies to photos, not video");
         if (a.portrait || a.paste_faces)
             return ag_cli_usage_error("convert", "--portrait and --paste-faces apply to photos, "
                                                  "not video");

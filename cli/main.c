@@ -19,6 +19,9 @@ static void print_help(void) {
           "  faces IMAGE... [--json]      the faces found (see 'animegan faces --help')\n"
           "  fuse --source S --target T -o OUTPUT\n"
           "                               fuse a face into a photo (see 'animegan fuse --help')\n"
+          "  restore INPUT... -o OUTPUT --model FILE\n"
+          "                               restore faces with GPEN or GFPGAN\n"
+          "                               (see 'animegan restore --help')\n"
           "  bench                        time the generator, print JSON "
           "(see 'animegan bench --help')\n"
           "  serve                        run the HTTP service (see 'animegan serve --help')\n"
@@ -69,6 +72,7 @@ typedef struct command {
 static const command commands[] = {
     {"convert", ag_cli_convert}, {"models", ag_cli_models}, {"faces", ag_cli_faces},
     {"bench", ag_cli_bench},     {"serve", ag_server_main}, {"fuse", ag_cli_fuse},
+    {"restore", ag_cli_restore},
 };
 
 /* The options and words that need no image library: answered before starting it. */

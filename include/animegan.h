@@ -417,6 +417,53 @@ int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_im
                  const ag_face *target_face, const ag_fuse_options *options, ag_image *out,
                  ag_fuse_timing *timing, ag_error *err);
 
+/* ---- face restoration (GPEN, GFPGAN) ------------------------------------------------------ */
+
+/*
+ * Load a face restoration network from the user's PyTorch checkpoint (zip or legacy):
+ * GPEN's FullGenerator (GPEN-BFR-256/512, the 1024 and 2048 files; a plain state_dict or a
+ * trainer's {"g_ema": ...}) or GFPGANv1Clean (GFPGANv1.3 / v1.4: {"params_ema": ...}). The
+ * architecture (size, channels, style width, mapping depth, SFT) is read from the tensors'
+ * names and shapes, never the file name; a file of another network is refused naming the
+ * first tensor that fits neither, a tensor of the wrong shape or a missing one by its name.
+ * The model's info.kind is "restorer", info.architecture "gpen" or "gfpgan"; it maps an
+ * aligned face of info.min_side x info.min_side (its only size) in [-1, 1] to the restored
+ * face. Free with ag_model_destroy; engines over it share its weights.
+ */
+int ag_restore_model_load(const char *path, ag_model **out, ag_error *err);
+int ag_restore_model_load_memory(const void *data, size_t size, const char *label, ag_model **out,
+                                 ag_error *err);
+
+/* How ag_restore_faces works on one photo. */
+typedef struct ag_restore_options {
+    float fidelity; /* 0-1: weight of the restored face against the original (GPEN's alpha);
+                       1 = restored only */
+    int max_faces;  /* faces restored, largest first, 1..AG_FACE_MAX (default 8) */
+    int aligned;    /* the input is already an aligned face crop: resized to the model's
+                       size and restored whole; the output is that size */
+} ag_restore_options;
+
+/* Defaults: fidelity 1, max_faces 8, not aligned. */
+void ag_restore_options_init(ag_restore_options *options);
+
+typedef struct ag_restore_result {
+    int found;    /* faces the detector found */
+    int restored; /* faces restored (at most max_faces); 0: `out` equals the input */
+} ag_restore_result;
+
+/*
+ * Restore the faces of `in` (RGB or RGBA) with `engine`, an engine over a model of
+ * ag_restore_model_load: each face detected by `detector` (unused with `aligned`; may then
+ * be NULL) is cropped FFHQ-aligned at the model's size, restored, blended by the fidelity
+ * and pasted back through the feathered face mask; pixels outside the masks are the input's.
+ * A photo without faces comes back unchanged (result->restored 0). `out` is initialised by
+ * the call and owned by the caller; `options` NULL: defaults; `result` may be NULL. One
+ * face at a time: the memory is the engine's arena plus two crops.
+ */
+int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_image *in,
+                     const ag_restore_options *options, ag_image *out, ag_restore_result *result,
+                     ag_error *err);
+
 /* ---- video and animated images --------------------------------------------------------- */
 
 /*

@@ -57,6 +57,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
 typedef enum opt_kind {
     K_STRING,  /* const char *, not empty */
     K_MODEL,   /* appended to models[] */
+    K_RESTORE, /* appended to restore_models[] */
     K_INT,     /* int in [min, max] */
     K_SCALED,  /* size_t: a whole number in [min, max] times `scale` bytes */
     K_SECONDS, /* double in [min, max] */
@@ -98,6 +99,9 @@ static const opt_def options[] = {
     {"model", "NAME|PATH", K_MODEL, 0, 0, 0, 0, NULL, NULL, "every bundled style",
      "model to serve, repeatable (a directory: every style in it); the first is the default. "
      "Without it every bundled style is served, hayao first. Loaded once at start-up"},
+    {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
+     "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
+     "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
     {"workers", "N", K_INT, 1, 256, 0, AT(workers), NULL, NULL, "1",
      "inference workers; each has its own engine and activation arena"},
     {"threads", "N", K_INT, 0, 4096, 0, AT(threads), NULL, NULL, "every core",
@@ -341,6 +345,13 @@ static int apply(ag_server_config *c, const opt_def *o, const char *arg) {
         if (c->model_count == AG_SERVER_MAX_MODELS)
             return usage_error("--model: at most %d models", AG_SERVER_MAX_MODELS);
         c->models[c->model_count++] = arg;
+        return 0;
+    case K_RESTORE:
+        if (!arg[0])
+            return usage_error("--restore-model: empty file name");
+        if (c->restore_model_count == AG_SERVER_MAX_RESTORERS)
+            return usage_error("--restore-model: at most %d", AG_SERVER_MAX_RESTORERS);
+        c->restore_models[c->restore_model_count++] = arg;
         return 0;
     case K_INT:
         if (parse_whole(o, arg, &v))

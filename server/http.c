@@ -81,8 +81,10 @@ static int valid_request_id(const char *s) {
 
 static ag_route route_of(const char *url) {
     if (!strcmp(url, "/api/v1/convert") || !strcmp(url, "/api/v1/faces") ||
-        !strcmp(url, "/api/v1/fuse")) /* fuse: one queue slot per fusion (server/fuse.c) */
-        return AG_ROUTE_CONVERT;      /* /faces: the same admission and queue, a JSON answer */
+        !strcmp(url, "/api/v1/fuse") || !strcmp(url, "/api/v1/restore"))
+        return AG_ROUTE_CONVERT; /* /faces: the same admission and queue, a JSON answer;
+                                    /fuse: one queue slot per fusion (server/fuse.c);
+                                    /restore: restoration in place of a style */
     if (!strcmp(url, "/api/v1/models"))
         return AG_ROUTE_MODELS;
     if (!strcmp(url, "/api/v1/status"))
@@ -140,6 +142,7 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     r->faces = -1;
     r->options.faces_only = !strcmp(url, "/api/v1/faces");
     r->options.fuse = !strcmp(url, "/api/v1/fuse");
+    r->options.restore_only = !strcmp(url, "/api/v1/restore");
     snprintf(r->method, sizeof r->method, "%s", method);
     /* Our ids are 128 random bits, so /api/v1/status?request_id= cannot be walked to read
      * other clients' queue state (they were a counter). A client's own id is kept for the
@@ -777,8 +780,11 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
     }
     option_walk w = {.s = s, .opts = &r->options};
     int faces_only = r->options.faces_only, fuse = r->options.fuse;
+    int restore_only = r->options.restore_only;
     ag_convert_options_init(&r->options, c->max_side);
     r->options.faces_only = faces_only, r->options.fuse = fuse;
+    r->options.restore_only = restore_only;
+    r->options.restore = restore_only; /* the first --restore-model unless restore=K */
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &w);
     if (!w.failed && ag_convert_options_check(&r->options, &w.err) != 0)
         w.failed = 1;

@@ -142,6 +142,11 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
     counter(&t, "animegan_faces_detected_total",
             "Faces the detector found (portrait=face, paste_faces, /api/v1/faces).",
             load(&m->faces_detected));
+    counter(&t, "animegan_restorations_total",
+            "Images that went through face restoration (restore=K, /api/v1/restore).",
+            load(&m->restorations));
+    counter(&t, "animegan_faces_restored_total", "Faces restored by a --restore-model.",
+            load(&m->faces_restored));
     header(&t, "animegan_face_detect_seconds", "histogram",
            "Time of face detection and landmarks on one image.");
     histogram_series(&t, "animegan_face_detect_seconds", "", &m->face_detect);

@@ -73,6 +73,7 @@ enum {
     SEEN_PASTE_FACES = 1u << 6,
     SEEN_FACE_MODEL = 1u << 7,
     SEEN_FACE = 1u << 8,
+    SEEN_RESTORE = 1u << 9,
 };
 
 /* A model name among the loaded ones: its index, or -1. */
@@ -84,6 +85,15 @@ static int model_index(const char *value, const char *const *names, int name_cou
 }
 
 int ag_convert_options_check(const ag_convert_options *o, ag_reply_error *err) {
+    if (o->restore && (o->portrait || o->paste_faces || o->faces_only)) {
+        ag_reply_error_set(err, 400, "bad_option",
+                           "restore works on the whole photo: not with portrait or paste_faces");
+        return -1;
+    }
+    if (o->restore_only && !o->restore) {
+        ag_reply_error_set(err, 400, "bad_option", "/api/v1/restore needs restore=1 or more");
+        return -1;
+    }
     if (o->paste_faces && o->portrait) {
         ag_reply_error_set(err, 400, "bad_option",
                            "paste_faces keeps the whole photo: not with portrait");
@@ -114,7 +124,8 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                 {"quality", SEEN_QUALITY},
                 {"paste_faces", SEEN_PASTE_FACES},
                 {"face_model", SEEN_FACE_MODEL},
-                {"face", SEEN_FACE}};
+                {"face", SEEN_FACE},
+                {"restore", SEEN_RESTORE}};
     char kq[48], vq[48];
     unsigned bit = 0;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -123,7 +134,7 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
     if (!bit) {
         ag_reply_error_set(err, 400, "unknown_option",
                            "unknown query parameter '%s' (known: model, portrait, side_by_side, "
-                           "max_side, format, quality, paste_faces, face_model, face)",
+                           "max_side, format, quality, paste_faces, face_model, face, restore)",
                            printable(key, kq, sizeof kq));
         return -1;
     }
@@ -166,6 +177,16 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
         ag_reply_error_set(err, 400, "bad_option",
                            "face must be a whole number from 1 (the largest) to %d, not '%s'",
                            AG_FACE_MAX, vq);
+        return -1;
+    case SEEN_RESTORE:
+        if (parse_uint(value, &v) == 0 && v <= AG_SERVER_MAX_RESTORERS) {
+            opts->restore = v;
+            return 0;
+        }
+        ag_reply_error_set(err, 400, "bad_option",
+                           "restore must be 0 or the number of a --restore-model (1 = the "
+                           "first), not '%s'",
+                           vq);
         return -1;
     case SEEN_FACE_MODEL:
         if ((opts->face_model = model_index(value, names, name_count)) >= 0)

@@ -389,6 +389,13 @@ static int server_load(ag_server *s) {
         fprintf(stderr, "animegan: %s\n", err.message[0] ? err.message : "cannot load model");
         return -1;
     }
+    for (int i = 0; i < c->restore_model_count; i++) {
+        if (ag_restore_model_load(c->restore_models[i], &s->restorers[i], &err) != 0) {
+            fprintf(stderr, "animegan: %s\n", err.message);
+            return -1;
+        }
+        s->restorer_count = i + 1;
+    }
     /* The face networks: optional (portrait=face then falls back to the centre crop). */
     if (ag_face_models_load(&s->face_detect, &s->face_mesh, &err) != 0)
         ag_log_event(lf, "warn", "faces unavailable (portrait=face crops the centre): %s",
@@ -402,6 +409,23 @@ static int server_load(ag_server *s) {
     if (precision.emulated)
         ag_log_event(lf, "warn", "%s", precision.note);
     return 0;
+}
+
+/* The worst-case memory bound: the styles, the face networks and the restorers (their
+ * weights once, an fp32 arena per worker at the face size, two crops). */
+static void budget_compute(ag_server *s) {
+    const ag_server_config *c = &s->config;
+    ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
+    ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
+    for (int i = 0; i < s->restorer_count; i++) {
+        const ag_model_info *ri = ag_model_get_info(s->restorers[i]);
+        ag_engine_options ro = c->engine;
+        ro.precision = AG_PRECISION_FP32;
+        size_t side = (size_t)ri->min_side;
+        size_t arena = ag_engine_arena_bytes_for(s->restorers[i], &ro, ri->min_side, ri->min_side);
+        ag_budget_add_faces(&s->budget,
+                            ri->weight_bytes + (size_t)c->workers * (arena + 2 * side * side * 4));
+    }
 }
 
 /* The queue, the cache, the workers, the jobs, the memory bound (checked) and HTTP. */
@@ -421,8 +445,7 @@ static int server_start(ag_server *s) {
     }
     /* The bound first: an absurd one (a model's arena of petabytes) is refused before any
      * worker tries to plan it. Its base is measured again once the workers exist. */
-    ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
-    ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
+    budget_compute(s);
     char formula[640];
     ag_budget_format(&s->budget, formula, sizeof formula);
     if (memory_bound_check(s, formula) != 0)
@@ -436,8 +459,7 @@ static int server_start(ag_server *s) {
         ag_workers_stop(s);
         return -1;
     }
-    ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
-    ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
+    budget_compute(s);
     ag_budget_format(&s->budget, formula, sizeof formula);
     if (memory_bound_check(s, formula) != 0) {
         ag_jobs_stop(s);
@@ -502,6 +524,8 @@ static void server_teardown(ag_server *s) {
         ag_model_destroy((ag_model *)s->models[i]);
     ag_model_destroy(s->face_mesh);
     ag_model_destroy(s->face_detect);
+    for (int i = 0; i < s->restorer_count; i++)
+        ag_model_destroy(s->restorers[i]);
     restore_signals();
     ag_image_set_log_handler(NULL, NULL);
     ag_free(s);

@@ -39,6 +39,7 @@ enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 
 
 #define AG_SERVER_MAX_MODELS 8
 #define AG_SERVER_DEFAULT_MODEL "hayao" /* first of the bundled styles served by default */
+#define AG_SERVER_MAX_RESTORERS 4       /* --restore-model: GPEN / GFPGAN checkpoints */
 #define AG_REQUEST_ID_BYTES 40 /* up to 36 characters + NUL: fits a UUID or nginx $request_id */
 #define AG_REQUEST_KEY_MIN 32  /* a client's id is a status key from this length on */
 
@@ -67,6 +68,8 @@ typedef struct ag_server_config {
     int admin_port; /* health, readiness, metrics and status only; 0 any free, -1 none */
     const char *models[AG_SERVER_MAX_MODELS]; /* none given: every bundled style */
     int model_count;
+    const char *restore_models[AG_SERVER_MAX_RESTORERS]; /* --restore-model, in order */
+    int restore_model_count;
     int workers;
     int threads;             /* total compute threads; W x threads_per_worker <= threads */
     int threads_per_worker;  /* derived */
@@ -108,6 +111,9 @@ typedef struct ag_convert_options {
     int face_model;   /* paste_faces: index of the faces' model; -1: `model` */
     int faces_only;   /* POST /api/v1/faces: the detections as JSON, no conversion */
     int face;         /* portrait=face: which face, 1 = the largest (0: the largest) */
+    int restore;      /* restore=K: restore faces first with --restore-model K (1 = the first);
+                         0 none */
+    int restore_only; /* POST /api/v1/restore: restoration only, no stylisation */
     int side_by_side; /* 0/1 */
     int max_side;     /* <= the server's --max-side */
     ag_format format;
@@ -421,6 +427,8 @@ typedef struct ag_metrics {
     atomic_uint_fast64_t bytes_in, bytes_out;
     atomic_uint_fast64_t converted;           /* 200 responses of /api/v1/convert */
     atomic_uint_fast64_t faces_detected;      /* faces found by the detector, all routes */
+    atomic_uint_fast64_t faces_restored;      /* faces restored (restore=K, /api/v1/restore) */
+    atomic_uint_fast64_t restorations;        /* images that went through restoration */
     ag_histogram face_detect;                 /* detection + landmarks of one image */
     atomic_uint_fast64_t rejected_full;       /* 503 queue full */
     atomic_uint_fast64_t timed_out;           /* 504 */
@@ -536,14 +544,15 @@ typedef struct ag_worker {
     ag_server *server;
     int index;
     pthread_t thread;
-    ag_engine *engines[AG_SERVER_MAX_MODELS]; /* created and used only on this thread */
-    ag_face_detector *faces;                  /* likewise; NULL when faces are unavailable */
-    atomic_size_t arena_bytes;                /* sum over engines, published after each job */
-    pthread_mutex_t current_lock;             /* guards current_id */
-    char current_id[AG_REQUEST_ID_BYTES];     /* request being converted, "" when idle */
-    _Atomic uint64_t busy_since_us;           /* start of the current job, 0 when idle */
-    int started;                              /* thread created */
-    int init_status;                          /* 0 ok, else AG_E_* from engine creation */
+    ag_engine *engines[AG_SERVER_MAX_MODELS];      /* created and used only on this thread */
+    ag_face_detector *faces;                       /* likewise; NULL when faces are unavailable */
+    ag_engine *restorers[AG_SERVER_MAX_RESTORERS]; /* over the shared restoration models */
+    atomic_size_t arena_bytes;                     /* sum over engines, published after each job */
+    pthread_mutex_t current_lock;                  /* guards current_id */
+    char current_id[AG_REQUEST_ID_BYTES];          /* request being converted, "" when idle */
+    _Atomic uint64_t busy_since_us;                /* start of the current job, 0 when idle */
+    int started;                                   /* thread created */
+    int init_status;                               /* 0 ok, else AG_E_* from engine creation */
     char init_error[AG_ERROR_MESSAGE_BYTES];
 } ag_worker;
 
@@ -603,6 +612,8 @@ struct ag_server {
     const char *model_names[AG_SERVER_MAX_MODELS];
     int model_count;
     ag_model *face_detect, *face_mesh; /* the bundled face networks; NULL: faces unavailable */
+    ag_model *restorers[AG_SERVER_MAX_RESTORERS]; /* loaded once, shared by the workers */
+    int restorer_count;
 
     ag_queue queue;
     ag_worker *workers;

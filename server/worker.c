@@ -135,6 +135,26 @@ static int face_convert(ag_worker *w, ag_request *r, const ag_image *in, ag_imag
     return rc;
 }
 
+/* restore=K: *in replaced by the photo with its faces restored (X-Faces: how many). */
+static int restore_faces(ag_worker *w, ag_request *r, ag_image *in, ag_error *err) {
+    ag_server *s = w->server;
+    ag_image out = {0};
+    ag_restore_result res;
+    ag_restore_options ro;
+    ag_restore_options_init(&ro);
+    int rc =
+        ag_restore_faces(w->restorers[r->options.restore - 1], w->faces, in, &ro, &out, &res, err);
+    if (rc != AG_OK)
+        return rc;
+    atomic_fetch_add(&s->metrics.restorations, 1);
+    atomic_fetch_add(&s->metrics.faces_restored, (uint_fast64_t)res.restored);
+    atomic_fetch_add(&s->metrics.faces_detected, (uint_fast64_t)res.found);
+    r->faces = res.restored;
+    ag_image_fini(in);
+    *in = out;
+    return AG_OK;
+}
+
 /* Convert r's image; on any failure the job is finished here with an error. Returns 1 when
  * the caller still has to finish the job (success). */
 static int convert(ag_worker *w, ag_request *r) {
@@ -147,7 +167,20 @@ static int convert(ag_worker *w, ag_request *r) {
     if (o->fuse)
         return ag_worker_fuse(w, r);
     /* Face results carry X-Faces: they are not cached. */
-    int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only;
+    int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only || o->restore;
+    if (o->restore && o->restore > s->restorer_count) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "restore=%d: this server has %d --restore-model file(s)",
+                 o->restore, s->restorer_count);
+        ag_job_fail(s, r, s->restorer_count ? 400 : 503,
+                    s->restorer_count ? "bad_option" : "restore_unavailable", msg);
+        return 0;
+    }
+    if (o->restore && !w->faces) {
+        ag_job_fail(s, r, 503, "faces_unavailable",
+                    "the face models (face-detect, face-mesh) are not installed on this server");
+        return 0;
+    }
     if ((o->paste_faces || o->faces_only) && !w->faces) {
         ag_job_fail(s, r, 503, "faces_unavailable",
                     "the face models (face-detect, face-mesh) are not installed on this server");
@@ -224,7 +257,13 @@ static int convert(ag_worker *w, ag_request *r) {
             job_error(s, r, &err, "faces");
         return ok;
     }
-    if (w->faces && (o->portrait == 1 || o->paste_faces))
+    if (o->restore)
+        rc = restore_faces(w, r, &in, &err);
+    if (rc == AG_OK && o->restore_only) {
+        out = in;
+        in = (ag_image){0};
+    }
+    if (rc == AG_OK && w->faces && (o->portrait == 1 || o->paste_faces))
         rc = face_convert(w, r, &in, &out, &fallback, &err);
     if (rc == AG_OK && fallback) { /* no face: the centre crop, as portrait=center */
         ag_image_fini(&in);
@@ -235,7 +274,8 @@ static int convert(ag_worker *w, ag_request *r) {
             return 0;
         }
     }
-    if (rc == AG_OK && (!w->faces || !(o->portrait == 1 || o->paste_faces) || fallback))
+    if (rc == AG_OK && !o->restore_only &&
+        (!w->faces || !(o->portrait == 1 || o->paste_faces) || fallback))
         rc = ag_stylize(w->engines[o->model], &in, o->side_by_side, &out, &err);
     ag_image_fini(&in);
     if (rc != 0) {
@@ -316,6 +356,13 @@ static void *worker_main(void *arg) {
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
     }
+    for (int i = 0; i < s->restorer_count && status == 0; i++) {
+        ag_engine_options ro = s->config.engine;
+        ro.precision = AG_PRECISION_FP32; /* the StyleGAN ops have fp32 kernels */
+        status = ag_engine_create(s->restorers[i], &ro, &w->restorers[i], &err);
+        if (status != 0)
+            snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
+    }
     if (status == 0 && s->face_detect) {
         ag_engine_options fo = s->config.engine;
         fo.precision = AG_PRECISION_FP32; /* small networks: fp32, exact */
@@ -349,6 +396,10 @@ static void *worker_main(void *arg) {
     for (int i = 0; i < s->model_count; i++) {
         ag_engine_destroy(w->engines[i]);
         w->engines[i] = NULL;
+    }
+    for (int i = 0; i < s->restorer_count; i++) {
+        ag_engine_destroy(w->restorers[i]);
+        w->restorers[i] = NULL;
     }
     ag_face_detector_destroy(w->faces);
     w->faces = NULL;

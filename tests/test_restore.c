@@ -256,6 +256,117 @@ LEAK_FREE(test_bad_checkpoints) {
     return 0;
 }
 
+/* ---- golden outputs ---------------------------------------------------------------------- */
+
+/* A .agrf fixture (tools/make_restore_fixtures.py): the input face, the reference's float
+ * output and its 8-bit rounding. */
+typedef struct golden {
+    int size;
+    char model[65];
+    uint8_t *in_u8, *out_u8; /* (S, S, 3) */
+    float *out_f32;          /* (S, S, 3) */
+    uint8_t *buf;
+} golden;
+
+static int golden_read(const char *name, golden *g) {
+    char path[512];
+    snprintf(path, sizeof path, RESTORE "%s", name);
+    size_t size = 0;
+    ag_error err = {0};
+    memset(g, 0, sizeof *g);
+    CHECK_OK(ag_read_file(path, 1 << 26, &g->buf, &size, &err), &err);
+    uint32_t version = 0, side = 0;
+    CHECK(size >= 76 && memcmp(g->buf, "AGRF", 4) == 0);
+    memcpy(&version, g->buf + 4, 4);
+    memcpy(&side, g->buf + 8, 4);
+    CHECK(version == 1 && side >= 8 && side <= 1024);
+    size_t n = (size_t)side * side * 3;
+    CHECK(size == 76 + n + 4 * n + n);
+    g->size = (int)side;
+    memcpy(g->model, g->buf + 12, 64);
+    g->in_u8 = g->buf + 76;
+    g->out_f32 = (float *)(g->buf + 76 + n); /* ag_read_file's buffer is malloc-aligned */
+    g->out_u8 = g->buf + 76 + 5 * n;
+    return 0;
+}
+
+/* The model of a golden file on `backend`: the float output within `tol` of PyTorch's and
+ * the 8-bit one within one level. */
+static int check_golden(const char *name, ag_backend backend, float tol) {
+    golden g;
+    CHECK(golden_read(name, &g) == 0);
+    char path[512];
+    snprintf(path, sizeof path, AG_SOURCE_DIR "/%s", g.model);
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    size_t n = (size_t)g.size * g.size * 3;
+    float *in = ag_malloc(n * sizeof *in), *out = ag_malloc(n * sizeof *out);
+    int rc = in && out ? ag_restore_model_load(path, &model, &err) : AG_E_NOMEM;
+    ag_engine_options opt = {.backend = backend, .precision = AG_PRECISION_FP32, .threads = 2};
+    if (rc == AG_OK)
+        rc = ag_engine_create(model, &opt, &engine, &err);
+    for (size_t i = 0; rc == AG_OK && i < n; i++)
+        in[i] = (float)g.in_u8[i] / 127.5f - 1.0f;
+    if (rc == AG_OK)
+        rc = ag_engine_run_f32(engine, in, g.size, g.size, out, &err);
+    double worst = 0.0, peak = 0.0;
+    int worst8 = 0;
+    for (size_t i = 0; rc == AG_OK && i < n; i++) {
+        double d = fabs((double)out[i] - (double)g.out_f32[i]);
+        worst = d > worst ? d : worst;
+        peak = fabs((double)g.out_f32[i]) > peak ? fabs((double)g.out_f32[i]) : peak;
+        float y = out[i] < -1.0f ? -1.0f : out[i] > 1.0f ? 1.0f : out[i];
+        int v = (int)lrintf((y + 1.0f) * 127.5f), d8 = abs(v - (int)g.out_u8[i]);
+        worst8 = d8 > worst8 ? d8 : worst8;
+    }
+    if (rc == AG_OK)
+        printf("  %s, %s: max |error| %.2e (output peak %.2f), 8-bit %d level(s)\n", name,
+               backend == AG_BACKEND_REFERENCE ? "reference" : "onednn", worst, peak, worst8);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    ag_free(in);
+    ag_free(out);
+    ag_free(g.buf);
+    CHECK_OK(rc, &err);
+    CHECK_MSG(worst <= (double)tol, "max error %.3g over %.3g", worst, (double)tol);
+    CHECK(worst8 <= 1);
+    return 0;
+}
+
+LEAK_FREE(test_gpen_golden) {
+    CHECK(check_golden("gpen64.agrf", AG_BACKEND_REFERENCE, 1e-3f) == 0);
+    CHECK(check_golden("gpen64.agrf", AG_BACKEND_ONEDNN, 1e-3f) == 0);
+    CHECK(check_golden("gpen32.agrf", AG_BACKEND_REFERENCE, 1e-3f) == 0);
+    CHECK(check_golden("gpen32.agrf", AG_BACKEND_ONEDNN, 1e-3f) == 0);
+    return 0;
+}
+
+LEAK_FREE(test_gfpgan_golden) {
+    CHECK(check_golden("gfpgan64.agrf", AG_BACKEND_REFERENCE, 1e-3f) == 0);
+    CHECK(check_golden("gfpgan64.agrf", AG_BACKEND_ONEDNN, 1e-3f) == 0);
+    return 0;
+}
+
+/* The loader's own refusals, through the public entry point. */
+LEAK_FREE(test_restore_model_load_refusals) {
+    ag_model *m = NULL;
+    ag_error err = {0};
+    int rc = ag_restore_model_load(FIXTURES "random_zip.pt", &m, &err);
+    CHECK_MSG(rc == AG_E_FORMAT && strstr(err.message, "fits neither GPEN nor GFPGAN"), "%d %s", rc,
+              err.message);
+    rc = ag_restore_model_load(RESTORE "missing.pt", &m, &err);
+    CHECK_MSG(rc == AG_E_IO && m == NULL, "%d %s", rc, err.message);
+    CHECK_OK(ag_restore_model_load(RESTORE "gpen64_zip.pt", &m, &err), &err);
+    const ag_model_info *info = ag_model_get_info(m);
+    int ok = !strcmp(info->kind, "restorer") && !strcmp(info->architecture, "gpen") &&
+             info->min_side == 64;
+    ag_model_destroy(m);
+    CHECK(ok);
+    return 0;
+}
+
 TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_gfpgan_params_ema_arch), TEST(test_full_size_layouts),
-          TEST(test_layout_mismatches), TEST(test_bad_checkpoints))
+          TEST(test_layout_mismatches), TEST(test_bad_checkpoints), TEST(test_gpen_golden),
+          TEST(test_gfpgan_golden), TEST(test_restore_model_load_refusals))

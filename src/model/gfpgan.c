@@ -13,6 +13,7 @@
  */
 #include "restore_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
@@ -174,4 +175,138 @@ int ag_gfpgan_arch(const ag_tensor_set *set, const char *path, ag_restore_arch *
     unet_layout(a, l);
     decoder_layout(a, l);
     return AG_OK;
+}
+
+/* ---- the graph ------------------------------------------------------------------------- */
+
+#define SQRT1_2 0.70710678f
+
+static int lrelu(ag_rgraph *b, const char *p, int x) {
+    return ag_rg_unary(b, AG_OP_LRELU, p, "act", x);
+}
+
+/* Bilinear (align_corners False) by 2 up or down. */
+static int resample(ag_rgraph *b, const char *p, const char *suffix, int x, bool up) {
+    ag_node n = ag_rg_node(AG_OP_RESAMPLE, p, suffix, x, -1);
+    n.up = up ? 2 : 1;
+    n.down = up ? 1 : 2;
+    return ag_rg_add(b, &n);
+}
+
+/* ResBlock: lrelu(conv1), resample, lrelu(conv2); plus the 1x1 skip of the resampled x. */
+static int res_block_node(ag_rgraph *b, const char *stage, int index, int x, bool up) {
+    char p[48], c[AG_TENSOR_NAME_BYTES];
+    snprintf(p, sizeof p, "%s.%d", stage, index);
+    snprintf(c, sizeof c, "%s.conv1", p);
+    int y = lrelu(b, c, ag_rg_conv(b, c, x, 3, 1, -1, true, 1.0f));
+    y = resample(b, c, "resample", y, up);
+    snprintf(c, sizeof c, "%s.conv2", p);
+    y = lrelu(b, c, ag_rg_conv(b, c, y, 3, 1, -1, true, 1.0f));
+    snprintf(c, sizeof c, "%s.skip", p);
+    int s = ag_rg_conv(b, c, resample(b, c, "resample", x, up), 1, 1, 0, false, 1.0f);
+    ag_node add = ag_rg_node(AG_OP_ADD, p, "add", y, s);
+    return ag_rg_add(b, &add);
+}
+
+/* condition_{scale,shift}.n: conv3, lrelu, conv3. */
+static int condition(ag_rgraph *b, const char *kind, int n, int x) {
+    char p[48];
+    snprintf(p, sizeof p, "%s.%d.0", kind, n);
+    int y = lrelu(b, p, ag_rg_conv(b, p, x, 3, 1, -1, true, 1.0f));
+    snprintf(p, sizeof p, "%s.%d.2", kind, n);
+    return ag_rg_conv(b, p, y, 3, 1, -1, true, 1.0f);
+}
+
+/* The U-Net: the latents (1, 1, (2L - 2) D) and the SFT scale / shift maps per size 2^i. */
+static int unet(ag_rgraph *b, const ag_restore_arch *a, int *scale, int *shift) {
+    const int L = a->log_size;
+    int skips[AG_RESTORE_MAX_LOG + 1];
+    int x = lrelu(b, "conv_body_first", ag_rg_conv(b, "conv_body_first", 0, 1, 1, 0, true, 1.0f));
+    for (int n = 0; n <= L - 3; n++)
+        skips[L - n - 1] = x = res_block_node(b, "conv_body_down", n, x, false);
+    x = lrelu(b, "final_conv", ag_rg_conv(b, "final_conv", x, 3, 1, -1, true, 1.0f));
+    ag_node lin = ag_rg_node(AG_OP_LINEAR, "final_linear", "linear", x, -1);
+    lin.tensor[AG_T_WEIGHT] = ag_rg_tensor(b, "final_linear.weight");
+    lin.tensor[AG_T_BIAS] = ag_rg_tensor(b, "final_linear.bias");
+    int latents = ag_rg_add(b, &lin);
+    for (int n = 0; n <= L - 3; n++) {
+        char p[32];
+        snprintf(p, sizeof p, "conv_body_up.%d", n);
+        ag_node add = ag_rg_node(AG_OP_ADD, p, "unet_skip", x, skips[n + 2]);
+        x = res_block_node(b, "conv_body_up", n, ag_rg_add(b, &add), true);
+        scale[n + 3] = condition(b, "condition_scale", n, x);
+        shift[n + 3] = condition(b, "condition_shift", n, x);
+    }
+    return latents;
+}
+
+/* Latent i of the decoder: channels [i D, (i + 1) D) of final_linear's output. */
+static int latent(ag_rgraph *b, const ag_restore_arch *a, const char *p, int latents, int i) {
+    ag_node n = ag_rg_node(AG_OP_SLICE, p, "latent", latents, -1);
+    n.c0 = i * a->style_dim;
+    n.c1 = (i + 1) * a->style_dim;
+    return ag_rg_add(b, &n);
+}
+
+/* StyleConv: lrelu(modconv(x) * sqrt 2 + weight * noise + bias), computed as
+ * sqrt 2 * lrelu(modconv(x) + weight / sqrt 2 * noise + bias / sqrt 2) since the leaky ReLU
+ * commutes with a positive factor (a demodulated conv's output ignores weight scales). */
+static int style_conv_node(ag_rgraph *b, const char *p, int x, int w, int k, bool up) {
+    if (up)
+        x = resample(b, p, "up", x, true);
+    char mc[AG_TENSOR_NAME_BYTES];
+    snprintf(mc, sizeof mc, "%s.modulated_conv", p);
+    int y = ag_rg_modconv(b, mc, x, w, 1.0f, 1.0f, true, false, -1);
+    ag_node n = ag_rg_node(AG_OP_NOISE, p, "noise", y, -1);
+    n.tensor[AG_T_WEIGHT] = ag_rg_tensor(b, "%s.weight", p);
+    n.tensor[AG_T_AUX] = ag_rg_tensor(b, "stylegan_decoder.noises.noise%d", k);
+    n.weight_scale = SQRT1_2;
+    ag_node act = ag_rg_node(AG_OP_BIAS_LRELU, p, "act", ag_rg_add(b, &n), -1);
+    act.tensor[AG_T_BIAS] = ag_rg_tensor(b, "%s.bias", p);
+    act.bias_scale = SQRT1_2;
+    act.alpha = 0.2f;
+    act.gain = 1.41421356f;
+    return ag_rg_add(b, &act);
+}
+
+static int to_rgb_node(ag_rgraph *b, const char *p, int x, int w, int skip) {
+    char mc[AG_TENSOR_NAME_BYTES];
+    snprintf(mc, sizeof mc, "%s.modulated_conv", p);
+    int y = ag_rg_modconv(b, mc, x, w, 1.0f, 1.0f, false, false, ag_rg_tensor(b, "%s.bias", p));
+    if (skip < 0)
+        return y;
+    ag_node add = ag_rg_node(AG_OP_ADD, p, "skip", y, resample(b, p, "skip_up", skip, true));
+    return ag_rg_add(b, &add);
+}
+
+int ag_gfpgan_graph(const ag_restore_arch *a, const ag_tensor_set *set, ag_graph *g,
+                    ag_error *err) {
+    ag_graph_init(g);
+    ag_rgraph b = {.g = g, .set = set, .err = err};
+    int scale[AG_RESTORE_MAX_LOG + 1], shift[AG_RESTORE_MAX_LOG + 1];
+    int lat = unet(&b, a, scale, shift);
+    const char *d = "stylegan_decoder";
+    char p[64];
+    ag_node c = ag_rg_node(AG_OP_CONST, d, "constant_input", -1, -1);
+    c.tensor[AG_T_WEIGHT] = ag_rg_tensor(&b, "%s.constant_input.weight", d);
+    snprintf(p, sizeof p, "%s.style_conv1", d);
+    int x = style_conv_node(&b, p, ag_rg_add(&b, &c), latent(&b, a, p, lat, 0), 0, false);
+    snprintf(p, sizeof p, "%s.to_rgb1", d);
+    int skip = to_rgb_node(&b, p, x, latent(&b, a, p, lat, 1), -1);
+    for (int i = 3; i <= a->log_size; i++) {
+        int k = 2 * (i - 3) + 1; /* the layer's noise and latent */
+        snprintf(p, sizeof p, "%s.style_convs.%d", d, k - 1);
+        x = style_conv_node(&b, p, x, latent(&b, a, p, lat, k), k, true);
+        ag_node sft = ag_rg_node(AG_OP_SFT, p, "sft", x, scale[i]);
+        sft.src[2] = shift[i];
+        sft.c0 = a->sft_half ? a->channels[i] / 2 : 0;
+        x = ag_rg_add(&b, &sft);
+        snprintf(p, sizeof p, "%s.style_convs.%d", d, k);
+        x = style_conv_node(&b, p, x, latent(&b, a, p, lat, k + 1), k + 1, false);
+        snprintf(p, sizeof p, "%s.to_rgbs.%d", d, i - 3);
+        skip = to_rgb_node(&b, p, x, latent(&b, a, p, lat, k + 2), skip);
+    }
+    if (b.failed)
+        return err->code;
+    return ag_graph_add_output(g, skip, err);
 }

@@ -14,6 +14,8 @@
 
 #include "model_internal.h"
 
+#include <stdbool.h>
+
 typedef enum ag_restore_kind { AG_RESTORE_GPEN = 1, AG_RESTORE_GFPGAN } ag_restore_kind;
 
 /* Resolutions 2^2 .. 2^11 (4 .. 2048) index the channel tables by their log2. */
@@ -74,5 +76,43 @@ int ag_gfpgan_arch(const ag_tensor_set *set, const char *path, ag_restore_arch *
  * fits neither is refused naming its first tensor. */
 int ag_restore_arch_infer(const ag_tensor_set *set, const char *path, ag_restore_arch *a,
                           ag_error *err);
+
+/* ---- graphs (restore_graph.c, gpen.c, gfpgan.c) ----------------------------------------- */
+
+#include "../graph/graph.h"
+
+/* A graph under construction from a checked set: the first failure is kept in `err` and
+ * every later call returns -1, so a builder reads as a list of calls checked once. */
+typedef struct ag_rgraph {
+    ag_graph *g;
+    const ag_tensor_set *set;
+    ag_error *err;
+    bool failed;
+} ag_rgraph;
+
+/* Index of the formatted tensor name in the set (present: the layout was checked). */
+int ag_rg_tensor(const ag_rgraph *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append n; its index, or -1. */
+int ag_rg_add(ag_rgraph *b, const ag_node *n);
+/* The node of `op` named "<prefix>.<suffix>" reading in0 (and in1). */
+ag_node ag_rg_node(ag_op op, const char *prefix, const char *suffix, int in0, int in1);
+/* A zero-padded conv (stride 1, pad K/2, or as given) of tensors "<p>.weight" / "<p>.bias". */
+int ag_rg_conv(ag_rgraph *b, const char *p, int x, int k, int stride, int pad, bool bias,
+               float weight_scale);
+int ag_rg_unary(ag_rgraph *b, ag_op op, const char *prefix, const char *suffix, int x);
+/* StyleGAN2's modulated conv of x by the style vector w: "<p>.modulation.{weight,bias}"
+ * turns w into per-input-channel scales, "<p>.weight" (OC, IC, K, K) convolves; mod_scale
+ * and conv_scale are the equalised learning rate's (1 for GFPGAN, whose weights are stored
+ * scaled). up: a transposed conv of stride 2 (GPEN's, before its blur). */
+int ag_rg_modconv(ag_rgraph *b, const char *p, int x, int w, float mod_scale, float conv_scale,
+                  bool demod, bool up, int bias_tensor);
+
+/* Squeeze every (1, C, 1, 1) bias of a checked set to (C), as the graph's ops take them. */
+void ag_restore_squeeze_biases(ag_tensor_set *set);
+
+/* The network of a checked set as a graph over an S x S face in [-1, 1] -> the restored
+ * face in [-1, 1] (unclamped, no tanh), into the caller's g (ag_graph_init'ed here). */
+int ag_gpen_graph(const ag_restore_arch *a, const ag_tensor_set *set, ag_graph *g, ag_error *err);
+int ag_gfpgan_graph(const ag_restore_arch *a, const ag_tensor_set *set, ag_graph *g, ag_error *err);
 
 #endif

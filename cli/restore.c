@@ -1,0 +1,98 @@
+/*
+ * restore.c - `animegan restore INPUT... -o OUTPUT --model FILE`: face restoration with the
+ * user's GPEN or GFPGAN checkpoint (ag_restore_faces), as a batch of convert's (files,
+ * directories, progress, one line per failure), and the pieces `convert --restore-faces FILE`
+ * shares: the restorer's engine and the per-photo step.
+ */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void ag_cli_restore_help(void) {
+    fputs("Usage: animegan restore INPUT... -o OUTPUT --model FILE [options]\n"
+          "\n"
+          "Restore the faces of photos with a GPEN (GPEN-BFR-256.pth, GPEN-BFR-512.pth, the\n"
+          "1024 and 2048 files) or GFPGAN (GFPGANv1.3.pth, GFPGANv1.4.pth) checkpoint, read\n"
+          "directly; the network's size and layout come from the file's tensors. Each face is\n"
+          "found, cropped FFHQ-aligned at the network's size, restored and pasted back through\n"
+          "a feathered face mask; the rest of the photo is left as it was. A photo without a\n"
+          "face is written unchanged (said on stderr). INPUT and OUTPUT as for convert: a file\n"
+          "to a file, or several files and directories to a directory.\n"
+          "\n"
+          "Options:\n"
+          "  -o, --output PATH      output file or directory (required)\n"
+          "  -m, --model FILE       the GPEN or GFPGAN checkpoint (required)\n"
+          "      --fidelity W       0-1: weight of the restored face against the original\n"
+          "                         (GPEN's alpha; default: 1, restored only)\n"
+          "      --max-faces N      faces restored per photo, largest first, 1-64 (default: 8)\n"
+          "      --aligned          the inputs are aligned face crops: resized to the\n"
+          "                         network's size and restored whole (output at that size)\n"
+          "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
+          "      --backend B        onednn or reference (default: onednn)\n"
+          "      --max-side N       downscale inputs whose long side exceeds N pixels,\n"
+          "                         0 = never (default: 0)\n"
+          "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
+          "      --format F         png, jpg or webp, for files written into an output\n"
+          "                         directory (default: png)\n"
+          "  -q, --quiet            no progress bar, summary or no-face notes\n"
+          "  -h, --help             show this help\n"
+          "\n"
+          "The restorer runs in fp32. GFPGAN's noise inputs are the checkpoint's stored\n"
+          "buffers, so the output is deterministic (upstream draws new noise on each call).\n"
+          "'animegan convert --restore-faces FILE' restores the faces before stylising.\n"
+          "Exit status: 0 all written, 1 an input or the model failed, 2 bad command line,\n"
+          "130 interrupted.\n",
+          stdout);
+}
+
+int ag_cli_restore_check(const char **restore_model, const char *model, const char *default_model,
+                         int incompatible) {
+    if (*restore_model)
+        return ag_cli_usage_error("restore", "--restore-faces belongs to convert: restore takes "
+                                             "the checkpoint as --model");
+    if (model == default_model)
+        return ag_cli_usage_error("restore", "missing --model FILE (a GPEN or GFPGAN checkpoint)");
+    if (incompatible)
+        return ag_cli_usage_error("restore", "--portrait, --paste-faces and --side-by-side "
+                                             "belong to convert");
+    *restore_model = model;
+    return -1;
+}
+
+int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_model **model,
+                         ag_engine **engine, ag_error *err) {
+    ag_engine_options o = *options;
+    o.precision = AG_PRECISION_FP32; /* the StyleGAN ops have fp32 kernels only, for now */
+    o.resize = AG_RESIZE_DEFAULT;
+    int rc = ag_restore_model_load(path, model, err);
+    if (rc == AG_OK)
+        rc = ag_engine_create(*model, &o, engine, err);
+    if (rc != AG_OK) {
+        ag_model_destroy(*model);
+        *model = NULL;
+    }
+    return rc;
+}
+
+int ag_cli_restore_image(ag_engine *restorer, ag_face_detector *detector,
+                         const ag_restore_options *options, const char *label, int quiet,
+                         ag_image *image, ag_error *err) {
+    ag_image out = {0};
+    ag_restore_result result;
+    int rc = ag_restore_faces(restorer, detector, image, options, &out, &result, err);
+    if (rc != AG_OK)
+        return rc;
+    ag_image_fini(image);
+    *image = out;
+    if (!quiet && !options->aligned && result.found == 0)
+        fprintf(stderr, "animegan: %s: no face found; written unchanged\n", label);
+    else if (!quiet && result.found > result.restored)
+        fprintf(stderr, "animegan: %s: %d faces, the largest %d restored (--max-faces)\n", label,
+                result.found, result.restored);
+    return AG_OK;
+}
+
+int ag_cli_restore(int argc, char **argv) {
+    return ag_cli_convert_command(argc, argv, 1);
+}

@@ -1,0 +1,179 @@
+#!/bin/sh
+# Face restoration from the command line (issue 19): `animegan restore` with the reduced
+# GPEN and GFPGAN checkpoints of tests/fixtures/restore (tools/make_restore_fixtures.py):
+# faces restored and pasted back (the rest of the photo untouched), a photo without faces
+# written unchanged, --max-faces on many faces, --aligned, --fidelity, a directory batch,
+# convert --restore-faces, and the refusals (another network's state_dict, a pickled whole
+# module, a truncated checkpoint, usage errors) with no output left behind.
+# Prints "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BIN=$BUILD/animegan
+export ANIMEGAN_MODEL_PATH=$PWD/models
+FIX=tests/fixtures/restore
+GPEN=$FIX/gpen64_zip.pt
+GFPGAN=$FIX/gfpgan64_zip.pt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { echo "PASS $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1"; failed=$((failed + 1)); }
+PY=/usr/bin/python3
+
+# changed IN OUT: prints the number of pixels that differ and their bounding box.
+changed() {
+    $PY - "$1" "$2" <<'PY'
+import sys
+from PIL import Image
+a = Image.open(sys.argv[1]).convert("RGB"); b = Image.open(sys.argv[2]).convert("RGB")
+assert a.size == b.size, (a.size, b.size)
+w, h = a.size
+pa, pb = a.load(), b.load()
+xs = [x for y in range(h) for x in range(w) if pa[x, y] != pb[x, y]]
+ys = [y for y in range(h) for x in range(w) if pa[x, y] != pb[x, y]]
+print(len(xs), min(xs, default=-1), min(ys, default=-1), max(xs, default=-1), max(ys, default=-1))
+PY
+}
+
+# GPEN on the astronaut: only the face region changes.
+for net in gpen gfpgan; do
+    model=$GPEN
+    [ $net = gfpgan ] && model=$GFPGAN
+    if "$BIN" restore tests/data/astronaut.png -o "$tmp/$net.png" --model "$model" -q \
+        2>"$tmp/err"; then
+        set -- $(changed tests/data/astronaut.png "$tmp/$net.png")
+        # the face is around x 160-290, y 50-190 of the 512x512 photo
+        if [ "$1" -gt 2000 ] && [ "$2" -ge 120 ] && [ "$3" -ge 20 ] && [ "$4" -le 330 ] &&
+            [ "$5" -le 240 ]; then ok "restore_${net}_face_only"; else
+            bad "restore_${net}_face_only"; echo "  changed: $*"; fi
+    else bad "restore_${net}_face_only"; cat "$tmp/err"; fi
+done
+
+# No face: the photo is written unchanged, exit 0, and stderr says so.
+if "$BIN" restore tests/data/coffee.png -o "$tmp/coffee.png" --model "$GPEN" 2>"$tmp/err" &&
+    grep -q "no face found; written unchanged" "$tmp/err" &&
+    [ "$(changed tests/data/coffee.png "$tmp/coffee.png" | cut -d' ' -f1)" = 0 ]; then
+    ok restore_no_face_unchanged
+else bad restore_no_face_unchanged; cat "$tmp/err"; fi
+
+# Many faces: --max-faces bounds the work and says how many were left.
+if "$BIN" restore tests/data/generated/faces/many.jpg -o "$tmp/many.png" --model "$GPEN" \
+    --max-faces 2 2>"$tmp/err" && grep -q "the largest 2 restored (--max-faces)" "$tmp/err"; then
+    ok restore_max_faces
+else bad restore_max_faces; cat "$tmp/err"; fi
+
+# --aligned: the output is the network's size; --fidelity 0 gives the resized input back.
+if "$BIN" restore tests/fixtures/portrait_chelsea_320.png -o "$tmp/al.png" --model "$GPEN" \
+    --aligned 2>"$tmp/err" &&
+    [ "$($PY -c "from PIL import Image; print(Image.open('$tmp/al.png').size)")" = "(64, 64)" ]; then
+    ok restore_aligned_size
+else bad restore_aligned_size; cat "$tmp/err"; fi
+if "$BIN" restore tests/fixtures/portrait_chelsea_320.png -o "$tmp/f0.png" --model "$GPEN" \
+    --aligned --fidelity 0 2>/dev/null &&
+    "$BIN" restore tests/fixtures/portrait_chelsea_320.png -o "$tmp/f1.png" --model "$GPEN" \
+        --aligned --fidelity 1 2>/dev/null &&
+    "$BIN" restore tests/fixtures/portrait_chelsea_320.png -o "$tmp/fh.png" --model "$GPEN" \
+        --aligned --fidelity 0.5 2>/dev/null &&
+    $PY - "$tmp" <<'PY'
+import sys
+from PIL import Image
+d = sys.argv[1]
+f0, f1, fh = (list(Image.open("%s/%s.png" % (d, n)).convert("RGB").getdata()) for n in ("f0", "f1", "fh"))
+assert f0 != f1
+# the half blend is the mean of the two, to rounding
+worst = max(abs(h - (a + b) / 2) for p0, p1, ph in zip(f0, f1, fh) for a, b, h in zip(p0, p1, ph))
+assert worst <= 1.0, worst
+PY
+then ok restore_fidelity_blend; else bad restore_fidelity_blend; fi
+
+# A directory batch, GFPGAN's legacy-free zip and GPEN's g_ema legacy file.
+mkdir "$tmp/in"
+cp tests/data/astronaut.png tests/data/coffee.png "$tmp/in/"
+if "$BIN" restore "$tmp/in" -o "$tmp/out/" --model "$FIX/gpen32_g_ema.pt" -q 2>"$tmp/err" &&
+    [ -f "$tmp/out/astronaut.png" ] && [ -f "$tmp/out/coffee.png" ]; then
+    ok restore_directory_g_ema
+else bad restore_directory_g_ema; cat "$tmp/err"; fi
+
+# convert --restore-faces: restored, then stylised (differs from the plain conversion).
+if "$BIN" convert tests/data/astronaut.png -o "$tmp/plain.png" --max-side 256 -q 2>"$tmp/err" &&
+    "$BIN" convert tests/data/astronaut.png -o "$tmp/rf.png" --max-side 256 -q \
+        --restore-faces "$GPEN" 2>>"$tmp/err" &&
+    [ "$(changed "$tmp/plain.png" "$tmp/rf.png" | cut -d' ' -f1)" -gt 100 ]; then
+    ok convert_restore_faces
+else bad convert_restore_faces; cat "$tmp/err"; fi
+
+# Refusals: one line naming the file, exit 1, no output file.
+refused() { # name, expected text, args...
+    name=$1 text=$2
+    shift 2
+    rm -f "$tmp/r.png"
+    "$BIN" restore tests/data/astronaut.png -o "$tmp/r.png" "$@" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$text" "$tmp/err" &&
+        [ ! -e "$tmp/r.png" ]; then ok "$name"; else bad "$name"; echo "  rc $rc"; cat "$tmp/err"; fi
+}
+refused restore_other_network "fits neither GPEN nor GFPGAN" --model tests/fixtures/random_zip.pt
+refused restore_whole_module "not a state_dict" --model tests/fixtures/pt/whole_module_zip.pt
+head -c 100000 "$GPEN" >"$tmp/truncated.pt"
+refused restore_truncated "truncated.pt" --model "$tmp/truncated.pt"
+refused restore_missing_file "nope.pt" --model "$tmp/nope.pt"
+
+# Usage errors: exit 2.
+usage() { # name, expected text, args...
+    name=$1 text=$2
+    shift 2
+    "$BIN" "$@" >/dev/null 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q -- "$text" "$tmp/err"; then ok "$name"; else
+        bad "$name"; echo "  rc $rc"; cat "$tmp/err"; fi
+}
+usage restore_needs_model "missing --model" restore tests/data/astronaut.png -o "$tmp/u.png"
+usage restore_fidelity_range "--fidelity: '1.5'" restore tests/data/astronaut.png -o "$tmp/u.png" \
+    --model "$GPEN" --fidelity 1.5
+usage restore_no_portrait "not combined with --portrait" restore tests/data/astronaut.png -o "$tmp/u.png" \
+    --model "$GPEN" --portrait
+usage convert_fidelity_alone "apply only to face restoration" convert tests/data/astronaut.png \
+    -o "$tmp/u.png" --fidelity 0.5
+"$BIN" restore --help | grep -q "GFPGANv1.4.pth" && ok restore_help || bad restore_help
+
+# The service: --restore-model, POST /api/v1/restore, restore=1 on convert, /metrics.
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+"$BIN" serve --port 0 --restore-model "$GPEN" --threads 2 --quiet >"$tmp/serve.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 100); do
+    port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/serve.log" | head -1 | cut -d: -f2)
+    [ -n "$port" ] && break
+    sleep 0.1
+done
+url=http://127.0.0.1:$port
+post() { # path, image, output: prints the status and X-Faces
+    curl -s -o "$3" -D "$tmp/headers" -w "%{http_code}" --max-time 120 \
+        -H 'Content-Type: image/png' --data-binary "@$2" "$url$1"
+    printf ' %s\n' "$(grep -i '^X-Faces:' "$tmp/headers" | tr -d '\r' | cut -d' ' -f2)"
+}
+if [ -n "$port" ] && [ "$(post /api/v1/restore tests/data/astronaut.png "$tmp/s1.png")" = "200 1" ] &&
+    [ "$(changed tests/data/astronaut.png "$tmp/s1.png" | cut -d' ' -f1)" -gt 2000 ]; then
+    ok serve_restore
+else bad serve_restore; cat "$tmp/serve.log"; fi
+if [ "$(post /api/v1/restore tests/data/coffee.png "$tmp/s2.png")" = "200 0" ] &&
+    [ "$(changed tests/data/coffee.png "$tmp/s2.png" | cut -d' ' -f1)" = 0 ]; then
+    ok serve_restore_no_face_unchanged
+else bad serve_restore_no_face_unchanged; fi
+if [ "$(post '/api/v1/convert?restore=1&max_side=256' tests/data/astronaut.png "$tmp/s3.png")" = "200 1" ]; then
+    ok serve_convert_restore
+else bad serve_convert_restore; fi
+if [ "$(post '/api/v1/restore?restore=2' tests/data/astronaut.png "$tmp/s4.json" | cut -c1-3)" = 400 ] &&
+    grep -q "has 1 --restore-model" "$tmp/s4.json"; then ok serve_restore_bad_index; else
+    bad serve_restore_bad_index; cat "$tmp/s4.json"; fi
+if curl -s --max-time 10 "$url/metrics" | grep -q '^animegan_restorations_total 3$' &&
+    curl -s --max-time 10 "$url/metrics" | grep -q '^animegan_faces_restored_total 2$'; then
+    ok serve_restore_metrics
+else bad serve_restore_metrics; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
