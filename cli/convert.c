@@ -28,6 +28,9 @@ typedef struct convert_args {
     /* faces: portrait 1 = face-aware (the decode's portrait flag is then off), 2 = centre */
     int portrait, all_faces, paste_faces, max_faces;
     const char *face_model;
+    ag_cli_upscale_args up;
+    int upscale_only; /* `animegan upscale`: no generator, the upscaler only */
+    int model_given;
 } convert_args;
 
 typedef struct job {
@@ -78,6 +81,9 @@ static void print_help(void) {
           "      --max-faces N      faces used per photo, largest first, 1-64 (default: 8)\n"
           "      --size N           portrait / face crop size in pixels (default: 512)\n"
           "      --side-by-side     write the input and the result next to each other\n"
+          "      --upscale N        upscale the result N times (1-16), tiled (see\n"
+          "                         'animegan upscale --help' for --tile, --max-mb)\n"
+          "      --upscale-model M  its model (default: " AG_CLI_UPSCALE_DEFAULT_MODEL ")\n"
           "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
           "      --format F         png, jpg or webp, for files written into an output\n"
           "                         directory (default: png)\n"
@@ -126,6 +132,7 @@ static const struct option long_options[] = {
     {"quality", required_argument, NULL, OPT_QUALITY},
     {"format", required_argument, NULL, OPT_FORMAT},
     AG_CLI_VIDEO_LONG_OPTIONS,
+    AG_CLI_UPSCALE_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -174,25 +181,47 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
 }
 
 /* Returns -1 to go on converting, or the exit status (after --help or a usage error). */
+/* `animegan upscale` takes convert's photo options but not the generator's or the faces'. */
+static int check_upscale_only(const convert_args *a) {
+    if (a->portrait || a->paste_faces || a->side_by_side || a->size_given || a->face_model ||
+        a->max_faces || a->e.engine.resize != AG_RESIZE_DEFAULT)
+        return ag_cli_usage_error("upscale", "the portrait, face, --side-by-side and --upsample "
+                                             "options are convert's");
+    if (ag_cli_video_given(&a->video))
+        return ag_cli_usage_error("upscale", "video options are convert's");
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, convert_args *a) {
+    const char *cmd = a->upscale_only ? "upscale" : "convert";
     opterr = 0; /* our own one-line messages instead of getopt's */
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, ":o:m:t:qh", long_options, NULL)) != -1) {
         if (opt == 'h')
-            return print_help(), AG_EXIT_OK;
+            return a->upscale_only ? ag_cli_upscale_help() : print_help(), AG_EXIT_OK;
         if (opt == '?' || opt == ':')
-            return ag_cli_bad_option("convert", opt, optopt, argv[optind - 1]);
-        int handled = ag_cli_engine_option("convert", opt, optarg, &a->e);
+            return ag_cli_bad_option(cmd, opt, optopt, argv[optind - 1]);
+        a->model_given |= opt == 'm';
+        int handled = ag_cli_engine_option(cmd, opt, optarg, &a->e);
         if (!handled)
-            handled = ag_cli_video_option("convert", opt, optarg, &a->video);
+            handled = ag_cli_video_option(cmd, opt, optarg, &a->video);
+        if (!handled)
+            handled = ag_cli_upscale_option(cmd, opt, optarg, a->upscale_only, &a->up);
         if (handled < 0 || (!handled && parse_option(opt, optarg, a)))
             return AG_EXIT_USAGE;
     }
     if (optind == argc)
-        return ag_cli_usage_error("convert", "no input files");
+        return ag_cli_usage_error(cmd, "no input files");
     if (!a->output || !a->output[0])
-        return ag_cli_usage_error("convert", "missing -o OUTPUT");
+        return ag_cli_usage_error(cmd, "missing -o OUTPUT");
+    if (a->upscale_only) {
+        a->up.model = a->model_given ? a->e.model : NULL;
+        return check_upscale_only(a);
+    }
+    if (a->up.given && !a->up.scale)
+        return ag_cli_usage_error("convert", "--upscale-model, --tile, --tile-pad and --max-mb "
+                                             "apply only with --upscale N");
     if (a->size_given && !a->portrait && !a->paste_faces)
         return ag_cli_usage_error("convert",
                                   "--size applies only with --portrait or --paste-faces");
@@ -488,8 +517,9 @@ static int make_directories(const char *path, ag_error *err) {
 }
 
 typedef struct batch {
-    ag_engine *engine;
-    ag_cli_face_set *faces; /* the face modes: the detector */
+    ag_engine *engine;         /* NULL for `animegan upscale` */
+    ag_cli_upscaler *upscaler; /* NULL without upscaling */
+    ag_cli_face_set *faces;    /* the face modes: the detector */
     ag_cli_face_mode *mode;
     const convert_args *args;
     const job_list *jobs;
@@ -529,8 +559,12 @@ static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
     int rc = ag_image_decode_file(j->input, &decode, &in, err);
     if (rc == 0 && b->faces)
         rc = ag_cli_faces_render(b->faces, b->mode, &in, j->input, outs, AG_FACE_MAX, &count, err);
+    else if (rc == 0 && !b->engine)
+        outs[0] = in, in = (ag_image){0}, count = 1;
     else if (rc == 0)
         count = (rc = ag_stylize(b->engine, &in, b->args->side_by_side, &outs[0], err)) == 0;
+    for (int i = 0; rc == 0 && b->upscaler && i < count; i++)
+        rc = ag_cli_upscaler_apply(b->upscaler, &outs[i], err);
     if (rc == 0 && b->jobs->dir_mode && !b->dir_ready) {
         *fatal = rc = make_directories(b->args->output, err);
         b->dir_ready = rc == 0;
@@ -560,9 +594,14 @@ static void report_failure(batch *b, const job *j, int fatal, const ag_error *er
         fprintf(stderr, "animegan: %s: %s\n", j->input, err->message);
 }
 
-static int run_batch(ag_engine *engine, ag_cli_face_set *faces, ag_cli_face_mode *mode,
-                     const job_list *jobs, const convert_args *a) {
-    batch b = {.engine = engine, .faces = faces, .mode = mode, .args = a, .jobs = jobs};
+static int run_batch(ag_engine *engine, ag_cli_upscaler *upscaler, ag_cli_face_set *faces,
+                     ag_cli_face_mode *mode, const job_list *jobs, const convert_args *a) {
+    batch b = {.engine = engine,
+               .upscaler = upscaler,
+               .faces = faces,
+               .mode = mode,
+               .args = a,
+               .jobs = jobs};
     int failures = jobs->failures;
     ag_progress_init(&b.progress, jobs->count, a->quiet || jobs->count < 2);
     if (jobs->count > 1)
@@ -609,9 +648,12 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
                              .max_faces = a->max_faces};
     ag_error err = {0};
     int status = AG_EXIT_FAILED;
-    int rc = ag_model_load(a->e.model, &model, &err);
-    if (rc == 0)
+    ag_cli_upscaler upscaler = {0};
+    int rc = a->upscale_only ? AG_OK : ag_model_load(a->e.model, &model, &err);
+    if (rc == 0 && !a->upscale_only)
         rc = ag_engine_create(model, &options, &engine, &err);
+    if (rc == 0 && (a->upscale_only || a->up.scale))
+        rc = ag_cli_upscaler_open(&upscaler, &a->up, &options, &err);
     if (rc == 0 && face_mode)
         rc = ag_cli_faces_open(&faces, &options, &err);
     /* The face crops get their own engine, planned once at --size. */
@@ -621,9 +663,11 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
         rc = ag_engine_create(face_model ? face_model : model, &options, &face_engine, &err);
     mode.engine = engine, mode.face_engine = face_engine;
     if (rc == 0)
-        status = run_batch(engine, face_mode ? &faces : NULL, &mode, jobs, a);
+        status = run_batch(engine, upscaler.engine ? &upscaler : NULL, face_mode ? &faces : NULL,
+                           &mode, jobs, a);
     else
         ag_cli_report(&err);
+    ag_cli_upscaler_close(&upscaler);
     ag_engine_destroy(face_engine);
     ag_model_destroy(face_model);
     ag_cli_faces_close(&faces);
@@ -633,10 +677,17 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
 }
 
 int ag_cli_convert(int argc, char **argv) {
+    return ag_cli_convert_run(argc, argv, 0);
+}
+
+int ag_cli_convert_run(int argc, char **argv, int upscale_only) {
     convert_args a;
     memset(&a, 0, sizeof a);
     ag_cli_engine_args_init(&a.e);
-    a.decode = (ag_decode_options){.max_side = 1024, .portrait_size = 512};
+    ag_cli_upscale_args_init(&a.up);
+    a.upscale_only = upscale_only;
+    /* An upscaler is for detail: inputs keep their size unless asked. */
+    a.decode = (ag_decode_options){.max_side = upscale_only ? 0 : 1024, .portrait_size = 512};
     a.quality = 90;
     a.format = AG_FORMAT_PNG;
     ag_cli_video_args_init(&a.video);
@@ -647,6 +698,9 @@ int ag_cli_convert(int argc, char **argv) {
     int route = argc - optind == 1 ? ag_cli_video_route(argv[optind], a.output) : 0;
     if (route == AG_CLI_ROUTE_FAILED)
         return AG_EXIT_FAILED;
+    if (route == AG_CLI_ROUTE_VIDEO && (a.upscale_only || a.up.scale))
+        return ag_cli_usage_error(a.upscale_only ? "upscale" : "convert",
+                                  "upscaling applies to photos (video and animations: not yet)");
     if (route == AG_CLI_ROUTE_VIDEO) {
         if (a.portrait || a.paste_faces)
             return ag_cli_usage_error("convert", "--portrait and --paste-faces apply to photos, "
