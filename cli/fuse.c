@@ -223,6 +223,12 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static int by_value(const void *pa, const void *pb) {
     double a = *(const double *)pa, b = *(const double *)pb;
     return (a > b) - (a < b);
@@ -231,24 +237,47 @@ static int by_value(const void *pa, const void *pb) {
 /* --bench: `runs` fusions with the landmarks known; one JSON line of medians. */
 static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const ag_face *tf,
                  const fuse_args *a, double detect_ms, ag_error *err) {
-    double *ms = ag_malloc(sizeof *ms * (size_t)a->runs * 5);
+    double *ms = ag_malloc(sizeof *ms * (size_t)a->runs * 6);
     if (!ms)
         return err->code = AG_E_NOMEM;
     ag_fuse_timing tm = {0};
-    int rc = AG_OK;
+    int rc = AG_OK, ow = 0, oh = 0;
+    /* At --size, time the fusion on the resized target (ratio 0 returns just that), not the
+     * resize: the figure is "a fusion of a target that size". */
+    ag_image sized = {0};
+    ag_face *sized_face = NULL;
+    ag_fuse_options o = a->fuse;
+    if (o.size) {
+        ag_fuse_options r = o;
+        r.shape_ratio = r.texture_ratio = 0;
+        sized_face = ag_malloc(sizeof *sized_face);
+        rc = sized_face ? ag_face_fuse(s, sf, t, tf, &r, &sized, NULL, err) : AG_E_NOMEM;
+        if (rc == AG_OK) {
+            float kx = (float)sized.width / t->width, ky = (float)sized.height / t->height;
+            *sized_face = *tf;
+            for (int i = 0; i < AG_FACE_LANDMARKS; i++)
+                sized_face->landmarks[i][0] *= kx, sized_face->landmarks[i][1] *= ky;
+            sized_face->box[0] *= kx, sized_face->box[2] *= kx;
+            sized_face->box[1] *= ky, sized_face->box[3] *= ky;
+            t = &sized, tf = sized_face, o.size = 0;
+        }
+    }
     for (int i = 0; i < a->runs && rc == AG_OK; i++) {
         ag_image out = {0};
-        rc = ag_face_fuse(s, sf, t, tf, &a->fuse, &out, &tm, err);
+        double c0 = cpu_ms();
+        rc = ag_face_fuse(s, sf, t, tf, &o, &out, &tm, err);
+        double row[6] = {tm.total_ms, tm.geometry_ms, tm.warp_ms,
+                         tm.color_ms, tm.blend_ms,    cpu_ms() - c0};
+        ow = out.width, oh = out.height;
         ag_image_fini(&out);
-        double row[5] = {tm.total_ms, tm.geometry_ms, tm.warp_ms, tm.color_ms, tm.blend_ms};
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < 6; k++)
             ms[(size_t)k * a->runs + i] = row[k];
     }
     if (rc == AG_OK) {
-        static const char *const names[5] = {"fuse_ms", "geometry_ms", "warp_ms", "color_ms",
-                                             "blend_ms"};
-        printf("{\"width\": %d, \"height\": %d, \"runs\": %d", t->width, t->height, a->runs);
-        for (int k = 0; k < 5; k++) {
+        static const char *const names[6] = {"fuse_ms",  "geometry_ms", "warp_ms",
+                                             "color_ms", "blend_ms",    "fuse_cpu_ms"};
+        printf("{\"width\": %d, \"height\": %d, \"runs\": %d", ow, oh, a->runs);
+        for (int k = 0; k < 6; k++) {
             double *col = ms + (size_t)k * a->runs;
             qsort(col, (size_t)a->runs, sizeof *col, by_value);
             printf(", \"%s\": %.3f", names[k], col[a->runs / 2]);
@@ -258,6 +287,8 @@ static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const 
                tm.region_px, tm.face_px, tm.cycles, (double)tm.residual, detect_ms,
                ag_cpu_get_info()->model);
     }
+    ag_image_fini(&sized);
+    ag_free(sized_face);
     ag_free(ms);
     return rc;
 }

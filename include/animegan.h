@@ -152,6 +152,14 @@ int ag_engine_prepare(ag_engine *engine, int width, int height, ag_error *err);
 int ag_engine_run_f32(ag_engine *engine, const float *in, int width, int height, float *out,
                       ag_error *err);
 
+/*
+ * Give back what ag_engine_prepare made (the arena, the prepared weights and primitives):
+ * the engine is as created and plans again at its next image. A server whose worker holds
+ * one engine per model releases the ones it is not running, so one worker's arenas never
+ * exceed the largest model's.
+ */
+void ag_engine_release(ag_engine *engine);
+
 /* Bytes of the arena currently planned (0 before the first image). */
 size_t ag_engine_arena_bytes(const ag_engine *engine);
 

@@ -8,7 +8,11 @@
  *         + runtime                       allowance: thread stacks, allocator and libvips
  *                                         state, 32 MiB + 8 MiB per worker
  *         + W x worker                    one conversion in flight per worker:
- *               arena(S, S) per model       ag_engine_arena_bytes_for at the largest side S
+ *               arena                       the largest model's ag_engine_arena_bytes_for
+ *                                           at the largest side S, + with several models
+ *                                           the largest at the portrait size (paste_faces
+ *                                           with another face_model); a worker releases
+ *                                           the arenas of the models it is not running
  *             + decode                      the loader's frame (max_pixels x 4: the header
  *                                           check bounds its bytes, whatever the depth
  *                                           and bands) + the 8-bit upright copy of a
@@ -56,10 +60,18 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     b->base_bytes = base_rss_bytes;
     b->runtime_bytes = 32 * MIB + (size_t)c->workers * 8 * MIB;
 
-    b->arena_bytes = 0;
-    for (int i = 0; i < model_count; i++)
-        b->arena_bytes = add_sat(
-            b->arena_bytes, ag_engine_arena_bytes_for(models[i], &c->engine, (int)side, (int)side));
+    /* A worker keeps only the arenas of the models it runs (ag_worker_use_models): one, or
+     * two for paste_faces with another face_model, whose crops are portrait-sized. */
+    size_t largest = 0, largest_crop = 0;
+    for (int i = 0; i < model_count; i++) {
+        size_t a = ag_engine_arena_bytes_for(models[i], &c->engine, (int)side, (int)side);
+        size_t p = model_count > 1 ? ag_engine_arena_bytes_for(models[i], &c->engine,
+                                                               c->portrait_size, c->portrait_size)
+                                   : 0;
+        largest = a > largest ? a : largest;
+        largest_crop = p > largest_crop ? p : largest_crop;
+    }
+    b->arena_bytes = model_count > 1 ? add_sat(largest, largest_crop) : largest;
     /* The loader's frame (at most max_pixels x 4 bytes, checked from the header: decode.c)
      * and the 8-bit upright copy a rotated image needs, both alive at once. */
     b->decode_bytes = add_sat(mul_sat(c->max_pixels, 8), px * 4 * 2);

@@ -95,8 +95,9 @@ static const opt_def options[] = {
      "a second listener on --host for /healthz, /readyz, /metrics and /api/v1/status only, with "
      "its own 16 connections, so probes get through even while uploads hold every public one; "
      "0 picks a free port. Keep it off the public network"},
-    {"model", "NAME|PATH", K_MODEL, 0, 0, 0, 0, NULL, NULL, "hayao",
-     "model to serve, repeatable; the first is the default. Loaded once at start-up"},
+    {"model", "NAME|PATH", K_MODEL, 0, 0, 0, 0, NULL, NULL, "every bundled style",
+     "model to serve, repeatable (a directory: every style in it); the first is the default. "
+     "Without it every bundled style is served, hayao first. Loaded once at start-up"},
     {"workers", "N", K_INT, 1, 256, 0, AT(workers), NULL, NULL, "1",
      "inference workers; each has its own engine and activation arena"},
     {"threads", "N", K_INT, 0, 4096, 0, AT(threads), NULL, NULL, "every core",
@@ -113,6 +114,10 @@ static const opt_def options[] = {
      "an image whose decoder would hold more than N x 4 bytes"},
     {"max-side", "N", K_INT, AG_MIN_SIDE, 8192, 0, AT(max_side), NULL, NULL, "1024",
      "downscale (Lanczos) so the long side is at most N"},
+    {"max-memory-mb", "N", K_SCALED, 0, 16 << 20, 1 << 20, AT(max_memory_bytes), NULL, NULL,
+     "the RAM",
+     "refuse to start when the worst-case memory bound (printed at start-up) is "
+     "above this; 0 = the machine's RAM, or the cgroup's memory.max when lower"},
     {"cache-mb", "N", K_SCALED, 0, 65536, 1 << 20, AT(cache_bytes), NULL, NULL, "0",
      "LRU cache of results in MiB, bounded in bytes; 0 = off"},
     {"max-connections", "N", K_INT, 1, 65536, 0, AT(max_connections), NULL, NULL, "64",
@@ -401,8 +406,6 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
     }
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
-    if (c->model_count == 0)
-        c->models[c->model_count++] = "hayao";
     for (int i = 0; i < c->model_count; i++)
         for (int j = 0; j < i; j++)
             if (strcmp(c->models[i], c->models[j]) == 0)

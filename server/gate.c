@@ -613,18 +613,20 @@ int ag_gate_start(ag_server *s, int listen_fd, ag_error *err) {
     g->capacity = s->config.max_connections;
     g->conns = ag_calloc((size_t)g->capacity, sizeof *g->conns);
     g->buffers = ag_malloc((size_t)g->capacity * (GATE_IN_BYTES + GATE_OUT_BYTES));
-    g->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    g->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s->gate = g;
-    if (!g->conns || !g->buffers || g->epoll_fd < 0 || g->wake_fd < 0)
-        return gate_error(err, AG_E_NOMEM, "cannot set up the gate");
-    for (int i = 0; i < g->capacity; i++) {
+    /* Every descriptor is -1 before anything can fail: ag_gate_stop, on the error path,
+     * closes what is >= 0, and calloc's 0 is the process's stdin. */
+    for (int i = 0; g->conns && i < g->capacity; i++) {
         gate_conn *c = &g->conns[i];
         c->fd = c->pfd = -1;
         atomic_store(&c->mfd, -1);
-        c->in = g->buffers + (size_t)i * (GATE_IN_BYTES + GATE_OUT_BYTES);
-        c->out = c->in + GATE_IN_BYTES;
+        c->in = g->buffers ? g->buffers + (size_t)i * (GATE_IN_BYTES + GATE_OUT_BYTES) : NULL;
+        c->out = c->in ? c->in + GATE_IN_BYTES : NULL;
     }
+    g->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    g->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!g->conns || !g->buffers || g->epoll_fd < 0 || g->wake_fd < 0)
+        return gate_error(err, AG_E_NOMEM, "cannot set up the gate");
     struct epoll_event lev = {.events = EPOLLIN, .data.ptr = NULL};
     struct epoll_event wev = {.events = EPOLLIN, .data.ptr = g};
     if (epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, listen_fd, &lev) != 0 ||

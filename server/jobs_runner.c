@@ -56,6 +56,7 @@ void ag_jobs_run_frame(ag_worker *w, ag_frame_task *task) {
     ag_server *s = w->server;
     atomic_fetch_add(&s->busy_workers, 1);
     atomic_store(&w->busy_since_us, ag_now_us());
+    ag_worker_use_models(w, task->model, -1); /* the budget's one arena (worker.c) */
     int rc =
         ag_stylize(w->engines[task->model], task->in, task->side_by_side, task->out, &task->err);
     size_t arena = 0;

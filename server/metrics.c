@@ -13,8 +13,11 @@
 static const double bucket_le_s[AG_HIST_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                     0.5,   1,     2.5,  5,     10,   30,  60};
 
-static const int status_codes[AG_STATUS_SLOTS] = {200, 304, 400, 404, 405, 408, 499, 413, 414,
-                                                  415, 422, 431, 500, 501, 503, 504, 505, 0};
+/* Every status the service answers (the video jobs' 202, 409, 410, 411 and 507 too), then
+ * 0: anything else, counted as code="other". */
+static const int status_codes[AG_STATUS_SLOTS] = {200, 202, 304, 400, 404, 405, 408, 409,
+                                                  410, 411, 413, 414, 415, 422, 431, 499,
+                                                  500, 501, 503, 504, 505, 507, 0};
 
 static const char *const route_names[AG_ROUTE_COUNT] = {"page",    "convert", "models",  "status",
                                                         "healthz", "readyz",  "metrics", "jobs",

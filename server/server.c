@@ -7,6 +7,10 @@
  *   workers (each finishes its current image) -> let MHD flush -> stop MHD -> exit 0.
  *
  * A second signal skips the rest of the wait. Exit 1 only when start-up fails.
+ *
+ * ag_server_main is load (models, faces, precision; settings of the process) -> start
+ * (queue, cache, the memory bound checked against the machine, workers, jobs, HTTP) ->
+ * run (the loop above, then the drain) -> teardown (whatever stage was reached).
  */
 #include "server.h"
 
@@ -28,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Entries of oneDNN's primitive cache (see ag_server_main). */
+/* Entries of oneDNN's primitive cache (see server_load). */
 #define AG_SERVER_ONEDNN_CACHE "64"
 
 static int signal_pipe[2] = {-1, -1};
@@ -182,28 +186,54 @@ static int model_error(ag_error *err, int code, const char *fmt, ...) {
     return err->code = code;
 }
 
-/* Serve one more model; names must stay unique (they are what clients choose by). */
-static int add_model(ag_server *s, const char *name_or_path, ag_error *err) {
-    ag_model *m = NULL;
-    if (s->model_count >= AG_SERVER_MAX_MODELS)
-        return model_error(err, AG_E_LIMIT, "more than %d models to serve (at %s)",
-                           AG_SERVER_MAX_MODELS, name_or_path);
-    if (ag_model_load(name_or_path, &m, err) != 0)
-        return err->code;
+/* Serve one more model, `m` (taken: destroyed on failure). Only styles: a network of
+ * another kind would answer every request with an error. Names stay unique (they are what
+ * clients choose by). */
+static int add_loaded(ag_server *s, ag_model *m, ag_error *err) {
     const ag_model_info *info = ag_model_get_info(m);
-    for (int j = 0; j < s->model_count; j++)
-        if (!strcmp(s->model_names[j], info->name)) {
-            ag_model_destroy(m);
-            return model_error(err, AG_E_ARG, "two models are named '%s'; rename one file",
-                               s->model_names[j]);
-        }
+    int rc = AG_OK;
+    if (strcmp(info->kind, "generator"))
+        rc = model_error(err, AG_E_ARG, "%s is a %s network, not a style: it cannot be served",
+                         info->path, info->kind);
+    for (int j = 0; rc == AG_OK && j < s->model_count; j++)
+        if (!strcmp(s->model_names[j], info->name))
+            rc = model_error(err, AG_E_ARG, "two models are named '%s'; rename one file",
+                             s->model_names[j]);
+    if (rc == AG_OK && s->model_count >= AG_SERVER_MAX_MODELS)
+        rc = model_error(err, AG_E_LIMIT, "more than %d models to serve (at %s)",
+                         AG_SERVER_MAX_MODELS, info->path);
+    if (rc) {
+        ag_model_destroy(m);
+        return rc;
+    }
     s->models[s->model_count] = m;
     s->model_names[s->model_count++] = info->name;
     return AG_OK;
 }
 
+static int add_model(ag_server *s, const char *name_or_path, ag_error *err) {
+    ag_model *m = NULL;
+    if (ag_model_load(name_or_path, &m, err) != 0)
+        return err->code;
+    return add_loaded(s, m, err);
+}
+
 static int compare_paths(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Load `path` and serve it when it is a style (other kinds are skipped). */
+static int add_if_style(ag_server *s, const char *path, int *served, ag_error *err) {
+    ag_model *m = NULL;
+    if (ag_model_load(path, &m, err) != 0)
+        return err->code;
+    if (strcmp(ag_model_get_info(m)->kind, "generator")) {
+        ag_model_destroy(m);
+        return AG_OK;
+    }
+    int rc = add_loaded(s, m, err);
+    *served += rc == AG_OK;
+    return rc;
 }
 
 /* --model NAME|FILE|DIRECTORY: a directory serves every .onnx and .safetensors style in it
@@ -228,13 +258,8 @@ static int load_model_arg(ag_server *s, const char *arg, ag_error *err) {
     closedir(dir);
     qsort(files, (size_t)count, sizeof files[0], compare_paths);
     for (int i = 0; i < count; i++) {
-        ag_model *probe = NULL;
-        if (rc == AG_OK && (rc = ag_model_load(files[i], &probe, err)) == AG_OK) {
-            int style = !strcmp(ag_model_get_info(probe)->kind, "generator");
-            ag_model_destroy(probe);
-            if (style && (rc = add_model(s, files[i], err)) == AG_OK)
-                served++;
-        }
+        if (rc == AG_OK)
+            rc = add_if_style(s, files[i], &served, err);
         free(files[i]);
     }
     if (rc == AG_OK && !served)
@@ -242,25 +267,90 @@ static int load_model_arg(ag_server *s, const char *arg, ag_error *err) {
     return rc;
 }
 
-int ag_server_main(int argc, char **argv) {
-    int exit_code = AG_SERVER_EXIT_FAILED;
-    ag_error err = {0};
-    ag_server *s = ag_calloc(1, sizeof *s);
-    if (!s) {
-        fputs("animegan: out of memory\n", stderr);
-        return AG_SERVER_EXIT_FAILED;
+/* No --model: every bundled style, the README's default one (hayao) first, then by name. */
+static int load_bundled(ag_server *s, ag_error *err) {
+    const char *names[16];
+    int count = ag_model_list_bundled(names, 16), served = 0, rc = AG_OK;
+    if (count > 16)
+        count = 16;
+    for (int i = 0; i < count; i++)
+        if (!strcmp(names[i], AG_SERVER_DEFAULT_MODEL))
+            rc = add_if_style(s, names[i], &served, err);
+    for (int i = 0; rc == AG_OK && i < count; i++)
+        if (strcmp(names[i], AG_SERVER_DEFAULT_MODEL))
+            rc = add_if_style(s, names[i], &served, err);
+    if (rc == AG_OK && !served)
+        rc = add_model(s, AG_SERVER_DEFAULT_MODEL, err); /* says where it was looked for */
+    return rc;
+}
+
+/* ---- start-up checks -------------------------------------------------------------------- */
+
+/* Descriptors the service can hold at once: per public connection the client's socket and
+ * the gate's pair to MHD (3), the admin listener's 16 connections, and a reserve for the
+ * listeners, pipes, the spool, model and library files. */
+static int fd_limit_check(const ag_server_config *c, ag_log_format lf) {
+    rlim_t need = (rlim_t)c->max_connections * 3 + 16 + 128;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        fprintf(stderr,
+                "animegan: --max-connections %d needs %llu file descriptors, the limit is %llu "
+                "(ulimit -n, LimitNOFILE=); raise it or lower --max-connections\n",
+                c->max_connections, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+        return -1;
     }
-    int ncpu = ag_cpu_count();
-    int rc = ag_config_parse(&s->config, argc, argv, ncpu);
-    if (rc != 0) {
-        ag_free(s);
-        return rc > 0 ? AG_SERVER_EXIT_OK : AG_SERVER_EXIT_USAGE;
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        fprintf(stderr, "animegan: cannot raise the file descriptor limit from %llu to %llu: %s\n",
+                (unsigned long long)old, (unsigned long long)need, strerror(errno));
+        return -1;
     }
+    ag_log_event(lf, "info", "file descriptor limit raised from %llu to %llu for %d connections",
+                 (unsigned long long)old, (unsigned long long)need, c->max_connections);
+    return 0;
+}
+
+/* The memory the bound is held against: --max-memory-mb, else the RAM, or the cgroup's
+ * memory.max when lower (a container's limit). */
+static size_t memory_limit(const ag_server_config *c) {
+    if (c->max_memory_bytes)
+        return c->max_memory_bytes;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "re");
+    unsigned long long cg;
+    if (f && fscanf(f, "%llu", &cg) == 1 && cg < limit)
+        limit = (size_t)cg;
+    if (f)
+        fclose(f);
+    return limit;
+}
+
+/* A bound above the memory there is can never be kept: refuse it with the formula (a model
+ * whose arena is absurd, or settings too large for the machine). */
+static int memory_bound_check(const ag_server *s, const char *formula) {
+    size_t limit = memory_limit(&s->config);
+    if (s->budget.total_bytes <= limit)
+        return 0;
+    fprintf(stderr,
+            "animegan: the memory bound is above the %.1f MiB %s: %s; lower --max-side, "
+            "--workers, --queue or --max-upload-mb, serve fewer or smaller models, or raise "
+            "--max-memory-mb\n",
+            (double)limit / (1 << 20),
+            s->config.max_memory_bytes ? "of --max-memory-mb" : "this machine has", formula);
+    return -1;
+}
+
+/* ---- load, start, run, teardown --------------------------------------------------------- */
+
+/* Process settings, signals, the library log, the models and the face networks. */
+static int server_load(ag_server *s) {
     const ag_server_config *c = &s->config;
     ag_log_format lf = c->log_format;
-    s->start_us = ag_now_us();
-    s->listen_fd = -1;
-
+    ag_error err = {0};
     /* Large buffers (uploads, images, arenas) come from mmap and go back to the kernel when
      * freed, so RSS returns to its base after each request instead of staying at the
      * high-water mark in the heap. A fixed threshold matters: glibc's default one rises after
@@ -278,8 +368,10 @@ int ag_server_main(int argc, char **argv) {
 
     if (install_signals() != 0) {
         fprintf(stderr, "animegan: cannot install signal handlers: %s\n", strerror(errno));
-        goto out;
+        return -1;
     }
+    if (fd_limit_check(c, lf) != 0)
+        return -1;
     /* libvips' and GLib's warnings become log lines of ours (they were 21,227 of 26,058
      * lines of one attacked server's log, none of them logfmt or JSON). */
     s->library_log.format = lf;
@@ -290,11 +382,13 @@ int ag_server_main(int argc, char **argv) {
         prefix = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     s->id_prefix = prefix;
 
-    for (int i = 0; i < c->model_count; i++)
-        if (load_model_arg(s, c->models[i], &err) != 0) {
-            fprintf(stderr, "animegan: %s\n", err.message[0] ? err.message : "cannot load model");
-            goto out;
-        }
+    int rc = c->model_count ? AG_OK : load_bundled(s, &err);
+    for (int i = 0; rc == AG_OK && i < c->model_count; i++)
+        rc = load_model_arg(s, c->models[i], &err);
+    if (rc != AG_OK) {
+        fprintf(stderr, "animegan: %s\n", err.message[0] ? err.message : "cannot load model");
+        return -1;
+    }
     /* The face networks: optional (portrait=face then falls back to the centre crop). */
     if (ag_face_models_load(&s->face_detect, &s->face_mesh, &err) != 0)
         ag_log_event(lf, "warn", "faces unavailable (portrait=face crops the centre): %s",
@@ -302,40 +396,61 @@ int ag_server_main(int argc, char **argv) {
     ag_precision_choice precision; /* auto, or the emulated-bf16 warning: issue 12 */
     if (ag_precision_resolve(c->engine.precision, c->engine.backend, NULL, &precision) != 0) {
         fprintf(stderr, "animegan: %s\n", precision.note);
-        goto out;
+        return -1;
     }
     s->config.engine.precision = precision.precision;
     if (precision.emulated)
         ag_log_event(lf, "warn", "%s", precision.note);
+    return 0;
+}
+
+/* The queue, the cache, the workers, the jobs, the memory bound (checked) and HTTP. */
+static int server_start(ag_server *s) {
+    const ag_server_config *c = &s->config;
+    ag_log_format lf = c->log_format;
+    ag_error err = {0};
     s->admit_limit = c->queue + c->workers;
     /* One more slot with jobs on: the runner's frame in flight (jobs.c). */
     if (ag_queue_init(&s->queue, s->admit_limit + (c->jobs.dir ? 1 : 0)) != 0) {
         fputs("animegan: out of memory\n", stderr);
-        goto out;
+        return -1;
     }
     if (ag_cache_create(c->cache_bytes, &s->cache) != 0) {
         fputs("animegan: out of memory for the cache\n", stderr);
-        goto out;
+        return -1;
     }
-    if (ag_workers_start(s, &err) != 0) {
-        fprintf(stderr, "animegan: %s\n", err.message);
-        goto out;
-    }
-    if (ag_jobs_start(s, &err) != 0) {
-        fprintf(stderr, "animegan: %s\n", err.message);
-        ag_workers_stop(s);
-        goto out;
-    }
+    /* The bound first: an absurd one (a model's arena of petabytes) is refused before any
+     * worker tries to plan it. Its base is measured again once the workers exist. */
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
     ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
     char formula[640];
     ag_budget_format(&s->budget, formula, sizeof formula);
+    if (memory_bound_check(s, formula) != 0)
+        return -1;
+    if (ag_workers_start(s, &err) != 0) {
+        fprintf(stderr, "animegan: %s\n", err.message);
+        return -1;
+    }
+    if (ag_jobs_start(s, &err) != 0) {
+        fprintf(stderr, "animegan: %s\n", err.message);
+        ag_workers_stop(s);
+        return -1;
+    }
+    ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
+    ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
+    ag_budget_format(&s->budget, formula, sizeof formula);
+    if (memory_bound_check(s, formula) != 0) {
+        ag_jobs_stop(s);
+        ag_workers_stop(s);
+        return -1;
+    }
 
     lower_http_priority(c->http_nice, lf);
     if (ag_http_start(s, &err) != 0) {
         fprintf(stderr, "animegan: %s\n", err.message);
+        ag_jobs_stop(s);
         ag_workers_stop(s);
-        goto out;
+        return -1;
     }
     atomic_store(&s->accepting, 1);
     atomic_store(&s->ready, 1);
@@ -360,7 +475,12 @@ int ag_server_main(int argc, char **argv) {
                  c->cache_bytes >> 20, ag_precision_name(c->engine.precision),
                  ag_isa_name(ag_cpu_get_info()->isa), ag_cpu_get_info()->onednn_isa,
                  ag_cpu_get_info()->model);
+    return 0;
+}
 
+/* Serve until a signal, then drain. */
+static void server_run(ag_server *s) {
+    ag_log_format lf = s->config.log_format;
     while (!wait_signal(50)) {
         expire_queue(s);
         ag_http_watch(s);
@@ -369,9 +489,10 @@ int ag_server_main(int argc, char **argv) {
     drain(s);
     ag_log_event(lf, "info", "stopped: served %llu image(s)",
                  (unsigned long long)atomic_load(&s->metrics.converted));
-    exit_code = AG_SERVER_EXIT_OK;
+}
 
-out:
+/* Release everything, whatever stage start-up reached. */
+static void server_teardown(ag_server *s) {
     ag_http_stop(s);
     ag_jobs_free(s);
     ag_workers_free(s);
@@ -384,5 +505,24 @@ out:
     restore_signals();
     ag_image_set_log_handler(NULL, NULL);
     ag_free(s);
-    return exit_code;
+}
+
+int ag_server_main(int argc, char **argv) {
+    ag_server *s = ag_calloc(1, sizeof *s);
+    if (!s) {
+        fputs("animegan: out of memory\n", stderr);
+        return AG_SERVER_EXIT_FAILED;
+    }
+    int rc = ag_config_parse(&s->config, argc, argv, ag_cpu_count());
+    if (rc != 0) {
+        ag_free(s);
+        return rc > 0 ? AG_SERVER_EXIT_OK : AG_SERVER_EXIT_USAGE;
+    }
+    s->start_us = ag_now_us();
+    s->listen_fd = -1;
+    int ok = server_load(s) == 0 && server_start(s) == 0;
+    if (ok)
+        server_run(s);
+    server_teardown(s);
+    return ok ? AG_SERVER_EXIT_OK : AG_SERVER_EXIT_FAILED;
 }

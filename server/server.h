@@ -38,6 +38,7 @@ int ag_server_main(int argc, char **argv);
 enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 2 };
 
 #define AG_SERVER_MAX_MODELS 8
+#define AG_SERVER_DEFAULT_MODEL "hayao" /* first of the bundled styles served by default */
 #define AG_REQUEST_ID_BYTES 40 /* up to 36 characters + NUL: fits a UUID or nginx $request_id */
 #define AG_REQUEST_KEY_MIN 32  /* a client's id is a status key from this length on */
 
@@ -64,7 +65,7 @@ typedef struct ag_server_config {
     const char *host;
     int port;       /* 0: any free port (printed at start-up) */
     int admin_port; /* health, readiness, metrics and status only; 0 any free, -1 none */
-    const char *models[AG_SERVER_MAX_MODELS];
+    const char *models[AG_SERVER_MAX_MODELS]; /* none given: every bundled style */
     int model_count;
     int workers;
     int threads;             /* total compute threads; W x threads_per_worker <= threads */
@@ -76,6 +77,7 @@ typedef struct ag_server_config {
     int max_side;            /* downscale so the long side is at most this */
     int portrait_size;       /* face2paint crop size */
     size_t cache_bytes;      /* LRU result cache; 0 = off */
+    size_t max_memory_bytes; /* refuse a memory bound above this; 0 = RAM or memory.max */
     int max_connections;
     int timeout_s;                  /* idle connection timeout; also the whole upload's deadline */
     size_t min_upload_rate;         /* bytes/s an upload must average after its grace; 0 off */
@@ -110,6 +112,10 @@ typedef struct ag_convert_options {
     int max_side;     /* <= the server's --max-side */
     ag_format format;
     int quality; /* 1..100 */
+    /* POST /api/v1/fuse (fuse.c): the fusion's options and which face of each image */
+    int fuse;
+    ag_fuse_options fusion;
+    int source_face, target_face; /* 1 = the largest */
 } ag_convert_options;
 
 #define AG_DEFAULT_QUALITY 90
@@ -298,8 +304,10 @@ typedef struct ag_request {
     int closed_by_us;     /* we closed the connection on purpose (status says why) */
     int close;            /* answer with Connection: close (a framing error) */
     void *video_upload;   /* POST /api/v1/jobs in progress (jobs.c), released at completion */
-    const uint8_t *image; /* slice of body */
+    const uint8_t *image; /* slice of body (fuse: the source) */
     size_t image_size;
+    const uint8_t *image2; /* fuse: the target, a slice of body */
+    size_t image2_size;
     ag_convert_options options;
 
     /* result, written by whoever owns the job, read by the MHD thread after resume */
@@ -403,7 +411,7 @@ typedef struct ag_histogram {
 } ag_histogram;
 
 /* HTTP statuses the service produces, for the per-status counters. */
-#define AG_STATUS_SLOTS 18
+#define AG_STATUS_SLOTS 23
 
 typedef struct ag_metrics {
     atomic_uint_fast64_t requests[AG_ROUTE_COUNT][AG_STATUS_SLOTS];
@@ -478,7 +486,7 @@ typedef struct ag_budget {
     size_t base_bytes;       /* RSS after start-up: code, libraries, weights, engines */
     size_t runtime_bytes;    /* allowance: thread stacks, allocator and libvips state */
     size_t worker_bytes;     /* one worker's conversion: arena + decode + images + encode */
-    size_t arena_bytes;      /* part of worker_bytes: all its engines' arenas at max side */
+    size_t arena_bytes;      /* part of worker_bytes: the arenas one worker keeps (budget.c) */
     size_t decode_bytes;     /* part of worker_bytes */
     size_t request_bytes;    /* one admitted request: upload + response */
     size_t connection_bytes; /* one connection's MHD memory pool */
@@ -538,6 +546,20 @@ typedef struct ag_worker {
     int init_status;                          /* 0 ok, else AG_E_* from engine creation */
     char init_error[AG_ERROR_MESSAGE_BYTES];
 } ag_worker;
+
+/* Before running `model` (and `face_model`, -1 for none) on w: the worker's other engines
+ * give back their arenas (ag_engine_release), so at most two are planned at once. */
+void ag_worker_use_models(ag_worker *w, int model, int face_model);
+
+/* ---- POST /api/v1/fuse (fuse.c) ---- */
+/* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,
+ * contrast, saturation, size, source_face, target_face): 0 set, -1 bad (err), 1 not one. */
+int ag_fuse_option_set(ag_convert_options *opts, const char *key, const char *value,
+                       ag_reply_error *err);
+/* r->image, r->image2 <- the `source` and `target` parts of the multipart body; 0 or -1. */
+int ag_fuse_uploads(ag_request *r, ag_reply_error *err);
+/* The job on a worker: 1 done (r->out set; the caller finishes), 0 failed (already). */
+int ag_worker_fuse(ag_worker *w, ag_request *r);
 
 /* Start every worker and wait until each created its engines. 0 or -1 (message in err). */
 int ag_workers_start(ag_server *s, ag_error *err);

@@ -4,7 +4,9 @@
  * closed: cache lookup, probe the header (413 over --max-pixels before decoding), decode
  * (downscaled to max_side), stylize, encode, and hand the result back to MHD. Every image
  * buffer is released before the job is handed back, so a worker holds at most one
- * conversion's memory at a time.
+ * conversion's memory at a time; and only the engines of the models that conversion runs
+ * keep their arenas (ag_worker_use_models), so serving every bundled style costs the
+ * largest model's arena, not the sum (budget.c).
  */
 #include "server.h"
 
@@ -17,11 +19,14 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t init_cond = PTHREAD_COND_INITIALIZER;
 static int init_done;
 
-/* Map a library failure to an HTTP status and a stable error code. */
+/* Map a library failure to an HTTP status and a stable error code. Past decoding the
+ * image is known good (size and pixels checked), so a failure there is the server's: 5xx,
+ * never a 4xx that blames the upload (a model that is not a style answered 415). */
 static void job_error(ag_server *s, ag_request *r, const ag_error *err, const char *stage) {
     int status;
     const char *code;
-    switch (err->code) {
+    int server_side = !strcmp(stage, "stylize") || !strcmp(stage, "encode");
+    switch (server_side && err->code != AG_E_NOMEM ? AG_E_INTERNAL : err->code) {
     case AG_E_LIMIT: status = 413, code = "too_large"; break;
     case AG_E_FORMAT: status = 422, code = "undecodable_image"; break;
     case AG_E_UNSUPPORTED: status = 415, code = "unsupported_media_type"; break;
@@ -33,6 +38,12 @@ static void job_error(ag_server *s, ag_request *r, const ag_error *err, const ch
     snprintf(msg, sizeof msg, "%s: %s", stage,
              err->message[0] ? err->message : ag_error_name(err->code));
     ag_job_fail(s, r, status, code, msg);
+}
+
+void ag_worker_use_models(ag_worker *w, int model, int face_model) {
+    for (int i = 0; i < w->server->model_count; i++)
+        if (i != model && i != face_model)
+            ag_engine_release(w->engines[i]);
 }
 
 /* Faces of `in` with this worker's detector; timed and counted. */
@@ -133,6 +144,8 @@ static int convert(ag_worker *w, ag_request *r) {
     ag_error err = {0};
     ag_cache_key key;
 
+    if (o->fuse)
+        return ag_worker_fuse(w, r);
     /* Face results carry X-Faces: they are not cached. */
     int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only;
     if ((o->paste_faces || o->faces_only) && !w->faces) {
@@ -193,10 +206,16 @@ static int convert(ag_worker *w, ag_request *r) {
         return 0;
     }
     int rc = AG_OK, fallback = 0;
+    ag_worker_use_models(w, o->model, o->paste_faces ? o->face_model : -1);
     if (w->faces && o->faces_only) {
         ag_face *faces = ag_malloc(sizeof *faces * AG_FACE_MAX);
         int n = 0;
-        rc = faces ? find_faces(w, &in, faces, &n, &err) : AG_E_NOMEM;
+        if (faces) {
+            rc = find_faces(w, &in, faces, &n, &err);
+        } else { /* said, not "faces: ok" from an empty error */
+            rc = err.code = AG_E_NOMEM;
+            snprintf(err.message, sizeof err.message, "out of memory for the face table");
+        }
         r->faces = n;
         int ok = rc == AG_OK && faces_reply(w, r, &in, faces, n);
         ag_free(faces);

@@ -1385,6 +1385,19 @@ void ag_engine_destroy(ag_engine *e) {
     ag_free(e);
 }
 
+void ag_engine_release(ag_engine *e) {
+    if (!e)
+        return;
+    destroy_convs(e);
+    ag_free(e->weights_block);
+    e->weights_block = NULL;
+    e->weights = NULL;
+    ag_free(e->arena_block);
+    e->arena = e->arena_block = NULL;
+    e->arena_bytes = 0;
+    e->planned_w = e->planned_h = 0;
+}
+
 size_t ag_engine_arena_bytes(const ag_engine *e) {
     return e->arena_bytes;
 }

@@ -23,7 +23,8 @@ fail() {
 for module in numpy PIL pytest; do
     "$PYTHON" -c "import $module" 2>/dev/null || fail "$PYTHON lacks $module (scripts/install-deps.sh --test)"
 done
-rm -rf "$venv"
+# A fresh venv and a fresh build (setuptools' python/build/ could hold an older object).
+rm -rf "$venv" python/build python/animegan.egg-info
 "$PYTHON" -m venv --system-site-packages "$venv" >"$log" 2>&1 || fail "cannot make a venv"
 # Offline: no index, no build isolation (setuptools and numpy from Debian).
 ANIMEGAN_BUILD=$BUILD "$venv/bin/pip" install --no-build-isolation --no-index ./python \

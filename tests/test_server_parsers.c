@@ -189,6 +189,19 @@ static int content_types(void) {
     char longct[200] = "multipart/form-data; boundary=";
     memset(longct + strlen(longct), 'b', 71);
     CHECK(ag_upload_content_type(longct, &kind, b, &e) == -1);
+    /* Parameters walked with their quoting: a "boundary=" inside an earlier quoted value is
+     * that value's text (issue 17, finding 9), escapes are undone, a second one is refused. */
+    CHECK(ag_upload_content_type("multipart/form-data; x=\"a; boundary=evil\"; boundary=good",
+                                 &kind, b, &e) == 0);
+    CHECK(!strcmp(b, "good"));
+    CHECK(ag_upload_content_type("multipart/form-data; x=\"q\\\"; boundary=evil\"; boundary=ok",
+                                 &kind, b, &e) == 0);
+    CHECK(!strcmp(b, "ok"));
+    CHECK(ag_upload_content_type("multipart/form-data; x=\"a; boundary=evil\"", &kind, b, &e) ==
+          -1);
+    CHECK(ag_upload_content_type("multipart/form-data; boundary=a; boundary=b", &kind, b, &e) ==
+          -1);
+    CHECK(ag_upload_content_type("multipart/form-data; boundary=\"a\\\"b\"", &kind, b, &e) == -1);
     return 0;
 }
 
@@ -316,7 +329,8 @@ static int command_line(void) {
     CHECK(ag_config_parse(&c, 1, defaults, 6) == 0);
     CHECK(c.workers == 1 && c.threads == 6 && c.threads_per_worker == 6 && c.queue == 16);
     CHECK(c.max_upload_bytes == 10u << 20 && c.max_pixels == 16777216 && c.max_side == 1024);
-    CHECK(c.cache_bytes == 0 && c.model_count == 1 && !strcmp(c.models[0], "hayao"));
+    /* No --model: every bundled style (server.c loads them, hayao first). */
+    CHECK(c.cache_bytes == 0 && c.model_count == 0 && c.max_memory_bytes == 0);
 
     /* Usage errors print to stderr; silence them while checking. */
     fflush(stderr);

@@ -211,6 +211,12 @@ static int metrics_render(void) {
     ag_metrics_count_request(&m, AG_ROUTE_OTHER, 418, 100, 0, 10);
     ag_metrics_observe(&m.inference, 3000000);
     CHECK(ag_metrics_status_slot(200) == 0 && ag_metrics_status_slot(418) == AG_STATUS_SLOTS - 1);
+    /* Every status the service answers has its own code label (202 was "other"). */
+    const int answered[] = {200, 202, 304, 400, 404, 405, 408, 409, 410, 411, 413,
+                            414, 415, 422, 431, 499, 500, 501, 503, 504, 505, 507};
+    for (size_t i = 0; i < sizeof answered / sizeof answered[0]; i++)
+        CHECK_MSG(ag_metrics_status_slot(answered[i]) != AG_STATUS_SLOTS - 1,
+                  "status %d counted as code=\"other\"", answered[i]);
     const char *names[] = {"hayao"};
     ag_metrics_gauges g = {.queue_depth = 2,
                            .queue_capacity = 16,

@@ -38,7 +38,7 @@ from ._core import Error, FileError, InputError, ModelError, OutOfMemoryError
 
 __all__ = [
     "Model", "faces", "convert_file", "bundled_models", "Error", "InputError", "ModelError",
-    "FileError", "OutOfMemoryError", "memory",
+    "FileError", "OutOfMemoryError", "memory", "decode", "encode",
 ]
 __version__ = "0.1.0"
 
@@ -315,6 +315,20 @@ def convert_file(src, dst, model="hayao", precision="auto", threads=0, portrait=
     out = model(np.asarray(pixels), portrait=None if centre else portrait,
                 side_by_side=side_by_side, max_side=max_side, size=size, max_faces=max_faces)
     _core.save_file(out, dst, format, quality)
+
+
+def decode(data, max_side=0, max_pixels=0):
+    """Decode image bytes (JPEG, PNG, WebP, TIFF, GIF's first frame, HEIF) as the CLI and the
+    service do: EXIF orientation applied, 8-bit sRGB, alpha kept; max_side downscales,
+    max_pixels refuses a larger header before decoding (InputError). Returns a numpy view of
+    the library's buffer. For untrusted uploads: the decoder's sizes are bounded."""
+    return np.asarray(_core.decode(data, max_side, max_pixels))
+
+
+def encode(image, format="png", quality=90):
+    """Encode a numpy uint8 (H, W, 3|4) array or PIL image to PNG, JPEG or WebP bytes."""
+    pixels, _ = _as_pixels(image)
+    return _core.encode(pixels, format, quality)
 
 
 def bundled_models():

@@ -686,6 +686,64 @@ static PyObject *core_decode_file(PyObject *module, PyObject *args, PyObject *kw
     return pixels_new(&image);
 }
 
+/* Untrusted bytes (an upload) through the library's bounded decoder. */
+static PyObject *core_decode(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"data", "max_side", "max_pixels", "label", NULL};
+    Py_buffer data;
+    const char *label = "image";
+    ag_decode_options o = {.portrait_size = 512};
+    Py_ssize_t max_pixels = 0;
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|ins", keywords, &data, &o.max_side,
+                                     &max_pixels, &label))
+        return NULL;
+    if (max_pixels < 0 || o.max_side < 0) {
+        PyBuffer_Release(&data);
+        return input_error("max_side and max_pixels must be 0 or more");
+    }
+    o.max_pixels = (size_t)max_pixels;
+    ag_image image = {0};
+    ag_error err = {0};
+    PyThreadState *ts = PyEval_SaveThread();
+    int rc = ag_image_decode(data.buf, (size_t)data.len, label, &o, &image, &err);
+    PyEval_RestoreThread(ts);
+    PyBuffer_Release(&data);
+    if (rc)
+        return raise_error(&err, AT_RUN);
+    return pixels_new(&image);
+}
+
+static PyObject *core_encode(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"image", "format", "quality", NULL};
+    PyObject *src;
+    const char *format_name = "png";
+    int quality = 90;
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|si", keywords, &src, &format_name, &quality))
+        return NULL;
+    int format = ag_format_parse(format_name);
+    if (format < 0)
+        return input_error("format: expected png, jpg or webp");
+    if (quality < 1 || quality > 100)
+        return input_error("quality: must be 1 to 100");
+    Py_buffer view;
+    ag_image image;
+    if (image_from_object(src, &view, &image))
+        return NULL;
+    void *bytes = NULL;
+    size_t size = 0;
+    ag_error err = {0};
+    PyThreadState *ts = PyEval_SaveThread();
+    int rc = ag_image_encode(&image, (ag_format)format, quality, &bytes, &size, &err);
+    PyEval_RestoreThread(ts);
+    PyBuffer_Release(&view);
+    if (rc)
+        return raise_error(&err, AT_RUN);
+    PyObject *result = PyBytes_FromStringAndSize(bytes, (Py_ssize_t)size);
+    ag_free(bytes);
+    return result;
+}
+
 static PyObject *core_save_file(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"image", "path", "format", "quality", NULL};
     PyObject *src;
@@ -750,6 +808,11 @@ static PyMethodDef core_methods[] = {
      "`animegan convert` decodes (portrait: the centre square at size)"},
     {"save_file", (PyCFunction)(void (*)(void))core_save_file, METH_VARARGS | METH_KEYWORDS,
      "save_file(image, path, format=None, quality=90): atomic (temporary file, rename)"},
+    {"decode", (PyCFunction)(void (*)(void))core_decode, METH_VARARGS | METH_KEYWORDS,
+     "decode(data, max_side=0, max_pixels=0, label='image') -> Pixels: JPEG, PNG, WebP, TIFF, "
+     "GIF, HEIF bytes, EXIF-oriented 8-bit sRGB"},
+    {"encode", (PyCFunction)(void (*)(void))core_encode, METH_VARARGS | METH_KEYWORDS,
+     "encode(image, format='png', quality=90) -> bytes"},
     {"allocated_bytes", core_allocated_bytes, METH_NOARGS,
      "(live, peak) bytes the library allocated through ag_malloc"},
     {"rss_bytes", core_rss_bytes, METH_NOARGS, "(now, peak) resident set size of the process"},

@@ -261,13 +261,13 @@ static void fuse_color(fuse_work *wk, const ag_fuse_options *o, float feather) {
     double sm[3], ssd[3], tm[3], tsd[3];
     ag_fuse_stats(wk->sw, wk->skin, n, sm, ssd);
     ag_fuse_stats(wk->lab, wk->skin, n, tm, tsd);
+    ag_fuse_transfer(wk->sw, wk->work, n, sm, ssd, tm, tsd);
     float whole = o->shape_ratio >= 0.5f ? 1.0f : 0.0f; /* features: from one face, whole */
     for (size_t i = 0; i < n; i++) {
         if (!wk->work[i])
             continue;
         float *f = wk->sw + i * 3;
         const float *t = wk->lab + i * 3;
-        ag_fuse_transfer(f, 1, sm, ssd, tm, tsd);
         float k = wk->feature[i] ? whole : o->texture_ratio;
         for (int c = 0; c < 3; c++)
             f[c] = o->mode == AG_FUSE_OVERLAY && c > 0 ? t[c] : t[c] + k * (f[c] - t[c]);
@@ -283,18 +283,40 @@ static void fuse_color(fuse_work *wk, const ag_fuse_options *o, float feather) {
             ag_fuse_lab_to_rgb(wk->sw + i * 3, 1);
 }
 
-/* lab <- the Poisson correction d (harmonic on the face, tw - F just outside it). */
-static int solve_correction(fuse_work *wk, ag_fuse_timing *t, ag_error *err) {
-    size_t n = (size_t)wk->w * wk->h;
+/* The Poisson correction d (harmonic on the face, tw - F just outside it), over the face's
+ * bounding box plus one pixel (the rest of the window needs none): into lab, packed as
+ * (bh, bw, 3) at window pixel (bx, by), with its free mask packed into skin (no longer
+ * needed after the colour stage). */
+typedef struct solve_box {
+    int bx, by, bw, bh;
+} solve_box;
+
+static int solve_correction(fuse_work *wk, solve_box *b, ag_fuse_timing *t, ag_error *err) {
+    int x0 = wk->w, y0 = wk->h, x1 = -1, y1 = -1;
+    for (int y = 0; y < wk->h; y++)
+        for (int x = 0; x < wk->w; x++)
+            if (wk->face[(size_t)y * wk->w + x])
+                x0 = x < x0 ? x : x0, x1 = x > x1 ? x : x1, y0 = y < y0 ? y : y0,
+                y1 = y > y1 ? y : y1;
+    if (x1 < 0)
+        return *b = (solve_box){0, 0, 0, 0}, AG_OK;
+    b->bx = x0 > 0 ? x0 - 1 : 0, b->by = y0 > 0 ? y0 - 1 : 0;
+    b->bw = (x1 + 2 < wk->w ? x1 + 2 : wk->w) - b->bx;
+    b->bh = (y1 + 2 < wk->h ? y1 + 2 : wk->h) - b->by;
     float *d = wk->lab;
-    for (size_t i = 0; i < n; i++)
-        for (int c = 0; c < 3; c++)
-            d[i * 3 + c] = wk->work[i] && !wk->face[i] ? wk->tw[i * 3 + c] - wk->sw[i * 3 + c] : 0;
-    return ag_fuse_laplace(d, wk->face, wk->w, wk->h, 0.05f, 40, &t->cycles, &t->residual, err);
+    for (int y = 0; y < b->bh; y++)
+        for (int x = 0; x < b->bw; x++) {
+            size_t i = (size_t)(y + b->by) * wk->w + x + b->bx, o = (size_t)y * b->bw + x;
+            int edge = wk->work[i] && !wk->face[i];
+            wk->skin[o] = wk->face[i];
+            for (int c = 0; c < 3; c++)
+                d[o * 3 + c] = edge ? wk->tw[i * 3 + c] - wk->sw[i * 3 + c] : 0;
+        }
+    return ag_fuse_laplace(d, wk->skin, b->bw, b->bh, 0.1f, 40, &t->cycles, &t->residual, err);
 }
 
 /* out's window <- tw + alpha (F + d - tw) on covered pixels (d = 0 without a solve). */
-static void compose(const fuse_work *wk, ag_image *out, int solved) {
+static void compose(const fuse_work *wk, ag_image *out, const solve_box *b) {
     int bands = out->bands;
     for (int y = 0; y < wk->h; y++) {
         uint8_t *row = out->pixels + ((size_t)(wk->y0 + y) * out->width + wk->x0) * bands;
@@ -303,10 +325,13 @@ static void compose(const fuse_work *wk, ag_image *out, int solved) {
             if (wk->map[i] < 0)
                 continue;
             float a = wk->alpha[i] / 255.0f;
+            const float *d = NULL;
+            if (b && x >= b->bx && y >= b->by && x < b->bx + b->bw && y < b->by + b->bh)
+                d = wk->lab + ((size_t)(y - b->by) * b->bw + x - b->bx) * 3;
             for (int c = 0; c < 3; c++) {
                 float t = wk->tw[i * 3 + c], v = t;
                 if (a > 0)
-                    v = t + a * (wk->sw[i * 3 + c] + (solved ? wk->lab[i * 3 + c] : 0) - t);
+                    v = t + a * (wk->sw[i * 3 + c] + (d ? d[c] : 0) - t);
                 row[x * bands + c] = (uint8_t)(v <= 0 ? 0 : v >= 255 ? 255 : v + 0.5f);
             }
         }
@@ -418,11 +443,12 @@ static int fuse_sized(const ag_image *source, const ag_face *source_face, const 
     mark_work(wk);
     fuse_color(wk, o, feather);
     double t3 = ag_face_now_ms();
+    solve_box box;
     int solved = o->mode != AG_FUSE_BLEND;
     if (solved)
-        rc = solve_correction(wk, &tm, err);
+        rc = solve_correction(wk, &box, &tm, err);
     if (rc == AG_OK)
-        compose(wk, out, solved);
+        compose(wk, out, solved ? &box : NULL);
     double t4 = ag_face_now_ms();
     tm.geometry_ms = t1 - t0, tm.warp_ms = t2 - t1, tm.color_ms = t3 - t2, tm.blend_ms = t4 - t3;
     tm.region_px = wk->w * wk->h;

@@ -41,9 +41,9 @@ void ag_fuse_triangulate(const ag_fuse_point *pt, int n, int (*tri)[3], int *cou
 /* ---- piecewise-affine warp (fuse_warp.c) ---- */
 
 /*
- * map (h, w) <- the index of the triangle of `tri` (vertices `pt`, in window coordinates:
- * image pixel x0 + i has centre i + 0.5 - x0... see fuse.c) whose interior holds each pixel
- * centre, -1 for none; the top-left rule gives a pixel on a shared edge to one triangle.
+ * map (h, w) <- the index of the triangle of `tri` (vertices `pt`, in the map's pixel
+ * coordinates: pixel i has its centre at i + 0.5) whose interior holds each pixel centre,
+ * -1 for none; an edge-ownership rule gives a pixel on a shared edge to one triangle.
  */
 void ag_fuse_raster(int16_t *map, int w, int h, const ag_fuse_point *pt, const int (*tri)[3],
                     int count);
@@ -73,12 +73,13 @@ void ag_fuse_lab_to_rgb(float *px, size_t n);
  * their count. */
 size_t ag_fuse_stats(const float *px, const uint8_t *mask, size_t n, double mean[3], double sd[3]);
 
-/* px <- (px - from_mean) / from_sd * to_sd + to_mean, per channel (sd floored at 1). */
-void ag_fuse_transfer(float *px, size_t n, const double from_mean[3], const double from_sd[3],
-                      const double to_mean[3], const double to_sd[3]);
+/* px <- (px - from_mean) / from_sd * to_sd + to_mean, per channel (the ratio of spreads at
+ * most 3, a spread under 1 taken as 1), on pixels whose mask is non-zero (mask NULL: all). */
+void ag_fuse_transfer(float *px, const uint8_t *mask, size_t n, const double from_mean[3],
+                      const double from_sd[3], const double to_mean[3], const double to_sd[3]);
 
 /* Skin smoothing of the lightness (channel 0) of lab (h, w, 3) where mask != 0: a box
- * blur of radius r blended in by amount, less across edges. tmp: w * h floats. */
+ * blur of radius r blended in by amount, less across edges. tmp: w * h + h floats. */
 void ag_fuse_smooth(float *lab, const uint8_t *mask, int w, int h, int r, float amount, float *tmp);
 
 /* ---- Poisson (fuse_poisson.c) ---- */

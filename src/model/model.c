@@ -1,11 +1,13 @@
 /*
- * model.c - the AnimeGANv2 generator's architecture, built from a parsed model file.
+ * model.c - a model built from a parsed file: its graph (given by the ONNX importer, carried
+ * in the file's "graph" metadata, or AnimeGANv2's built from its weights' names by v2.c),
+ * every weight bound and checked against the node that reads it, and the search path of
+ * the bundled models.
  *
- * The architecture is fixed (bryandlee/animegan2-pytorch's Generator, which equals the
- * original TensorFlow network); channel counts are read from the weights' shapes and checked
- * to chain. Every parameter is dequantized to fp32 into one allocation that the layers point
- * into. Semantics that differ between model sources (norm eps, upsampling mode) come from the
- * file's metadata, never from code.
+ * Every parameter is dequantized to fp32 into one allocation that the nodes point into.
+ * Semantics that differ between model sources (norm eps, upsampling mode, minimum side)
+ * come from the file's metadata, never from code. A "generator" (a style) must map an image
+ * to one of the same size with 3 channels; that is checked at load (check_style_shape).
  */
 #include "model_internal.h"
 
@@ -360,6 +362,29 @@ static int make_graph(ag_model *m, const ag_tensor_set *set, const ag_graph *gra
     return ag_v2_graph(set, path, m->info.norm_eps, m->info.resize, &m->graph, err);
 }
 
+/* A style maps an image to an image of the same size: check that at a small size, once, so
+ * a file that is something else (a detector, a super-resolution net, 20 chained 2x
+ * upsamples) is refused at load with its shapes, not at every request. */
+static int check_style_shape(const ag_model *m, const char *path, ag_error *err) {
+    const ag_graph *g = &m->graph;
+    int side = m->info.min_side > 64 ? m->info.min_side : 64;
+    ag_shape *shapes = ag_malloc((size_t)g->count * sizeof *shapes);
+    if (!shapes)
+        return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", path);
+    /* A graph that cannot run this size says why at prepare time, naming the node. */
+    ag_error shape_err = {0};
+    int rc = AG_OK;
+    const ag_shape *o = &shapes[g->outputs[0]];
+    if (ag_graph_shapes(g, side, side, shapes, &shape_err) == AG_OK &&
+        (o->h != side || o->w != side || o->c != 3))
+        rc = ag_error_set(err, AG_E_FORMAT,
+                          "%s: not a style: a %dx%d image gives a %dx%dx%d output (a style "
+                          "gives an image of the same size, 3 channels)",
+                          path, side, side, o->w, o->h, o->c);
+    ag_free(shapes);
+    return rc;
+}
+
 int ag_model_build(const ag_tensor_set *set, const ag_graph *graph, const char *path,
                    const char *format, ag_model **out, ag_error *err) {
     *out = NULL;
@@ -379,6 +404,8 @@ int ag_model_build(const ag_tensor_set *set, const ag_graph *graph, const char *
     if (rc == AG_OK && generator && m->graph.nodes[m->graph.outputs[0]].out_c != 3)
         rc = ag_error_set(err, AG_E_FORMAT, "%s: the output has %d channels, not 3", path,
                           m->graph.nodes[m->graph.outputs[0]].out_c);
+    if (rc == AG_OK && generator)
+        rc = check_style_shape(m, path, err);
     if (rc) {
         ag_model_destroy(m);
         return rc;

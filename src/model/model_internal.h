@@ -1,11 +1,12 @@
 /*
- * model_internal.h - the in-memory AnimeGANv2 generator and the contract between the file
- * loaders (safetensors.c, pytorch.c) and the network builder (model.c).
+ * model_internal.h - the in-memory model and the contract between the file loaders
+ * (safetensors.c, pytorch.c, onnx_pb.c + onnx_import.c) and the model builder (model.c).
  *
- * A loader parses a file into an ag_tensor_set: named tensors in PyTorch layout with the
- * names of bryandlee/animegan2-pytorch's state_dict ("block_a.0.1.weight", ...), plus
- * string metadata. model.c then checks every shape against the architecture and copies the
- * weights, dequantized to fp32, into one allocation that the layers point into.
+ * A loader parses a file into an ag_tensor_set: named tensors (PyTorch layout) plus string
+ * metadata; an ONNX file also gives the graph. model.c then takes the graph (the ONNX one,
+ * the "graph" metadata, or AnimeGANv2's from bryandlee's state_dict names: v2.c), checks
+ * every weight's shape against the node that reads it and copies the weights, dequantized
+ * to fp32, into one allocation that the nodes point into.
  */
 #ifndef AG_MODEL_INTERNAL_H
 #define AG_MODEL_INTERNAL_H
@@ -72,7 +73,7 @@ struct ag_graph;
 int ag_onnx_parse(const uint8_t *data, size_t size, const char *label, ag_tensor_set *tensors,
                   struct ag_graph *graph, ag_error *err);
 
-/* ---- the network ----------------------------------------------------------------------- */
+/* ---- the model ------------------------------------------------------------------------- */
 
 #include "../graph/graph.h"
 

@@ -247,7 +247,7 @@ static int check_streams(const AVFormatContext *fc, const ag_video_limits *limit
         double d = st->duration > 0 && st->time_base.num > 0 && st->time_base.den > 0
                        ? (double)st->duration * av_q2d(st->time_base)
                        : 0;
-        if (d > longest) {
+        if (d > 0 && d >= longest) { /* the stream that makes the container this long */
             longest = d;
             which = st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO ? "its audio" : "a stream";
         }

@@ -83,3 +83,23 @@ def test_engine_used_directly_from_core(hayao):
 def test_v3_runs_odd_sizes(name):
     model = animegan.Model(name, threads=2)
     assert model(photo(size=(37, 29))).shape == (29, 37, 3)
+
+
+def test_decode_and_encode_bytes():
+    import os
+
+    from conftest import DATA
+
+    path = os.path.join(DATA, "rocket.jpg")
+    with open(path, "rb") as f:
+        data = f.read()
+    array = animegan.decode(data, max_side=80)
+    assert max(array.shape[:2]) == 80
+    assert np.array_equal(array, np.asarray(animegan._core.decode_file(path, 80)))
+    png = animegan.encode(array)
+    assert np.array_equal(animegan.decode(png), array)  # lossless round trip
+    assert animegan.encode(Image.fromarray(array), "jpg", 50)[:2] == b"\xff\xd8"
+    with pytest.raises(animegan.InputError, match="format"):
+        animegan.encode(array, "gif")
+    with pytest.raises(animegan.InputError):
+        animegan.decode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)

@@ -441,7 +441,9 @@ def health_ready_models_status():
     check(status == 200 and doc["status"] == "ready", "readyz")
     status, doc = s.get_json("/api/v1/models")
     check(status == 200 and doc["default"] == "hayao", "models default")
-    check([m["name"] for m in doc["models"]] == ["hayao"], "models list")
+    # no --model: every bundled style, the default first (issue 17, finding 10)
+    check([m["name"] for m in doc["models"]] == ["hayao", "cute-v3", "hayao-v3", "shinkai-v3"],
+          "models list %r" % [m["name"] for m in doc["models"]])
     check(doc["models"][0]["param_count"] > 0, "model info")
     st = s.status()
     for key in ("uptime_s", "busy_workers", "queue", "inflight", "served", "memory", "limits"):
