@@ -26,8 +26,10 @@ int ag_cli_models(int argc, char **argv);
 int ag_cli_faces(int argc, char **argv);
 int ag_cli_fuse(int argc, char **argv);
 int ag_cli_restore(int argc, char **argv);
-/* convert's batch (cli/convert.c); restore_only: `animegan restore`'s options and work. */
-int ag_cli_convert_command(int argc, char **argv, int restore_only);
+/* convert's batch (cli/convert.c), also `animegan restore` (no generator: the restorer's
+ * options and work) and `animegan upscale` (no generator, the upscaler only). */
+typedef enum ag_cli_kind { AG_CLI_CONVERT = 0, AG_CLI_RESTORE, AG_CLI_UPSCALE } ag_cli_kind;
+int ag_cli_convert_command(int argc, char **argv, ag_cli_kind kind);
 
 /* The HTTP service, provided by server/; same argv convention and exit statuses. */
 extern int ag_server_main(int argc, char **argv);
@@ -125,6 +127,61 @@ int ag_cli_video_route(const char *input, const char *output);
 /* Convert one video; returns the exit status (130 after Ctrl-C, nothing written). */
 int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
                      int max_side, int side_by_side, const ag_cli_video_args *v, int quiet);
+
+/* ---- upscaling (cli/upscale.c) ----------------------------------------------------------- */
+
+/* `animegan upscale` and convert's --upscale share cli/convert.c's batch (inputs, outputs,
+ * decode, save); this is the upscaling step they add. */
+typedef struct ag_cli_upscale_args {
+    int scale;         /* convert --upscale N / upscale --scale N; 0: none / the model's own */
+    const char *model; /* convert --upscale-model / upscale --model (default esrgan-medium) */
+    int tile;          /* --tile N input pixels, 0: from --max-mb */
+    int tile_pad;      /* --tile-pad N, -1: the network's reach (at most 32) */
+    int max_mb;        /* --max-mb: the tile's memory budget */
+    int given;         /* any of these options was given */
+} ag_cli_upscale_args;
+
+enum {
+    AG_CLI_OPT_UPSCALE = 600,
+    AG_CLI_OPT_UPSCALE_MODEL,
+    AG_CLI_OPT_SCALE,
+    AG_CLI_OPT_TILE,
+    AG_CLI_OPT_TILE_PAD,
+    AG_CLI_OPT_MAX_MB
+};
+
+// clang-format off
+#define AG_CLI_UPSCALE_LONG_OPTIONS                                                                \
+    {"upscale", required_argument, NULL, AG_CLI_OPT_UPSCALE},                                      \
+        {"upscale-model", required_argument, NULL, AG_CLI_OPT_UPSCALE_MODEL},                      \
+        {"scale", required_argument, NULL, AG_CLI_OPT_SCALE},                                      \
+        {"tile", required_argument, NULL, AG_CLI_OPT_TILE},                                        \
+        {"tile-pad", required_argument, NULL, AG_CLI_OPT_TILE_PAD},                                \
+        {"max-mb", required_argument, NULL, AG_CLI_OPT_MAX_MB}
+// clang-format on
+
+#define AG_CLI_UPSCALE_DEFAULT_MODEL "esrgan-medium"
+
+void ag_cli_upscale_args_init(ag_cli_upscale_args *u);
+/* Like ag_cli_engine_option for the upscaling options (--scale only when `upscale_only`,
+ * --upscale and --upscale-model only when not): 1 handled, 0 not one, -1 bad value. */
+int ag_cli_upscale_option(const char *command, int opt, const char *arg, int upscale_only,
+                          ag_cli_upscale_args *u);
+
+/* The upscaler of one run: its model and engine, planned per window size. */
+typedef struct ag_cli_upscaler {
+    ag_model *model;
+    ag_engine *engine;
+    ag_upscale_options options;
+} ag_cli_upscaler;
+
+int ag_cli_upscaler_open(ag_cli_upscaler *up, const ag_cli_upscale_args *args,
+                         const ag_engine_options *engine, ag_error *err);
+void ag_cli_upscaler_close(ag_cli_upscaler *up);
+/* Replace *image by its upscaled copy. */
+int ag_cli_upscaler_apply(ag_cli_upscaler *up, ag_image *image, ag_error *err);
+void ag_cli_upscale_help(void);
+int ag_cli_upscale(int argc, char **argv);
 
 /* ---- faces (cli/faces.c) ------------------------------------------------------------------ */
 

@@ -31,11 +31,14 @@ typedef struct convert_args {
     int portrait, all_faces, paste_faces, max_faces;
     const char *face_model;
     /* face restoration: --restore-faces FILE (convert) or --model FILE (restore) */
-    const char *command; /* "convert" or "restore", for messages */
+    const char *command; /* "convert", "restore" or "upscale", for messages */
     int restore_only;    /* `animegan restore` */
     const char *restore_model;
     ag_restore_options restore;
     int fidelity_given, aligned_given;
+    ag_cli_upscale_args up;
+    int upscale_only; /* `animegan upscale`: no generator, the upscaler only */
+    int model_given;
 } convert_args;
 
 typedef struct job {
@@ -86,6 +89,9 @@ static void print_help(void) {
           "      --max-faces N      faces used per photo, largest first, 1-64 (default: 8)\n"
           "      --size N           portrait / face crop size in pixels (default: 512)\n"
           "      --side-by-side     write the input and the result next to each other\n"
+          "      --upscale N        upscale the result N times (1-16), tiled (see\n"
+          "                         'animegan upscale --help' for --tile, --max-mb)\n"
+          "      --upscale-model M  its model (default: " AG_CLI_UPSCALE_DEFAULT_MODEL ")\n"
           "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
           "      --format F         png, jpg or webp, for files written into an output\n"
           "                         directory (default: png)\n"
@@ -140,6 +146,7 @@ static const struct option long_options[] = {
     {"quality", required_argument, NULL, OPT_QUALITY},
     {"format", required_argument, NULL, OPT_FORMAT},
     AG_CLI_VIDEO_LONG_OPTIONS,
+    AG_CLI_UPSCALE_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -202,25 +209,50 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
 }
 
 /* Returns -1 to go on converting, or the exit status (after --help or a usage error). */
+/* `animegan upscale` takes convert's photo options but not the generator's or the faces'. */
+static int check_upscale_only(const convert_args *a) {
+    if (a->portrait || a->paste_faces || a->side_by_side || a->size_given || a->face_model ||
+        a->max_faces || a->e.engine.resize != AG_RESIZE_DEFAULT)
+        return ag_cli_usage_error("upscale", "the portrait, face, --side-by-side and --upsample "
+                                             "options are convert's");
+    if (ag_cli_video_given(&a->video))
+        return ag_cli_usage_error("upscale", "video options are convert's");
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, convert_args *a) {
+    const char *cmd = a->command;
     opterr = 0; /* our own one-line messages instead of getopt's */
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, ":o:m:t:qh", long_options, NULL)) != -1) {
         if (opt == 'h')
-            return a->restore_only ? ag_cli_restore_help() : print_help(), AG_EXIT_OK;
+            return a->restore_only   ? ag_cli_restore_help()
+                   : a->upscale_only ? ag_cli_upscale_help()
+                                     : print_help(),
+                   AG_EXIT_OK;
         if (opt == '?' || opt == ':')
-            return ag_cli_bad_option(a->command, opt, optopt, argv[optind - 1]);
-        int handled = ag_cli_engine_option(a->command, opt, optarg, &a->e);
+            return ag_cli_bad_option(cmd, opt, optopt, argv[optind - 1]);
+        a->model_given |= opt == 'm';
+        int handled = ag_cli_engine_option(cmd, opt, optarg, &a->e);
         if (!handled)
-            handled = ag_cli_video_option(a->command, opt, optarg, &a->video);
+            handled = ag_cli_video_option(cmd, opt, optarg, &a->video);
+        if (!handled)
+            handled = ag_cli_upscale_option(cmd, opt, optarg, a->upscale_only, &a->up);
         if (handled < 0 || (!handled && parse_option(opt, optarg, a)))
             return AG_EXIT_USAGE;
     }
     if (optind == argc)
-        return ag_cli_usage_error(a->command, "no input files");
+        return ag_cli_usage_error(cmd, "no input files");
     if (!a->output || !a->output[0])
-        return ag_cli_usage_error(a->command, "missing -o OUTPUT");
+        return ag_cli_usage_error(cmd, "missing -o OUTPUT");
+    if (a->upscale_only) {
+        a->up.model = a->model_given ? a->e.model : NULL;
+        return check_upscale_only(a);
+    }
+    if (a->up.given && !a->up.scale)
+        return ag_cli_usage_error(cmd, "--upscale-model, --tile, --tile-pad and --max-mb "
+                                       "apply only with --upscale N");
     if (a->size_given && !a->portrait && !a->paste_faces)
         return ag_cli_usage_error(a->command,
                                   "--size applies only with --portrait or --paste-faces");
@@ -523,9 +555,10 @@ static int make_directories(const char *path, ag_error *err) {
 }
 
 typedef struct batch {
-    ag_engine *engine;
-    ag_engine *restorer;    /* --restore-faces / restore: over the restoration model */
-    ag_cli_face_set *faces; /* the face modes: the detector */
+    ag_engine *engine;         /* NULL for `animegan upscale` and `restore` */
+    ag_engine *restorer;       /* --restore-faces / restore: over the restoration model */
+    ag_cli_upscaler *upscaler; /* NULL without upscaling */
+    ag_cli_face_set *faces;    /* the face modes: the detector */
     ag_cli_face_mode *mode;
     const convert_args *args;
     const job_list *jobs;
@@ -571,8 +604,12 @@ static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
         in = (ag_image){0};
     } else if (rc == 0 && b->faces && !b->restorer)
         rc = ag_cli_faces_render(b->faces, b->mode, &in, j->input, outs, AG_FACE_MAX, &count, err);
+    else if (rc == 0 && !b->engine)
+        outs[0] = in, in = (ag_image){0}, count = 1;
     else if (rc == 0)
         count = (rc = ag_stylize(b->engine, &in, b->args->side_by_side, &outs[0], err)) == 0;
+    for (int i = 0; rc == 0 && b->upscaler && i < count; i++)
+        rc = ag_cli_upscaler_apply(b->upscaler, &outs[i], err);
     if (rc == 0 && b->jobs->dir_mode && !b->dir_ready) {
         *fatal = rc = make_directories(b->args->output, err);
         b->dir_ready = rc == 0;
@@ -602,10 +639,12 @@ static void report_failure(batch *b, const job *j, int fatal, const ag_error *er
         fprintf(stderr, "animegan: %s: %s\n", j->input, err->message);
 }
 
-static int run_batch(ag_engine *engine, ag_engine *restorer, ag_cli_face_set *faces,
-                     ag_cli_face_mode *mode, const job_list *jobs, const convert_args *a) {
+static int run_batch(ag_engine *engine, ag_engine *restorer, ag_cli_upscaler *upscaler,
+                     ag_cli_face_set *faces, ag_cli_face_mode *mode, const job_list *jobs,
+                     const convert_args *a) {
     batch b = {.engine = engine,
                .restorer = restorer,
+               .upscaler = upscaler,
                .faces = faces,
                .mode = mode,
                .args = a,
@@ -656,11 +695,15 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
                              .max_faces = a->max_faces};
     ag_error err = {0};
     int status = AG_EXIT_FAILED;
-    int rc = a->restore_only ? 0 : ag_model_load(a->e.model, &model, &err);
-    if (rc == 0 && !a->restore_only)
+    ag_cli_upscaler upscaler = {0};
+    int generator = !a->restore_only && !a->upscale_only;
+    int rc = generator ? ag_model_load(a->e.model, &model, &err) : AG_OK;
+    if (rc == 0 && generator)
         rc = ag_engine_create(model, &options, &engine, &err);
     if (rc == 0 && a->restore_model)
         rc = ag_cli_restorer_open(a->restore_model, &a->e.engine, &restore_model, &restorer, &err);
+    if (rc == 0 && (a->upscale_only || a->up.scale))
+        rc = ag_cli_upscaler_open(&upscaler, &a->up, &options, &err);
     if (rc == 0 && face_mode)
         rc = ag_cli_faces_open(&faces, &options, &err);
     /* The face crops get their own engine, planned once at --size. */
@@ -670,9 +713,11 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
         rc = ag_engine_create(face_model ? face_model : model, &options, &face_engine, &err);
     mode.engine = engine, mode.face_engine = face_engine;
     if (rc == 0)
-        status = run_batch(engine, restorer, face_mode ? &faces : NULL, &mode, jobs, a);
+        status = run_batch(engine, restorer, upscaler.engine ? &upscaler : NULL,
+                           face_mode ? &faces : NULL, &mode, jobs, a);
     else
         ag_cli_report(&err);
+    ag_cli_upscaler_close(&upscaler);
     ag_engine_destroy(face_engine);
     ag_model_destroy(face_model);
     ag_engine_destroy(restorer);
@@ -684,19 +729,22 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
 }
 
 int ag_cli_convert(int argc, char **argv) {
-    return ag_cli_convert_command(argc, argv, 0);
+    return ag_cli_convert_command(argc, argv, AG_CLI_CONVERT);
 }
 
-int ag_cli_convert_command(int argc, char **argv, int restore_only) {
+int ag_cli_convert_command(int argc, char **argv, ag_cli_kind kind) {
     convert_args a;
     memset(&a, 0, sizeof a);
     ag_cli_engine_args_init(&a.e);
-    a.command = restore_only ? "restore" : "convert";
-    a.restore_only = restore_only;
+    ag_cli_upscale_args_init(&a.up);
+    static const char *const names[] = {"convert", "restore", "upscale"};
+    a.command = names[kind];
+    a.restore_only = kind == AG_CLI_RESTORE;
+    a.upscale_only = kind == AG_CLI_UPSCALE;
     ag_restore_options_init(&a.restore);
-    a.decode = (ag_decode_options){.max_side = 1024, .portrait_size = 512};
-    if (restore_only) /* restoration is for detail: keep the photo's size unless asked */
-        a.decode.max_side = 0;
+    /* Restoration and upscaling are for detail: inputs keep their size unless asked. */
+    a.decode =
+        (ag_decode_options){.max_side = kind == AG_CLI_CONVERT ? 1024 : 0, .portrait_size = 512};
     const char *default_model = a.e.model;
     a.quality = 90;
     a.format = AG_FORMAT_PNG;
@@ -707,13 +755,16 @@ int ag_cli_convert_command(int argc, char **argv, int restore_only) {
         return status;
     if (a.max_faces)
         a.restore.max_faces = a.max_faces;
-    if (restore_only &&
+    if (a.restore_only &&
         (status = ag_cli_restore_check(&a.restore_model, a.e.model, default_model,
                                        a.portrait || a.paste_faces || a.side_by_side)) >= 0)
         return status;
     int route = argc - optind == 1 ? ag_cli_video_route(argv[optind], a.output) : 0;
     if (route == AG_CLI_ROUTE_FAILED)
         return AG_EXIT_FAILED;
+    if (route == AG_CLI_ROUTE_VIDEO && (a.upscale_only || a.up.scale))
+        return ag_cli_usage_error(a.command,
+                                  "upscaling applies to photos (video and animations: not yet)");
     if (route == AG_CLI_ROUTE_VIDEO) {
         if (a.restore_model)
             return ag_cli_usage_error(a.command, "face restoration applies to photos, not video");

@@ -15,6 +15,7 @@ static void print_help(void) {
           "\n"
           "Commands:\n"
           "  convert INPUT... -o OUTPUT   stylise images (see 'animegan convert --help')\n"
+          "  upscale INPUT... -o OUTPUT   enlarge images (see 'animegan upscale --help')\n"
           "  models                       list the bundled models and their licences\n"
           "  faces IMAGE... [--json]      the faces found (see 'animegan faces --help')\n"
           "  fuse --source S --target T -o OUTPUT\n"
@@ -70,9 +71,9 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"convert", ag_cli_convert}, {"models", ag_cli_models}, {"faces", ag_cli_faces},
-    {"bench", ag_cli_bench},     {"serve", ag_server_main}, {"fuse", ag_cli_fuse},
-    {"restore", ag_cli_restore},
+    {"convert", ag_cli_convert}, {"models", ag_cli_models},   {"faces", ag_cli_faces},
+    {"upscale", ag_cli_upscale}, {"bench", ag_cli_bench},     {"serve", ag_server_main},
+    {"fuse", ag_cli_fuse},       {"restore", ag_cli_restore},
 };
 
 /* The options and words that need no image library: answered before starting it. */

@@ -28,7 +28,10 @@ static void print_model(const ag_model_info *info) {
     printf("  style:      %s\n", info->style[0] ? info->style : "(unknown)");
     printf("  network:    %s, %zu parameters (%.1f MB fp32)\n", info->architecture,
            info->param_count, (double)info->weight_bytes / 1048576.0);
-    if (info->min_side > AG_MIN_SIDE)
+    if (!strcmp(info->kind, "upscaler"))
+        printf("  scale:      x%d (animegan upscale --model %s, or --scale N of its family)\n",
+               info->scale, info->name);
+    else if (info->min_side > AG_MIN_SIDE)
         printf("  sizes:      any side >= %d (the network needs %d: smaller sides are "
                "reflect-padded; the original needs multiples of %d)\n",
                AG_MIN_SIDE, info->min_side, info->side_multiple);

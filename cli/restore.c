@@ -94,5 +94,5 @@ int ag_cli_restore_image(ag_engine *restorer, ag_face_detector *detector,
 }
 
 int ag_cli_restore(int argc, char **argv) {
-    return ag_cli_convert_command(argc, argv, 1);
+    return ag_cli_convert_command(argc, argv, AG_CLI_RESTORE);
 }

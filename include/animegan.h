@@ -79,6 +79,8 @@ typedef struct ag_model_info {
     int min_side;             /* the network's smallest side (AG_MIN_SIDE or more); ag_stylize
                                  reflect-pads smaller images up to it, so every model
                                  takes any side from AG_MIN_SIDE */
+    int scale;                /* kind "upscaler": output side / input side; 1 otherwise */
+    float pixel_max;          /* upscalers: RGB goes in and out as [0, pixel_max] (1 or 255) */
 } ag_model_info;
 
 /*
@@ -255,6 +257,63 @@ int ag_image_save_file(const ag_image *image, const char *path, ag_format format
  */
 int ag_stylize(ag_engine *engine, const ag_image *in, int side_by_side, ag_image *out,
                ag_error *err);
+
+/* ---- upscaling (src/upscale.c) -------------------------------------------------------- */
+
+/*
+ * Upscalers are models of kind "upscaler": the bundled esrgan-slim and esrgan-medium
+ * (UpscalerJS, MIT; files esrgan-<size>-x<N>.safetensors for N = 2, 3, 4, 8) and users'
+ * Real-ESRGAN checkpoints (SRVGGNetCompact, RRDBNet; .pth with params_ema or params), whose
+ * architecture and scale are read from the tensors. An image is upscaled tile by tile: each
+ * tile runs with `pad` pixels of context on every side in a window of one fixed size, so
+ * memory is bounded by the window (ag_upscale_plan.bytes) and not by the image.
+ */
+#define AG_UPSCALE_MAX_SCALE 16
+#define AG_UPSCALE_MAX_PAD 32                          /* input pixels of context, by default */
+#define AG_UPSCALE_DEFAULT_MAX_BYTES ((size_t)1 << 30) /* the tile's budget: 1 GiB */
+
+typedef struct ag_upscale_options {
+    int scale;        /* output side / input side; 0: the model's own. Another one resizes the
+                         network's result with Lanczos3 (as Real-ESRGAN's outscale) */
+    int tile_px;      /* tile side in input pixels; 0: the largest whose window fits max_bytes */
+    int tile_pad_px;  /* context on each side; < 0: the network's reach, at most MAX_PAD */
+    size_t max_bytes; /* budget of one window (engine arena + its float input and output) */
+} ag_upscale_options;
+
+void ag_upscale_options_init(ag_upscale_options *options);
+
+/* How an image of width x height is cut. */
+typedef struct ag_upscale_plan {
+    int tile_px, pad_px;    /* tile side and context, input pixels */
+    int window_w, window_h; /* the network's input size, the same for every tile */
+    int tiles_x, tiles_y;   /* tiles across and down */
+    int padded_w, padded_h; /* the image reflected out to the network's side multiple */
+    size_t bytes;           /* memory of one window: the arena and its buffers */
+} ag_upscale_plan;
+
+/* The plan `engine` (over an upscaler) would follow for width x height. AG_E_ARG when the
+ * model is not an upscaler, AG_E_LIMIT when max_bytes fits no tile. */
+int ag_upscale_plan_for(const ag_engine *engine, int width, int height,
+                        const ag_upscale_options *options, ag_upscale_plan *plan, ag_error *err);
+
+/* Receptive radius of the model's output, in input pixels (the pad that makes tiles exact). */
+int ag_upscale_reach(const ag_model *model);
+
+/*
+ * Upscale `in` (RGB or RGBA, any size) by options->scale (NULL: defaults) into a new image
+ * `out` (free with ag_image_fini); alpha is enlarged separately with Lanczos3. Runs on the
+ * engine's threads; the engine is replanned for the window size when it changes.
+ */
+int ag_upscale(ag_engine *engine, const ag_image *in, const ag_upscale_options *options,
+               ag_image *out, ag_error *err);
+
+/*
+ * Load the upscaler `name_or_path` for `scale` (0: the file's own; bundled families: 4):
+ * a bundled family name ("esrgan-slim") picks its file of that scale, else of the smallest
+ * larger scale, else of the largest; any other name or path loads as ag_model_load does.
+ * AG_E_ARG when the model is not an upscaler.
+ */
+int ag_upscaler_load(const char *name_or_path, int scale, ag_model **out, ag_error *err);
 
 /* ---- faces (src/face/) -------------------------------------------------------------------- */
 

@@ -160,6 +160,7 @@ def convert(src, family, scale, out_dir):
         "style": "%s x%d" % (family, scale),
         "scale": str(scale),
         "side_multiple": "1",
+        "pixel_max": "255",
         "input": "rgb x (0-255)",
         "output": "rgb y (0-255), clipped and rounded",
         "weights": "F32, PyTorch layout, exactly the file's values",

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#define AG_GRAPH_MAX_NODES 512
+#define AG_GRAPH_MAX_NODES 1536 /* RealESRGAN_x4plus: ~1000 */
 #define AG_GRAPH_MAX_OUTPUTS 4
 #define AG_GRAPH_NAME_BYTES 64
 #define AG_NODE_MAX_SRC 8 /* inputs of a node: a dense block's concat has five */
@@ -60,6 +60,7 @@ typedef enum ag_op {
     AG_OP_NEAREST,         /* nearest upsample by `up` */
     AG_OP_PIXEL_SHUFFLE,   /* (H, W, C r²) -> (H r, W r, C), r = `up` */
     AG_OP_PIXEL_UNSHUFFLE, /* (H r, W r, C) -> (H, W, C r²), r = `down` */
+    AG_OP_ADD_SCALED,      /* src[0] * alpha + src[1] (ops_upscale.c) */
     AG_OP_COUNT
 } ag_op;
 

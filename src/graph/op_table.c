@@ -55,6 +55,7 @@ ATTRS(noise_attrs, INT("concat", concat, 0, 1, 0))
 ATTRS(resample_attrs, INT("up", up, 1, 4, 1), INT("down", down, 1, 4, 1))
 ATTRS(up_attrs, INT("up", up, 1, 8, 2))
 ATTRS(down_attrs, INT("down", down, 1, 8, 2))
+ATTRS(add_scaled_attrs, FLT("alpha", alpha, -16, 16, 1))
 
 static const ag_tensor_key weight_bias[] = {{"weight", AG_T_WEIGHT}, {"bias", AG_T_BIAS}};
 static const ag_tensor_key weight_only[] = {{"weight", AG_T_WEIGHT}};
@@ -156,6 +157,9 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
     [AG_OP_PIXEL_UNSHUFFLE] = {"pixel_unshuffle", 1, 1, 0, A(down_attrs), NO_TENSORS, NULL, NULL,
                                ag_channels_pixel_unshuffle, ag_shape_pixel_unshuffle, NULL, NULL,
                                ag_run_pixel_unshuffle, AG_FUSE_NONE},
+    [AG_OP_ADD_SCALED] = {"add_scaled", 2, 2, 0, A(add_scaled_attrs), NO_TENSORS, NULL,
+                          ag_check_add, NULL, ag_shape_add, NULL, NULL, ag_run_add_scaled,
+                          AG_FUSE_NONE},
 };
 
 const ag_op_desc *ag_op_desc_of(ag_op op) {

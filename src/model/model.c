@@ -266,6 +266,26 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
                                 path, multiple);
         m->info.side_multiple = (int)v;
     }
+    m->info.scale = 1;
+    m->info.pixel_max = 1.0f;
+    const char *scale = ag_tensor_set_meta_get(set, "scale");
+    const char *pixel_max = ag_tensor_set_meta_get(set, "pixel_max");
+    if (scale) {
+        char *end;
+        long v = strtol(scale, &end, 10);
+        if (*end || v < 1 || v > AG_UPSCALE_MAX_SCALE)
+            return ag_error_set(err, AG_E_FORMAT, "%s: metadata scale '%s' is not 1-%d", path,
+                                scale, AG_UPSCALE_MAX_SCALE);
+        m->info.scale = (int)v;
+    }
+    if (pixel_max) {
+        char *end;
+        double v = strtod(pixel_max, &end);
+        if (*end || (v != 1.0 && v != 255.0))
+            return ag_error_set(err, AG_E_FORMAT, "%s: metadata pixel_max '%s' is not 1 or 255",
+                                path, pixel_max);
+        m->info.pixel_max = (float)v;
+    }
     m->info.min_side = AG_MIN_SIDE;
     if (min_side) {
         char *end;
@@ -288,7 +308,7 @@ static int set_strings(ag_model *m, const ag_tensor_set *set, const char *path, 
     char *dot = strrchr(name, '.');
     if (dot && dot != name)
         *dot = '\0';
-    const char *kind = ag_tensor_set_meta_get(set, "kind");
+    const char *kind = m->upscaler ? "upscaler" : ag_tensor_set_meta_get(set, "kind");
     const char *strs[] = {name,
                           path,
                           format,
@@ -326,6 +346,15 @@ static int make_graph(ag_model *m, const ag_tensor_set *set, const ag_graph *gra
     }
     if (json)
         return ag_graph_from_json(json, set, path, &m->graph, err);
+    if (!arch && ag_realesrgan_detect(set)) {
+        ag_realesrgan_arch a;
+        int rc = ag_realesrgan_graph(set, path, &a, &m->graph, err);
+        *architecture = a.kind == AG_REALESRGAN_RRDB ? "rrdbnet" : "srvggnet-compact";
+        m->info.scale = a.scale;
+        m->info.side_multiple = a.unshuffle > 1 ? a.unshuffle : 1;
+        m->upscaler = 1;
+        return rc;
+    }
     if (arch && strcmp(arch, "animeganv2"))
         return ag_error_set(err, AG_E_UNSUPPORTED,
                             "%s: architecture '%s' has no graph in the file and is not supported",
@@ -371,7 +400,7 @@ int ag_model_build(const ag_tensor_set *set, const ag_graph *graph, const char *
     if (rc == AG_OK)
         rc = bind_graph(m, set, path, err);
     const char *kind = ag_tensor_set_meta_get(set, "kind");
-    int generator = !kind || !strcmp(kind, "generator");
+    int generator = !m->upscaler && (!kind || !strcmp(kind, "generator"));
     if (rc == AG_OK && generator && m->graph.nodes[m->graph.outputs[0]].out_c != 3)
         rc = ag_error_set(err, AG_E_FORMAT, "%s: the output has %d channels, not 3", path,
                           m->graph.nodes[m->graph.outputs[0]].out_c);
@@ -434,6 +463,8 @@ int ag_model_load_memory(const void *data, size_t size, const char *label, ag_mo
                           "ONNX)",
                           label);
     }
+    if (rc == AG_OK && !ag_tensor_set_meta_get(&set, "graph") && ag_realesrgan_detect(&set))
+        rc = ag_realesrgan_prepare(&set, label, err);
     if (rc == AG_OK)
         rc = ag_model_build(&set, NULL, label, format, out, err);
     ag_tensor_set_fini(&set);
@@ -511,15 +542,18 @@ static int compare_names(const void *a, const void *b) {
     return strcmp(a, b);
 }
 
+/* Bundled files listed at most: 14 with the upscalers' eight. */
+#define MAX_BUNDLED 48
+
 /* Names live in static storage, sorted: call from one thread (start-up, the CLI). */
 int ag_model_list_bundled(const char **names, int max) {
-    static char found[16][64];
+    static char found[MAX_BUNDLED][64];
     char dirs[8][PATH_MAX];
     int n = model_dirs(dirs, 8), count = 0;
     for (int i = 0; i < n; i++) {
         DIR *dir = opendir(dirs[i]);
         struct dirent *e;
-        while (dir && (e = readdir(dir)) != NULL && count < 16) {
+        while (dir && (e = readdir(dir)) != NULL && count < MAX_BUNDLED) {
             size_t len = strlen(e->d_name);
             if (len <= 12 || len - 12 >= 64 || strcmp(e->d_name + len - 12, ".safetensors"))
                 continue;

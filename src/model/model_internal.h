@@ -82,12 +82,33 @@ struct ag_model {
     char *strings;  /* one allocation holding info's strings */
     float *weights; /* one allocation holding every parameter, fp32 */
     ag_graph graph; /* weights bound, checked */
+    int upscaler;   /* a Real-ESRGAN checkpoint (its kind is not in the file) */
 };
 
 /* The AnimeGANv2 generator (bryandlee's state_dict names) as a graph whose nodes name
  * their tensors by index into `set` (src/model/v2.c). */
 int ag_v2_graph(const ag_tensor_set *set, const char *path, float eps, ag_resize_mode mode,
                 ag_graph *g, ag_error *err);
+
+/* Users' Real-ESRGAN checkpoints (src/model/realesrgan.c): the architecture inferred from
+ * the state_dict, then its graph (nodes naming tensors of `set` by index). */
+typedef enum ag_realesrgan_kind { AG_REALESRGAN_SRVGG = 1, AG_REALESRGAN_RRDB } ag_realesrgan_kind;
+typedef struct ag_realesrgan_arch {
+    ag_realesrgan_kind kind;
+    int feat;      /* num_feat */
+    int grow;      /* RRDB: num_grow_ch */
+    int blocks;    /* SRVGG: num_conv; RRDB: num_block */
+    int scale;     /* output side / input side */
+    int unshuffle; /* RRDB: pixel-unshuffle factor of the input (1: none) */
+} ag_realesrgan_arch;
+/* Whether the set names tensors the way either network does (then it is one or refused). */
+int ag_realesrgan_detect(const ag_tensor_set *set);
+int ag_realesrgan_infer(const ag_tensor_set *set, const char *path, ag_realesrgan_arch *arch,
+                        ag_error *err);
+/* Add the weights the graph derives (see realesrgan.c) to a detected set, before the build. */
+int ag_realesrgan_prepare(ag_tensor_set *set, const char *path, ag_error *err);
+int ag_realesrgan_graph(const ag_tensor_set *set, const char *path, ag_realesrgan_arch *arch,
+                        ag_graph *g, ag_error *err);
 
 /* The graph of a file's "graph" metadata (docs/graph.md) (src/model/graph_json.c). */
 int ag_graph_from_json(const char *json, const ag_tensor_set *set, const char *path, ag_graph *g,

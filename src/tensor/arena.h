@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #define AG_ARENA_ALIGN 64
-#define AG_ARENA_MAX_BUFFERS 1040 /* 2 x AG_GRAPH_MAX_NODES + 16 */
+#define AG_ARENA_MAX_BUFFERS 3088 /* 2 x AG_GRAPH_MAX_NODES + 16 */
 
 typedef struct ag_arena_buffer {
     size_t bytes;

@@ -1,0 +1,399 @@
+/*
+ * test_upscale.c - the upscalers against their independent references, and tiling.
+ *
+ * Fixtures (tests/fixtures/upscale/NAME.agup, written by tools/make_upscale_fixtures.py):
+ * seeded Real-ESRGAN checkpoints in the real key layouts run by tools/realesrgan_reference.py
+ * (PyTorch, float64), and the bundled UpscalerJS models' original TF.js files run by
+ * tools/tfjs_reference.py (numpy, float64). Tolerances, each reached error printed:
+ *   float output, in the network's [0, 1] range: max |ours - reference| <= 1e-3 (fp32);
+ *   8-bit output: at most 1 level apart; tiled = untiled within 1 level.
+ */
+#include "test.h"
+
+#include "../src/engine_internal.h"
+
+#include <stdint.h>
+
+#define FP32_TOLERANCE 1e-3
+
+typedef struct fixture {
+    int width, height, scale;
+    char model[65];
+    uint8_t *input;   /* (H, W, 3) */
+    float *output;    /* (sH, sW, 3), pixel units */
+    uint8_t *output8; /* (sH, sW, 3) */
+    uint8_t *file;
+} fixture;
+
+static uint32_t read_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int fixture_load(fixture *f, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/fixtures/upscale/%s.agup", AG_SOURCE_DIR, name);
+    memset(f, 0, sizeof *f);
+    size_t size;
+    ag_error err;
+    CHECK_OK(ag_read_file(path, 64u << 20, &f->file, &size, &err), &err);
+    const uint8_t *p = f->file;
+    CHECK_MSG(size >= 84 && !memcmp(p, "AGUP", 4) && read_u32(p + 4) == 1, "%s: bad header", path);
+    f->width = (int)read_u32(p + 8), f->height = (int)read_u32(p + 12);
+    f->scale = (int)read_u32(p + 16);
+    memcpy(f->model, p + 20, 64);
+    size_t n = (size_t)f->width * f->height * 3, m = n * f->scale * f->scale;
+    CHECK_MSG(size == 84 + n + m * 5, "%s: size %zu, expected %zu", path, size, 84 + n + m * 5);
+    f->input = f->file + 84;
+    f->output = ag_malloc(m * sizeof(float)); /* copied: the file offset is unaligned */
+    memcpy(f->output, f->file + 84 + n, m * sizeof(float));
+    f->output8 = f->file + 84 + n + 4 * m;
+    return 0;
+}
+
+static void fixture_fini(fixture *f) {
+    ag_free(f->file);
+    ag_free(f->output);
+}
+
+static int open_model(const char *relative, ag_model **model) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", AG_SOURCE_DIR, relative);
+    ag_error err = {0};
+    CHECK_OK(ag_model_load(path, model, &err), &err);
+    CHECK(!strcmp(ag_model_get_info(*model)->kind, "upscaler"));
+    return 0;
+}
+
+/* The whole network on the fixture's input (float), and through ag_upscale (8-bit). */
+static int golden(const char *name, ag_backend backend) {
+    fixture f;
+    if (fixture_load(&f, name))
+        return 1;
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    int failed = open_model(f.model, &model);
+    const ag_model_info *info = failed ? NULL : ag_model_get_info(model);
+    ag_engine_options o = {.backend = backend, .precision = AG_PRECISION_FP32, .threads = 2};
+    if (!failed &&
+        (info->scale != f.scale || ag_engine_create(model, &o, &engine, &err) != AG_OK)) {
+        fprintf(stderr, "  %s: scale %d (fixture %d): %s\n", name, info->scale, f.scale,
+                err.message);
+        failed = 1;
+    }
+    size_t n = (size_t)f.width * f.height * 3, m = n * f.scale * f.scale;
+    float *in = ag_malloc(n * sizeof(float)), *out = ag_malloc(m * sizeof(float));
+    double max_err = 0;
+    int max_level = 0;
+    /* x2plus: the network takes even sides (ag_upscale pads); the fixtures' are */
+    if (!failed && f.width % info->side_multiple == 0 && f.height % info->side_multiple == 0) {
+        for (size_t i = 0; i < n; i++)
+            in[i] = f.input[i] * info->pixel_max / 255.0f;
+        float *outs[1] = {out};
+        failed = ag_engine_run_raw(engine, in, f.width, f.height, outs, &err) != AG_OK;
+        if (failed)
+            fprintf(stderr, "  %s: %s\n", name, err.message);
+        for (size_t i = 0; !failed && i < m; i++) {
+            double range = (double)info->pixel_max;
+            double d = fabs((double)out[i] - (double)f.output[i] * range / 255.0) / range;
+            max_err = d > max_err ? d : max_err;
+        }
+    }
+    ag_image img = {f.width, f.height, 3, f.input}, big = {0};
+    if (!failed && ag_upscale(engine, &img, NULL, &big, &err) != AG_OK) {
+        fprintf(stderr, "  %s: %s\n", name, err.message);
+        failed = 1;
+    }
+    for (size_t i = 0; !failed && i < m; i++) {
+        int d = abs((int)big.pixels[i] - (int)f.output8[i]);
+        max_level = d > max_level ? d : max_level;
+    }
+    printf("  %s (%s): %dx%d x%d, max float error %.2e (of 1), max 8-bit difference %d\n", name,
+           backend == AG_BACKEND_REFERENCE ? "reference" : "onednn", f.width, f.height, f.scale,
+           max_err, max_level);
+    ag_image_fini(&big);
+    ag_free(in);
+    ag_free(out);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    fixture_fini(&f);
+    CHECK(!failed);
+    CHECK(max_err <= FP32_TOLERANCE);
+    CHECK(max_level <= 1);
+    return 0;
+}
+
+#define GOLDEN(fn, name)                                                                           \
+    static int fn(void) {                                                                          \
+        return golden(name, AG_BACKEND_ONEDNN) || golden(name, AG_BACKEND_REFERENCE);              \
+    }
+GOLDEN(animevideov3, "animevideov3")
+GOLDEN(general_x4v3, "general-x4v3")
+GOLDEN(x4plus, "x4plus")
+GOLDEN(anime_6b, "anime-6B")
+GOLDEN(x2plus, "x2plus")
+GOLDEN(esrgan_slim_x2, "esrgan-slim-x2")
+GOLDEN(esrgan_slim_x3, "esrgan-slim-x3")
+GOLDEN(esrgan_medium_x2, "esrgan-medium-x2")
+GOLDEN(esrgan_medium_x4, "esrgan-medium-x4")
+
+/* ---- architecture inference and bad input ------------------------------------------------ */
+
+static int inferred(void) {
+    static const struct {
+        const char *file, *arch;
+        int scale;
+    } cases[] = {
+        {"tests/fixtures/upscale/animevideov3.pth", "srvggnet-compact", 4},
+        {"tests/fixtures/upscale/general-x4v3.pth", "srvggnet-compact", 4},
+        {"tests/fixtures/upscale/x4plus.pth", "rrdbnet", 4},
+        {"tests/fixtures/upscale/x2plus.pth", "rrdbnet", 2},
+        {"models/esrgan-slim-x3.safetensors", "rdn", 3},
+        {"models/esrgan-medium-x8.safetensors", "rdn", 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ag_model *model = NULL;
+        if (open_model(cases[i].file, &model))
+            return 1;
+        const ag_model_info *info = ag_model_get_info(model);
+        int ok = !strcmp(info->architecture, cases[i].arch) && info->scale == cases[i].scale;
+        if (!ok)
+            fprintf(stderr, "  %s: %s x%d\n", cases[i].file, info->architecture, info->scale);
+        ag_model_destroy(model);
+        CHECK(ok);
+    }
+    return 0;
+}
+
+static int refuses_other_networks(void) {
+    ag_model *model = NULL;
+    ag_error err = {0};
+    CHECK(ag_upscaler_load(AG_SOURCE_DIR "/models/hayao.safetensors", 0, &model, &err) == AG_E_ARG);
+    CHECK(!model && strstr(err.message, "not an upscaler"));
+    CHECK(ag_upscaler_load(AG_SOURCE_DIR "/tests/fixtures/random_zip.pt", 0, &model, &err) ==
+          AG_E_ARG);
+    CHECK(ag_upscaler_load("esrgan-slim", -1, &model, &err) == AG_E_ARG);
+    CHECK(ag_upscaler_load("esrgan-slim", 17, &model, &err) == AG_E_ARG);
+    return 0;
+}
+
+static int family_scales(void) {
+    static const int want[][2] = {{0, 4}, {2, 2}, {3, 3}, {5, 8}, {8, 8}, {16, 8}};
+    setenv("ANIMEGAN_MODEL_PATH", AG_SOURCE_DIR "/models", 1);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ag_model *model = NULL;
+        ag_error err = {0};
+        CHECK_OK(ag_upscaler_load("esrgan-slim", want[i][0], &model, &err), &err);
+        int scale = ag_model_get_info(model)->scale;
+        ag_model_destroy(model);
+        CHECK_MSG(scale == want[i][1], "--scale %d picked x%d", want[i][0], scale);
+    }
+    return 0;
+}
+
+/* ---- tiling ------------------------------------------------------------------------------ */
+
+/* A deterministic test photo crop of w x h, bands 3 or 4. */
+static int photo(int w, int h, int bands, ag_image *img) {
+    ag_error err = {0};
+    ag_decode_options d = {0};
+    ag_image full = {0};
+    CHECK_OK(ag_image_decode_file(AG_SOURCE_DIR "/tests/data/astronaut.png", &d, &full, &err),
+             &err);
+    img->width = w, img->height = h, img->bands = bands;
+    img->pixels = ag_malloc((size_t)w * h * bands);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < bands; c++)
+                img->pixels[((size_t)y * w + x) * bands + c] =
+                    c < 3 ? full.pixels[((size_t)(y + 100) * full.width + x + 150) * full.bands + c]
+                          : (uint8_t)(x * 7 + y * 3);
+    ag_image_fini(&full);
+    return 0;
+}
+
+static int max_diff(const ag_image *a, const ag_image *b) {
+    int m = 0;
+    size_t n = (size_t)a->width * a->height * a->bands;
+    for (size_t i = 0; i < n; i++) {
+        int d = abs((int)a->pixels[i] - (int)b->pixels[i]);
+        m = d > m ? d : m;
+    }
+    return m;
+}
+
+/* Tiled (tile sides that cut the image unevenly, at odd sizes) = untiled within 1 level. */
+static int tiled_equals_untiled_case(const char *file, int w, int h, const int *tiles,
+                                     int tile_count) {
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    if (open_model(file, &model))
+        return 1;
+    ag_engine_options o = {.precision = AG_PRECISION_FP32, .threads = 2};
+    CHECK_OK(ag_engine_create(model, &o, &engine, &err), &err);
+    ag_image in = {0}, whole = {0};
+    if (photo(w, h, 3, &in))
+        return 1;
+    ag_upscale_options u;
+    ag_upscale_options_init(&u);
+    u.tile_px = 4096;
+    CHECK_OK(ag_upscale(engine, &in, &u, &whole, &err), &err);
+    int worst = 0;
+    for (int t = 0; t < tile_count; t++) {
+        ag_upscale_plan p;
+        ag_image tiled = {0};
+        u.tile_px = tiles[t];
+        CHECK_OK(ag_upscale_plan_for(engine, w, h, &u, &p, &err), &err);
+        CHECK(p.tiles_x * p.tiles_y > 1);
+        CHECK_OK(ag_upscale(engine, &in, &u, &tiled, &err), &err);
+        CHECK(tiled.width == whole.width && tiled.height == whole.height);
+        int d = max_diff(&tiled, &whole);
+        printf("  %s %dx%d, tile %d + pad %d: %dx%d tiles, max difference %d\n", file, w, h,
+               p.tile_px, p.pad_px, p.tiles_x, p.tiles_y, d);
+        worst = d > worst ? d : worst;
+        ag_image_fini(&tiled);
+    }
+    ag_image_fini(&in);
+    ag_image_fini(&whole);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    CHECK(worst <= 1);
+    return 0;
+}
+
+static int tiled_equals_untiled(void) {
+    static const int tiles[] = {16, 24, 20};
+    return tiled_equals_untiled_case("models/esrgan-slim-x2.safetensors", 61, 47, tiles, 3) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/animevideov3.pth", 91, 67, tiles, 2) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/x2plus.pth", 101, 87, tiles, 2);
+}
+
+/* Alpha enlarged separately, a requested scale other than the network's, tiny inputs. */
+static int alpha_scale_and_small(void) {
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    if (open_model("models/esrgan-slim-x2.safetensors", &model))
+        return 1;
+    CHECK_OK(ag_engine_create(model, NULL, &engine, &err), &err);
+    ag_image in = {0}, out = {0};
+    if (photo(21, 13, 4, &in))
+        return 1;
+    ag_upscale_options u;
+    ag_upscale_options_init(&u);
+    CHECK_OK(ag_upscale(engine, &in, &u, &out, &err), &err);
+    CHECK(out.width == 42 && out.height == 26 && out.bands == 4);
+    CHECK(abs((int)out.pixels[(13 * 42 + 20) * 4 + 3] - (int)in.pixels[(6 * 21 + 10) * 4 + 3]) <=
+          8);
+    ag_image_fini(&out);
+    u.scale = 3;
+    CHECK_OK(ag_upscale(engine, &in, &u, &out, &err), &err);
+    CHECK(out.width == 63 && out.height == 39 && out.bands == 4);
+    ag_image_fini(&out);
+    ag_image_fini(&in);
+    if (photo(3, 2, 3, &in))
+        return 1;
+    u.scale = 0;
+    CHECK_OK(ag_upscale(engine, &in, &u, &out, &err), &err);
+    CHECK(out.width == 6 && out.height == 4);
+    ag_image_fini(&out);
+    ag_image_fini(&in);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    return 0;
+}
+
+/* The window's bytes are what the budget allows, and a budget too small is refused. */
+static int budget_bounds_the_tile(void) {
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    if (open_model("models/esrgan-medium-x2.safetensors", &model))
+        return 1;
+    CHECK_OK(ag_engine_create(model, NULL, &engine, &err), &err);
+    ag_upscale_options u;
+    ag_upscale_options_init(&u);
+    ag_upscale_plan p;
+    size_t budgets[] = {(size_t)64 << 20, (size_t)256 << 20};
+    for (int i = 0; i < 2; i++) {
+        u.max_bytes = budgets[i];
+        CHECK_OK(ag_upscale_plan_for(engine, 4000, 3000, &u, &p, &err), &err);
+        printf("  esrgan-medium-x2 4000x3000, budget %zu MB: tile %d + pad %d, window %d MB\n",
+               budgets[i] >> 20, p.tile_px, p.pad_px, (int)(p.bytes >> 20));
+        CHECK(p.bytes <= budgets[i] && p.bytes > budgets[i] / 2);
+    }
+    u.max_bytes = (size_t)1 << 20;
+    CHECK(ag_upscale_plan_for(engine, 4000, 3000, &u, &p, &err) == AG_E_LIMIT);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    return 0;
+}
+
+/* int8 against fp32 on a photo: at least 38 dB (measured 49-54 on the bundled models). */
+static int int8_psnr(void) {
+    static const char *const files[] = {"models/esrgan-slim-x2.safetensors",
+                                        "tests/fixtures/upscale/animevideov3.pth"};
+    ag_image in = {0};
+    if (photo(48, 40, 3, &in))
+        return 1;
+    for (int f = 0; f < 2; f++) {
+        ag_model *model = NULL;
+        ag_engine *e32 = NULL, *e8 = NULL;
+        ag_error err = {0};
+        if (open_model(files[f], &model))
+            return 1;
+        ag_engine_options o = {.precision = AG_PRECISION_FP32, .threads = 2};
+        CHECK_OK(ag_engine_create(model, &o, &e32, &err), &err);
+        o.precision = AG_PRECISION_INT8;
+        CHECK_OK(ag_engine_create(model, &o, &e8, &err), &err);
+        ag_image a = {0}, b = {0};
+        CHECK_OK(ag_upscale(e32, &in, NULL, &a, &err), &err);
+        CHECK_OK(ag_upscale(e8, &in, NULL, &b, &err), &err);
+        double se = 0;
+        size_t n = (size_t)a.width * a.height * 3;
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)a.pixels[i] - (double)b.pixels[i];
+            se += d * d;
+        }
+        double psnr = se > 0 ? 10 * log10(255.0 * 255.0 * (double)n / se) : 99;
+        printf("  %s int8 vs fp32: PSNR %.1f dB\n", files[f], psnr);
+        ag_image_fini(&a);
+        ag_image_fini(&b);
+        ag_engine_destroy(e8);
+        ag_engine_destroy(e32);
+        ag_model_destroy(model);
+        CHECK(psnr >= 38);
+    }
+    ag_image_fini(&in);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    ag_error err = {0};
+    if (ag_image_startup(argv[0], &err) != 0) {
+        fprintf(stderr, "ag_image_startup: %s\n", err.message);
+        return 1;
+    }
+    static const test_case tests[] = {
+        TEST(animevideov3),
+        TEST(general_x4v3),
+        TEST(x4plus),
+        TEST(anime_6b),
+        TEST(x2plus),
+        TEST(esrgan_slim_x2),
+        TEST(esrgan_slim_x3),
+        TEST(esrgan_medium_x2),
+        TEST(esrgan_medium_x4),
+        TEST(inferred),
+        TEST(refuses_other_networks),
+        TEST(family_scales),
+        TEST(tiled_equals_untiled),
+        TEST(alpha_scale_and_small),
+        TEST(budget_bounds_the_tile),
+        TEST(int8_psnr),
+    };
+    int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
+    ag_image_shutdown();
+    return rc;
+}

@@ -1,0 +1,108 @@
+#!/bin/sh
+# `animegan upscale` and `convert --upscale` from the command line (issue 20): sizes and
+# bands of the results (RGB, RGBA, grey, 16-bit, palette inputs), a Real-ESRGAN checkpoint,
+# tiled = untiled through the CLI, and bad input: a generator or another network's
+# checkpoint, --scale 0, options of the other command; no output file left behind.
+# Prints "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BIN=$BUILD/animegan
+export ANIMEGAN_MODEL_PATH=$PWD/models
+GEN=tests/data/generated
+FIX=tests/fixtures/upscale
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { echo "PASS $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1"; failed=$((failed + 1)); }
+# "WxHxBANDS" of a PNG, by PIL.
+shape() {
+    /usr/bin/python3 -c "from PIL import Image; import sys; i = Image.open(sys.argv[1]); \
+print('%dx%dx%d' % (i.size + (len(i.getbands()),)))" "$1"
+}
+# The maximum difference of two images, in levels.
+diff_levels() {
+    /usr/bin/python3 -c "import sys, numpy as np; from PIL import Image; \
+a, b = (np.asarray(Image.open(p), dtype=int) for p in sys.argv[1:]); \
+print(abs(a - b).max() if a.shape == b.shape else 999)" "$1" "$2"
+}
+# A crop of a test photo, w x h.
+crop() {
+    /usr/bin/python3 -c "from PIL import Image; import sys; \
+Image.open('tests/data/'+sys.argv[1]).convert('RGB').crop((100, 80, 100+int(sys.argv[2]), \
+80+int(sys.argv[3]))).save(sys.argv[4])" "$1" "$2" "$3" "$4"
+}
+crop chelsea.png 57 41 "$tmp/small.png"
+
+# The bundled family at each scale; the default model and scale (medium x4).
+for s in 2 3 4 8; do
+    if "$BIN" upscale "$tmp/small.png" -o "$tmp/s$s.png" --model esrgan-slim --scale "$s" -q &&
+        [ "$(shape "$tmp/s$s.png")" = "$((57 * s))x$((41 * s))x3" ]; then
+        ok "slim_x$s"
+    else bad "slim_x$s"; fi
+done
+if "$BIN" upscale "$tmp/small.png" -o "$tmp/default.png" -q &&
+    [ "$(shape "$tmp/default.png")" = "228x164x3" ]; then
+    ok default_medium_x4
+else bad default_medium_x4; fi
+
+# Inputs as convert takes them: alpha kept, grey and palette as RGB, 16-bit reduced.
+for f in grey.png grey_alpha.png grey16.png palette.png rgba.png; do
+    [ -f "$GEN/$f" ] || continue
+    want_bands=3
+    case $f in *alpha* | rgba*) want_bands=4 ;; esac
+    if "$BIN" upscale "$GEN/$f" -o "$tmp/$f" --model esrgan-slim --scale 2 -q &&
+        shape "$tmp/$f" | grep -q "x$want_bands\$"; then
+        ok "input_$f"
+    else bad "input_$f"; fi
+done
+
+# A Real-ESRGAN checkpoint: its own scale, and --scale resizing its result.
+if "$BIN" upscale "$tmp/small.png" -o "$tmp/rv.png" --model "$FIX/animevideov3.pth" -q &&
+    [ "$(shape "$tmp/rv.png")" = "228x164x3" ] &&
+    "$BIN" upscale "$tmp/small.png" -o "$tmp/rv2.png" --model "$FIX/animevideov3.pth" \
+        --scale 2 -q && [ "$(shape "$tmp/rv2.png")" = "114x82x3" ]; then
+    ok realesrgan_pth
+else bad realesrgan_pth; fi
+
+# Tiled (--tile 16, several tiles) = untiled, through the whole CLI path.
+if "$BIN" upscale "$tmp/small.png" -o "$tmp/t16.png" --model esrgan-slim --scale 2 --tile 16 -q &&
+    [ "$(diff_levels "$tmp/t16.png" "$tmp/s2.png")" -le 1 ]; then
+    ok tiled_cli
+else bad tiled_cli; fi
+
+# convert --upscale: the anime result, upscaled.
+if "$BIN" convert "$tmp/small.png" -o "$tmp/anime2.png" --model cute-v3 --upscale 2 \
+    --upscale-model esrgan-slim -q && [ "$(shape "$tmp/anime2.png")" = "114x82x3" ]; then
+    ok convert_upscale
+else bad convert_upscale; fi
+
+# Bad input: one line, exit status, no output file.
+refused() { # name, status, pattern, args...
+    name=$1 want=$2 pattern=$3
+    shift 3
+    "$BIN" "$@" >"$tmp/out" 2>"$tmp/err"
+    st=$?
+    if [ "$st" -eq "$want" ] && grep -q "$pattern" "$tmp/err" && [ ! -e "$tmp/bad.png" ]; then
+        ok "$name"
+    else
+        bad "$name"
+        cat "$tmp/err"
+    fi
+}
+refused generator 1 "generator, not an upscaler" upscale "$tmp/small.png" -o "$tmp/bad.png" \
+    --model hayao
+refused v2_checkpoint 1 "not an upscaler" upscale "$tmp/small.png" -o "$tmp/bad.png" \
+    --model tests/fixtures/random_zip.pt
+refused scale_0 2 "out of range" upscale "$tmp/small.png" -o "$tmp/bad.png" --scale 0
+refused upscale_0 2 "out of range" convert "$tmp/small.png" -o "$tmp/bad.png" --upscale 0
+refused scale_on_convert 2 "convert takes" convert "$tmp/small.png" -o "$tmp/bad.png" --scale 2
+refused tile_alone 2 "only with --upscale" convert "$tmp/small.png" -o "$tmp/bad.png" --tile 64
+refused portrait_on_upscale 2 "convert's" upscale "$tmp/small.png" -o "$tmp/bad.png" --portrait
+refused tiny_budget 1 "no room" upscale "$tmp/small.png" -o "$tmp/bad.png" --max-mb 16 \
+    --model esrgan-medium --scale 8
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
