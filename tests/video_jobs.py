@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""The video jobs API end to end (server/jobs.c): the real server on loopback with a spool in
+"""The video jobs API end to end (server/jobs_*.c): the real server on loopback with a spool in
 a temporary directory, clips from tools/make_test_clips.sh. Submit raw and multipart, poll,
 download (frames, timestamps and audio checked with ffprobe), bad inputs with their statuses,
 cancel, --max-jobs, the quota, the TTL, a photo request while a job runs (it waits for at most
-one frame), kill -9 during a job and restart, metrics and the memory bound. Reuses the
+one frame), kill -9 during a job and restart, metrics and the memory bound; and issue 17's
+findings (bombs from tools/make_video_bombs.py, the work bound, clients in turn, watched
+uploads, SIGTERM during a job, two instances behind nginx). Reuses the
 helpers of tests/server/driver.py. Prints "N passed, N failed".
 """
 
