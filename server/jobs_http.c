@@ -112,11 +112,7 @@ void ag_jobs_json(ag_text *t, const ag_jobs *j, const job *b) {
         ag_text_printf(t, ",\"eta_s\":%.1f", left > 0 ? left : 0);
     }
     if (b->state == JOB_QUEUED) {
-        int ahead = 0;
-        for (int i = 0; i < j->c->max_jobs; i++)
-            ahead += (j->slots[i].state == JOB_QUEUED && j->slots[i].seq < b->seq) ||
-                     j->slots[i].state == JOB_RUNNING;
-        ag_text_printf(t, ",\"jobs_ahead\":%d", ahead);
+        ag_text_printf(t, ",\"jobs_ahead\":%d", ag_jobs_ahead(j, b));
     }
     ag_text_printf(t, ",\"url\":\"/api/v1/jobs/%s\"", b->id);
     if (b->state == JOB_DONE) {

@@ -231,6 +231,21 @@ static int client_turn(const ag_jobs *j, const job *b) {
     return turn;
 }
 
+/* 1 when a (queued) runs before b: the earlier turn, then the older. */
+static int runs_before(const job *a, int a_turn, const job *b, int b_turn) {
+    return a_turn < b_turn || (a_turn == b_turn && a->seq < b->seq);
+}
+
+int ag_jobs_ahead(const ag_jobs *j, const job *b) {
+    int ahead = 0, turn = client_turn(j, b);
+    for (int i = 0; i < j->c->max_jobs; i++) {
+        const job *o = &j->slots[i];
+        ahead += o->state == JOB_RUNNING ||
+                 (o->state == JOB_QUEUED && o != b && runs_before(o, client_turn(j, o), b, turn));
+    }
+    return ahead;
+}
+
 /* The next job: the earliest turn, then the oldest (clients take turns). Lock held. */
 static job *next_queued(ag_jobs *j) {
     job *best = NULL;
@@ -240,7 +255,7 @@ static job *next_queued(ag_jobs *j) {
         if (b->state != JOB_QUEUED)
             continue;
         int turn = client_turn(j, b);
-        if (!best || turn < best_turn || (turn == best_turn && b->seq < best->seq)) {
+        if (!best || runs_before(b, turn, best, best_turn)) {
             best = b;
             best_turn = turn;
         }
