@@ -659,6 +659,9 @@ void ag_gate_request_done(ag_server *s, int fd);
 int ag_gate_drain(ag_server *s);
 /* Connections with a request under way now. */
 int ag_gate_busy(ag_server *s);
+/* The client's address of the connection whose MHD end is mhd_fd (a request's r->fd), as
+ * text; 0, or -1 when unknown (the admin listener). */
+int ag_gate_peer(ag_server *s, int mhd_fd, char *out, size_t cap);
 /* Stop the thread and close what is left. Call after MHD has stopped. Safe when never
  * started. */
 void ag_gate_stop(ag_server *s);
