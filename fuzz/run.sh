@@ -78,16 +78,22 @@ echo "== fuzz_image for ${seconds}s"
 grep -E '^stat::number_of_executed_units|ERROR|SUMMARY' "$out/image.log" || true
 
 # The video entry (container probe + demux, animated WebP parse + decode), seeded with the
-# test clips and a small animated WebP (the clips' one is larger than -max_len).
+# test clips, a small animated WebP (the clips' one is larger than -max_len) and issue 17's
+# bombs (tools/make_video_bombs.py: MP4 sample tables declaring 85 M samples, a WebP of 500
+# empty frames; the hour-of-sound files are over -max_len).
 # shellcheck disable=SC2046 # word splitting of pkg-config output is intended
 $cc $flags $(pkg-config --cflags libavformat libavcodec libavutil libwebpdemux) \
     -o "$out/fuzz_video" fuzz/fuzz_video.c src/video/input.c src/video/libav.c \
-    src/video/webp_input.c src/util/alloc.c src/util/util.c \
+    src/video/webp_input.c src/video/mp4_check.c src/util/alloc.c src/util/util.c \
     $(pkg-config --libs libavformat libavcodec libavutil libwebpdemux) -lm
 mkdir -p "$out/corpus_video" "$out/seeds_video"
 tools/make_test_clips.sh "$out/seeds_video" >/dev/null 2>&1 || status=1
 ffmpeg -nostdin -loglevel error -y -f lavfi -i "testsrc2=size=16x16:rate=10:duration=0.4" \
     -c:v libwebp_anim -quality 10 "$out/seeds_video/small_anim.webp" || status=1
+python3 tools/make_video_bombs.py "$out/seeds_video/clip.mp4" "$out/bombs_video" 500 \
+    >/dev/null 2>&1 || status=1
+cp "$out/bombs_video/samples_85m.mp4" "$out/bombs_video/frames_70k.webp" "$out/seeds_video/" ||
+    status=1
 echo "== fuzz_video for ${seconds}s"
 "$out/fuzz_video" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$out/crash_video_" "$out/corpus_video" \

@@ -149,7 +149,7 @@ static const opt_def options[] = {
     {"log-format", "F", K_CHOICE, 0, 0, 0, AT(log_format), "logfmt|json", NULL, "logfmt",
      "one line per request on stderr, as logfmt or json"},
     {"quiet", NULL, K_FLAG, 0, 0, 0, AT(quiet), NULL, NULL, NULL, "no per-request lines"},
-    /* video jobs (server/jobs.c): POST /api/v1/jobs is off unless --jobs-dir is given */
+    /* video jobs (server/jobs_*.c): POST /api/v1/jobs is off unless --jobs-dir is given */
     {"jobs-dir", "DIR", K_STRING, 0, 0, 0, AT(jobs.dir), NULL, NULL, "none: jobs off",
      "spool directory for video jobs (uploads, results, job states), created 0700; at start-up "
      "jobs a crash interrupted are marked failed and stale files removed"},

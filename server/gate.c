@@ -35,6 +35,7 @@
  */
 #include "server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -660,6 +661,20 @@ int ag_gate_drain(ag_server *s) {
     for (int i = 0; i < 200 && !atomic_load(&g->drained); i++)
         usleep(5000);
     return atomic_load(&g->busy);
+}
+
+int ag_gate_peer(ag_server *s, int mhd_fd, char *out, size_t cap) {
+    ag_gate *g = s->gate;
+    for (int i = 0; g && mhd_fd >= 0 && i < g->capacity; i++) {
+        const gate_conn *c = &g->conns[i];
+        if (atomic_load(&c->mfd) != mhd_fd)
+            continue;
+        const void *a = c->addr.ss_family == AF_INET6
+                            ? (const void *)&((const struct sockaddr_in6 *)&c->addr)->sin6_addr
+                            : (const void *)&((const struct sockaddr_in *)&c->addr)->sin_addr;
+        return inet_ntop(c->addr.ss_family, a, out, (socklen_t)cap) ? 0 : -1;
+    }
+    return -1;
 }
 
 int ag_gate_busy(ag_server *s) {

@@ -96,7 +96,7 @@ static ag_route route_of(const char *url) {
     if (!strcmp(url, "/metrics"))
         return AG_ROUTE_METRICS;
     if (!strncmp(url, "/api/v1/jobs", 12) && (url[12] == '\0' || url[12] == '/'))
-        return AG_ROUTE_JOBS; /* video jobs: jobs.c */
+        return AG_ROUTE_JOBS; /* video jobs: jobs_http.c */
     if (ag_web_find(url))
         return AG_ROUTE_PAGE;
     return AG_ROUTE_OTHER;

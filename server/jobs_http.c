@@ -13,17 +13,14 @@
  */
 #include "jobs_internal.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,11 +109,7 @@ void ag_jobs_json(ag_text *t, const ag_jobs *j, const job *b) {
         ag_text_printf(t, ",\"eta_s\":%.1f", left > 0 ? left : 0);
     }
     if (b->state == JOB_QUEUED) {
-        int ahead = 0;
-        for (int i = 0; i < j->c->max_jobs; i++)
-            ahead += (j->slots[i].state == JOB_QUEUED && j->slots[i].seq < b->seq) ||
-                     j->slots[i].state == JOB_RUNNING;
-        ag_text_printf(t, ",\"jobs_ahead\":%d", ahead);
+        ag_text_printf(t, ",\"jobs_ahead\":%d", ag_jobs_ahead(j, b));
     }
     ag_text_printf(t, ",\"url\":\"/api/v1/jobs/%s\"", b->id);
     if (b->state == JOB_DONE) {
@@ -239,20 +232,11 @@ static int raw_type_ok(const char *ct) {
            !strncasecmp(ct, "image/gif", 9) || !strncasecmp(ct, "image/webp", 10);
 }
 
-/* The uploader's address, which the runner takes turns by. */
-static void client_of(struct MHD_Connection *conn, char out[AG_JOB_CLIENT_MAX]) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    snprintf(out, AG_JOB_CLIENT_MAX, "?");
-    if (!ci || !ci->client_addr)
-        return;
-    const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
-                  AG_JOB_CLIENT_MAX);
-    else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out,
-                  AG_JOB_CLIENT_MAX);
+/* The uploader's address (the gate's: MHD sees a local socket), which the runner takes
+ * turns by. */
+static void client_of(ag_server *s, const ag_request *r, char out[AG_JOB_CLIENT_MAX]) {
+    if (ag_gate_peer(s, r->fd, out, AG_JOB_CLIENT_MAX) != 0)
+        snprintf(out, AG_JOB_CLIENT_MAX, "?");
 }
 
 /* The body's framing: Content-Length (0 when chunked) within --max-video-mb. 0 or a reply. */
@@ -353,7 +337,7 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     *up = u;
     up->slot = b;
     snprintf(b->ext, sizeof b->ext, "%s", o.ext);
-    client_of(conn, b->client);
+    client_of(s, r, b->client);
     b->model = o.convert.model;
     b->max_side = o.convert.max_side;
     b->side_by_side = o.convert.side_by_side;

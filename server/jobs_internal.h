@@ -131,6 +131,10 @@ void *ag_jobs_intake_main(void *arg);
 size_t ag_jobs_video_pixels(const ag_server *s);
 int64_t ag_jobs_max_frames(const ag_jobs_config *c);
 
+/* ---- jobs_runner.c ---- */
+/* Jobs that run before queued job b (the running one, and the queued ones by turn). */
+int ag_jobs_ahead(const ag_jobs *j, const job *b);
+
 /* ---- jobs_http.c ---- */
 /* The JSON of a job (state, progress, urls), as GET /api/v1/jobs/ID answers. */
 void ag_jobs_json(ag_text *t, const ag_jobs *j, const job *b);

@@ -3,8 +3,9 @@
  * ag_video_convert, sending each frame through the same worker queue as photo requests (one
  * frame in the queue at a time, so a photo waits for at most one frame of a job), and
  * sweeps expired jobs once a second. Clients take turns: the next job is the oldest of the
- * client with the fewest jobs ahead of it, so one uploader's ten jobs do not keep another's
- * one waiting behind them all. Also starting and stopping the runner and intake threads.
+ * client whose last job started longest ago (or never), so one uploader's ten jobs do not
+ * keep another's one waiting behind them all. Also starting and stopping the runner and intake
+ * threads.
  *
  * A job's run is bounded: its frames (the smaller of --max-video-frames and what
  * --max-job-megapixels allows at its output size), its seconds (every stream), its output
@@ -222,28 +223,46 @@ static void expire(ag_jobs *j) {
     }
 }
 
-/* Jobs of b's client that were queued before it: its turn among that client's jobs. */
-static int client_turn(const ag_jobs *j, const job *b) {
-    int turn = 0;
+/* When b's client last had a job started (0: never, while the table remembers). */
+static uint64_t client_last_start(const ag_jobs *j, const job *b) {
+    uint64_t last = 0;
     for (int i = 0; i < j->c->max_jobs; i++) {
         const job *o = &j->slots[i];
-        turn += o->state == JOB_QUEUED && o->seq < b->seq && !strcmp(o->client, b->client);
+        if (o->state >= JOB_RUNNING && o->started_us > last && !strcmp(o->client, b->client))
+            last = o->started_us;
     }
-    return turn;
+    return last;
 }
 
-/* The next job: the earliest turn, then the oldest (clients take turns). Lock held. */
+/* 1 when queued job a runs before b: its client was served less recently, then the older. */
+static int runs_before(const job *a, uint64_t a_key, const job *b, uint64_t b_key) {
+    return a_key < b_key || (a_key == b_key && a->seq < b->seq);
+}
+
+int ag_jobs_ahead(const ag_jobs *j, const job *b) {
+    int ahead = 0;
+    uint64_t key = client_last_start(j, b);
+    for (int i = 0; i < j->c->max_jobs; i++) {
+        const job *o = &j->slots[i];
+        ahead += o->state == JOB_RUNNING || (o->state == JOB_QUEUED && o != b &&
+                                             runs_before(o, client_last_start(j, o), b, key));
+    }
+    return ahead;
+}
+
+/* The next job: of the client served least recently, its oldest (clients take turns).
+ * Lock held. */
 static job *next_queued(ag_jobs *j) {
     job *best = NULL;
-    int best_turn = 0;
+    uint64_t best_key = 0;
     for (int i = 0; i < j->c->max_jobs; i++) {
         job *b = &j->slots[i];
         if (b->state != JOB_QUEUED)
             continue;
-        int turn = client_turn(j, b);
-        if (!best || turn < best_turn || (turn == best_turn && b->seq < best->seq)) {
+        uint64_t key = client_last_start(j, b);
+        if (!best || runs_before(b, key, best, best_key)) {
             best = b;
-            best_turn = turn;
+            best_key = key;
         }
     }
     return best;

@@ -47,7 +47,7 @@ enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 
 
 typedef enum ag_log_format { AG_LOG_LOGFMT = 0, AG_LOG_JSON } ag_log_format;
 
-/* Video jobs (jobs.c): off unless dir is set. */
+/* Video jobs (jobs_*.c, jobs_internal.h): off unless dir is set. */
 typedef struct ag_jobs_config {
     const char *dir;     /* --jobs-dir: the spool */
     size_t max_bytes;    /* --max-video-mb */
@@ -259,7 +259,7 @@ typedef enum ag_route {
     AG_ROUTE_HEALTHZ,
     AG_ROUTE_READYZ,
     AG_ROUTE_METRICS,
-    AG_ROUTE_JOBS,  /* /api/v1/jobs[/ID[/result]] (jobs.c) */
+    AG_ROUTE_JOBS,  /* /api/v1/jobs[/ID[/result]] (jobs_http.c) */
     AG_ROUTE_FACES, /* POST /api/v1/faces in the metrics and log; handled as CONVERT */
     AG_ROUTE_OTHER, /* unknown paths (404) */
     AG_ROUTE_COUNT
@@ -309,7 +309,7 @@ typedef struct ag_request {
     int body_too_large;   /* a chunked body went over the limit */
     int closed_by_us;     /* we closed the connection on purpose (status says why) */
     int close;            /* answer with Connection: close (a framing error) */
-    void *video_upload;   /* POST /api/v1/jobs in progress (jobs.c), released at completion */
+    void *video_upload;   /* POST /api/v1/jobs in progress (jobs_http.c), released at completion */
     const uint8_t *image; /* slice of body (fuse: the source) */
     size_t image_size;
     const uint8_t *image2; /* fuse: the target, a slice of body */
@@ -358,7 +358,7 @@ int ag_queue_push(ag_queue *q, void *item, uint64_t deadline_us);
 void *ag_queue_pop(ag_queue *q, uint64_t *deadline_us);
 /* The same, saying which kind the item is (kind may be NULL). */
 void *ag_queue_pop_kind(ag_queue *q, uint64_t *deadline_us, int *kind);
-/* A video job's frame (jobs.c): never expires, never taken by take_all; the queue has one
+/* A video job's frame (jobs_runner.c): never expires, never taken by take_all; the queue has one
  * slot more than admission when jobs are on, for the one frame a job has in flight. */
 int ag_queue_push_frame(ag_queue *q, void *task);
 /* Remove entries whose deadline is <= now_us (up to max); returns how many. */
@@ -581,7 +581,7 @@ void ag_job_fail(ag_server *s, ag_request *r, int status, const char *code, cons
 /* Hand a finished job back to MHD: drop the job reference and resume the connection. */
 void ag_job_finish(ag_server *s, ag_request *r);
 
-/* ---- video jobs (jobs.c) ---------------------------------------------------------------- */
+/* ---- video jobs (jobs_*.c) -------------------------------------------------------------- */
 
 typedef struct ag_jobs ag_jobs;
 typedef struct ag_frame_task ag_frame_task;
@@ -692,6 +692,9 @@ void ag_gate_request_done(ag_server *s, int fd);
 int ag_gate_drain(ag_server *s);
 /* Connections with a request under way now. */
 int ag_gate_busy(ag_server *s);
+/* The client's address of the connection whose MHD end is mhd_fd (a request's r->fd), as
+ * text; 0, or -1 when unknown (the admin listener). */
+int ag_gate_peer(ag_server *s, int mhd_fd, char *out, size_t cap);
 /* Stop the thread and close what is left. Call after MHD has stopped. Safe when never
  * started. */
 void ag_gate_stop(ag_server *s);
