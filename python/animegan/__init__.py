@@ -37,7 +37,7 @@ from . import _core  # noqa: E402
 from ._core import Error, FileError, InputError, ModelError, OutOfMemoryError
 
 __all__ = [
-    "Model", "faces", "convert_file", "bundled_models", "Error", "InputError", "ModelError",
+    "Model", "faces", "fuse", "convert_file", "bundled_models", "Error", "InputError", "ModelError",
     "FileError", "OutOfMemoryError", "memory", "decode", "encode",
 ]
 __version__ = "0.1.0"
@@ -288,6 +288,23 @@ def faces(image, min_score=0.6, max_faces=8, landmarks=True, single_pass=False):
     detector = _detector()
     with _detector_lock:
         return detector.detect(pixels, min_score, max_faces, landmarks, single_pass)
+
+
+def fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_ratio=0.7,
+         mode="normal", smooth=0.0, brightness=0.0, contrast=0.0, saturation=0.0, size=0):
+    """`animegan fuse`: face `source_face` of `source` (1 = the largest) fused into face
+    `target_face` of `target` (numpy or PIL; the result is `target`'s kind). shape_ratio and
+    texture_ratio 0-1 (0: the target's), mode 'normal' (seamless), 'blend' or 'overlay';
+    smooth 0-1; brightness, contrast, saturation -1..1; size: the output's long side (0: the
+    target's own). Pixels away from the face are the target's, bit for bit. Stylise the
+    result with a Model to get `animegan fuse --style`."""
+    s, _ = _as_pixels(source)
+    t, kind = _as_pixels(target)
+    detector = _detector()
+    with _detector_lock:
+        out = detector.fuse(s, t, source_face, target_face, shape_ratio, texture_ratio, mode,
+                            smooth, brightness, contrast, saturation, size)
+    return _result(out, kind)
 
 
 # ---- files, as the CLI ---------------------------------------------------------------------

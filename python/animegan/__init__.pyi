@@ -78,6 +78,20 @@ def faces(
     landmarks: bool = True,
     single_pass: bool = False,
 ) -> list[Face]: ...
+def fuse(
+    source: npt.NDArray[np.uint8] | Any,
+    target: Image,
+    source_face: int = 1,
+    target_face: int = 1,
+    shape_ratio: float = 0.7,
+    texture_ratio: float = 0.7,
+    mode: Literal["normal", "blend", "overlay"] = "normal",
+    smooth: float = 0.0,
+    brightness: float = 0.0,
+    contrast: float = 0.0,
+    saturation: float = 0.0,
+    size: int = 0,
+) -> Image: ...
 def convert_file(
     src: str | PathLike[str],
     dst: str | PathLike[str],

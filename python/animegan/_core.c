@@ -73,6 +73,18 @@ static int claim(atomic_int *busy, const char *what) {
     return -1;
 }
 
+/* Text option -> enum through the library's own parser; -1 (with InputError) when unknown. */
+static int parse_choice(const char *text, int (*parse)(const char *), const char *what,
+                        const char *allowed) {
+    int value = parse(text);
+    if (value < 0) {
+        char message[160];
+        snprintf(message, sizeof message, "%s: '%.32s' is not %s", what, text, allowed);
+        input_error(message);
+    }
+    return value;
+}
+
 /* ---- Pixels: an ag_image exported as a (height, width, bands) uint8 buffer ------------------ */
 
 typedef struct {
@@ -392,9 +404,111 @@ static PyObject *detector_detect(PyObject *obj, PyObject *args, PyObject *kwargs
     return list;
 }
 
+/* The n-th (1-based) face of `image` with its landmarks, as `animegan fuse` picks it. */
+static int pick_face(DetectorObject *d, const ag_image *image, const char *which, int n,
+                     ag_face *faces, ag_face *out, ag_error *err) {
+    ag_face_options fo = {.max_faces = AG_FACE_MAX};
+    int count = 0;
+    int rc = ag_faces_detect(d->detector, image, &fo, faces, AG_FACE_MAX, &count, NULL, err);
+    if (rc)
+        return rc;
+    if (count == 0 || n > count) {
+        snprintf(err->message, sizeof err->message, "%s: face %d asked, %d found", which, n, count);
+        return err->code = AG_E_ARG;
+    }
+    *out = faces[n - 1];
+    if (!out->has_landmarks) {
+        snprintf(err->message, sizeof err->message,
+                 "%s: the face has no landmarks (FaceMesh did not confirm it)", which);
+        return err->code = AG_E_ARG;
+    }
+    return AG_OK;
+}
+
+typedef struct fuse_args {
+    const ag_image *source, *target;
+    int source_face, target_face;
+    ag_fuse_options options;
+} fuse_args;
+
+static int fuse(DetectorObject *d, const fuse_args *a, ag_image *out, ag_error *err) {
+    ag_face *faces = ag_malloc(sizeof *faces * (AG_FACE_MAX + 2));
+    if (!faces) {
+        snprintf(err->message, sizeof err->message, "out of memory");
+        return err->code = AG_E_NOMEM;
+    }
+    ag_face *sf = faces + AG_FACE_MAX, *tf = sf + 1;
+    int rc = pick_face(d, a->source, "source", a->source_face, faces, sf, err);
+    rc = rc ? rc : pick_face(d, a->target, "target", a->target_face, faces, tf, err);
+    rc = rc ? rc : ag_face_fuse(a->source, sf, a->target, tf, &a->options, out, NULL, err);
+    ag_free(faces);
+    return rc;
+}
+
+static int parse_fuse_mode(const char *text) {
+    return !strcmp(text, "normal")    ? AG_FUSE_NORMAL
+           : !strcmp(text, "blend")   ? AG_FUSE_BLEND
+           : !strcmp(text, "overlay") ? AG_FUSE_OVERLAY
+                                      : -1;
+}
+
+static PyObject *detector_fuse(PyObject *obj, PyObject *args, PyObject *kwargs) {
+    DetectorObject *self = (DetectorObject *)obj;
+    static char *keywords[] = {"source",      "target",        "source_face", "target_face",
+                               "shape_ratio", "texture_ratio", "mode",        "smooth",
+                               "brightness",  "contrast",      "saturation",  "size",
+                               NULL};
+    PyObject *source, *target;
+    const char *mode = "normal";
+    fuse_args a = {.source_face = 1, .target_face = 1};
+    ag_fuse_options_init(&a.options);
+    ag_fuse_options *o = &a.options;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|iiffsffffi", keywords, &source, &target,
+                                     &a.source_face, &a.target_face, &o->shape_ratio,
+                                     &o->texture_ratio, &mode, &o->smooth, &o->brightness,
+                                     &o->contrast, &o->saturation, &o->size))
+        return NULL;
+    int m = parse_choice(mode, parse_fuse_mode, "mode", "normal, blend or overlay");
+    if (m < 0)
+        return NULL;
+    o->mode = (ag_fuse_mode)m;
+    if (a.source_face < 1 || a.target_face < 1 || a.source_face > AG_FACE_MAX ||
+        a.target_face > AG_FACE_MAX)
+        return input_error("source_face and target_face: 1 to 64 (largest first)");
+    if (!self->detector)
+        return PyErr_SetString(PyExc_RuntimeError, "Detector not created"), NULL;
+    Py_buffer sv, tv;
+    ag_image s, t, out = {0};
+    if (image_from_object(source, &sv, &s))
+        return NULL;
+    if (image_from_object(target, &tv, &t)) {
+        PyBuffer_Release(&sv);
+        return NULL;
+    }
+    a.source = &s, a.target = &t;
+    int busy = claim(&self->busy, "detector"), rc = AG_OK;
+    ag_error err = {0};
+    if (!busy) {
+        PyThreadState *ts = PyEval_SaveThread();
+        rc = fuse(self, &a, &out, &err);
+        PyEval_RestoreThread(ts);
+        atomic_store(&self->busy, 0);
+    }
+    PyBuffer_Release(&tv);
+    PyBuffer_Release(&sv);
+    if (busy)
+        return NULL; /* claim's RuntimeError */
+    if (rc)
+        return ag_image_fini(&out), raise_error(&err, AT_RUN);
+    return pixels_new(&out);
+}
+
 static PyMethodDef detector_methods[] = {
     {"detect", (PyCFunction)(void (*)(void))detector_detect, METH_VARARGS | METH_KEYWORDS,
      "detect(image, min_score=0.6, max_faces=8, landmarks=True, single_pass=False) -> list"},
+    {"fuse", (PyCFunction)(void (*)(void))detector_fuse, METH_VARARGS | METH_KEYWORDS,
+     "fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_ratio=0.7, "
+     "mode='normal', smooth=0, brightness=0, contrast=0, saturation=0, size=0) -> Pixels"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -422,18 +536,6 @@ typedef struct {
 } EngineObject;
 
 static PyTypeObject *EngineType;
-
-/* Text option -> enum through the library's own parser; -1 (with InputError) when unknown. */
-static int parse_choice(const char *text, int (*parse)(const char *), const char *what,
-                        const char *allowed) {
-    int value = parse(text);
-    if (value < 0) {
-        char message[160];
-        snprintf(message, sizeof message, "%s: '%.32s' is not %s", what, text, allowed);
-        input_error(message);
-    }
-    return value;
-}
 
 static int parse_backend(const char *text) {
     return !strcmp(text, "onednn")      ? AG_BACKEND_ONEDNN

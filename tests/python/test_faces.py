@@ -35,3 +35,34 @@ def test_faces_options_and_no_face():
     assert quick and quick[0]["landmarks"] is None
     assert animegan.faces(np.zeros((64, 64, 3), np.uint8)) == []
     assert animegan.faces(np.zeros((1, 1, 3), np.uint8)) == []
+
+
+def test_fuse_equals_cli(tmp_path):
+    src = os.path.join(DATA, "generated", "fuse", "source.jpg")
+    dst = os.path.join(DATA, "astronaut.png")
+    want = tmp_path / "cli.png"
+    run = cli("fuse", "--source", src, "--target", dst, "-o", str(want), "--size", "384",
+              "--mode", "blend", "-t", "2")
+    assert run.returncode == 0, run.stderr
+    source = animegan.decode(open(src, "rb").read())
+    with Image.open(dst) as im:
+        target = im.convert("RGB")
+    got = animegan.fuse(source, target, size=384, mode="blend")
+    assert isinstance(got, Image.Image) and got.size == (384, 384)
+    with Image.open(want) as im:
+        assert np.array_equal(np.asarray(got), np.asarray(im))
+
+
+def test_fuse_errors():
+    import pytest
+
+    face = animegan.decode(open(os.path.join(DATA, "astronaut.png"), "rb").read())
+    blank = np.zeros((64, 64, 3), np.uint8)
+    with pytest.raises(animegan.InputError, match="source: face 1 asked, 0 found"):
+        animegan.fuse(blank, face)
+    with pytest.raises(animegan.InputError, match="target: face 2 asked, 1 found"):
+        animegan.fuse(face, face, target_face=2)
+    with pytest.raises(animegan.InputError, match="mode"):
+        animegan.fuse(face, face, mode="mix")
+    with pytest.raises(animegan.InputError):
+        animegan.fuse(face, face, shape_ratio=2.0)
