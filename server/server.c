@@ -420,7 +420,8 @@ static int server_start(ag_server *s) {
         return -1;
     }
     /* The bound first: an absurd one (a model's arena of petabytes) is refused before any
-     * worker tries to plan it. Its base is measured again once the workers exist. */
+     * worker tries to plan it. Its base is measured again once the workers exist (their
+     * engines and the job runner are part of it). */
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
     ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
     char formula[640];
@@ -436,8 +437,7 @@ static int server_start(ag_server *s) {
         ag_workers_stop(s);
         return -1;
     }
-    ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
-    ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
+    ag_budget_rebase(&s->budget, ag_process_rss_bytes());
     ag_budget_format(&s->budget, formula, sizeof formula);
     if (memory_bound_check(s, formula) != 0) {
         ag_jobs_stop(s);
