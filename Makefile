@@ -38,7 +38,8 @@ PKG_LIBS := $(shell pkg-config --libs $(LINK_PKGS) 2>/dev/null)
 WARNINGS = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wdouble-promotion
 CFLAGS ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARNINGS) -fopenmp -pthread $(SAN_FLAGS) \
+# -fPIC: the Python extension (python/) links libanimegan.a into a shared object.
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARNINGS) -fopenmp -pthread -fPIC $(SAN_FLAGS) \
              -Iinclude $(PKG_CFLAGS) -DAG_SOURCE_DIR='"$(CURDIR)"'
 LDLIBS = $(PKG_LIBS) -ldnnl -lm
 ALL_LDFLAGS = $(LDFLAGS) -fopenmp -pthread $(SAN_FLAGS)
@@ -146,11 +147,11 @@ load: check-deps $(BUILD)/animegan
 	BUILD=$(BUILD) bench/load.sh $(LOAD_ARGS)
 
 format:
-	clang-format -i $$(find include src cli server tests tools fuzz -name '*.[ch]')
+	clang-format -i $$(find include src cli server tests tools fuzz python/animegan -name '*.[ch]')
 
 # What CI checks: every C file as clang-format would write it.
 format-check:
-	clang-format --dry-run -Werror $$(find include src cli server tests tools fuzz -name '*.[ch]')
+	clang-format --dry-run -Werror $$(find include src cli server tests tools fuzz python/animegan -name '*.[ch]')
 
 clean:
 	rm -rf build

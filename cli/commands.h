@@ -24,6 +24,7 @@ int ag_cli_convert(int argc, char **argv);
 int ag_cli_bench(int argc, char **argv);
 int ag_cli_models(int argc, char **argv);
 int ag_cli_faces(int argc, char **argv);
+int ag_cli_fuse(int argc, char **argv);
 
 /* The HTTP service, provided by server/; same argv convention and exit statuses. */
 extern int ag_server_main(int argc, char **argv);

@@ -17,6 +17,8 @@ static void print_help(void) {
           "  convert INPUT... -o OUTPUT   stylise images (see 'animegan convert --help')\n"
           "  models                       list the bundled models and their licences\n"
           "  faces IMAGE... [--json]      the faces found (see 'animegan faces --help')\n"
+          "  fuse --source S --target T -o OUTPUT\n"
+          "                               fuse a face into a photo (see 'animegan fuse --help')\n"
           "  bench                        time the generator, print JSON "
           "(see 'animegan bench --help')\n"
           "  serve                        run the HTTP service (see 'animegan serve --help')\n"
@@ -66,7 +68,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"convert", ag_cli_convert}, {"models", ag_cli_models}, {"faces", ag_cli_faces},
-    {"bench", ag_cli_bench},     {"serve", ag_server_main},
+    {"bench", ag_cli_bench},     {"serve", ag_server_main}, {"fuse", ag_cli_fuse},
 };
 
 /* The options and words that need no image library: answered before starting it. */

@@ -212,6 +212,16 @@ int ag_image_decode(const void *data, size_t size, const char *label,
 int ag_image_decode_file(const char *path, const ag_decode_options *options, ag_image *out,
                          ag_error *err);
 
+/*
+ * What ag_image_decode does after decoding, on an image already in memory (RGB or RGBA, e.g.
+ * an array of the Python package): the portrait crop or the max_side downscale of `options`
+ * (max_pixels and the minimum side checked as for a file), with the same resampling, so the
+ * pixels equal those of decoding a lossless file of `in`. `out` is a new image (a copy even
+ * when nothing changes), owned by the caller; `in` is only read.
+ */
+int ag_image_shape(const ag_image *in, const ag_decode_options *options, const char *label,
+                   ag_image *out, ag_error *err);
+
 typedef enum ag_format {
     AG_FORMAT_PNG = 0,
     AG_FORMAT_JPEG,
@@ -349,6 +359,64 @@ int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag
 int ag_stylize_paste_faces(ag_engine *engine, ag_engine *face_engine, const ag_image *in,
                            const ag_face *faces, int count, int size, ag_image *out, ag_error *err);
 
+/* ---- face fusion (src/face/fuse*.c) ------------------------------------------------------- */
+
+/*
+ * A source face fused into a target photo (the classical landmark way): the source's 468
+ * landmarks similarity-aligned (Procrustes) onto the target's and interpolated with them by
+ * shape_ratio; both images warped piecewise-affinely onto that geometry over a Delaunay
+ * triangulation of the landmarks plus a ring round the face; the source's colours moved to
+ * the target's (mean and spread in CIE Lab over the skin); textures mixed by texture_ratio
+ * (the eyes and the mouth's inside taken whole from one face, so nothing doubles or
+ * smears); adjustments; then blended in by mode. Only the pixels inside the ring (the hull
+ * of the target's and the fused oval plus a feather of ~6% of the face) can change.
+ */
+typedef enum ag_fuse_mode {
+    AG_FUSE_NORMAL = 0, /* Poisson (seamless) blending over the face, feathered edge */
+    AG_FUSE_BLEND,      /* no Poisson: the colour-matched face over a wider feather */
+    AG_FUSE_OVERLAY,    /* the fused face's lightness over the target's chroma, seamless */
+} ag_fuse_mode;
+
+typedef struct ag_fuse_options {
+    float shape_ratio;   /* 0-1: 0 the target's geometry, 1 the source's */
+    float texture_ratio; /* 0-1: how much of the source's skin and features replaces the target's */
+    ag_fuse_mode mode;
+    float smooth;     /* skin smoothing, 0-1 */
+    float brightness; /* -1..1, on the fused face (lightness +-25) */
+    float contrast;   /* -1..1: lightness spread about the face's mean, x(1 + c) */
+    float saturation; /* -1..1: chroma x(1 + s) */
+    int size;         /* output long side in px (the target resized first, Keys cubic with
+                         a box prefilter); 0: the target's own size; else 64-4096 */
+} ag_fuse_options;
+
+/* The defaults: both ratios 0.7, normal mode, no adjustments. */
+void ag_fuse_options_init(ag_fuse_options *options);
+
+/* The stages of one fusion, wall time in ms. */
+typedef struct ag_fuse_timing {
+    double geometry_ms; /* alignment, interpolation, triangulation */
+    double warp_ms;     /* both images onto the fused geometry */
+    double color_ms;    /* Lab, transfer, mixing, adjustments */
+    double blend_ms;    /* Poisson solve and compositing */
+    double total_ms;
+    int region_px;  /* pixels of the ring's window */
+    int face_px;    /* pixels of the Poisson region */
+    int cycles;     /* multigrid V-cycles of the solve */
+    float residual; /* its final max residual (grey levels) */
+} ag_fuse_timing;
+
+/*
+ * *out <- a copy of `target` (RGB or RGBA; alpha is kept; resized to options->size) with
+ * `source_face` of `source` fused into `target_face` (coordinates of `target` as given). Both faces
+ * need landmarks (has_landmarks) and a box of at least 64 px (AG_E_ARG naming which face
+ * otherwise); options NULL: the defaults; option values out of range are AG_E_ARG. Both ratios 0
+ * (and no resize): out is target bit for bit. timing may be NULL. `out` is the caller's
+ * (ag_image_fini). Thread-safe (no shared state).
+ */
+int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_image *target,
+                 const ag_face *target_face, const ag_fuse_options *options, ag_image *out,
+                 ag_fuse_timing *timing, ag_error *err);
+
 /* ---- video and animated images --------------------------------------------------------- */
 
 /*
@@ -417,6 +485,12 @@ typedef struct ag_video_options {
     void *progress_user;
     ag_video_stylize_fn stylize; /* NULL: ag_stylize with the engine passed to the call */
     void *stylize_user;
+    /* Polled between demuxed packets (the reader thread, so it must be thread-safe), also
+     * where no frame is stylised (sound after the last frame): nonzero cancels. NULL: none. */
+    int (*cancelled)(void *user);
+    void *cancelled_user;
+    size_t max_output_bytes; /* fail (AG_E_LIMIT) when the output grows past it; 0 = none */
+    int private_output;      /* 1: the result is created 0600 (a spool), else 0644 */
 } ag_video_options;
 
 void ag_video_options_init(ag_video_options *options);

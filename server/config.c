@@ -164,6 +164,12 @@ static const opt_def options[] = {
      "507"},
     {"job-ttl", "S", K_SECONDS, 1, 2592000, 0, AT(jobs.ttl_s), NULL, NULL, "3600",
      "finished jobs and their results are removed S seconds after they finish"},
+    {"max-video-frames", "N", K_INT, 1, 1e9, 0, AT(jobs.max_frames), NULL, NULL, "36000",
+     "most frames of a video job, from its header (MP4 sample tables, WebP frames) and as "
+     "decoded; 413 before a frame is decoded"},
+    {"max-job-megapixels", "N", K_SCALED, 0, 1e9, 1, AT(jobs.max_work_mpx), NULL, NULL, "20000",
+     "most work per video job: frames x output pixels (after max_side), in millions; 413 from "
+     "the header; 0 = no bound"},
 };
 
 enum { OPTION_COUNT = sizeof options / sizeof options[0] };

@@ -80,8 +80,9 @@ static int valid_request_id(const char *s) {
 }
 
 static ag_route route_of(const char *url) {
-    if (!strcmp(url, "/api/v1/convert") || !strcmp(url, "/api/v1/faces"))
-        return AG_ROUTE_CONVERT; /* /faces: the same admission and queue, a JSON answer */
+    if (!strcmp(url, "/api/v1/convert") || !strcmp(url, "/api/v1/faces") ||
+        !strcmp(url, "/api/v1/fuse")) /* fuse: one queue slot per fusion (server/fuse.c) */
+        return AG_ROUTE_CONVERT;      /* /faces: the same admission and queue, a JSON answer */
     if (!strcmp(url, "/api/v1/models"))
         return AG_ROUTE_MODELS;
     if (!strcmp(url, "/api/v1/status"))
@@ -138,6 +139,7 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     r->cache_hit = -1;
     r->faces = -1;
     r->options.faces_only = !strcmp(url, "/api/v1/faces");
+    r->options.fuse = !strcmp(url, "/api/v1/fuse");
     snprintf(r->method, sizeof r->method, "%s", method);
     /* Our ids are 128 random bits, so /api/v1/status?request_id= cannot be walked to read
      * other clients' queue state (they were a counter). A client's own id is kept for the
@@ -629,9 +631,9 @@ static const char *origin_form(const char *url) {
  * bytes is seen only at the idle timeout (17 packets every 30 s held every slot). Shutting
  * the socket down here makes MHD read the end at once and complete the request.
  */
-static void watch_add(ag_server *s, ag_request *r) {
+void ag_http_watch_add(ag_server *s, ag_request *r) {
     pthread_mutex_lock(&s->watch_lock);
-    for (int i = 0; i < s->admit_limit; i++) {
+    for (int i = 0; i < s->watch_cap; i++) {
         if (!s->watch[i]) {
             s->watch[i] = r;
             r->watched = i + 1;
@@ -674,7 +676,7 @@ void ag_http_watch(ag_server *s) {
     const ag_server_config *c = &s->config;
     uint64_t now = ag_now_us();
     pthread_mutex_lock(&s->watch_lock);
-    for (int i = 0; i < s->admit_limit; i++) {
+    for (int i = 0; i < s->watch_cap; i++) {
         ag_request *r = s->watch[i];
         if (!r || atomic_load(&r->cut) != AG_CUT_NONE)
             continue;
@@ -684,7 +686,8 @@ void ag_http_watch(ag_server *s) {
             size_t got = atomic_load(&r->received);
             if (fd_gone(r->fd))
                 cut(r, AG_CUT_GONE);
-            else if (elapsed > (uint64_t)c->timeout_s * 1000000u)
+            else if (elapsed >
+                     (r->upload_limit_us ? r->upload_limit_us : (uint64_t)c->timeout_s * 1000000u))
                 cut(r, AG_CUT_DEADLINE);
             else if (c->min_upload_rate && elapsed > UPLOAD_RATE_GRACE_US &&
                      (double)got < (double)c->min_upload_rate * ((double)elapsed / 1e6))
@@ -713,7 +716,13 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
                                    const char *value) {
     (void)kind;
     option_walk *w = cls;
-    if (ag_convert_option_set(w->opts, &w->seen, key, value, w->s->model_names, w->s->model_count,
+    int fuse = w->opts->fuse ? ag_fuse_option_set(w->opts, key, value, &w->err) : 1;
+    if (fuse < 0) {
+        w->failed = 1;
+        return MHD_NO;
+    }
+    if (fuse == 1 &&
+        ag_convert_option_set(w->opts, &w->seen, key, value, w->s->model_names, w->s->model_count,
                               w->s->config.max_side, &w->err) != 0) {
         w->failed = 1;
         return MHD_NO;
@@ -767,9 +776,9 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
         return;
     }
     option_walk w = {.s = s, .opts = &r->options};
-    int faces_only = r->options.faces_only;
+    int faces_only = r->options.faces_only, fuse = r->options.fuse;
     ag_convert_options_init(&r->options, c->max_side);
-    r->options.faces_only = faces_only;
+    r->options.faces_only = faces_only, r->options.fuse = fuse;
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &w);
     if (!w.failed && ag_convert_options_check(&r->options, &w.err) != 0)
         w.failed = 1;
@@ -812,7 +821,7 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
         return;
     }
     r->admitted = 1;
-    watch_add(s, r);
+    ag_http_watch_add(s, r);
     size_t want =
         r->declared_size == SIZE_MAX
             ? (CHUNKED_INITIAL < c->max_upload_bytes ? CHUNKED_INITIAL : c->max_upload_bytes)
@@ -866,8 +875,9 @@ static int convert_chunk(ag_server *s, ag_request *r, const char *data, size_t n
 
 static void convert_complete(ag_server *s, struct MHD_Connection *conn, ag_request *r) {
     ag_reply_error e;
-    if (ag_upload_image(r->body, r->body_size, r->body_kind, r->boundary, &r->image, &r->image_size,
-                        &e) != 0) {
+    if (r->options.fuse ? ag_fuse_uploads(r, &e) != 0
+                        : ag_upload_image(r->body, r->body_size, r->body_kind, r->boundary,
+                                          &r->image, &r->image_size, &e) != 0) {
         reply_reply_error(r, &e);
         atomic_store(&r->state, AG_REQ_DONE);
         return;
@@ -1117,7 +1127,9 @@ static int listen_socket(const struct addrinfo *ai) {
 int ag_http_start(ag_server *s, ag_error *err) {
     const ag_server_config *c = &s->config;
     pthread_mutex_init(&s->watch_lock, NULL);
-    s->watch = ag_calloc((size_t)s->admit_limit, sizeof *s->watch);
+    /* Admitted requests, and video job uploads (each holds a job slot). */
+    s->watch_cap = s->admit_limit + (c->jobs.dir ? c->jobs.max_jobs : 0);
+    s->watch = ag_calloc((size_t)s->watch_cap, sizeof *s->watch);
     if (!s->watch) {
         err->code = AG_E_NOMEM;
         snprintf(err->message, sizeof err->message, "out of memory");

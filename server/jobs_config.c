@@ -19,6 +19,8 @@ void ag_jobs_config_defaults(ag_jobs_config *c) {
     c->max_jobs = 16;
     c->quota_bytes = (size_t)2048 << 20;
     c->ttl_s = 3600;
+    c->max_frames = 36000;   /* 10 minutes at 60 fps */
+    c->max_work_mpx = 20000; /* 10 minutes at 30 fps of 1024x1024 frames (~19,000) */
 }
 
 size_t ag_jobs_budget_bytes(const ag_server_config *c) {

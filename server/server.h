@@ -48,13 +48,15 @@ typedef enum ag_log_format { AG_LOG_LOGFMT = 0, AG_LOG_JSON } ag_log_format;
 
 /* Video jobs (jobs.c): off unless dir is set. */
 typedef struct ag_jobs_config {
-    const char *dir;    /* --jobs-dir: the spool */
-    size_t max_bytes;   /* --max-video-mb */
-    double max_seconds; /* --max-video-seconds, from the container header */
-    size_t max_pixels;  /* --max-video-pixels: frame size, from the header (and --max-pixels) */
-    int max_jobs;       /* --max-jobs: queued + running + finished, held at once */
-    size_t quota_bytes; /* --jobs-quota-mb: spool bytes */
-    double ttl_s;       /* --job-ttl: finished jobs are removed after this */
+    const char *dir;     /* --jobs-dir: the spool */
+    size_t max_bytes;    /* --max-video-mb */
+    double max_seconds;  /* --max-video-seconds, from the container header */
+    size_t max_pixels;   /* --max-video-pixels: frame size, from the header (and --max-pixels) */
+    int max_jobs;        /* --max-jobs: queued + running + finished, held at once */
+    size_t quota_bytes;  /* --jobs-quota-mb: spool bytes */
+    double ttl_s;        /* --job-ttl: finished jobs are removed after this */
+    int max_frames;      /* --max-video-frames: declared or decoded, per job */
+    size_t max_work_mpx; /* --max-job-megapixels: frames x output pixels / 1e6, per job */
 } ag_jobs_config;
 
 void ag_jobs_config_defaults(ag_jobs_config *c);
@@ -110,6 +112,10 @@ typedef struct ag_convert_options {
     int max_side;     /* <= the server's --max-side */
     ag_format format;
     int quality; /* 1..100 */
+    /* POST /api/v1/fuse (fuse.c): the fusion's options and which face of each image */
+    int fuse;
+    ag_fuse_options fusion;
+    int source_face, target_face; /* 1 = the largest */
 } ag_convert_options;
 
 #define AG_DEFAULT_QUALITY 90
@@ -285,7 +291,8 @@ typedef struct ag_request {
     int watched;  /* index + 1 in the server's watch table, 0 when not in it */
     /* Why the watcher (main thread) cut the connection, AG_CUT_*; read at completion. */
     atomic_int cut;
-    _Atomic size_t received; /* body bytes so far, for the watcher's rate check */
+    _Atomic size_t received;  /* body bytes so far, for the watcher's rate check */
+    uint64_t upload_limit_us; /* the upload's deadline after its headers; 0: --timeout */
 
     /* upload */
     ag_body_kind body_kind;
@@ -297,8 +304,10 @@ typedef struct ag_request {
     int closed_by_us;     /* we closed the connection on purpose (status says why) */
     int close;            /* answer with Connection: close (a framing error) */
     void *video_upload;   /* POST /api/v1/jobs in progress (jobs.c), released at completion */
-    const uint8_t *image; /* slice of body */
+    const uint8_t *image; /* slice of body (fuse: the source) */
     size_t image_size;
+    const uint8_t *image2; /* fuse: the target, a slice of body */
+    size_t image2_size;
     ag_convert_options options;
 
     /* result, written by whoever owns the job, read by the MHD thread after resume */
@@ -543,6 +552,17 @@ typedef struct ag_worker {
 /* Before running `model` (and `face_model`, -1 for none) on w: the worker's other engines
  * give back their arenas (ag_engine_release), so at most two are planned at once. */
 void ag_worker_use_models(ag_worker *w, int model, int face_model);
+
+/* ---- POST /api/v1/fuse (fuse.c) ---- */
+/* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,
+ * contrast, saturation, size, source_face, target_face): 0 set, -1 bad (err), 1 not one. */
+int ag_fuse_option_set(ag_convert_options *opts, const char *key, const char *value,
+                       ag_reply_error *err);
+/* r->image, r->image2 <- the `source` and `target` parts of the multipart body; 0 or -1. */
+int ag_fuse_uploads(ag_request *r, ag_reply_error *err);
+/* The job on a worker: 1 done (r->out set; the caller finishes), 0 failed (already). */
+int ag_worker_fuse(ag_worker *w, ag_request *r);
+
 /* Start every worker and wait until each created its engines. 0 or -1 (message in err). */
 int ag_workers_start(ag_server *s, ag_error *err);
 /* Close the queue and join (each worker finishes its current job first). */
@@ -614,7 +634,8 @@ struct ag_server {
 
     /* Admitted requests, watched by the main thread (ag_http_watch): capacity admit_limit. */
     pthread_mutex_t watch_lock;
-    ag_request **watch;
+    ag_request **watch; /* watch_cap: admission slots plus --max-jobs uploads */
+    int watch_cap;
     ag_log_library_ctx library_log;
 };
 
@@ -635,6 +656,9 @@ void ag_http_stop(ag_server *s);
  * queue + workers entries, one poll() each.
  */
 void ag_http_watch(ag_server *s);
+/* Put a request under the watch (a video job's upload; admitted requests are added by
+ * http.c); removed in the completion callback. */
+void ag_http_watch_add(ag_server *s, ag_request *r);
 /* Whether the client of a suspended request has closed its connection (workers ask before
  * decoding and before inference). */
 int ag_request_client_gone(const ag_request *r);

@@ -19,38 +19,78 @@ static void media_type(const char *ct, char *out, size_t cap) {
     out[j] = '\0';
 }
 
+static int boundary_char_ok(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           strchr("'()+_,-./:=? ", c) != NULL;
+}
+
+/* One parameter value at p (a token, or a quoted-string with its backslash escapes undone,
+ * RFC 9110 5.6.6) into out (cap bytes, NULL: skipped); returns the end, or NULL when
+ * malformed or too long. */
+static const char *param_value(const char *p, char *out, size_t cap, size_t *len) {
+    size_t n = 0;
+    if (*p == '"') {
+        for (p++; *p && *p != '"'; p++) {
+            if (*p == '\\' && p[1])
+                p++;
+            if (out && n + 1 >= cap)
+                return NULL;
+            if (out)
+                out[n] = *p;
+            n++;
+        }
+        if (*p != '"')
+            return NULL;
+        p++;
+    } else {
+        for (; *p && *p != ';' && *p != ' ' && *p != '\t'; p++) {
+            if (out && n + 1 >= cap)
+                return NULL;
+            if (out)
+                out[n] = *p;
+            n++;
+        }
+    }
+    if (out)
+        out[n] = '\0';
+    *len = n;
+    return p;
+}
+
 /* The boundary parameter of a multipart Content-Type (RFC 2046 §5.1.1: 1..70 characters
- * from a restricted set, quoted when it has spaces or specials). */
+ * from a restricted set, quoted when it has spaces or specials). Parameters are walked one
+ * by one, so a "boundary=" inside an earlier quoted value is that value's text, not ours. */
 static int boundary_param(const char *ct, char out[AG_BOUNDARY_BYTES]) {
-    const char *p = ct;
-    while ((p = strchr(p, ';')) != NULL) {
+    const char *p = strchr(ct, ';');
+    int found = 0;
+    while (p && *p == ';') {
         p++;
         while (*p == ' ' || *p == '\t')
             p++;
-        if (strncasecmp(p, "boundary=", 9) != 0)
-            continue;
-        p += 9;
-        int quoted = *p == '"';
-        if (quoted)
-            p++;
+        size_t name = strcspn(p, "=; \t");
+        if (p[name] != '=')
+            return -1; /* a parameter without a value */
+        int ours = name == 8 && !strncasecmp(p, "boundary", 8);
+        if (ours && found)
+            return -1; /* given twice: which one? */
         size_t n = 0;
-        while (*p && (quoted ? *p != '"' : (*p != ';' && *p != ' ' && *p != '\t'))) {
-            unsigned char c = (unsigned char)*p;
-            int ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                     strchr("'()+_,-./:=? ", c) != NULL;
-            if (!ok || n >= 70)
+        p = param_value(p + name + 1, ours ? out : NULL, ours ? 71 : 0, &n);
+        if (!p)
+            return -1;
+        if (ours) {
+            for (size_t i = 0; i < n; i++)
+                if (!boundary_char_ok((unsigned char)out[i]))
+                    return -1;
+            if (n == 0 || out[n - 1] == ' ')
                 return -1;
-            out[n++] = (char)c;
-            p++;
+            found = 1;
         }
-        if (quoted && *p != '"')
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p && *p != ';')
             return -1;
-        if (n == 0 || out[n - 1] == ' ')
-            return -1;
-        out[n] = '\0';
-        return 0;
     }
-    return -1;
+    return found ? 0 : -1;
 }
 
 int ag_upload_content_type(const char *content_type, ag_body_kind *kind,

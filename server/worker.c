@@ -144,6 +144,8 @@ static int convert(ag_worker *w, ag_request *r) {
     ag_error err = {0};
     ag_cache_key key;
 
+    if (o->fuse)
+        return ag_worker_fuse(w, r);
     /* Face results carry X-Faces: they are not cached. */
     int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only;
     if ((o->paste_faces || o->faces_only) && !w->faces) {

@@ -15,6 +15,7 @@
  *   reference  every node on its own with the plain kernels (graph/interpret.c): the oracle.
  */
 #include "engine_internal.h"
+#include "graph/ops.h"
 
 #include <limits.h>
 #include <math.h>
@@ -24,9 +25,18 @@
 
 /* ---- lowering: groups, made once per model --------------------------------------------- */
 
-static int is_norm(ag_op op) {
-    return op == AG_OP_LAYER_NORM || op == AG_OP_INSTANCE_NORM || op == AG_OP_LADE ||
-           op == AG_OP_AFFINE;
+/* The op table's fusion class of node n's op. */
+static ag_fusion fusion_of(const ag_node *n) {
+    return ag_op_desc_of(n->op)->fusion;
+}
+
+static int is_norm(const ag_node *n) {
+    return fusion_of(n) == AG_FUSE_NORM;
+}
+
+/* Whether node n reads the data of its input j (a resize's `like` gives only a size). */
+static int reads_src(const ag_node *n, int j) {
+    return n->src[j] >= 0 && !(ag_op_desc_of(n->op)->size_only & (1u << j));
 }
 
 typedef struct lowering {
@@ -41,9 +51,9 @@ static void count_consumers(lowering *lw) {
     memset(lw->consumers, 0, sizeof lw->consumers);
     /* A resize's second input gives only its size: no reader of its data. */
     for (int i = 0; i < g->count; i++)
-        for (int j = 0; j < (g->nodes[i].op == AG_OP_RESIZE ? 1 : 2); j++)
-            if (g->nodes[i].in[j] >= 0)
-                lw->consumers[g->nodes[i].in[j]]++;
+        for (int j = 0; j < AG_NODE_MAX_SRC; j++)
+            if (reads_src(&g->nodes[i], j))
+                lw->consumers[g->nodes[i].src[j]]++;
     for (int o = 0; o < g->output_count; o++)
         lw->consumers[g->outputs[o]]++;
 }
@@ -58,14 +68,14 @@ static int group_valued(const ag_engine *e, const lowering *lw, int x) {
 static int can_extend(const ag_engine *e, const lowering *lw, int gi, const ag_node *n, int other) {
     const ag_group *gr = &e->groups[gi];
     const ag_node *head = &lw->g->nodes[gr->head];
-    if (head->op != AG_OP_CONV || lw->consumers[gr->tail] != 1)
+    if (fusion_of(head) != AG_FUSE_CONV || lw->consumers[gr->tail] != 1)
         return 0;
-    if (is_norm(n->op))
+    if (is_norm(n))
         return gr->norm < 0 && gr->pre_slope == 1.0f && gr->residual < 0;
-    if (n->op == AG_OP_LRELU || n->op == AG_OP_RELU)
+    if (fusion_of(n) == AG_FUSE_ACT)
         return gr->residual < 0 ? gr->pre_slope == 1.0f : gr->post_slope == 1.0f;
     /* The residual must exist when the chain is applied: a group before this one. */
-    if (n->op == AG_OP_ADD)
+    if (fusion_of(n) == AG_FUSE_ADD)
         return gr->residual < 0 && other > 0 && group_valued(e, lw, other) >= 0 &&
                group_valued(e, lw, other) < gi;
     return 0;
@@ -75,9 +85,9 @@ static void extend(ag_engine *e, lowering *lw, int gi, int node, int other) {
     ag_group *gr = &e->groups[gi];
     const ag_node *n = &lw->g->nodes[node];
     float slope = n->op == AG_OP_RELU ? 0.0f : n->alpha;
-    if (is_norm(n->op))
+    if (is_norm(n))
         gr->norm = node;
-    else if (n->op == AG_OP_ADD)
+    else if (fusion_of(n) == AG_FUSE_ADD)
         gr->residual = group_valued(e, lw, other);
     else if (gr->residual < 0)
         gr->pre_slope = slope;
@@ -102,12 +112,13 @@ static int new_group(ag_engine *e, lowering *lw, int node) {
 static int absorbable_resize(const ag_engine *e, const lowering *lw, int i) {
     const ag_graph *g = lw->g;
     const ag_node *n = &g->nodes[i];
-    if ((n->op != AG_OP_RESIZE && n->op != AG_OP_RESIZE2X) || lw->consumers[i] != 1 ||
-        group_valued(e, lw, n->in[0]) < 0)
+    if (fusion_of(n) != AG_FUSE_RESIZE || lw->consumers[i] != 1 ||
+        group_valued(e, lw, n->src[0]) < 0)
         return 0;
     for (int j = i + 1; j < g->count; j++)
-        if (g->nodes[j].in[0] == i || g->nodes[j].in[1] == i)
-            return g->nodes[j].op == AG_OP_CONV && g->nodes[j].in[0] == i;
+        for (int k = 0; k < AG_NODE_MAX_SRC; k++)
+            if (g->nodes[j].src[k] == i)
+                return fusion_of(&g->nodes[j]) == AG_FUSE_CONV && g->nodes[j].src[0] == i;
     return 0;
 }
 
@@ -117,16 +128,16 @@ static void resolve_sources(ag_engine *e, lowering *lw) {
     for (int gi = 0; gi < e->group_count; gi++) {
         ag_group *gr = &e->groups[gi];
         const ag_node *head = &g->nodes[gr->head];
-        if (head->op != AG_OP_CONV)
+        if (fusion_of(head) != AG_FUSE_CONV)
             continue;
-        int x = head->in[0];
+        int x = head->src[0];
         int padded = head->pad[0] || head->pad[1] || head->pad[2] || head->pad[3];
         if (x == 0) {
             gr->kind = AG_BAND_IMAGE;
         } else if (lw->virtual_resize[x]) {
             gr->kind = AG_BAND_RESIZE;
             gr->resize = x;
-            gr->src = group_valued(e, lw, g->nodes[x].in[0]);
+            gr->src = group_valued(e, lw, g->nodes[x].src[0]);
         } else {
             gr->kind = AG_BAND_RAW;
             gr->src = group_valued(e, lw, x);
@@ -162,9 +173,9 @@ static void plan_liveness(ag_engine *e, const lowering *lw) {
         const ag_node *head = &g->nodes[gr->head];
         if (gr->src >= 0)
             e->groups[gr->src].last_use = h;
-        if (head->op != AG_OP_CONV)
-            for (int j = 0; j < 2; j++) {
-                int src = head->in[j] > 0 ? group_valued(e, lw, head->in[j]) : -1;
+        if (fusion_of(head) != AG_FUSE_CONV)
+            for (int j = 0; j < AG_NODE_MAX_SRC; j++) {
+                int src = head->src[j] > 0 ? group_valued(e, lw, head->src[j]) : -1;
                 if (src >= 0)
                     e->groups[src].last_use = h;
             }
@@ -219,8 +230,8 @@ static void decide_q8(ag_engine *e, const lowering *lw) {
                            e->groups[gi].post_slope >= 0.0f;
     for (int h = 0; h < n; h++) {
         const ag_node *head = &g->nodes[e->groups[h].head];
-        for (int j = 0; j < 2 && head->op != AG_OP_CONV; j++) {
-            int src = head->in[j] > 0 ? group_valued(e, lw, head->in[j]) : -1;
+        for (int j = 0; j < AG_NODE_MAX_SRC && fusion_of(head) != AG_FUSE_CONV; j++) {
+            int src = head->src[j] > 0 ? group_valued(e, lw, head->src[j]) : -1;
             if (src >= 0)
                 e->groups[src].q8 = 0;
         }
@@ -252,14 +263,14 @@ static int lower_graph(ag_engine *e, ag_error *err) {
     int out = g->outputs[0];
     for (int i = 1; i < g->count; i++) {
         const ag_node *n = &g->nodes[i];
-        int a = n->in[0], b = n->in[1];
+        int a = n->src[0], b = n->src[1];
         int ga = group_valued(e, lw, a), gb = b > 0 ? group_valued(e, lw, b) : -1;
-        if (i == out && n->op == AG_OP_TANH && ga >= 0 && lw->consumers[i] == 1) {
+        if (i == out && fusion_of(n) == AG_FUSE_TANH && ga >= 0 && lw->consumers[i] == 1) {
             e->output_tanh = 1; /* applied by the output pass */
             lw->group_of[i] = ga;
         } else if (ga >= 0 && can_extend(e, lw, ga, n, b)) {
             extend(e, lw, ga, i, b);
-        } else if (n->op == AG_OP_ADD && gb >= 0 && can_extend(e, lw, gb, n, a)) {
+        } else if (fusion_of(n) == AG_FUSE_ADD && gb >= 0 && can_extend(e, lw, gb, n, a)) {
             extend(e, lw, gb, i, a);
         } else if (absorbable_resize(e, lw, i)) {
             lw->virtual_resize[i] = 1;
@@ -270,7 +281,7 @@ static int lower_graph(ag_engine *e, ag_error *err) {
     for (int o = 0; o < g->output_count; o++)
         e->output_groups[o] = group_valued(e, lw, g->outputs[o]);
     if (e->output_tanh)
-        e->output_groups[0] = group_valued(e, lw, g->nodes[out].in[0]);
+        e->output_groups[0] = group_valued(e, lw, g->nodes[out].src[0]);
     e->output_group = e->output_groups[0];
     int missing = 0;
     for (int o = 0; o < g->output_count; o++)
@@ -299,9 +310,11 @@ static int lower_graph(ag_engine *e, ag_error *err) {
         if (gr->kind != AG_BAND_IMAGE && g->nodes[gr->head].op == AG_OP_CONV && gr->src < 0)
             rc = ag_error_set(err, AG_E_INTERNAL, "conv \"%s\" reads no group",
                               g->nodes[gr->head].name);
-        if (g->nodes[gr->head].op != AG_OP_CONV && g->nodes[gr->head].in[0] == 0)
-            rc = ag_error_set(err, AG_E_UNSUPPORTED, "node \"%s\" (%s) reads the image directly",
-                              g->nodes[gr->head].name, ag_op_name(g->nodes[gr->head].op));
+        for (int j = 0; j < AG_NODE_MAX_SRC && g->nodes[gr->head].op != AG_OP_CONV; j++)
+            if (g->nodes[gr->head].src[j] == 0 && reads_src(&g->nodes[gr->head], j))
+                rc =
+                    ag_error_set(err, AG_E_UNSUPPORTED, "node \"%s\" (%s) reads the image directly",
+                                 g->nodes[gr->head].name, ag_op_name(g->nodes[gr->head].op));
         if (e->bf16 && gr->f32 && g->nodes[gr->head].op != AG_OP_CONV)
             rc = ag_error_set(err, AG_E_UNSUPPORTED,
                               "bf16 needs a graph of convolutions and LayerNorms; node \"%s\" "
@@ -343,7 +356,7 @@ static void plan_geometry(ag_engine *e) {
         const ag_node *head = &g->nodes[gr->head];
         ag_group_exec *x = &e->exec[gi];
         x->out = e->shapes[gr->head];
-        x->in = e->shapes[head->in[0]];
+        x->in = e->shapes[head->src[0] >= 0 ? head->src[0] : gr->head]; /* const: none */
         x->run_cut = 0; /* cut_runs starts afresh for each size */
         x->hp = x->in.h + head->pad[0] + head->pad[1];
         x->wp = x->in.w + head->pad[2] + head->pad[3];
@@ -1184,17 +1197,17 @@ static int quantize_weights(ag_engine *e, ag_error *err) {
 static void run_generic(ag_engine *e, int gi) {
     const ag_graph *g = &e->model->graph;
     const ag_node *head = head_of(e, gi);
-    const float *in[2] = {NULL, NULL};
-    for (int j = 0; j < (head->op == AG_OP_RESIZE ? 1 : 2); j++) /* a resize's in[1]: size */
-        if (head->in[j] > 0) {
+    const float *in[AG_NODE_MAX_SRC] = {NULL};
+    for (int j = 0; j < AG_NODE_MAX_SRC; j++) /* a resize's src[1]: its size only */
+        if (reads_src(head, j) && head->src[j] > 0) {
             int src = -1;
             for (int h = gi - 1; h >= 0 && src < 0; h--)
-                if (e->groups[h].tail == head->in[j])
+                if (e->groups[h].tail == head->src[j])
                     src = h;
             AG_ASSERT(src >= 0);
             in[j] = y_map(e, src);
         }
-    ag_node_run(head, e->shapes, e->groups[gi].head, in[0], in[1], y_map(e, gi),
+    ag_node_run(head, e->shapes, e->groups[gi].head, in, y_map(e, gi),
                 e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, 1, e->resize, e->threads);
     (void)g;
 }
@@ -1313,6 +1326,10 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
         resolved = *o;
         resolved.precision = choice.precision;
         o = &resolved;
+    } else if (o->backend == AG_BACKEND_ONEDNN) { /* an explicit one this CPU cannot run */
+        ag_precision_choice choice;
+        if (ag_precision_resolve(o->precision, o->backend, NULL, &choice) == AG_E_UNSUPPORTED)
+            return ag_error_set(err, AG_E_UNSUPPORTED, "%s", choice.note);
     }
     if (o->precision == AG_PRECISION_INT8 && o->backend == AG_BACKEND_REFERENCE)
         return ag_error_set(err, AG_E_UNSUPPORTED,

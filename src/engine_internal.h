@@ -151,11 +151,11 @@ static inline void *ag_engine_buffer(ag_engine *e, int id) {
     return e->arena + e->buffers[id].offset;
 }
 
-/* One node on whole fp32 maps (both backends): out <- op(in0 [, in1]); `scratch` holds
- * ag_node_scratch_floats floats. Matmuls on sgemm when `fast`. */
-void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const float *in0,
-                 const float *in1, float *out, float *scratch, int fast, ag_resize_mode resize,
-                 int threads);
+/* One node on whole fp32 maps (both backends), through its op's reference kernel:
+ * out <- op(src[0..]); `scratch` holds ag_node_scratch_floats floats. Matmuls on sgemm
+ * when `fast`. */
+void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const float *const *src,
+                 float *out, float *scratch, int fast, ag_resize_mode resize, int threads);
 size_t ag_node_scratch_floats(const ag_node *n, const ag_shape *shapes, int index);
 
 #endif

@@ -411,7 +411,8 @@ LEAK_CHECKED(test_crafted_tensors) {
     legacy_file(&scratch, &(fake_tensor){"w", 1, 0, {2}, {-1}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_FORMAT,
                          "not a non-negative int") == 0);
-    legacy_file(&scratch, &(fake_tensor){"w", 5, 0, {1, 1, 1, 1, 1}, {1, 1, 1, 1, 1}, {0, 0}}, 6);
+    /* A 5th axis only as a leading 1 (StyleGAN2's modulated conv weights), which is dropped. */
+    legacy_file(&scratch, &(fake_tensor){"w", 5, 0, {2, 1, 1, 1, 1}, {1, 1, 1, 1, 1}, {0, 0}}, 6);
     CHECK(expect_refusal(ag_pytorch_parse, scratch.bytes, scratch.len, AG_E_UNSUPPORTED,
                          "5 dimensions") == 0);
     /* An expanded tensor far larger than its storage must not be gathered. */

@@ -256,7 +256,7 @@ static int check_graph_form(const ag_tensor_set *set) {
     CHECK(graph.count >= 2 && graph.nodes[0].op == AG_OP_INPUT && graph.output_count == 1);
     for (int i = 1; i < graph.count; i++) {
         const ag_node *n = &graph.nodes[i];
-        CHECK_MSG(n->in[0] >= 0 && n->in[0] < i && n->in[1] < i, "node %d", i);
+        CHECK_MSG(n->src[0] >= 0 && n->src[0] < i && n->src[1] < i, "node %d", i);
         CHECK(!n->weight && !n->bias && !n->gamma && !n->beta);
         for (int t = 0; t < AG_NODE_TENSORS; t++)
             CHECK(n->tensor[t] >= -1 && n->tensor[t] < set->count);
@@ -285,7 +285,7 @@ LEAK_CHECKED(test_import_cute) {
     CHECK(count_graph_op(AG_OP_RESIZE2X) == 0 && count_graph_op(AG_OP_AFFINE) == 0);
     /* The first conv: NHWC pad (3 each side, reflect) folded across the transpose. */
     const ag_node *c0 = &graph.nodes[1];
-    CHECK(c0->op == AG_OP_CONV && c0->in[0] == 0 && c0->pad_mode == AG_PAD_REFLECT);
+    CHECK(c0->op == AG_OP_CONV && c0->src[0] == 0 && c0->pad_mode == AG_PAD_REFLECT);
     CHECK(c0->pad[0] == 3 && c0->pad[1] == 3 && c0->pad[2] == 3 && c0->pad[3] == 3);
     CHECK(!strcmp(c0->name, "generator/base/Conv/Conv2D"));
     const ag_tensor_ref *w = node_tensor(&set, 1, AG_T_WEIGHT);
@@ -304,7 +304,7 @@ LEAK_CHECKED(test_import_cute) {
             continue;
         CHECK(r->mode == AG_RESIZE_ASYMMETRIC);
         const ag_node *add = &graph.nodes[i + 3]; /* conv, lrelu, add */
-        CHECK_MSG(add->op == AG_OP_ADD && add->in[1] == r->in[1], "resize %d", i);
+        CHECK_MSG(add->op == AG_OP_ADD && add->src[1] == r->src[1], "resize %d", i);
         resizes++;
     }
     CHECK(resizes == 4);
@@ -312,7 +312,7 @@ LEAK_CHECKED(test_import_cute) {
      * output conv and tanh. */
     int lade = graph.count - 4;
     CHECK(graph.nodes[lade].op == AG_OP_LADE && graph.nodes[lade - 1].op == AG_OP_CONV);
-    CHECK(graph.nodes[lade].in[0] == lade - 1 && fabsf(graph.nodes[lade].eps - 1e-5f) < 1e-10f);
+    CHECK(graph.nodes[lade].src[0] == lade - 1 && fabsf(graph.nodes[lade].eps - 1e-5f) < 1e-10f);
     const ag_tensor_ref *lw = node_tensor(&set, lade, AG_T_WEIGHT);
     CHECK(lw && lw->ndim == 4 && lw->shape[0] == 16 && lw->shape[1] == 16 && lw->shape[2] == 1);
     CHECK(strstr(lw->name, "generator/main/Conv_11/weights"));
@@ -378,7 +378,7 @@ LEAK_CHECKED(test_import_mini) {
         CHECK(check_graph_form(&set) == 0);
         graph_ops(ops, sizeof ops);
         CHECK_MSG(!strcmp(ops, want), "%s: %s", files[f], ops);
-        CHECK(graph.nodes[8].in[1] == 2); /* resized like enc/conv0's activation */
+        CHECK(graph.nodes[8].src[1] == 2); /* resized like enc/conv0's activation */
         CHECK(graph.nodes[3].stride == 2 && graph.nodes[5].k == 1);
         CHECK(!strcmp(ag_tensor_set_meta_get(&set, "side_multiple"), "2"));
         /* fp16 weights read through a Cast stay fp16, pointing into the file */
@@ -411,7 +411,7 @@ LEAK_CHECKED(test_import_external_attention) {
         CHECK(mm1->out_c == 4 && mm1->transpose == (f == 1));
         if (f == 1) /* the same matrix, read transposed */
             CHECK(mm1->tensor[AG_T_WEIGHT] == mm0->tensor[AG_T_WEIGHT]);
-        CHECK(add->in[1] == 2 && add->in[0] == 9); /* the block's input, after the affine */
+        CHECK(add->src[1] == 2 && add->src[0] == 9); /* the block's input, after the affine */
         const ag_tensor_ref *scale = node_tensor(&set, 9, AG_T_GAMMA);
         const ag_tensor_ref *shift = node_tensor(&set, 9, AG_T_BETA);
         CHECK(aff->op == AG_OP_AFFINE && scale && shift && scale->shape[0] == 4);
@@ -443,8 +443,8 @@ LEAK_CHECKED(test_import_torch_style) {
     CHECK(c0->pad_mode == AG_PAD_ZERO && c0->pad[0] == 1 && c0->pad[3] == 1);
     CHECK(norm->tensor[AG_T_GAMMA] >= 0 && norm->tensor[AG_T_BETA] >= 0);
     const ag_node *r0 = &graph.nodes[6], *r1 = &graph.nodes[12];
-    CHECK(r0->in[1] == 3 && r0->mode == AG_RESIZE_HALF_PIXEL);    /* 2x, retargeted */
-    CHECK(r1->in[1] == 8 && r1->mode == AG_RESIZE_ALIGN_CORNERS); /* sized from the file */
+    CHECK(r0->src[1] == 3 && r0->mode == AG_RESIZE_HALF_PIXEL);    /* 2x, retargeted */
+    CHECK(r1->src[1] == 8 && r1->mode == AG_RESIZE_ALIGN_CORNERS); /* sized from the file */
     CHECK(node_tensor(&set, 5, AG_T_GAMMA) && node_tensor(&set, 5, AG_T_GAMMA)->shape[0] == 4);
     CHECK(!strcmp(ag_tensor_set_meta_get(&set, "resize"), "half-pixel"));
     CHECK(!strcmp(ag_tensor_set_meta_get(&set, "side_multiple"), "2"));

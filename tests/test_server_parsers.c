@@ -189,6 +189,19 @@ static int content_types(void) {
     char longct[200] = "multipart/form-data; boundary=";
     memset(longct + strlen(longct), 'b', 71);
     CHECK(ag_upload_content_type(longct, &kind, b, &e) == -1);
+    /* Parameters walked with their quoting: a "boundary=" inside an earlier quoted value is
+     * that value's text (issue 17, finding 9), escapes are undone, a second one is refused. */
+    CHECK(ag_upload_content_type("multipart/form-data; x=\"a; boundary=evil\"; boundary=good",
+                                 &kind, b, &e) == 0);
+    CHECK(!strcmp(b, "good"));
+    CHECK(ag_upload_content_type("multipart/form-data; x=\"q\\\"; boundary=evil\"; boundary=ok",
+                                 &kind, b, &e) == 0);
+    CHECK(!strcmp(b, "ok"));
+    CHECK(ag_upload_content_type("multipart/form-data; x=\"a; boundary=evil\"", &kind, b, &e) ==
+          -1);
+    CHECK(ag_upload_content_type("multipart/form-data; boundary=a; boundary=b", &kind, b, &e) ==
+          -1);
+    CHECK(ag_upload_content_type("multipart/form-data; boundary=\"a\\\"b\"", &kind, b, &e) == -1);
     return 0;
 }
 

@@ -10,7 +10,9 @@ helpers of tests/server/driver.py. Prints "N passed, N failed".
 import json
 import os
 import re
+import http.client
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +27,7 @@ from driver import Failure, Server, check, multipart  # noqa: E402
 TMP = tempfile.mkdtemp(prefix="animegan-jobs-")
 CLIPS = os.path.join(TMP, "clips")
 SPOOL = os.path.join(TMP, "spool")
-ID = re.compile(r"^[0-9a-f]{32}$")
+ID = re.compile(r"^[0-9]{1,5}-[0-9a-f]{32}$")
 
 
 def clip(name):
@@ -129,7 +131,8 @@ def submit_poll_download_mp4():
     s = server()
     status, headers, doc = submit(s, clip("clip.mp4"), "?max_side=64")
     check(status == 202, "status %d: %s" % (status, doc))
-    check(ID.match(doc["id"]), "id %r is not 128 random bits in hex" % doc["id"])
+    check(ID.match(doc["id"]) and doc["id"].startswith("%d-" % s.port),
+          "id %r is not the port and 128 random bits in hex" % doc["id"])
     check(headers.get("location") == "/api/v1/jobs/" + doc["id"], "Location %r" % headers)
     check(doc["state"] in ("queued", "running") and doc["frames_total"] == 50, str(doc))
     status, body_headers, payload = s.request("GET", "/api/v1/jobs/%s/result" % doc["id"])
@@ -231,7 +234,9 @@ def cancel_running_job():
     status, running = wait_state(s, doc["id"], ("running", "done", "failed"))
     check(running["state"] == "running", str(running))
     status, _, payload = s.request("DELETE", "/api/v1/jobs/" + doc["id"])
-    check(status == 200 and json.loads(payload)["state"] == "cancelled", payload)
+    check(status == 202 and json.loads(payload)["state"] == "cancelling", payload)
+    status, doc2 = job(s, doc["id"])
+    check(status == 404 or doc2["state"] == "cancelling", "after DELETE: %d %s" % (status, doc2))
     deadline = time.time() + 30
     while time.time() < deadline and any(f.startswith(doc["id"]) or doc["id"] in f
                                          for f in spool_files()):
@@ -354,6 +359,322 @@ def jobs_off_without_jobs_dir():
         error_of(status, doc, 404, "jobs_disabled")
     finally:
         s.stop()
+
+
+# ---- issue 17: hardening 2 ---------------------------------------------------------------
+
+BOMBS = os.path.join(TMP, "bombs")
+
+
+def peak_rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def memory_bound_mib(s):
+    for line in s.lines:
+        m = re.search(r"memory bound ([0-9.]+) MiB", line)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+class HealthProbe:
+    """GET /healthz every 20 ms on its own thread: the worst latency while something runs."""
+
+    def __init__(self, s):
+        self.s, self.worst, self.stop_flag = s, 0.0, False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop_flag:
+            t0 = time.time()
+            try:
+                self.s.request("GET", "/healthz", timeout=30)
+            except OSError:
+                pass
+            self.worst = max(self.worst, time.time() - t0)
+            time.sleep(0.02)
+
+    def stop(self):
+        self.stop_flag = True
+        self.thread.join(35)
+        return self.worst
+
+
+@test
+def bombs_refused_from_the_header():
+    """Findings 1-3: an MP4 declaring 85 M samples, an animated WebP of 70,000 frames and a
+    1 s clip with an hour of sound: 413 from the container check, quickly, with /healthz
+    answering meanwhile and the peak RSS under the printed bound."""
+    made = subprocess.run([os.path.join(driver.ROOT, "tools", "make_video_bombs.py"),
+                           os.path.join(CLIPS, "clip.mp4"), BOMBS], capture_output=True, text=True)
+    check(made.returncode == 0, "make_video_bombs: " + made.stderr)
+    s = new_server("--max-video-mb", "20", spool=os.path.join(TMP, "spool_bombs"))
+    try:
+        cases = [("samples_85m.mp4", "video/mp4", "declares 85000000 samples"),
+                 ("frames_70k.webp", "image/webp", "more than 36000 frames"),
+                 ("audio_hour.mkv", "video/x-matroska", "3600.0 s long"),
+                 ("audio_hour.mp4", "video/mp4", "its audio is 3600.0 s long")]
+        for name, ctype, words in cases:
+            body = open(os.path.join(BOMBS, name), "rb").read()
+            probe = HealthProbe(s)
+            t0 = time.time()
+            status, _, doc = submit(s, body, "", ctype)
+            took = time.time() - t0
+            worst = probe.stop()
+            error_of(status, doc, 413, "too_large")
+            check(words in doc["error"]["message"], "%s: %s" % (name, doc))
+            check(took < 5, "%s refused after %.1f s" % (name, took))
+            check(worst < 1.0, "/healthz took %.2f s during %s" % (worst, name))
+            print("  %s (%d kB): 413 in %.2f s, worst /healthz %.0f ms"
+                  % (name, len(body) // 1000, took, worst * 1000))
+        peak, bound = peak_rss_kib(s.pid) / 1024, memory_bound_mib(s)
+        check(bound and peak < bound, "peak RSS %.0f MiB, bound %s MiB" % (peak, bound))
+        print("  peak RSS %.0f MiB against a printed bound of %.0f MiB" % (peak, bound))
+        check(not [f for f in os.listdir(os.path.join(TMP, "spool_bombs"))], "spool not empty")
+    finally:
+        s.stop()
+
+
+@test
+def work_bound_per_job():
+    """Finding 5: frames x output pixels per job, said in the error, a smaller max_side fits."""
+    s = new_server("--max-job-megapixels", "1", spool=os.path.join(TMP, "spool_work"))
+    try:
+        status, _, doc = submit(s, clip("long.mp4"), "?max_side=128")
+        error_of(status, doc, 413, "too_large")
+        check("megapixels of work" in doc["error"]["message"] and "max_side" in
+              doc["error"]["message"], str(doc))
+        status, _, doc = submit(s, clip("long.mp4"), "?max_side=64")
+        check(status == 202, "a smaller max_side: %d %s" % (status, doc))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    finally:
+        s.stop()
+
+
+@test
+def clients_take_turns():
+    """Finding 5: one client's queue does not keep another's job behind all of it."""
+    s = new_server(spool=os.path.join(TMP, "spool_turns"))
+    try:
+        a = [submit(s, clip("long.mp4" if i == 0 else "clip.mp4"), "?max_side=32")[2]["id"]
+             for i in range(3)]
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60,
+                                       source_address=("127.0.0.2", 0))
+        c.request("POST", "/api/v1/jobs?max_side=32", body=clip("clip.mp4"),
+                  headers={"Content-Type": "video/mp4"})
+        r = c.getresponse()
+        b = json.loads(r.read())
+        c.close()
+        check(r.status == 202, "second client: %d %s" % (r.status, b))
+        _, doc = job(s, b["id"])
+        _, a3 = job(s, a[2])
+        check(doc["state"] != "queued" or doc["jobs_ahead"] <= a3.get("jobs_ahead", 99),
+              "the other client's job waits behind the first's: %s vs %s" % (doc, a3))
+        # The order they run in: the second client's job before the first's last.
+        starts = {}
+        deadline = time.time() + 300
+        while time.time() < deadline and len(starts) < 4:
+            for i in a + [b["id"]]:
+                if i not in starts and job(s, i)[1]["state"] != "queued":
+                    starts[i] = time.time()
+            time.sleep(0.05)
+        check(starts.get(b["id"], 1e18) <= starts.get(a[2], 0), "order %s" % starts)
+    finally:
+        s.stop()
+
+
+@test
+def photo_only_options_refused():
+    """Finding 9: the photo-only options are refused by name (400), as portrait is."""
+    s = server()
+    for q in ("?paste_faces=1", "?face_model=x", "?face=1", "?quality=80"):
+        status, _, doc = submit(s, clip("clip.mp4"), q)
+        error_of(status, doc, 400, "bad_option")
+        check("photos, not video" in doc["error"]["message"], str(doc))
+    status, _, doc = submit(s, clip("clip.mp4"), "?colour=1")
+    error_of(status, doc, 400, "unknown_option")
+
+
+@test
+def result_private_and_upload_logged():
+    """Finding 9: the result is 0600 in the spool; the upload's log line has its bytes_in."""
+    s = server()
+    body = clip("clip.mp4")
+    status, headers, doc = submit(s, body, "?max_side=32&format=mkv")
+    check(status == 202, str(doc))
+    status, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "done", str(done))
+    outs = [f for f in spool_files() if f.startswith(doc["id"] + ".out.")]
+    check(outs, "no result file: %s" % spool_files())
+    mode = os.stat(os.path.join(SPOOL, outs[0])).st_mode & 0o777
+    check(mode == 0o600, "result mode %o" % mode)
+    lines = s.log_for(headers.get("x-request-id"))
+    check(lines and lines[0].get("bytes_in") == str(len(body)), "log %s" % lines)
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+def slow_upload(port, declared, chunked=False):
+    """A raw socket that sent the headers and a first bit of body, held open."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    framing = ("Transfer-Encoding: chunked\r\n" if chunked
+               else "Content-Length: %d\r\n" % declared)
+    sock.sendall(("POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: video/mp4\r\n%s\r\n"
+                  % framing).encode())
+    sock.sendall(b"400\r\n" + b"\0" * 1024 + b"\r\n" if chunked else b"\0" * 1024)
+    return sock
+
+
+def closed_within(sock, seconds):
+    """True when the server closes (or answers) the connection within `seconds`, while we
+    trickle a byte a second."""
+    sock.settimeout(1)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if sock.recv(4096) == b"":
+                return True
+        except socket.timeout:
+            pass
+        except OSError:
+            return True
+        try:
+            sock.sendall(b"\0")
+        except OSError:
+            return True
+    return False
+
+
+@test
+def job_uploads_watched():
+    """Finding 4: uploads slower than --min-upload-rate are cut (they held every slot), and
+    a chunked upload reserves the quota from what it sent (five reserved 2 GiB)."""
+    s = new_server("--max-jobs", "2", "--jobs-quota-mb", "1",
+                   spool=os.path.join(TMP, "spool_watch"))
+    try:
+        slow = [slow_upload(s.port, 1 << 20), slow_upload(s.port, 0, chunked=True)]
+        time.sleep(0.5)
+        # The chunked one holds a slot and 2 kB of quota, not 2 x --max-video-mb: an honest
+        # upload fits beside it (before: 507 spool_full).
+        status, _, doc = submit(s, clip("long.mp4"), "?max_side=32")
+        check(status in (202, 503), "beside a chunked upload: %d %s" % (status, doc))
+        if status == 202:
+            s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+        t0 = time.time()
+        cut = [closed_within(k, 20) for k in slow]
+        check(all(cut), "slow uploads still open after 20 s: %s" % cut)
+        print("  slow job uploads cut after %.1f s" % (time.time() - t0))
+        for k in slow:
+            k.close()
+        time.sleep(0.5)
+        status, _, doc = submit(s, clip("clip.mp4"), "?max_side=32")
+        check(status == 202, "after the slow ones were cut: %d %s" % (status, doc))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+        logged = [l for l in s.log() if l.get("status") == "408"]
+        check(len(logged) >= 2, "408 lines: %s" % logged)
+    finally:
+        s.stop()
+
+
+@test
+def sigterm_with_a_job_running():
+    """Finding 3: SIGTERM stops a running job at its next frame or packet: exit within the
+    drain bound, the job failed 'interrupted' after a restart."""
+    spool = os.path.join(TMP, "spool_term")
+    s = new_server("--drain-seconds", "10", spool=spool)
+    status, _, doc = submit(s, clip("long.mp4"), "?max_side=128")
+    check(status == 202, str(doc))
+    wait_state(s, doc["id"], ("running",))
+    t0 = time.time()
+    code = s.stop()
+    took = time.time() - t0
+    check(code == 0 and took < 12, "exit %r after %.1f s" % (code, took))
+    print("  SIGTERM to exit with a job running: %.2f s" % took)
+    s = new_server(spool=spool)
+    try:
+        status, failed = job(s, doc["id"])
+        check(status == 200 and failed["state"] == "failed" and
+              failed["error"]["code"] == "interrupted", "after restart: %s" % failed)
+    finally:
+        s.stop()
+
+
+@test
+def jobs_behind_nginx():
+    """Finding 11: two instances started as documented, behind contrib/nginx/animegan.conf:
+    every poll and every result of a job reaches the instance that holds it."""
+    nginx_bin = driver.NGINX
+    if not os.access(nginx_bin, os.X_OK):
+        print("  SKIP: %s is not installed (apt-get install nginx-light)" % nginx_bin)
+        return
+    tmp = tempfile.mkdtemp(prefix="animegan-nginx-jobs-", dir=TMP)
+    a = new_server(spool=os.path.join(tmp, "a"))
+    b = new_server(spool=os.path.join(tmp, "b"))
+    nginx = None
+    try:
+        port = driver.free_port()
+        with open(os.path.join(driver.ROOT, "contrib", "nginx", "animegan.conf")) as f:
+            conf = f.read()
+        check("    8081 127.0.0.1:8081;" in conf and "    8082 127.0.0.1:8082;" in conf,
+              "contrib/nginx/animegan.conf has no job map")
+        conf = (conf.replace("8081", str(a.port)).replace("8082", str(b.port))
+                .replace("listen 80;", "listen 127.0.0.1:%d;" % port))
+        with open(os.path.join(tmp, "animegan.conf"), "w") as f:
+            f.write(conf)
+        with open(os.path.join(tmp, "nginx.conf"), "w") as f:
+            f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                    "pid %(t)s/nginx.pid;\nerror_log %(t)s/error.log warn;\n"
+                    "events { worker_connections 256; }\n"
+                    "http {\n access_log %(t)s/access.log;\n"
+                    " client_body_temp_path %(t)s/body;\n proxy_temp_path %(t)s/proxy;\n"
+                    " fastcgi_temp_path %(t)s/fastcgi;\n uwsgi_temp_path %(t)s/uwsgi;\n"
+                    " scgi_temp_path %(t)s/scgi;\n include %(t)s/animegan.conf;\n}\n"
+                    % {"t": tmp})
+        nginx = subprocess.Popen([nginx_bin, "-p", tmp, "-c", os.path.join(tmp, "nginx.conf"),
+                                  "-e", os.path.join(tmp, "error.log")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        front = Server.__new__(Server)
+        front.port = port
+        deadline = time.time() + 10
+        while True:
+            try:
+                if front.request("GET", "/healthz", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            check(time.time() < deadline and nginx.poll() is None, "nginx did not start")
+            time.sleep(0.1)
+        ids = []
+        for i in range(4):
+            status, _, doc = submit(front, clip("clip.mp4"), "?max_side=32&format=mkv")
+            check(status == 202, "through nginx: %d %s" % (status, doc))
+            ids.append(doc["id"])
+        owners = {i.split("-")[0] for i in ids}
+        check(owners == {str(a.port), str(b.port)}, "jobs on %s" % owners)
+        for i in ids:
+            for _ in range(3):
+                status, doc = job(front, i)
+                check(status == 200, "poll of %s through nginx: %d" % (i, status))
+            status, done = wait_state(front, i, ("done", "failed"))
+            check(status == 200 and done["state"] == "done", "job %s: %d %s" % (i, status, done))
+            status, headers, payload = front.request("GET", done["result_url"])
+            check(status == 200 and len(payload) > 0, "result via nginx: %d" % status)
+            check(headers.get("x-upstream", "").endswith(":" + i.split("-")[0]),
+                  "result from %s" % headers.get("x-upstream"))
+            status, _, _ = front.request("DELETE", "/api/v1/jobs/" + i)
+            check(status == 200, "DELETE via nginx: %d" % status)
+        print("  4 jobs over instances %s, every poll and result through nginx" % sorted(owners))
+    finally:
+        if nginx and nginx.poll() is None:
+            nginx.terminate()
+            nginx.wait(10)
+        a.stop()
+        b.stop()
 
 
 def main():

@@ -567,3 +567,113 @@
 
   loadInfo();
 })();
+
+// The "Face fusion" tab: a source face and a target photo, POST /api/v1/fuse (multipart
+// source + target) with the ratio and adjustments as query parameters; moving a slider
+// re-asks after a short pause (the previous request is aborted), so the preview follows.
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const el = {
+    tabAnime: $("tab-anime"), tabFuse: $("tab-fuse"), fusion: $("fusion"),
+    pick: $("pick"), result: $("result"), videoResult: $("video-result"),
+    source: $("fuse-source"), target: $("fuse-target"),
+    sourceImg: $("fuse-source-img"), targetImg: $("fuse-target-img"),
+    sourceDrop: $("fuse-source-drop"), targetDrop: $("fuse-target-drop"),
+    ratio: $("fuse-ratio"), ratioValue: $("fuse-ratio-value"), mode: $("fuse-mode"),
+    smooth: $("fuse-smooth"), brightness: $("fuse-brightness"), contrast: $("fuse-contrast"),
+    saturation: $("fuse-saturation"), status: $("fuse-status"), error: $("fuse-error"),
+    view: $("fuse-view"), before: $("fuse-before"), after: $("fuse-after"),
+    download: $("fuse-download"),
+  };
+  const files = { source: null, target: null };
+  let resultUrl = null, timer = null, inflight = null, asked = 0;
+
+  function showTab(fuse) {
+    el.fusion.hidden = !fuse;
+    el.pick.hidden = fuse;
+    if (fuse) el.result.hidden = el.videoResult.hidden = true;
+    el.tabFuse.classList.toggle("active", fuse);
+    el.tabAnime.classList.toggle("active", !fuse);
+    el.tabFuse.setAttribute("aria-selected", String(fuse));
+    el.tabAnime.setAttribute("aria-selected", String(!fuse));
+  }
+
+  function setFile(which, file) {
+    if (!file) return;
+    files[which] = file;
+    const img = which === "source" ? el.sourceImg : el.targetImg;
+    if (img.src) URL.revokeObjectURL(img.src);
+    img.src = URL.createObjectURL(file);
+    img.hidden = false;
+    if (which === "target") el.before.src = img.src;
+    schedule(0);
+  }
+
+  function query() {
+    const v = (input) => (Number(input.value) / 100).toFixed(2);
+    el.ratioValue.textContent = v(el.ratio);
+    return "?ratio=" + v(el.ratio) + "&mode=" + el.mode.value + "&smooth=" + v(el.smooth) +
+      "&brightness=" + v(el.brightness) + "&contrast=" + v(el.contrast) +
+      "&saturation=" + v(el.saturation);
+  }
+
+  function schedule(delayMs) {
+    query();
+    clearTimeout(timer);
+    if (files.source && files.target) timer = setTimeout(fuse, delayMs);
+  }
+
+  async function fuse() {
+    if (inflight) inflight.abort();
+    const ctrl = new AbortController();
+    inflight = ctrl;
+    const n = ++asked;
+    const body = new FormData();
+    body.append("source", files.source);
+    body.append("target", files.target);
+    el.status.textContent = "Fusing…";
+    el.error.hidden = true;
+    const started = performance.now();
+    try {
+      const r = await fetch("/api/v1/fuse" + query(), { method: "POST", body, signal: ctrl.signal });
+      if (!r.ok) {
+        let message = "The fusion failed (" + r.status + ").";
+        try { message = (await r.json()).error.message; } catch (e) { /* not JSON */ }
+        throw new Error(message.charAt(0).toUpperCase() + message.slice(1) + ".");
+      }
+      const blob = await r.blob();
+      if (n !== asked) return;
+      if (resultUrl) URL.revokeObjectURL(resultUrl);
+      resultUrl = URL.createObjectURL(blob);
+      el.after.src = resultUrl;
+      el.download.href = resultUrl;
+      el.download.hidden = false;
+      el.view.hidden = false;
+      el.status.textContent = "Fused in " + ((performance.now() - started) / 1000).toFixed(1) + " s.";
+      el.status.dataset.done = String(n);
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      el.status.textContent = "";
+      el.error.textContent = e.message;
+      el.error.hidden = false;
+    } finally {
+      if (inflight === ctrl) inflight = null;
+    }
+  }
+
+  el.tabAnime.addEventListener("click", () => showTab(false));
+  el.tabFuse.addEventListener("click", () => showTab(true));
+  for (const which of ["source", "target"]) {
+    const input = el[which], drop = which === "source" ? el.sourceDrop : el.targetDrop;
+    input.addEventListener("change", () => setFile(which, input.files[0]));
+    drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") input.click(); });
+    for (const type of ["dragenter", "dragover"])
+      drop.addEventListener(type, (e) => { e.preventDefault(); drop.classList.add("over"); });
+    for (const type of ["dragleave", "drop"])
+      drop.addEventListener(type, (e) => { e.preventDefault(); drop.classList.remove("over"); });
+    drop.addEventListener("drop", (e) => setFile(which, e.dataTransfer.files[0]));
+  }
+  for (const input of [el.ratio, el.smooth, el.brightness, el.contrast, el.saturation])
+    input.addEventListener("input", () => schedule(250));
+  el.mode.addEventListener("change", () => schedule(0));
+})();

@@ -3,6 +3,8 @@
  */
 #include "graph.h"
 
+#include "ops.h"
+
 #include "../kernels/kernels.h"
 #include "../util/util_internal.h"
 
@@ -11,53 +13,32 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const op_names[AG_OP_COUNT] = {
-    [AG_OP_INPUT] = "input",
-    [AG_OP_CONV] = "conv",
-    [AG_OP_LAYER_NORM] = "layer_norm",
-    [AG_OP_INSTANCE_NORM] = "instance_norm",
-    [AG_OP_LADE] = "lade",
-    [AG_OP_AFFINE] = "affine",
-    [AG_OP_LRELU] = "lrelu",
-    [AG_OP_PRELU] = "prelu",
-    [AG_OP_RELU] = "relu",
-    [AG_OP_RELU6] = "relu6",
-    [AG_OP_TANH] = "tanh",
-    [AG_OP_SIGMOID] = "sigmoid",
-    [AG_OP_ADD] = "add",
-    [AG_OP_RESIZE] = "resize",
-    [AG_OP_RESIZE2X] = "resize2x",
-    [AG_OP_MATMUL] = "matmul",
-    [AG_OP_SOFTMAX] = "softmax",
-    [AG_OP_SUM_NORMALIZE] = "sum_normalize",
-    [AG_OP_MAX_POOL] = "max_pool",
-    [AG_OP_PAD_CHANNELS] = "pad_channels",
-};
-
-const char *ag_op_name(ag_op op) {
-    return op >= 0 && op < AG_OP_COUNT ? op_names[op] : "?";
-}
-
-int ag_op_parse(const char *name) {
-    for (int i = 0; i < AG_OP_COUNT; i++)
-        if (name && !strcmp(name, op_names[i]))
-            return i;
-    return -1;
-}
-
 ag_node ag_node_make(ag_op op, const char *name, int in0, int in1) {
     ag_node n;
     memset(&n, 0, sizeof n);
     n.op = op;
     snprintf(n.name, sizeof n.name, "%s", name ? name : "");
-    n.in[0] = in0, n.in[1] = in1;
-    n.k = 1, n.stride = 1, n.groups = 1;
+    for (int j = 0; j < AG_NODE_MAX_SRC; j++)
+        n.src[j] = -1;
+    n.src[0] = in0, n.src[1] = in0 >= 0 ? in1 : -1;
+    n.k = 1, n.stride = 1, n.groups = 1, n.up = 1, n.down = 1;
     n.eps = 1e-5f;
     n.alpha = 0.2f;
+    n.gain = 1.0f;
+    n.weight_scale = n.bias_scale = 1.0f;
     n.mode = AG_RESIZE_ASYMMETRIC;
     for (int i = 0; i < AG_NODE_TENSORS; i++)
         n.tensor[i] = -1;
+    if (op >= 0 && op < AG_OP_COUNT)
+        ag_op_defaults(&n);
     return n;
+}
+
+int ag_node_src_count(const ag_node *n) {
+    int count = 0;
+    while (count < AG_NODE_MAX_SRC && n->src[count] >= 0)
+        count++;
+    return count;
 }
 
 void ag_graph_init(ag_graph *g) {
@@ -92,20 +73,17 @@ int ag_graph_find(const ag_graph *g, const char *name) {
 
 /* ---- checks ---------------------------------------------------------------------------- */
 
-static int arity(ag_op op) {
-    return op == AG_OP_INPUT ? 0 : op == AG_OP_ADD || op == AG_OP_RESIZE ? 2 : 1;
+/* Channels of each of node i's inputs (valid once they are checked). */
+static void src_channels(const ag_graph *g, const ag_node *n, int *c) {
+    for (int j = 0; j < AG_NODE_MAX_SRC; j++)
+        c[j] = n->src[j] >= 0 ? g->nodes[n->src[j]].out_c : 0;
 }
 
-/* Channels of node i's output, from its inputs and weights (valid once inputs are). */
-static int node_channels(const ag_graph *g, int i) {
-    const ag_node *n = &g->nodes[i];
-    switch (n->op) {
-    case AG_OP_INPUT:
-    case AG_OP_CONV:
-    case AG_OP_MATMUL:
-    case AG_OP_PAD_CHANNELS: return n->out_c;
-    default: return g->nodes[n->in[0]].out_c;
-    }
+int ag_node_channels(const ag_graph *g, const ag_node *n) {
+    int c[AG_NODE_MAX_SRC];
+    src_channels(g, n, c);
+    const ag_op_desc *d = ag_op_desc_of(n->op);
+    return d->channels ? d->channels(n, c) : c[0];
 }
 
 #define NODE_FAIL(...) return node_error(err, label, n, __VA_ARGS__)
@@ -113,7 +91,7 @@ static int node_channels(const ag_graph *g, int i) {
 static int node_error(ag_error *err, const char *label, const ag_node *n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int node_error(ag_error *err, const char *label, const ag_node *n, const char *fmt, ...) {
-    char why[160];
+    char why[AG_OP_WHY];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
@@ -122,77 +100,61 @@ static int node_error(ag_error *err, const char *label, const ag_node *n, const 
                         ag_op_name(n->op), why);
 }
 
-static int check_node(const ag_graph *g, int i, const char *label, ag_error *err) {
+/* Inputs: the op's count, each an earlier node, none after the first unused slot. */
+static int check_inputs(const ag_graph *g, int i, const char *label, ag_error *err) {
     const ag_node *n = &g->nodes[i];
-    for (int j = 0; j < 2; j++) {
-        int want = j < arity(n->op);
-        if (want && (n->in[j] < 0 || n->in[j] >= i))
+    const ag_op_desc *d = ag_op_desc_of(n->op);
+    int count = ag_node_src_count(n);
+    if (count < d->min_src || count > d->max_src)
+        NODE_FAIL("has %d inputs; it takes %d to %d", count, d->min_src, d->max_src);
+    for (int j = 0; j < AG_NODE_MAX_SRC; j++) {
+        if (j < count && n->src[j] >= i)
             NODE_FAIL("input %d is not an earlier node", j);
-        if (!want && n->in[j] != -1)
+        if (j >= count && n->src[j] != -1)
             NODE_FAIL("has an unexpected input %d", j);
     }
-    int c = i > 0 ? g->nodes[n->in[0]].out_c : 3;
-    switch (n->op) {
-    case AG_OP_INPUT:
-        if (i != 0)
-            NODE_FAIL("only node 0 is the input");
-        break;
-    case AG_OP_CONV:
-        if (!n->weight || n->k < 1 || n->k > 11 || n->stride < 1 || n->stride > 4 ||
-            n->groups < 1 || n->in_c != c || c % n->groups || n->out_c % n->groups ||
-            n->out_c < 1 || n->out_c > 4096)
-            NODE_FAIL("%d -> %d channels, kernel %d, stride %d, groups %d do not fit its input of "
-                      "%d channels",
-                      n->in_c, n->out_c, n->k, n->stride, n->groups, c);
-        for (int p = 0; p < 4; p++)
-            if (n->pad[p] < 0 || n->pad[p] >= n->k + (n->k == 1))
-                NODE_FAIL("padding %d for a kernel of %d", n->pad[p], n->k);
-        break;
-    case AG_OP_LAYER_NORM:
-    case AG_OP_INSTANCE_NORM:
-        if (c > AG_NORM_MAX_CHANNELS)
-            NODE_FAIL("%d channels; at most %d", c, AG_NORM_MAX_CHANNELS);
-        if ((n->op == AG_OP_LAYER_NORM && (!n->gamma || !n->beta)) || !(n->eps >= 0.0f) ||
-            n->eps >= 1.0f)
-            NODE_FAIL("needs gamma, beta and an eps in [0, 1)");
-        break;
-    case AG_OP_LADE:
-        if (c > AG_NORM_MAX_CHANNELS)
-            NODE_FAIL("%d channels; at most %d", c, AG_NORM_MAX_CHANNELS);
-        if (!n->weight || n->in_c != c || n->out_c != c || !(n->eps >= 0.0f) || n->eps >= 1.0f)
-            NODE_FAIL("needs a (%d, %d) weight and an eps in [0, 1)", c, c);
-        break;
-    case AG_OP_AFFINE:
-        if (!n->gamma && !n->beta)
-            NODE_FAIL("needs a scale or a shift");
-        break;
-    case AG_OP_PRELU:
-        if (!n->gamma)
-            NODE_FAIL("needs a slope");
-        break;
-    case AG_OP_LRELU:
-        if (!(n->alpha >= 0.0f) || n->alpha > 1.0f)
-            NODE_FAIL("alpha %g is not in [0, 1]", (double)n->alpha);
-        break;
-    case AG_OP_ADD:
-        if (g->nodes[n->in[1]].out_c != c)
-            NODE_FAIL("adds %d channels to %d", g->nodes[n->in[1]].out_c, c);
-        break;
-    case AG_OP_MATMUL:
-        if (!n->weight || n->in_c != c || n->out_c < 1 || n->out_c > 4096)
-            NODE_FAIL("a (%d, %d) matrix does not fit %d channels", n->in_c, n->out_c, c);
-        break;
-    case AG_OP_MAX_POOL:
-        if (n->k < 1 || n->k > 11 || n->stride < 1 || n->stride > 4)
-            NODE_FAIL("kernel %d, stride %d", n->k, n->stride);
-        break;
-    case AG_OP_PAD_CHANNELS:
-        if (n->out_c < c || n->out_c > 4096)
-            NODE_FAIL("pads %d channels to %d", c, n->out_c);
-        break;
-    default: break;
+    return AG_OK;
+}
+
+/* Every attribute in the op's range (the JSON reader holds files to the same). */
+static int check_attrs(const ag_node *n, const char *label, ag_error *err) {
+    const ag_op_desc *d = ag_op_desc_of(n->op);
+    for (int a = 0; a < d->attr_count; a++) {
+        const ag_attr *at = &d->attrs[a];
+        const char *field = (const char *)n + at->offset;
+        int count = at->kind == AG_ATTR_PAD ? 4
+                    : at->kind == AG_ATTR_FLOATS
+                        ? *(const int *)((const char *)n + at->count_offset)
+                        : 1;
+        if (at->kind == AG_ATTR_FLOATS && (count < 0 || count > AG_FIR_MAX_TAPS))
+            NODE_FAIL("'%s' has %d values; at most %d", at->key, count, AG_FIR_MAX_TAPS);
+        for (int v = 0; v < count; v++) {
+            double x = at->kind == AG_ATTR_FLOAT || at->kind == AG_ATTR_FLOATS
+                           ? (double)((const float *)field)[v]
+                           : (double)((const int *)field)[v];
+            if (!ag_attr_fits(at, x))
+                NODE_FAIL("'%s' %g is not in [%g, %g]", at->key, x, at->lo, at->hi);
+        }
     }
     return AG_OK;
+}
+
+static int check_node(const ag_graph *g, int i, const char *label, ag_error *err) {
+    const ag_node *n = &g->nodes[i];
+    if ((i == 0) != (n->op == AG_OP_INPUT))
+        NODE_FAIL("only node 0 is the input");
+    int rc = check_inputs(g, i, label, err);
+    if (rc == AG_OK)
+        rc = check_attrs(n, label, err);
+    const ag_op_desc *d = ag_op_desc_of(n->op);
+    if (rc == AG_OK && d->check) {
+        int c[AG_NODE_MAX_SRC];
+        char why[AG_OP_WHY];
+        src_channels(g, n, c);
+        if (d->check(n, c, why))
+            NODE_FAIL("%s", why);
+    }
+    return rc;
 }
 
 int ag_graph_check(const ag_graph *g, const char *label, ag_error *err) {
@@ -205,49 +167,37 @@ int ag_graph_check(const ag_graph *g, const char *label, ag_error *err) {
         if (rc)
             return rc;
         /* out_c is what the rest of the checks (and the engine) read for every node. */
-        ((ag_node *)&g->nodes[i])->out_c = node_channels(g, i);
+        ((ag_node *)&g->nodes[i])->out_c = ag_node_channels(g, &g->nodes[i]);
     }
     return AG_OK;
 }
 
 /* ---- shapes ---------------------------------------------------------------------------- */
 
-static int shrink(int size, int pad, int k, int stride) {
-    return size + pad < k ? 0 : (size + pad - k) / stride + 1;
-}
-
 int ag_graph_shapes(const ag_graph *g, int width, int height, ag_shape *s, ag_error *err) {
+    if (width < 1 || height < 1 || width > AG_MAP_MAX_SIDE || height > AG_MAP_MAX_SIDE)
+        return ag_error_set(err, AG_E_ARG, "a %dx%d image is outside 1..%d pixels a side", width,
+                            height, AG_MAP_MAX_SIDE);
     for (int i = 0; i < g->count; i++) {
         const ag_node *n = &g->nodes[i];
-        ag_shape in = i > 0 ? s[n->in[0]] : (ag_shape){height, width, 3};
-        ag_shape out = {in.h, in.w, n->out_c};
-        switch (n->op) {
-        case AG_OP_CONV:
-        case AG_OP_MAX_POOL:
-            out.h = shrink(in.h, n->pad[0] + n->pad[1], n->k, n->stride);
-            out.w = shrink(in.w, n->pad[2] + n->pad[3], n->k, n->stride);
-            /* Reflection cannot mirror more than the map minus one pixel (a 1-pixel map
-             * repeats its pixel). */
-            if (n->op == AG_OP_CONV && n->pad_mode == AG_PAD_REFLECT &&
-                ((in.h > 1 && (n->pad[0] >= in.h || n->pad[1] >= in.h)) ||
-                 (in.w > 1 && (n->pad[2] >= in.w || n->pad[3] >= in.w))))
-                out.h = 0;
-            break;
-        case AG_OP_RESIZE: out.h = s[n->in[1]].h, out.w = s[n->in[1]].w; break;
-        case AG_OP_RESIZE2X: out.h = 2 * in.h, out.w = 2 * in.w; break;
-        case AG_OP_ADD:
-            if (s[n->in[1]].h != in.h || s[n->in[1]].w != in.w)
-                return ag_error_set(err, AG_E_ARG,
-                                    "node \"%s\" adds a %dx%d map to a %dx%d one at this image "
-                                    "size",
-                                    n->name, s[n->in[1]].w, s[n->in[1]].h, in.w, in.h);
-            break;
-        default: break;
-        }
+        const ag_op_desc *d = ag_op_desc_of(n->op);
+        ag_shape in[AG_NODE_MAX_SRC] = {{0, 0, 0}};
+        for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++)
+            in[j] = s[n->src[j]];
+        if (i == 0)
+            in[0] = (ag_shape){height, width, 3};
+        ag_shape out = {in[0].h, in[0].w, n->out_c};
+        char why[AG_OP_WHY];
+        if (d->shape && d->shape(n, in, &out, why))
+            return ag_error_set(err, AG_E_ARG, "node \"%s\" (%s) %s", n->name, d->name, why);
         if (out.h < 1 || out.w < 1)
             return ag_error_set(err, AG_E_ARG,
                                 "node \"%s\" gets a %dx%d map: the image is too small", n->name,
-                                in.w, in.h);
+                                in[0].w, in[0].h);
+        if (out.h > AG_MAP_MAX_SIDE || out.w > AG_MAP_MAX_SIDE)
+            return ag_error_set(err, AG_E_ARG,
+                                "node \"%s\" (%s) would make a %dx%d map, over %d pixels a side",
+                                n->name, d->name, out.w, out.h, AG_MAP_MAX_SIDE);
         s[i] = out;
     }
     return AG_OK;
@@ -263,13 +213,12 @@ double ag_graph_flop(const ag_graph *g, int width, int height) {
     double flop = 0.0;
     for (int i = 0; i < g->count; i++) {
         const ag_node *n = &g->nodes[i];
-        double px = (double)s[i].h * s[i].w;
-        if (n->op == AG_OP_CONV)
-            flop += 2.0 * px * n->out_c * (n->in_c / n->groups) * n->k * n->k;
-        else if (n->op == AG_OP_MATMUL)
-            flop += 2.0 * px * n->in_c * n->out_c;
-        else if (n->op == AG_OP_LADE)
-            flop += 2.0 * px * n->in_c * n->in_c;
+        const ag_op_desc *d = ag_op_desc_of(n->op);
+        ag_shape in[AG_NODE_MAX_SRC] = {{0, 0, 0}};
+        for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++)
+            in[j] = s[n->src[j]];
+        if (d->flops)
+            flop += d->flops(n, in, s[i]);
     }
     ag_free(s);
     return flop;

@@ -478,6 +478,30 @@ int ag_image_decode(const void *data, size_t size, const char *label,
     return decode_vips(loader, data, size, o, label, out, err);
 }
 
+/* The decode's crop and resize on pixels already in memory (the Python package's arrays). */
+int ag_image_shape(const ag_image *in, const ag_decode_options *options, const char *label,
+                   ag_image *out, ag_error *err) {
+    memset(out, 0, sizeof *out);
+    static const ag_decode_options defaults = {0};
+    const ag_decode_options *o = options ? options : &defaults;
+    label = label ? label : "image";
+    size_t bytes;
+    ag_decode_plan plan;
+    VipsImage *image = NULL;
+    int rc = check_options(o, label, err);
+    if (rc == AG_OK)
+        rc = ag_image_check(in, label, &bytes, err);
+    if (rc == AG_OK)
+        rc = plan_decode(in->width, in->height, o, label, &plan, err);
+    if (rc == AG_OK)
+        rc = ag_vips_wrap(in, &image, err);
+    if (rc == AG_OK)
+        rc = shape(image, &plan, label, out, err);
+    if (image)
+        g_object_unref(image);
+    return rc;
+}
+
 int ag_image_decode_file(const char *path, const ag_decode_options *options, ag_image *out,
                          ag_error *err) {
     memset(out, 0, sizeof *out);

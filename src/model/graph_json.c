@@ -6,6 +6,8 @@
  */
 #include "model_internal.h"
 
+#include "../graph/ops.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,37 +24,87 @@ static int fail(json_ctx *c, const char *node, const char *why) {
     return ag_error_set(c->err, AG_E_FORMAT, "%s: graph node \"%.64s\": %s", c->path, node, why);
 }
 
-/* An integer field in [lo, hi]; `def` when absent. */
-static int get_int(json_ctx *c, const cJSON *obj, const char *node, const char *key, int def,
-                   int lo, int hi, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!v) {
-        *out = def;
-        return AG_OK;
-    }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
-        v->valuedouble > hi) {
-        char why[96];
-        snprintf(why, sizeof why, "'%s' is not an integer in [%d, %d]", key, lo, hi);
+/* A number in attribute a's range. */
+static int get_number(json_ctx *c, const cJSON *v, const char *node, const ag_attr *a,
+                      double *out) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !ag_attr_fits(a, v->valuedouble)) {
+        char why[128];
+        snprintf(why, sizeof why, "'%s' is not %s in [%g, %g]", a->key,
+                 a->kind == AG_ATTR_FLOAT || a->kind == AG_ATTR_FLOATS ? "a number" : "an integer",
+                 a->lo, a->hi);
         return fail(c, node, why);
     }
-    *out = (int)v->valuedouble;
+    *out = v->valuedouble;
     return AG_OK;
 }
 
-static int get_float(json_ctx *c, const cJSON *obj, const char *node, const char *key, float def,
-                     float *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!v) {
-        *out = def;
-        return AG_OK;
-    }
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || fabs(v->valuedouble) > 1e6) {
-        char why[64];
-        snprintf(why, sizeof why, "'%s' is not a number", key);
+/* A list of `want` numbers (want 0: 1 to a's count) into a field. */
+static int get_list(json_ctx *c, const cJSON *v, const char *node, const ag_attr *a, int want,
+                    int max, void *field, int *count) {
+    int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (want ? n != want : n < 1 || n > max) {
+        char why[96];
+        snprintf(why, sizeof why, "'%s' is not a list of %s%d numbers", a->key,
+                 want ? "" : "at most ", want ? want : max);
         return fail(c, node, why);
     }
-    *out = (float)v->valuedouble;
+    for (int j = 0; j < n; j++) {
+        double x;
+        int rc = get_number(c, cJSON_GetArrayItem(v, j), node, a, &x);
+        if (rc)
+            return rc;
+        if (a->kind == AG_ATTR_FLOATS)
+            ((float *)field)[j] = (float)x;
+        else
+            ((int *)field)[j] = (int)x;
+    }
+    *count = n;
+    return AG_OK;
+}
+
+/* An enumerated string: its index in a's names. */
+static int get_enum(json_ctx *c, const cJSON *v, const char *node, const ag_attr *a, int *out) {
+    for (int i = 0; cJSON_IsString(v) && a->names[i]; i++)
+        if (!strcmp(v->valuestring, a->names[i]) && ag_attr_fits(a, i)) {
+            *out = i;
+            return AG_OK;
+        }
+    char why[128];
+    snprintf(why, sizeof why, "'%s' is not one of its names (%s, ...)", a->key,
+             a->names[(int)a->lo]);
+    return fail(c, node, why);
+}
+
+/* The attributes the op table lists for n's op; absent ones keep their defaults. */
+static int get_attrs(json_ctx *c, const cJSON *obj, ag_node *n) {
+    const ag_op_desc *d = ag_op_desc_of(n->op);
+    for (int i = 0; i < d->attr_count; i++) {
+        const ag_attr *a = &d->attrs[i];
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, a->key);
+        char *field = (char *)n + a->offset;
+        double x;
+        int rc = AG_OK, count;
+        if (!v)
+            continue;
+        switch (a->kind) {
+        case AG_ATTR_INT:
+            if ((rc = get_number(c, v, n->name, a, &x)) == AG_OK)
+                *(int *)field = (int)x;
+            break;
+        case AG_ATTR_FLOAT:
+            if ((rc = get_number(c, v, n->name, a, &x)) == AG_OK)
+                *(float *)field = (float)x;
+            break;
+        case AG_ATTR_ENUM: rc = get_enum(c, v, n->name, a, (int *)field); break;
+        case AG_ATTR_PAD: rc = get_list(c, v, n->name, a, 4, 4, field, &count); break;
+        case AG_ATTR_FLOATS:
+            rc = get_list(c, v, n->name, a, 0, AG_FIR_MAX_TAPS, field,
+                          (int *)((char *)n + a->count_offset));
+            break;
+        }
+        if (rc)
+            return rc;
+    }
     return AG_OK;
 }
 
@@ -89,56 +141,33 @@ static int get_tensor(json_ctx *c, const cJSON *obj, ag_node *n, const char *key
 }
 
 static int get_inputs(json_ctx *c, const cJSON *obj, ag_node *n) {
+    const ag_op_desc *d = ag_op_desc_of(n->op);
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(obj, "in");
-    int count = cJSON_IsArray(in) ? cJSON_GetArraySize(in) : -1;
-    if (count < 1 || count > 2)
-        return fail(c, n->name, "'in' is not a list of one or two node names");
+    int count = cJSON_IsArray(in) ? cJSON_GetArraySize(in) : in ? -1 : 0;
+    if (count < d->min_src || count > d->max_src) {
+        char why[96];
+        snprintf(why, sizeof why, "'in' is not a list of %d to %d node names", d->min_src,
+                 d->max_src);
+        return fail(c, n->name, why);
+    }
     for (int j = 0; j < count; j++) {
         const cJSON *v = cJSON_GetArrayItem(in, j);
         int index = cJSON_IsString(v) ? ag_graph_find(c->g, v->valuestring) : -1;
         if (index < 0)
             return fail(c, n->name, "an input is not the name of an earlier node");
-        n->in[j] = index;
+        n->src[j] = index;
     }
     return AG_OK;
 }
 
-static int get_pad(json_ctx *c, const cJSON *obj, ag_node *n) {
-    const cJSON *pad = cJSON_GetObjectItemCaseSensitive(obj, "pad");
-    if (!pad)
-        return AG_OK;
-    if (!cJSON_IsArray(pad) || cJSON_GetArraySize(pad) != 4)
-        return fail(c, n->name, "'pad' is not [top, bottom, left, right]");
-    for (int j = 0; j < 4; j++) {
-        const cJSON *v = cJSON_GetArrayItem(pad, j);
-        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 10 ||
-            v->valuedouble != floor(v->valuedouble))
-            return fail(c, n->name, "a padding is not an integer in [0, 10]");
-        n->pad[j] = (int)v->valuedouble;
+/* The tensors the op table lists for n's op, by their JSON keys. */
+static int get_tensors(json_ctx *c, const cJSON *obj, ag_node *n) {
+    const ag_op_desc *d = ag_op_desc_of(n->op);
+    for (int i = 0; i < d->tensor_count; i++) {
+        int rc = get_tensor(c, obj, n, d->tensors[i].key, d->tensors[i].slot);
+        if (rc)
+            return rc;
     }
-    return AG_OK;
-}
-
-/* The enumerated string attributes: pad_mode, mode, axis. */
-static int get_enums(json_ctx *c, const cJSON *obj, ag_node *n) {
-    const char *pad_mode, *mode, *axis;
-    int rc;
-    if ((rc = get_string(c, obj, n->name, "pad_mode", &pad_mode)) ||
-        (rc = get_string(c, obj, n->name, "mode", &mode)) ||
-        (rc = get_string(c, obj, n->name, "axis", &axis)))
-        return rc;
-    if (pad_mode && strcmp(pad_mode, "reflect") && strcmp(pad_mode, "zero"))
-        return fail(c, n->name, "'pad_mode' is neither reflect nor zero");
-    n->pad_mode = pad_mode && !strcmp(pad_mode, "zero") ? AG_PAD_ZERO : AG_PAD_REFLECT;
-    if (mode) {
-        int m = ag_resize_mode_parse(mode);
-        if (m < 0)
-            return fail(c, n->name, "'mode' is not a resize mode");
-        n->mode = (ag_resize_mode)m;
-    }
-    if (axis && strcmp(axis, "spatial") && strcmp(axis, "channel"))
-        return fail(c, n->name, "'axis' is neither spatial nor channel");
-    n->axis = axis && !strcmp(axis, "channel") ? AG_AXIS_CHANNEL : AG_AXIS_SPATIAL;
     return AG_OK;
 }
 
@@ -159,27 +188,9 @@ static int parse_node(json_ctx *c, const cJSON *obj) {
         return fail(c, name, why);
     }
     ag_node n = ag_node_make((ag_op)op, name, -1, -1);
-    int transpose = 0, channels = 0;
-    if ((rc = get_inputs(c, obj, &n)) || (rc = get_pad(c, obj, &n)) ||
-        (rc = get_enums(c, obj, &n)) ||
-        (rc = get_int(c, obj, name, "stride", 1, 1, 4, &n.stride)) ||
-        (rc = get_int(c, obj, name, "groups", 1, 0, 4096, &n.groups)) ||
-        (rc = get_int(c, obj, name, "k", 1, 1, 11, &n.k)) ||
-        (rc = get_int(c, obj, name, "transpose", 0, 0, 1, &transpose)) ||
-        (rc = get_int(c, obj, name, "channels", 0, 0, 4096, &channels)) ||
-        (rc = get_float(c, obj, name, "eps", 1e-5f, &n.eps)) ||
-        (rc = get_float(c, obj, name, "alpha", 0.2f, &n.alpha)) ||
-        (rc = get_tensor(c, obj, &n, "weight", AG_T_WEIGHT)) ||
-        (rc = get_tensor(c, obj, &n, "bias", AG_T_BIAS)) ||
-        (rc = get_tensor(c, obj, &n, "gamma", AG_T_GAMMA)) ||
-        (rc = get_tensor(c, obj, &n, "beta", AG_T_BETA)) ||
-        (rc = get_tensor(c, obj, &n, "scale", AG_T_GAMMA)) ||
-        (rc = get_tensor(c, obj, &n, "shift", AG_T_BETA)) ||
-        (rc = get_tensor(c, obj, &n, "slope", AG_T_GAMMA)))
+    if ((rc = get_inputs(c, obj, &n)) || (rc = get_attrs(c, obj, &n)) ||
+        (rc = get_tensors(c, obj, &n)))
         return rc;
-    n.transpose = transpose;
-    if (op == AG_OP_PAD_CHANNELS)
-        n.out_c = channels;
     return ag_graph_add(c->g, &n, c->err) < 0 ? c->err->code : AG_OK;
 }
 

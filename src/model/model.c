@@ -11,6 +11,8 @@
  */
 #include "model_internal.h"
 
+#include "../graph/ops.h"
+
 #include <dirent.h>
 #include <limits.h>
 #include <math.h>
@@ -102,110 +104,62 @@ static size_t ref_count(const ag_tensor_ref *ref) {
     return n;
 }
 
-/* Whether `ref` has shape dims[0..ndim) (a -1 matches any size from 1 to 4096); a 2-D
- * matrix may also be stored as (a, b, 1, 1). */
-static int shape_is(const ag_tensor_ref *ref, int ndim, const int64_t *dims) {
-    int n = ref->ndim;
-    if (ndim == 2 && n == 4 && ref->shape[2] == 1 && ref->shape[3] == 1)
-        n = 2;
-    if (n != ndim)
-        return 0;
-    for (int i = 0; i < ndim; i++)
-        if (ref->shape[i] < 1 || ref->shape[i] > 4096 || (dims[i] >= 0 && ref->shape[i] != dims[i]))
-            return 0;
-    return 1;
-}
-
 typedef struct binder {
     const ag_tensor_set *set;
     const char *path;
     float *cursor, *end; /* the model's weight block, filled in node order */
 } binder;
 
-/* Point *dst at tensor `index` of the set, converted to fp32, after checking its shape. */
-static int bind_tensor(binder *b, const ag_node *n, int index, int ndim, const int64_t *dims,
-                       const float **dst, ag_error *err) {
+/* Point *dst at tensor `index` of the set, converted to fp32 and scaled (the op's bind
+ * function has checked its shape). */
+static int bind_tensor(binder *b, int index, float scale, const float **dst, ag_error *err) {
     if (index < 0) {
         *dst = NULL;
         return AG_OK;
     }
-    if (index >= b->set->count)
-        return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" names tensor %d of %d", b->path,
-                            n->name, index, b->set->count);
     const ag_tensor_ref *ref = &b->set->tensors[index];
-    if (!shape_is(ref, ndim, dims))
-        return ag_error_set(err, AG_E_FORMAT,
-                            "%s: tensor '%s' of node \"%s\" (%s) has an "
-                            "unexpected shape",
-                            b->path, ref->name, n->name, ag_op_name(n->op));
     size_t count = ref_count(ref);
     AG_ASSERT(count <= (size_t)(b->end - b->cursor));
     int rc = tensor_to_f32(b->set, ref, b->cursor, count, b->path, err);
     if (rc)
         return rc;
+    if (scale != 1.0f)
+        for (size_t i = 0; i < count; i++)
+            b->cursor[i] *= scale;
     *dst = b->cursor;
     b->cursor += count;
     return AG_OK;
 }
 
-/* Bind node n's tensors; its input's channels are known (nodes bind in order). */
+/* Bind node n's tensors through its op's bind function; its inputs' channels are known
+ * (nodes bind in order). */
 static int bind_node(binder *b, ag_graph *g, ag_node *n, ag_error *err) {
-    int c = n->op == AG_OP_INPUT ? 3 : g->nodes[n->in[0]].out_c;
-    const ag_tensor_set *set = b->set;
-    int w = n->tensor[AG_T_WEIGHT];
-    const ag_tensor_ref *wref = w >= 0 && w < set->count ? &set->tensors[w] : NULL;
-    int64_t per_c[1] = {c}, any4[4] = {-1, -1, -1, -1}, any2[2] = {-1, -1};
-    int rc = AG_OK;
-    n->out_c = n->op == AG_OP_INPUT ? 3 : n->op == AG_OP_PAD_CHANNELS ? n->out_c : c;
-    switch (n->op) {
-    case AG_OP_CONV:
-        if (!wref || !shape_is(wref, 4, any4) || wref->shape[2] != wref->shape[3])
-            return ag_error_set(err, AG_E_FORMAT,
-                                "%s: conv \"%s\" needs a square (OC, IC, K, K) "
-                                "weight",
-                                b->path, n->name);
-        n->out_c = (int)wref->shape[0];
-        n->k = (int)wref->shape[2];
-        n->in_c = c;
-        if (n->groups == 0)
-            n->groups = c;
-        if (n->groups < 1 || c % n->groups || wref->shape[1] != c / n->groups)
-            return ag_error_set(err, AG_E_FORMAT,
-                                "%s: conv \"%s\" has a weight of %lld input "
-                                "channels for %d inputs in %d groups",
-                                b->path, n->name, (long long)wref->shape[1], c, n->groups);
-        {
-            int64_t oc[1] = {n->out_c};
-            if ((rc = bind_tensor(b, n, w, 4, wref->shape, &n->weight, err)) ||
-                (rc = bind_tensor(b, n, n->tensor[AG_T_BIAS], 1, oc, &n->bias, err)))
-                return rc;
-        }
-        break;
-    case AG_OP_LADE: {
-        int64_t cc[2] = {c, c};
-        n->in_c = c;
-        rc = bind_tensor(b, n, w, 2, cc, &n->weight, err);
-        break;
+    const ag_op_desc *d = ag_op_desc_of(n->op);
+    int c[AG_NODE_MAX_SRC] = {0};
+    ag_dims dims[AG_NODE_TENSORS];
+    for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++)
+        c[j] = g->nodes[n->src[j]].out_c;
+    for (int t = 0; t < AG_NODE_TENSORS; t++) {
+        const ag_tensor_ref *ref = n->tensor[t] >= 0 ? &b->set->tensors[n->tensor[t]] : NULL;
+        dims[t].ndim = ref ? (ref->ndim > 4 ? 5 : ref->ndim) : 0;
+        for (int k = 0; ref && k < ref->ndim && k < 4; k++)
+            dims[t].d[k] = ref->shape[k];
+        if (ref && ref->ndim == 0) /* a scalar: one value */
+            dims[t].ndim = 1, dims[t].d[0] = 1;
     }
-    case AG_OP_MATMUL:
-        if (!wref || !shape_is(wref, 2, any2))
-            return ag_error_set(err, AG_E_FORMAT, "%s: matmul \"%s\" needs a 2-D weight", b->path,
-                                n->name);
-        n->in_c = (int)wref->shape[n->transpose ? 1 : 0];
-        n->out_c = (int)wref->shape[n->transpose ? 0 : 1];
-        rc = bind_tensor(b, n, w, 2, wref->shape, &n->weight, err);
-        break;
-    default:
-        if (w >= 0)
-            return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" (%s) takes no weight", b->path,
-                                n->name, ag_op_name(n->op));
-        break;
+    char why[AG_OP_WHY];
+    int bad = d->bind ? d->bind(n, c, dims, why) : ag_bind_per_channel(n, c[0], dims, why);
+    if (bad)
+        return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" (%s): %s", b->path, n->name, d->name,
+                            why);
+    for (int t = 0; t < AG_NODE_TENSORS; t++) {
+        float scale = t == AG_T_WEIGHT ? n->weight_scale : t == AG_T_BIAS ? n->bias_scale : 1.0f;
+        int rc = bind_tensor(b, n->tensor[t], scale, &n->t[t], err);
+        if (rc)
+            return rc;
     }
-    if (rc == AG_OK)
-        rc = bind_tensor(b, n, n->tensor[AG_T_GAMMA], 1, per_c, &n->gamma, err);
-    if (rc == AG_OK)
-        rc = bind_tensor(b, n, n->tensor[AG_T_BETA], 1, per_c, &n->beta, err);
-    return rc;
+    n->out_c = ag_node_channels(g, n);
+    return AG_OK;
 }
 
 /* Copy every tensor the graph names into the model's one weight block and point the nodes
@@ -238,8 +192,10 @@ static int bind_graph(ag_model *m, const ag_tensor_set *set, const char *path, a
     binder b = {set, path, m->weights, m->weights + total};
     for (int i = 0; i < g->count; i++) {
         ag_node *n = &g->nodes[i];
-        if ((i == 0) != (n->op == AG_OP_INPUT) || (i > 0 && (n->in[0] < 0 || n->in[0] >= i)) ||
-            n->in[1] >= i)
+        int bad = (i == 0) != (n->op == AG_OP_INPUT) || n->op < 0 || n->op >= AG_OP_COUNT;
+        for (int j = 0; j < AG_NODE_MAX_SRC; j++)
+            bad |= n->src[j] >= i || n->src[j] < -1;
+        if (bad)
             return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" reads a node not before it",
                                 path, n->name);
         int rc = bind_node(&b, g, n, err);
@@ -386,12 +342,13 @@ static int check_style_shape(const ag_model *m, const char *path, ag_error *err)
     ag_shape *shapes = ag_malloc((size_t)g->count * sizeof *shapes);
     if (!shapes)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", path);
-    /* A graph that cannot run this size says why at prepare time, naming the node. */
     ag_error shape_err = {0};
     int rc = AG_OK;
     const ag_shape *o = &shapes[g->outputs[0]];
-    if (ag_graph_shapes(g, side, side, shapes, &shape_err) == AG_OK &&
-        (o->h != side || o->w != side || o->c != 3))
+    if (ag_graph_shapes(g, side, side, shapes, &shape_err) != AG_OK)
+        rc = ag_error_set(err, AG_E_FORMAT, "%s: not a style: it cannot run a %dx%d image (%s)",
+                          path, side, side, shape_err.message);
+    else if (o->h != side || o->w != side || o->c != 3)
         rc = ag_error_set(err, AG_E_FORMAT,
                           "%s: not a style: a %dx%d image gives a %dx%dx%d output (a style "
                           "gives an image of the same size, 3 channels)",

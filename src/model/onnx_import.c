@@ -482,7 +482,7 @@ static int emit_lade(imp *im, int e, int x, int y, float eps, int depth) {
     if (xn < 0)
         return -1;
     const ag_node *conv = im->ex[y].k == E_MAP ? &im->g->nodes[im->ex[y].node] : NULL;
-    if (!conv || conv->op != AG_OP_CONV || conv->in[0] != xn || conv->k != 1 ||
+    if (!conv || conv->op != AG_OP_CONV || conv->src[0] != xn || conv->k != 1 ||
         conv->tensor[AG_T_BIAS] >= 0 || conv->stride != 1 || conv->groups != 1 ||
         conv->pad[0] + conv->pad[1] + conv->pad[2] + conv->pad[3] != 0 ||
         conv->out_c != channels_of(im, xn))
@@ -1001,8 +1001,8 @@ static int op_conv(imp *im) {
     }
     for (int i = 0; i < 4; i++)
         n.pad[i] += own[i];
-    n.in[0] = materialize(im, in->expr, 0);
-    if (n.in[0] < 0)
+    n.src[0] = materialize(im, in->expr, 0);
+    if (n.src[0] < 0)
         return im->err->code;
     n.k = (int)k;
     n.stride = ns >= 0 ? (int)strides[0] : 1;
@@ -1024,9 +1024,9 @@ static int op_activation(imp *im, ag_op op) {
     ag_node n = ag_node_make(op, "", -1, -1);
     if (op == AG_OP_LRELU && (rc = attr_float(im, "alpha", 0.01f, &n.alpha)) != AG_OK)
         return rc;
-    if ((n.in[0] = materialize(im, in->expr, 0)) < 0)
+    if ((n.src[0] = materialize(im, in->expr, 0)) < 0)
         return im->err->code;
-    n.out_c = channels_of(im, n.in[0]);
+    n.out_c = channels_of(im, n.src[0]);
     int node = emit(im, &n, im->cur);
     return node < 0 ? im->err->code : set_expr(im, map_expr(im, node), in->lay, in->rank);
 }
@@ -1052,7 +1052,7 @@ static int op_prelu(imp *im) {
     ag_node n = ag_node_make(AG_OP_PRELU, "", -1, -1);
     n.tensor[AG_T_GAMMA] = derived_tensor(im, "slope", v, c);
     ag_free(v);
-    if (n.tensor[AG_T_GAMMA] < 0 || (n.in[0] = materialize(im, in->expr, 0)) < 0)
+    if (n.tensor[AG_T_GAMMA] < 0 || (n.src[0] = materialize(im, in->expr, 0)) < 0)
         return im->err->code;
     n.out_c = c;
     int node = emit(im, &n, im->cur);
@@ -1368,7 +1368,7 @@ static int op_resize(imp *im) {
     int h, w;
     if (!spatial_axes(in->lay, &h, &w))
         return REFUSE("a resize of a map that is not 4-D");
-    if ((n.in[0] = materialize(im, in->expr, 0)) < 0)
+    if ((n.src[0] = materialize(im, in->expr, 0)) < 0)
         return im->err->code;
     value *scales = input(im, im->m->opset < 11 ? 1 : 2), *sizes = input(im, 3);
     if (scales && scales->kind == V_CONST && im->m->tensors[scales->tensor].count == 0)
@@ -1381,15 +1381,15 @@ static int op_resize(imp *im) {
         if (s.n != 4 || s.s[h].node < 0 || s.s[w].node < 0)
             return REFUSE("sizes that are not computed from a map's size");
         if (s.s[0].node >= 0 || s.s[0].v != 1 || s.s[c_axis].node >= 0 ||
-            s.s[c_axis].v != channels_of(im, n.in[0]))
+            s.s[c_axis].v != channels_of(im, n.src[0]))
             return REFUSE("sizes that change the batch or the channels");
         sym sh = s.s[h], sw = s.s[w];
         if (sh.axis != 'H' || sw.axis != 'W' || sh.node != sw.node || sh.v != sw.v)
             return REFUSE("sizes that are not a map's height and width times one factor");
-        if (sh.node == n.in[0] && sh.v == 2)
+        if (sh.node == n.src[0] && sh.v == 2)
             n.op = AG_OP_RESIZE2X;
-        else if (sh.v == 1 && sh.node != n.in[0])
-            n.op = AG_OP_RESIZE, n.in[1] = sh.node;
+        else if (sh.v == 1 && sh.node != n.src[0])
+            n.op = AG_OP_RESIZE, n.src[1] = sh.node;
         else
             return REFUSE("a resize by %lld", (long long)sh.v);
     } else if (scales && scales->kind == V_CONST) {
@@ -1405,7 +1405,7 @@ static int op_resize(imp *im) {
     } else {
         return REFUSE("neither scales nor sizes");
     }
-    n.out_c = channels_of(im, n.in[0]);
+    n.out_c = channels_of(im, n.src[0]);
     int node = emit(im, &n, im->cur);
     return node < 0 ? im->err->code : set_expr(im, map_expr(im, node), in->lay, in->rank);
 }
@@ -1468,7 +1468,7 @@ static int op_matmul(imp *im) {
         return REFUSE("a (%lld, %lld) matrix for %d channels", (long long)w->dims[0],
                       (long long)w->dims[1], c);
     ag_node n = ag_node_make(AG_OP_MATMUL, "", -1, -1);
-    if ((n.in[0] = materialize(im, in->expr, 0)) < 0)
+    if ((n.src[0] = materialize(im, in->expr, 0)) < 0)
         return im->err->code;
     n.transpose = t;
     n.in_c = c;
@@ -1499,9 +1499,9 @@ static int op_softmax(imp *im) {
         n.axis = AG_AXIS_SPATIAL;
     else
         return REFUSE("a softmax over axis %lld of this layout", (long long)axis);
-    if ((n.in[0] = materialize(im, in->expr, 0)) < 0)
+    if ((n.src[0] = materialize(im, in->expr, 0)) < 0)
         return im->err->code;
-    n.out_c = channels_of(im, n.in[0]);
+    n.out_c = channels_of(im, n.src[0]);
     int node = emit(im, &n, im->cur);
     return node < 0 ? im->err->code : set_expr(im, map_expr(im, node), in->lay, in->rank);
 }
@@ -1569,9 +1569,9 @@ static int op_instance_norm(imp *im) {
     int gt = weight_input(im, 1, 1, &g), bt = gt < 0 ? -1 : weight_input(im, 2, 1, &b);
     if (bt < 0)
         return im->err->code;
-    if ((n.in[0] = materialize(im, in->expr, 0)) < 0)
+    if ((n.src[0] = materialize(im, in->expr, 0)) < 0)
         return im->err->code;
-    n.out_c = channels_of(im, n.in[0]);
+    n.out_c = channels_of(im, n.src[0]);
     if (g->count != n.out_c || b->count != n.out_c)
         return REFUSE("scale and bias of %lld and %lld for %d channels", (long long)g->count,
                       (long long)b->count, n.out_c);
@@ -1814,7 +1814,7 @@ static void retarget_resizes(ag_graph *g) {
         readers[g->outputs[o]] += 2;
     for (int j = 1; j < g->count; j++)
         for (int k = 0; k < 2; k++) {
-            int i = g->nodes[j].in[k];
+            int i = g->nodes[j].src[k];
             if (i >= 0) {
                 readers[i]++;
                 reader[i] = j;
@@ -1826,10 +1826,10 @@ static void retarget_resizes(ag_graph *g) {
         for (int cur = r; readers[cur] == 1;) {
             const ag_node *n = &g->nodes[reader[cur]];
             if (n->op == AG_OP_ADD) {
-                int other = n->in[0] == cur ? n->in[1] : n->in[0];
+                int other = n->src[0] == cur ? n->src[1] : n->src[0];
                 if (other < r) {
                     g->nodes[r].op = AG_OP_RESIZE;
-                    g->nodes[r].in[1] = other;
+                    g->nodes[r].src[1] = other;
                 }
                 break;
             }
@@ -1850,8 +1850,8 @@ static void drop_dead(imp *im) {
         live[g->outputs[o]] = true;
     for (int i = g->count - 1; i > 0; i--)
         for (int j = 0; j < 2 && live[i]; j++)
-            if (g->nodes[i].in[j] >= 0)
-                live[g->nodes[i].in[j]] = true;
+            if (g->nodes[i].src[j] >= 0)
+                live[g->nodes[i].src[j]] = true;
     int count = 0;
     for (int i = 0; i < g->count; i++) {
         remap[i] = live[i] ? count : -1;
@@ -1859,8 +1859,8 @@ static void drop_dead(imp *im) {
             continue;
         ag_node n = g->nodes[i];
         for (int j = 0; j < 2; j++)
-            if (n.in[j] >= 0)
-                n.in[j] = remap[n.in[j]];
+            if (n.src[j] >= 0)
+                n.src[j] = remap[n.src[j]];
         g->nodes[count] = n;
         im->node_src[count] = im->node_src[i];
         count++;
@@ -1900,11 +1900,11 @@ static int set_meta(imp *im) {
     scale[0] = 1;
     for (int i = 1; i < g->count; i++) {
         const ag_node *n = &g->nodes[i];
-        scale[i] = scale[n->in[0]];
+        scale[i] = scale[n->src[0]];
         if (n->op == AG_OP_CONV && scale[i] <= 64)
             scale[i] *= n->stride;
         else if (n->op == AG_OP_RESIZE)
-            scale[i] = scale[n->in[1]];
+            scale[i] = scale[n->src[1]];
         else if (n->op == AG_OP_RESIZE2X)
             scale[i] = scale[i] > 1 ? scale[i] / 2 : 1;
         multiple = scale[i] > multiple ? scale[i] : multiple;

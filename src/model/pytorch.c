@@ -402,14 +402,20 @@ static int tensor_geometry(const pt_file *f, const ag_pkl_obj *args, ag_tensor_r
         return ag_error_set(f->err, AG_E_FORMAT,
                             "%s: tensor '%s': bad storage offset, size or stride", f->label,
                             ref->name);
-    if (size->seq.count > AG_TENSOR_MAX_DIMS)
-        return ag_error_set(f->err, AG_E_UNSUPPORTED,
-                            "%s: tensor '%s' has %d dimensions, at most %d are supported", f->label,
-                            ref->name, (int)size->seq.count, AG_TENSOR_MAX_DIMS);
+    /* StyleGAN2's modulated convs store (1, OC, IC, K, K): leading size-1 axes beyond the
+     * fourth are dropped, as they change neither the elements nor their order. */
+    int drop = size->seq.count > AG_TENSOR_MAX_DIMS ? size->seq.count - AG_TENSOR_MAX_DIMS : 0;
+    for (int i = 0; i < drop; i++) {
+        const ag_pkl_obj *n = item(f, size, i);
+        if (n->type != AG_PKL_INT || n->i != 1)
+            return ag_error_set(f->err, AG_E_UNSUPPORTED,
+                                "%s: tensor '%s' has %d dimensions, at most %d are supported",
+                                f->label, ref->name, (int)size->seq.count, AG_TENSOR_MAX_DIMS);
+    }
     *offset = off->i;
-    ref->ndim = size->seq.count;
+    ref->ndim = size->seq.count - drop;
     for (int i = 0; i < ref->ndim; i++) {
-        const ag_pkl_obj *n = item(f, size, i), *s = item(f, step, i);
+        const ag_pkl_obj *n = item(f, size, i + drop), *s = item(f, step, i + drop);
         if (n->type != AG_PKL_INT || s->type != AG_PKL_INT || n->i < 0 || s->i < 0)
             return ag_error_set(f->err, AG_E_FORMAT,
                                 "%s: tensor '%s': size or stride %d is not a non-negative int",
@@ -563,8 +569,30 @@ static int add_entry(pt_file *f, const ag_pkl_obj *key, const ag_pkl_obj *value)
     return rc;
 }
 
+/* Training checkpoints nest the weights one level down: GFPGAN's {"params_ema": ...,
+ * "params": ...}, GPEN's trainer {"g": ..., "d": ..., "g_ema": ...}. The first of these keys
+ * whose value is a dict names the state_dict (the EMA weights are the ones released). */
+static const char *nested_key(const pt_file *f, const ag_pkl_obj *dict, const ag_pkl_obj **out) {
+    static const char *const keys[] = {"params_ema", "params", "g_ema"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        for (int32_t i = 0; i + 1 < dict->seq.count; i += 2) {
+            const ag_pkl_obj *value = obj(f, dict->seq.items[i + 1]);
+            if (ag_pkl_str_eq(obj(f, dict->seq.items[i]), keys[k]) && value->type == AG_PKL_DICT) {
+                *out = value;
+                return keys[k];
+            }
+        }
+    return NULL;
+}
+
 static int convert(pt_file *f) {
     const ag_pkl_obj *dict = obj(f, f->root);
+    const char *key = dict->type == AG_PKL_DICT ? nested_key(f, dict, &dict) : NULL;
+    if (key) {
+        int rc = ag_tensor_set_meta(f->out, "state_dict_key", key, f->err);
+        if (rc != AG_OK)
+            return ag_error_prefix(rc, f->label, f->err);
+    }
     if (dict->type != AG_PKL_DICT)
         return ag_error_set(f->err, AG_E_UNSUPPORTED,
                             "%s: holds a Python %s, not a state_dict; save model.state_dict() "

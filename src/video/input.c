@@ -234,6 +234,30 @@ static double duration_of(const AVFormatContext *fc, const AVStream *st) {
     return 0;
 }
 
+/* The container's whole length, every stream: the audio is demuxed (and copied or
+ * re-encoded) too, so a 1 s clip with an hour of sound is an hour of work and output. */
+static int check_streams(const AVFormatContext *fc, const ag_video_limits *limits,
+                         const char *label, ag_error *err) {
+    if (!limits || limits->max_seconds <= 0)
+        return 0;
+    double longest = fc->duration > 0 ? (double)fc->duration / AV_TIME_BASE : 0;
+    const char *which = "the container";
+    for (unsigned i = 0; i < fc->nb_streams; i++) {
+        const AVStream *st = fc->streams[i];
+        double d = st->duration > 0 && st->time_base.num > 0 && st->time_base.den > 0
+                       ? (double)st->duration * av_q2d(st->time_base)
+                       : 0;
+        if (d > 0 && d >= longest) { /* the stream that makes the container this long */
+            longest = d;
+            which = st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO ? "its audio" : "a stream";
+        }
+    }
+    if (longest > limits->max_seconds)
+        return ag_error_set(err, AG_E_LIMIT, "%s: %s is %.1f s long; the limit is %.1f s", label,
+                            which, longest, limits->max_seconds);
+    return 0;
+}
+
 /* Frame size and duration against the limits; `when` says which pass found them. */
 static int check_limits(ag_video_input *in, const ag_video_limits *limits, const char *label,
                         ag_error *err) {
@@ -253,7 +277,7 @@ static int check_limits(ag_video_input *in, const ag_video_limits *limits, const
     if (limits && limits->max_frames > 0 && st->nb_frames > limits->max_frames)
         return ag_error_set(err, AG_E_LIMIT, "%s: %lld frames; the limit is %lld", label,
                             (long long)st->nb_frames, (long long)limits->max_frames);
-    return 0;
+    return check_streams(in->format, limits, label, err);
 }
 
 static void fill_info(ag_video_input *in) {
@@ -420,6 +444,10 @@ int ag_video_input_open(ag_video_input *in, const char *path, const void *data, 
         rc = err->code;
         goto fail;
     }
+    /* libavformat's mov demuxer expands the sample tables while opening: counted first. */
+    if (!strncmp(fmt->name, "mov,", 4) &&
+        (rc = ag_mp4_check(&in->source, source_size(&in->source), limits, label, err)) != 0)
+        goto fail;
     uint8_t *buffer = av_malloc(IO_BUFFER_BYTES);
     if (!buffer)
         goto nomem;

@@ -146,13 +146,15 @@ typedef struct pipeline {
     int64_t end_us;         /* INT64_MAX: to the end */
     int64_t last_in_pts;
     int64_t default_duration;
-    int64_t first_pts;   /* of the first frame kept, for --max-seconds on headerless clips */
-    int64_t frames_read; /* kept, for limits.max_frames */
+    int64_t first_pts;    /* of the first frame kept, for --max-seconds on headerless clips */
+    int64_t frames_read;  /* kept, for limits.max_frames */
+    int64_t video_end_us; /* the video stream's declared end (INT64_MAX: not declared) */
 
     /* output */
     AVFormatContext *out;
     AVIOContext *out_io;
     int out_fd;
+    size_t out_written; /* bytes, against opt->max_output_bytes */
     char tmp_path[PATH_MAX];
     AVCodecContext *enc;
     AVStream *ost;
@@ -321,7 +323,11 @@ static int reader_decode(pipeline *p, const AVPacket *pkt, AVFrame *f) {
     }
 }
 
-/* An audio packet: copied (timestamps shifted by the start), re-encoded or dropped. */
+/* How far past the video's end audio packets are read before the reader stops. */
+#define AUDIO_TAIL_US 5000000
+
+/* An audio packet: copied (timestamps shifted by the start), re-encoded or dropped; 1 when
+ * the reading can stop (the sound has gone past the picture). */
 static int reader_audio(pipeline *p, AVPacket *pkt) {
     AVStream *ist = p->in.format->streams[pkt->stream_index];
     int out_index = p->stream_map[pkt->stream_index];
@@ -335,6 +341,18 @@ static int reader_audio(pipeline *p, AVPacket *pkt) {
         return 0;
     if (t != AV_NOPTS_VALUE && t >= end)
         return 0;
+    /* The sound stops with the picture: past the video's end it is dropped, and a few
+     * seconds past it (interleaving leaves no more video behind) the reading stops. */
+    int64_t t_us =
+        t == AV_NOPTS_VALUE ? AV_NOPTS_VALUE : av_rescale_q(t, ist->time_base, AV_TIME_BASE_Q);
+    if (t_us != AV_NOPTS_VALUE && t_us >= p->video_end_us)
+        return t_us - p->video_end_us > AUDIO_TAIL_US ? 1 : 0;
+    double limit = p->opt->limits.max_seconds;
+    if (t_us != AV_NOPTS_VALUE && limit > 0 && (double)(t_us - p->start_us) / 1e6 > limit + 1) {
+        ag_error err;
+        ag_error_set(&err, AG_E_LIMIT, "the audio runs past %.1f s, the limit", limit);
+        return pipeline_fail(p, &err);
+    }
     ag_audio_encoder *a = p->audio[pkt->stream_index];
     if (a) {
         ag_error err = {0};
@@ -365,6 +383,12 @@ static void *reader_main(void *arg) {
         rc = pipeline_fail(p, &err);
     }
     while (rc == 0 && !atomic_load(&p->failed)) {
+        if (p->opt->cancelled && p->opt->cancelled(p->opt->cancelled_user)) {
+            ag_error err;
+            ag_error_set(&err, AG_E_CANCELLED, "cancelled");
+            rc = pipeline_fail(p, &err);
+            break;
+        }
         int av = av_read_frame(p->in.format, pkt);
         if (av == AVERROR_EOF)
             break;
@@ -658,6 +682,9 @@ static void plan_range(pipeline *p) {
         p->end_us = from + (int64_t)(p->opt->duration_s * AV_TIME_BASE);
         p->end_pts = av_rescale_q(p->end_us, AV_TIME_BASE_Q, tb);
     }
+    p->video_end_us = p->ist->duration > 0
+                          ? origin + av_rescale_q(p->ist->duration, tb, AV_TIME_BASE_Q)
+                          : INT64_MAX;
     double fps = p->in.info.fps;
     p->default_duration = fps > 0 ? av_rescale_q(1, av_d2q(1.0 / fps, 1 << 20), tb) : 1;
     if (p->default_duration <= 0)
@@ -675,7 +702,17 @@ static void plan_range(pipeline *p) {
 /* ---- the output file: our own fd behind an AVIOContext, renamed at the end ------------------ */
 
 static int out_write(void *opaque, uint8_t *buf, int size) {
-    int fd = *(int *)opaque;
+    pipeline *p = opaque;
+    int fd = p->out_fd;
+    size_t bound = p->opt->max_output_bytes;
+    if (bound && (size_t)size > bound - p->out_written) {
+        ag_error err;
+        ag_error_set(&err, AG_E_LIMIT, "the result grew past %.1f MiB, the limit",
+                     (double)bound / 1048576.0);
+        pipeline_fail(p, &err);
+        return AVERROR(EFBIG);
+    }
+    p->out_written += (size_t)size;
     int done = 0;
     while (done < size) {
         ssize_t n = write(fd, buf + done, (size_t)(size - done));
@@ -689,7 +726,7 @@ static int out_write(void *opaque, uint8_t *buf, int size) {
 }
 
 static int64_t out_seek(void *opaque, int64_t offset, int whence) {
-    int fd = *(int *)opaque;
+    int fd = ((pipeline *)opaque)->out_fd;
     if (whence & AVSEEK_SIZE) {
         struct stat st;
         return fstat(fd, &st) == 0 ? (int64_t)st.st_size : AVERROR(errno);
@@ -713,13 +750,13 @@ static int open_output_file(pipeline *p, const char *path, ag_error *err) {
         p->tmp_path[0] = 0;
         return ag_error_set(err, AG_E_IO, "%s: cannot create a file there: %s", path, strerror(e));
     }
-    /* mkstemp creates 0600; the output is meant to be readable like any new file. */
-    if (fchmod(p->out_fd, 0644) != 0)
+    /* mkstemp creates 0600; the output is meant to be readable like any new file, except
+     * in a service's spool, where results are the uploader's alone. */
+    if (!p->opt->private_output && fchmod(p->out_fd, 0644) != 0)
         return ag_error_set(err, AG_E_IO, "%s: %s", path, strerror(errno));
     uint8_t *buffer = av_malloc(64 * 1024);
     p->out_io =
-        buffer ? avio_alloc_context(buffer, 64 * 1024, 1, &p->out_fd, NULL, out_write, out_seek)
-               : NULL;
+        buffer ? avio_alloc_context(buffer, 64 * 1024, 1, p, NULL, out_write, out_seek) : NULL;
     if (!p->out_io) {
         av_free(buffer);
         return ag_error_set(err, AG_E_NOMEM, "out of memory");

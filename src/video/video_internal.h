@@ -48,6 +48,15 @@ int ag_video_input_open(ag_video_input *in, const char *path, const void *data, 
                         const char *label, const ag_video_limits *limits, ag_error *err);
 void ag_video_input_close(ag_video_input *in);
 
+/*
+ * An MP4/MOV's sample tables (mp4_check.c), counted from its box headers before
+ * libavformat builds an index from them: 0, or AG_E_LIMIT when a track declares more
+ * samples or table entries than limits->max_frames allows (a default bound when 0).
+ * Rewinds the source.
+ */
+int ag_mp4_check(ag_video_source *src, int64_t size, const ag_video_limits *limits,
+                 const char *label, ag_error *err);
+
 /* Load FFmpeg (ag_libav_load) and, once per process, route its logging (off unless
  * AG_VIDEO_DEBUG=1). Before any other libav* call; 0 or AG_E_UNSUPPORTED. */
 int ag_video_init(ag_error *err);

@@ -378,6 +378,62 @@ async function main() {
       const unexpected = consoleErrors.filter((e) => !/status of (413|415|503)/.test(e));
       check(unexpected.length === 0, "console errors: " + unexpected.join(" | "));
     }],
+    ["face_fusion_tab", async () => {
+      // Two photos into the fusion tab, the ratio slider moved: the preview changes (a new
+      // request per position), ratio 0 gives the target's pixels, the download is the result.
+      // (Playwright hands back an empty body for the page's multipart fetch, so the pixels
+      // of each URL the page asked are fetched again here, the same bytes posted.)
+      const direct = async (url, target) => {
+        const b = "fusetestboundary", parts = [];
+        for (const [name, file] of [["source", path.join(DATA, "generated", "fuse", "source.jpg")],
+                                    ["target", path.join(DATA, target)]])
+          parts.push(Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="${name}"; filename="x"\r\n` +
+                                 "Content-Type: application/octet-stream\r\n\r\n"), fs.readFileSync(file), Buffer.from("\r\n"));
+        parts.push(Buffer.from(`--${b}--\r\n`));
+        const res = await request(server.port, "POST", url.slice(base.length), Buffer.concat(parts),
+                                  { "Content-Type": "multipart/form-data; boundary=" + b });
+        check(res.status === 200, "direct fusion " + res.status);
+        return res.body;
+      };
+      await page.goto(base + "/");
+      await page.click("#tab-fuse");
+      check(!(await page.isHidden("#fusion")) && (await page.isHidden("#pick")), "fusion tab not shown");
+      const fused = () => page.waitForResponse((r) => r.url().includes("/api/v1/fuse"), { timeout: 180000 });
+      let response = fused();
+      await page.setInputFiles("#fuse-source", path.join(DATA, "generated", "fuse", "source.jpg"));
+      await page.setInputFiles("#fuse-target", path.join(DATA, "astronaut.png"));
+      let r = await response;
+      check(r.status() === 200 && r.url().includes("ratio=0.70"), "first fusion " + r.status() + " " + r.url());
+      const first = pngDecode(await direct(r.url(), "astronaut.png"));
+      check(first.width === 512 && first.height === 512, "fusion size");
+      await pageWait(page, () => !document.getElementById("fuse-view").hidden &&
+                     document.getElementById("fuse-after").naturalWidth === 512, 20000, "preview");
+      const src1 = await page.getAttribute("#fuse-after", "src");
+      response = fused();
+      await page.fill("#fuse-ratio", "0");
+      r = await response;
+      check(r.url().includes("ratio=0.00"), "slider did not re-ask: " + r.url());
+      const zero = pngDecode(await direct(r.url(), "astronaut.png"));
+      const target = pngDecode(ASTRONAUT);
+      check(zero.pixels.equals(target.pixels), "ratio 0 is not the target");
+      check(!zero.pixels.equals(first.pixels), "the preview did not change with the ratio");
+      await pageWait(page, () => document.getElementById("fuse-status").textContent.startsWith("Fused"), 20000, "status");
+      check((await page.getAttribute("#fuse-after", "src")) !== src1, "preview image not replaced");
+      check((await page.textContent("#fuse-ratio-value")) === "0.00", "ratio label");
+      const download = await page.getAttribute("#fuse-download", "href");
+      check(!(await page.isHidden("#fuse-download")) && download === (await page.getAttribute("#fuse-after", "src")),
+            "download is not the result");
+      // No face in the target: the server's message in plain words.
+      response = fused();
+      await page.setInputFiles("#fuse-target", CHELSEA);
+      r = await response;
+      check(r.status() === 422, "no-face status " + r.status());
+      await page.waitForSelector("#fuse-error:not([hidden])", { timeout: 20000 });
+      const text = await page.textContent("#fuse-error");
+      check(/no face found in the target/i.test(text), "no-face message: " + text);
+      await page.click("#tab-anime");
+      check((await page.isHidden("#fusion")) && !(await page.isHidden("#pick")), "back to the photo tab");
+    }],
   ];
 
   const only = process.argv[2] || "";

@@ -1,0 +1,369 @@
+/*
+ * fuse.c - `animegan fuse --source S --target T -o OUTPUT`: the source's face fused into
+ * the target photo (ag_face_fuse, src/face/fuse.c), the faces found by the bundled detector
+ * (cli/faces.c's set-up), optionally stylised with a model before or after.
+ */
+#include "commands.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FUSE_MAX_PIXELS ((size_t)100000000) /* either image's header: refused above this */
+
+typedef struct fuse_args {
+    const char *source, *target, *output;
+    int source_face, target_face; /* 1-based, as `animegan faces` prints */
+    ag_fuse_options fuse;
+    ag_cli_engine_args e; /* e.model: --style, NULL for none */
+    int anime_template;   /* --style stylises the source before fusing */
+    int quality, bench, runs;
+} fuse_args;
+
+static void print_help(void) {
+    fputs("Usage: animegan fuse --source S --target T -o OUTPUT [options]\n"
+          "\n"
+          "Fuse the face of photo S into photo T (the template: pose, hair, background): the\n"
+          "source's 468 landmarks aligned to the target's, the geometry interpolated, both\n"
+          "faces warped over a triangulation, the source's colours moved to the target's skin,\n"
+          "and the result blended in seamlessly (Poisson). The output has the size of T\n"
+          "(or --size); pixels away from the face are T's, bit for bit.\n"
+          "\n"
+          "Options:\n"
+          "  -s, --source PATH        the face to put in (required)\n"
+          "  -T, --target PATH        the photo it goes into (required)\n"
+          "  -o, --output PATH        output file; .png, .jpg or .webp (required)\n"
+          "      --source-face N      which face of S, as 'animegan faces' numbers them\n"
+          "                           (default: 1, the largest)\n"
+          "      --target-face N      which face of T (default: 1)\n"
+          "  -r, --ratio R            0-1: sets both ratios below (default: 0.7);\n"
+          "                           0 returns T unchanged\n"
+          "      --shape-ratio R      geometry: 0 T's face shape, 1 the source's\n"
+          "      --texture-ratio R    how much of the source's skin and features replace T's\n"
+          "      --mode M             normal (seamless), blend (feathered, no Poisson) or\n"
+          "                           overlay (the fused lightness over T's colour)\n"
+          "      --smooth S           skin smoothing, 0-1 (default: 0)\n"
+          "      --brightness B       -1..1 on the fused face (default: 0)\n"
+          "      --contrast C         -1..1 (default: 0)\n"
+          "      --saturation S       -1..1 (default: 0)\n"
+          "      --size N             output long side: original, or 64-4096 px\n"
+          "      --style M            stylise the result with model M (fuse, then anime)\n"
+          "      --anime-template     with --style: T is already anime; stylise the source\n"
+          "                           face first, then fuse\n"
+          "      --precision P        fp32, bf16, int8 or auto, for --style (default: auto)\n"
+          "  -t, --threads N          worker threads, 0 = every core (default: 0)\n"
+          "      --quality N          JPEG/WebP quality 1-100 (default: 90)\n"
+          "      --bench              also print one JSON line: the fusion's stage times\n"
+          "                           (median of --runs, landmarks known) and detection's\n"
+          "      --runs N             fusions timed by --bench, 1-1000 (default: 20)\n"
+          "  -h, --help               show this help\n"
+          "\n"
+          "Exit status: 0 written, 1 an image, a face or the model failed (no output is\n"
+          "left), 2 bad command line.\n",
+          stdout);
+}
+
+enum {
+    OPT_SOURCE_FACE = 256,
+    OPT_TARGET_FACE,
+    OPT_SHAPE,
+    OPT_TEXTURE,
+    OPT_MODE,
+    OPT_SMOOTH,
+    OPT_BRIGHTNESS,
+    OPT_CONTRAST,
+    OPT_SATURATION,
+    OPT_SIZE,
+    OPT_STYLE,
+    OPT_ANIME_TEMPLATE,
+    OPT_QUALITY,
+    OPT_BENCH,
+    OPT_RUNS,
+};
+
+static int parse_float(const char *option, const char *text, float lo, float hi, float *out) {
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !(v >= (double)lo && v <= (double)hi))
+        return ag_cli_usage_error("fuse", "--%s: '%s' is not in [%g, %g]", option, text, (double)lo,
+                                  (double)hi),
+               -1;
+    *out = (float)v;
+    return 0;
+}
+
+static int parse_mode(const char *text, ag_fuse_mode *out) {
+    static const char *const names[3] = {"normal", "blend", "overlay"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(text, names[i]))
+            return *out = (ag_fuse_mode)i, 0;
+    return ag_cli_usage_error("fuse", "--mode: '%s' is not normal, blend or overlay", text), -1;
+}
+
+/* One fuse option: 0 handled, -1 bad value (reported), 1 not one of them. */
+static int parse_option(int opt, const char *arg, fuse_args *a) {
+    ag_fuse_options *f = &a->fuse;
+    switch (opt) {
+    case 's': a->source = arg; return 0;
+    case 'T': a->target = arg; return 0;
+    case 'o': a->output = arg; return 0;
+    case OPT_SOURCE_FACE:
+        return ag_cli_parse_int("fuse", "source-face", arg, 1, 64, &a->source_face);
+    case OPT_TARGET_FACE:
+        return ag_cli_parse_int("fuse", "target-face", arg, 1, 64, &a->target_face);
+    case 'r':
+        if (parse_float("ratio", arg, 0, 1, &f->shape_ratio))
+            return -1;
+        f->texture_ratio = f->shape_ratio;
+        return 0;
+    case OPT_SHAPE: return parse_float("shape-ratio", arg, 0, 1, &f->shape_ratio);
+    case OPT_TEXTURE: return parse_float("texture-ratio", arg, 0, 1, &f->texture_ratio);
+    case OPT_MODE: return parse_mode(arg, &f->mode);
+    case OPT_SMOOTH: return parse_float("smooth", arg, 0, 1, &f->smooth);
+    case OPT_BRIGHTNESS: return parse_float("brightness", arg, -1, 1, &f->brightness);
+    case OPT_CONTRAST: return parse_float("contrast", arg, -1, 1, &f->contrast);
+    case OPT_SATURATION: return parse_float("saturation", arg, -1, 1, &f->saturation);
+    case OPT_SIZE:
+        if (!strcmp(arg, "original"))
+            return f->size = 0, 0;
+        return ag_cli_parse_int("fuse", "size", arg, 64, 4096, &f->size);
+    case OPT_STYLE: a->e.model = arg; return 0;
+    case OPT_ANIME_TEMPLATE: a->anime_template = 1; return 0;
+    case OPT_QUALITY: return ag_cli_parse_int("fuse", "quality", arg, 1, 100, &a->quality);
+    case OPT_BENCH: a->bench = 1; return 0;
+    case OPT_RUNS: return ag_cli_parse_int("fuse", "runs", arg, 1, 1000, &a->runs);
+    default: return 1;
+    }
+}
+
+static int parse_args(int argc, char **argv, fuse_args *a) {
+    static const struct option long_options[] = {
+        {"source", required_argument, NULL, 's'},
+        {"target", required_argument, NULL, 'T'},
+        {"output", required_argument, NULL, 'o'},
+        {"source-face", required_argument, NULL, OPT_SOURCE_FACE},
+        {"target-face", required_argument, NULL, OPT_TARGET_FACE},
+        {"ratio", required_argument, NULL, 'r'},
+        {"shape-ratio", required_argument, NULL, OPT_SHAPE},
+        {"texture-ratio", required_argument, NULL, OPT_TEXTURE},
+        {"mode", required_argument, NULL, OPT_MODE},
+        {"smooth", required_argument, NULL, OPT_SMOOTH},
+        {"brightness", required_argument, NULL, OPT_BRIGHTNESS},
+        {"contrast", required_argument, NULL, OPT_CONTRAST},
+        {"saturation", required_argument, NULL, OPT_SATURATION},
+        {"size", required_argument, NULL, OPT_SIZE},
+        {"style", required_argument, NULL, OPT_STYLE},
+        {"anime-template", no_argument, NULL, OPT_ANIME_TEMPLATE},
+        {"precision", required_argument, NULL, 'P'},
+        {"threads", required_argument, NULL, 't'},
+        {"quality", required_argument, NULL, OPT_QUALITY},
+        {"bench", no_argument, NULL, OPT_BENCH},
+        {"runs", required_argument, NULL, OPT_RUNS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":s:T:o:r:t:h", long_options, NULL)) != -1) {
+        if (opt == 'h')
+            return print_help(), 1;
+        int rc = parse_option(opt, optarg, a);
+        if (rc == 1 && (opt == 't' || opt == 'P'))
+            rc = ag_cli_engine_option("fuse", opt, optarg, &a->e) == 1 ? 0 : -1;
+        if (rc == 1)
+            return ag_cli_bad_option("fuse", opt, optopt, argv[optind - 1]), -1;
+        if (rc)
+            return -1;
+    }
+    if (optind < argc)
+        return ag_cli_usage_error("fuse", "unexpected argument '%s'", argv[optind]), -1;
+    if (!a->source || !a->target || !a->output)
+        return ag_cli_usage_error("fuse", "--source, --target and -o are all needed"), -1;
+    if (a->anime_template && !a->e.model)
+        return ag_cli_usage_error("fuse", "--anime-template applies only with --style"), -1;
+    if (ag_format_from_path(a->output) < 0)
+        return ag_cli_usage_error("fuse", "%s: the extension is not .png, .jpg or .webp",
+                                  a->output),
+               -1;
+    return 0;
+}
+
+/* The n-th (1-based) face of `im`, largest first; a precise message when there is none. */
+static int find_face(ag_face_detector *d, const ag_image *im, const char *path, const char *which,
+                     int n, ag_face *faces, ag_face *out, ag_error *err) {
+    ag_face_options fo = {.max_faces = AG_FACE_MAX};
+    int count = 0;
+    int rc = ag_faces_detect(d, im, &fo, faces, AG_FACE_MAX, &count, NULL, err);
+    if (rc)
+        return rc;
+    if (count == 0) {
+        snprintf(err->message, sizeof err->message, "%s: no face found in the %s image", path,
+                 which);
+        return err->code = AG_E_ARG;
+    }
+    if (n > count) {
+        snprintf(err->message, sizeof err->message, "%s: --%s-face %d, but the %s has %d face%s",
+                 path, which, n, which, count, count == 1 ? "" : "s");
+        return err->code = AG_E_ARG;
+    }
+    *out = faces[n - 1];
+    if (!out->has_landmarks) {
+        snprintf(err->message, sizeof err->message,
+                 "%s: the %s face has no landmarks (FaceMesh did not confirm it)", path, which);
+        return err->code = AG_E_ARG;
+    }
+    return AG_OK;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int by_value(const void *pa, const void *pb) {
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+/* --bench: `runs` fusions with the landmarks known; one JSON line of medians. */
+static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const ag_face *tf,
+                 const fuse_args *a, double detect_ms, ag_error *err) {
+    double *ms = ag_malloc(sizeof *ms * (size_t)a->runs * 6);
+    if (!ms)
+        return err->code = AG_E_NOMEM;
+    ag_fuse_timing tm = {0};
+    int rc = AG_OK, ow = 0, oh = 0;
+    /* At --size, time the fusion on the resized target (ratio 0 returns just that), not the
+     * resize: the figure is "a fusion of a target that size". */
+    ag_image sized = {0};
+    ag_face *sized_face = NULL;
+    ag_fuse_options o = a->fuse;
+    if (o.size) {
+        ag_fuse_options r = o;
+        r.shape_ratio = r.texture_ratio = 0;
+        sized_face = ag_malloc(sizeof *sized_face);
+        rc = sized_face ? ag_face_fuse(s, sf, t, tf, &r, &sized, NULL, err) : AG_E_NOMEM;
+        if (rc == AG_OK) {
+            float kx = (float)sized.width / t->width, ky = (float)sized.height / t->height;
+            *sized_face = *tf;
+            for (int i = 0; i < AG_FACE_LANDMARKS; i++)
+                sized_face->landmarks[i][0] *= kx, sized_face->landmarks[i][1] *= ky;
+            sized_face->box[0] *= kx, sized_face->box[2] *= kx;
+            sized_face->box[1] *= ky, sized_face->box[3] *= ky;
+            t = &sized, tf = sized_face, o.size = 0;
+        }
+    }
+    for (int i = 0; i < a->runs && rc == AG_OK; i++) {
+        ag_image out = {0};
+        double c0 = cpu_ms();
+        rc = ag_face_fuse(s, sf, t, tf, &o, &out, &tm, err);
+        double row[6] = {tm.total_ms, tm.geometry_ms, tm.warp_ms,
+                         tm.color_ms, tm.blend_ms,    cpu_ms() - c0};
+        ow = out.width, oh = out.height;
+        ag_image_fini(&out);
+        for (int k = 0; k < 6; k++)
+            ms[(size_t)k * a->runs + i] = row[k];
+    }
+    if (rc == AG_OK) {
+        static const char *const names[6] = {"fuse_ms",  "geometry_ms", "warp_ms",
+                                             "color_ms", "blend_ms",    "fuse_cpu_ms"};
+        printf("{\"width\": %d, \"height\": %d, \"runs\": %d", ow, oh, a->runs);
+        for (int k = 0; k < 6; k++) {
+            double *col = ms + (size_t)k * a->runs;
+            qsort(col, (size_t)a->runs, sizeof *col, by_value);
+            printf(", \"%s\": %.3f", names[k], col[a->runs / 2]);
+        }
+        printf(", \"region_px\": %d, \"face_px\": %d, \"cycles\": %d, \"residual\": %.4f, "
+               "\"detect_ms\": %.3f, \"cpu\": \"%s\"}\n",
+               tm.region_px, tm.face_px, tm.cycles, (double)tm.residual, detect_ms,
+               ag_cpu_get_info()->model);
+    }
+    ag_image_fini(&sized);
+    ag_free(sized_face);
+    ag_free(ms);
+    return rc;
+}
+
+/* The whole command after parsing: every resource released at the one exit. */
+static int run(const fuse_args *a, ag_error *err) {
+    ag_decode_options dec = {.max_pixels = FUSE_MAX_PIXELS};
+    ag_image s = {0}, t = {0}, styled = {0}, out = {0}, final_img = {0};
+    ag_cli_face_set fs = {0};
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_face *faces = ag_malloc(sizeof *faces * (AG_FACE_MAX + 2));
+    if (!faces)
+        return err->code = AG_E_NOMEM;
+    ag_face *sf = faces + AG_FACE_MAX, *tf = sf + 1;
+    ag_engine_options eo = a->e.engine;
+    eo.threads = eo.threads > 0 ? eo.threads : ag_cpu_count();
+    ag_precision_choice choice;
+    int rc = ag_image_decode_file(a->source, &dec, &s, err);
+    rc = rc ? rc : ag_image_decode_file(a->target, &dec, &t, err);
+    if (rc == AG_OK && a->e.model) {
+        rc = ag_cli_resolve_precision(&eo, &choice) ? AG_E_UNSUPPORTED : AG_OK;
+        rc = rc ? rc : ag_model_load(a->e.model, &model, err);
+        rc = rc ? rc : ag_engine_create(model, &eo, &engine, err);
+    }
+    rc = rc ? rc : ag_cli_faces_open(&fs, &eo, err);
+    double t0 = now_ms();
+    rc = rc ? rc : find_face(fs.detector, &s, a->source, "source", a->source_face, faces, sf, err);
+    rc = rc ? rc : find_face(fs.detector, &t, a->target, "target", a->target_face, faces, tf, err);
+    double detect_ms = now_ms() - t0;
+    const ag_image *src = &s;
+    if (rc == AG_OK && engine && a->anime_template) {
+        rc = ag_stylize(engine, &s, 0, &styled, err);
+        src = &styled;
+    }
+    ag_fuse_timing tm;
+    rc = rc ? rc : ag_face_fuse(src, sf, &t, tf, &a->fuse, &out, &tm, err);
+    const ag_image *result = &out;
+    if (rc == AG_OK && engine && !a->anime_template) {
+        rc = ag_stylize(engine, &out, 0, &final_img, err);
+        result = &final_img;
+    }
+    if (rc == AG_OK && a->bench)
+        rc = bench(src, sf, &t, tf, a, detect_ms, err);
+    if (rc == AG_OK)
+        rc = ag_image_save_file(result, a->output, (ag_format)ag_format_from_path(a->output),
+                                a->quality, err);
+    ag_image_fini(&final_img);
+    ag_image_fini(&out);
+    ag_image_fini(&styled);
+    ag_cli_faces_close(&fs);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    ag_image_fini(&t);
+    ag_image_fini(&s);
+    ag_free(faces);
+    return rc;
+}
+
+int ag_cli_fuse(int argc, char **argv) {
+    fuse_args a;
+    memset(&a, 0, sizeof a);
+    ag_cli_engine_args_init(&a.e);
+    a.e.model = NULL;
+    ag_fuse_options_init(&a.fuse);
+    a.source_face = a.target_face = 1;
+    a.quality = 90, a.runs = 20;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc > 0 ? AG_EXIT_OK : AG_EXIT_USAGE;
+    ag_error err = {0};
+    if (run(&a, &err)) {
+        if (err.message[0])
+            ag_cli_report(&err);
+        return AG_EXIT_FAILED;
+    }
+    return AG_EXIT_OK;
+}

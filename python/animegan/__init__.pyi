@@ -1,0 +1,100 @@
+"""Type stub of the animegan package (the engine of animegan.c)."""
+
+from os import PathLike
+from typing import Any, Literal, TypedDict, TypeVar, overload
+
+import numpy as np
+import numpy.typing as npt
+
+Image = TypeVar("Image", npt.NDArray[np.uint8], Any)  # a numpy uint8 array or a PIL image
+Portrait = Literal["face", "center", "centre", "paste"] | bool | None
+Precision = Literal["auto", "fp32", "bf16", "int8"]
+Format = Literal["png", "jpg", "jpeg", "webp"]
+
+__version__: str
+
+class Error(Exception):
+    code: int
+    code_name: str
+
+class InputError(Error, ValueError): ...
+class ModelError(Error, ValueError): ...
+class FileError(Error, OSError): ...
+class OutOfMemoryError(Error, MemoryError): ...
+
+class ModelInfo(TypedDict):
+    name: str
+    path: str
+    format: str
+    architecture: str
+    style: str
+    kind: str
+    license: str
+    param_count: int
+    weight_bytes: int
+    min_side: int
+    upsample: str
+
+class Face(TypedDict):
+    score: float
+    box: tuple[float, float, float, float]
+    keypoints: list[tuple[float, float]]
+    quad: list[tuple[float, float]]
+    presence: float
+    landmarks: list[tuple[float, float]] | None
+
+class Model:
+    precision: str
+    precision_note: str
+    engines: int
+    def __init__(
+        self,
+        name_or_path: str | PathLike[str] = "hayao",
+        precision: Precision = "auto",
+        threads: int = 0,
+        backend: Literal["onednn", "reference"] = "onednn",
+        upsample: Literal["asymmetric", "align-corners", "half-pixel"] | None = None,
+        engines: int = 1,
+    ) -> None: ...
+    @property
+    def info(self) -> ModelInfo: ...
+    @property
+    def name(self) -> str: ...
+    def __call__(
+        self,
+        image: Image,
+        portrait: Portrait = None,
+        side_by_side: bool = False,
+        max_side: int = 1024,
+        size: int = 512,
+        max_faces: int = 0,
+    ) -> Image: ...
+    def arena_bytes(self) -> int: ...
+
+def faces(
+    image: npt.NDArray[np.uint8] | Any,
+    min_score: float = 0.6,
+    max_faces: int = 8,
+    landmarks: bool = True,
+    single_pass: bool = False,
+) -> list[Face]: ...
+def convert_file(
+    src: str | PathLike[str],
+    dst: str | PathLike[str],
+    model: str | PathLike[str] | Model = "hayao",
+    precision: Precision = "auto",
+    threads: int = 0,
+    portrait: Portrait = None,
+    side_by_side: bool = False,
+    max_side: int = 1024,
+    size: int = 512,
+    quality: int = 90,
+    format: Format | None = None,
+    max_faces: int = 0,
+) -> None: ...
+def decode(data: bytes | bytearray | memoryview, max_side: int = 0,
+           max_pixels: int = 0) -> npt.NDArray[np.uint8]: ...
+def encode(image: npt.NDArray[np.uint8] | Any, format: Format = "png",
+           quality: int = 90) -> bytes: ...
+def bundled_models() -> list[str]: ...
+def memory() -> dict[str, int]: ...

@@ -1,0 +1,240 @@
+/*
+ * fuse.c - POST /api/v1/fuse: a multipart body with a `source` and a `target` image, the
+ * source's face fused into the target (ag_face_fuse). It rides the convert route: the same
+ * admission slot, queue and worker (one queue slot per fusion), the same upload bound; each
+ * image's header is checked against --max-pixels before either is decoded, and both faces
+ * are found before any fusing, so a request with no face in one of them (422 naming which)
+ * costs two detections and no more. Options are query parameters (fuse_option_keys).
+ */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One fusion query parameter: 0 set, -1 bad value (err filled), 1 not a fusion key. */
+int ag_fuse_option_set(ag_convert_options *o, const char *key, const char *value,
+                       ag_reply_error *err) {
+    static const struct {
+        const char *key;
+        float lo, hi;
+    } floats[] = {{"ratio", 0, 1},      {"shape_ratio", 0, 1}, {"texture_ratio", 0, 1},
+                  {"smooth", 0, 1},     {"brightness", -1, 1}, {"contrast", -1, 1},
+                  {"saturation", -1, 1}};
+    ag_fuse_options *f = &o->fusion;
+    float *slots[] = {&f->shape_ratio, &f->shape_ratio, &f->texture_ratio, &f->smooth,
+                      &f->brightness,  &f->contrast,    &f->saturation};
+    if (!key)
+        return 1;
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        if (strcmp(key, floats[i].key))
+            continue;
+        char *end;
+        double v = value ? strtod(value, &end) : 0;
+        if (!value || end == value || *end ||
+            !(v >= (double)floats[i].lo && v <= (double)floats[i].hi)) {
+            ag_reply_error_set(err, 400, "bad_option", "%s must be a number from %g to %g", key,
+                               (double)floats[i].lo, (double)floats[i].hi);
+            return -1;
+        }
+        *slots[i] = (float)v;
+        if (i == 0)
+            f->texture_ratio = (float)v;
+        return 0;
+    }
+    if (!strcmp(key, "mode")) {
+        static const char *const modes[3] = {"normal", "blend", "overlay"};
+        for (int i = 0; i < 3; i++)
+            if (value && !strcmp(value, modes[i]))
+                return f->mode = (ag_fuse_mode)i, 0;
+        ag_reply_error_set(err, 400, "bad_option", "mode must be normal, blend or overlay");
+        return -1;
+    }
+    int *ints[3] = {&f->size, &o->source_face, &o->target_face};
+    static const char *const int_keys[3] = {"size", "source_face", "target_face"};
+    static const int lo[3] = {64, 1, 1}, hi[3] = {4096, AG_FACE_MAX, AG_FACE_MAX};
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(key, int_keys[i]))
+            continue;
+        long long v;
+        if (i == 0 && value && !strcmp(value, "original"))
+            return f->size = 0, 0;
+        if (!value || ag_parse_int64(value, lo[i], hi[i], &v) != 0) {
+            ag_reply_error_set(err, 400, "bad_option", "%s must be a whole number from %d to %d%s",
+                               key, lo[i], hi[i], i == 0 ? " (or original)" : "");
+            return -1;
+        }
+        *ints[i] = (int)v;
+        return 0;
+    }
+    return 1;
+}
+
+/* The `field` part of a multipart body, sniffed to be an image. */
+static int upload_field(const ag_request *r, const char *field, const uint8_t **data, size_t *size,
+                        ag_reply_error *err) {
+    ag_multipart_part part;
+    int rc = ag_multipart_find(r->body, r->body_size, r->boundary, field, &part);
+    if (rc) {
+        ag_reply_error_set(err, 400, "bad_request",
+                           rc < 0    ? "malformed multipart/form-data body"
+                           : rc == 2 ? "the multipart body has the field '%s' twice"
+                                     : "the multipart body has no field '%s' (fuse needs "
+                                       "'source' and 'target')",
+                           field);
+        return -1;
+    }
+    if (!part.size || !ag_upload_sniff(part.data, part.size)) {
+        ag_reply_error_set(err, 415, "unsupported_media_type",
+                           "the '%s' field is not a JPEG, PNG, WebP, GIF, TIFF or HEIF image",
+                           field);
+        return -1;
+    }
+    *data = part.data, *size = part.size;
+    return 0;
+}
+
+int ag_fuse_uploads(ag_request *r, ag_reply_error *err) {
+    if (r->body_kind != AG_BODY_MULTIPART) {
+        ag_reply_error_set(err, 400, "bad_request",
+                           "fuse takes multipart/form-data with 'source' and 'target' images");
+        return -1;
+    }
+    if (upload_field(r, "source", &r->image, &r->image_size, err) ||
+        upload_field(r, "target", &r->image2, &r->image2_size, err))
+        return -1;
+    return 0;
+}
+
+/* One upload's header against the pixel limit; fails the job otherwise. */
+static int check_header(ag_server *s, ag_request *r, const uint8_t *data, size_t size,
+                        const char *which) {
+    ag_error err = {0};
+    int w = 0, h = 0;
+    char msg[AG_ERROR_MESSAGE_BYTES + 64];
+    if (ag_image_probe(data, size, &w, &h, &err) != 0) {
+        snprintf(msg, sizeof msg, "the %s image: %s", which, err.message);
+        ag_job_fail(s, r, 422, "undecodable_image", msg);
+        return -1;
+    }
+    if (w <= 0 || h <= 0 || (size_t)w * (size_t)h > s->config.max_pixels) {
+        snprintf(msg, sizeof msg,
+                 "the %s image is %dx%d = %.1f megapixels; the limit is %.1f (--max-pixels)", which,
+                 w, h, (double)w * h / 1e6, (double)s->config.max_pixels / 1e6);
+        ag_job_fail(s, r, 413, "too_many_pixels", msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int decode(ag_server *s, ag_request *r, const uint8_t *data, size_t size, const char *which,
+                  ag_image *out) {
+    ag_error err = {0};
+    ag_decode_options d = {.max_pixels = s->config.max_pixels};
+    if (ag_image_decode(data, size, which, &d, out, &err) == 0)
+        return 0;
+    char msg[AG_ERROR_MESSAGE_BYTES + 64];
+    snprintf(msg, sizeof msg, "the %s image: %s", which, err.message);
+    ag_job_fail(s, r, 422, "undecodable_image", msg);
+    return -1;
+}
+
+/* The n-th face of `im` (1 = largest) into *out; a 422 naming the image when there is none. */
+static int pick_face(ag_worker *w, ag_request *r, const ag_image *im, const char *which, int n,
+                     ag_face *faces, ag_face *out) {
+    ag_server *s = w->server;
+    ag_error err = {0};
+    ag_face_options fo = {.max_faces = AG_FACE_MAX};
+    int count = 0;
+    uint64_t t0 = ag_now_us();
+    int rc = ag_faces_detect(w->faces, im, &fo, faces, AG_FACE_MAX, &count, NULL, &err);
+    ag_metrics_observe(&s->metrics.face_detect, ag_now_us() - t0);
+    char msg[AG_ERROR_MESSAGE_BYTES + 64];
+    if (rc) {
+        snprintf(msg, sizeof msg, "faces of the %s image: %s", which, err.message);
+        ag_job_fail(s, r, rc == AG_E_NOMEM ? 503 : 500, "internal", msg);
+        return -1;
+    }
+    atomic_fetch_add(&s->metrics.faces_detected, (uint_fast64_t)count);
+    if (count == 0 || n > count || !faces[n - 1].has_landmarks) {
+        if (count == 0)
+            snprintf(msg, sizeof msg, "no face found in the %s image", which);
+        else if (n > count)
+            snprintf(msg, sizeof msg, "%s_face=%d, but the %s image has %d face%s", which, n, which,
+                     count, count == 1 ? "" : "s");
+        else
+            snprintf(msg, sizeof msg, "the %s face has no landmarks", which);
+        ag_job_fail(s, r, 422, count == 0 ? "no_face" : "bad_face", msg);
+        return -1;
+    }
+    *out = faces[n - 1];
+    return 0;
+}
+
+int ag_worker_fuse(ag_worker *w, ag_request *r) {
+    ag_server *s = w->server;
+    const ag_convert_options *o = &r->options;
+    if (!w->faces) {
+        ag_job_fail(s, r, 503, "faces_unavailable",
+                    "the face models (face-detect, face-mesh) are not installed on this server");
+        return 0;
+    }
+    ag_image src = {0}, tgt = {0}, out = {0};
+    ag_face *faces = ag_malloc(sizeof *faces * (AG_FACE_MAX + 2));
+    int ok = 0;
+    if (!faces) {
+        ag_job_fail(s, r, 503, "out_of_memory", "out of memory");
+        return 0;
+    }
+    ag_face *sf = faces + AG_FACE_MAX, *tf = sf + 1;
+    /* Both headers first: neither image is decoded when the other is over the limit. */
+    ag_error err = {0};
+    if (check_header(s, r, r->image, r->image_size, "source") ||
+        check_header(s, r, r->image2, r->image2_size, "target") ||
+        decode(s, r, r->image, r->image_size, "source", &src) ||
+        decode(s, r, r->image2, r->image2_size, "target", &tgt))
+        goto done;
+    r->in_width = tgt.width, r->in_height = tgt.height;
+    int longest = tgt.width > tgt.height ? tgt.width : tgt.height, side = o->fusion.size;
+    double k = side ? (double)side / longest : 1.0;
+    if ((double)tgt.width * k * (double)tgt.height * k > (double)s->config.max_pixels) {
+        ag_job_fail(s, r, 413, "too_many_pixels",
+                    "size: the output would be over the --max-pixels limit");
+        goto done;
+    }
+    if (ag_request_client_gone(r)) {
+        ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
+        goto done;
+    }
+    if (pick_face(w, r, &src, "source", o->source_face, faces, sf) ||
+        pick_face(w, r, &tgt, "target", o->target_face, faces, tf))
+        goto done;
+    r->faces = 2;
+    ag_fuse_timing tm;
+    if (ag_face_fuse(&src, sf, &tgt, tf, &o->fusion, &out, &tm, &err) != 0) {
+        ag_job_fail(s, r,
+                    err.code == AG_E_ARG     ? 422
+                    : err.code == AG_E_NOMEM ? 503
+                                             : 500,
+                    err.code == AG_E_ARG ? "bad_face" : "internal", err.message);
+        goto done;
+    }
+    void *data = NULL;
+    size_t size = 0;
+    if (ag_image_encode(&out, o->format, o->quality, &data, &size, &err) != 0) {
+        ag_job_fail(s, r, 500, "internal", err.message);
+        goto done;
+    }
+    r->out_width = out.width, r->out_height = out.height;
+    r->status = 200;
+    r->content_type = ag_format_mime(o->format);
+    r->out = data;
+    r->out_size = size;
+    ok = 1;
+done:
+    ag_image_fini(&out);
+    ag_image_fini(&tgt);
+    ag_image_fini(&src);
+    ag_free(faces);
+    return ok;
+}

@@ -1,0 +1,199 @@
+/*
+ * jobs_intake.c - a complete upload becomes a job, on the intake thread: the MHD thread
+ * suspends the connection and hands the upload over (ag_jobs_intake_push), so nothing here
+ * stalls other clients: the fsync, the copy of a multipart body's video field into ID.in,
+ * the container probe (header, sample tables, frame walk, all bounded), and the work bound.
+ * Then the answer is prepared in the request (202 with the job, or the refusal) and the
+ * connection resumed; the MHD thread sends it (ag_jobs_request, state AG_REQ_DONE).
+ *
+ * The list holds at most --max-jobs uploads (each holds a job slot). At shutdown the uploads
+ * still waiting are answered 503 and the thread exits before the MHD daemon stops.
+ */
+#include "jobs_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+size_t ag_jobs_video_pixels(const ag_server *s) {
+    const ag_server_config *c = &s->config;
+    return c->jobs.max_pixels < c->max_pixels ? c->jobs.max_pixels : c->max_pixels;
+}
+
+int64_t ag_jobs_max_frames(const ag_jobs_config *c) {
+    return c->max_frames;
+}
+
+void ag_jobs_intake_push(ag_jobs *j, ag_job_upload *up) {
+    pthread_mutex_lock(&j->lock);
+    int stopping = j->stopping;
+    if (!stopping) {
+        up->next = NULL;
+        *j->intake_tail = up;
+        j->intake_tail = &up->next;
+        pthread_cond_signal(&j->intake_wake);
+    }
+    pthread_mutex_unlock(&j->lock);
+    if (stopping) {
+        up->request->retry_after_s = 5;
+        ag_jobs_prepare_error(up->request, 503, "shutting_down", "the server is shutting down");
+        ag_job_finish(j->server, up->request);
+    }
+}
+
+/* The multipart body in ID.upload: its video field copied into ID.in. 0, or a reply. */
+static int copy_field(ag_request *r, ag_job_upload *up, const char *upath, const char *inpath) {
+    int fd = open(upath, O_RDONLY | O_CLOEXEC);
+    void *map = fd >= 0 ? mmap(NULL, up->bytes, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    if (fd >= 0)
+        close(fd);
+    if (map == MAP_FAILED)
+        return ag_jobs_prepare_error(r, 500, "spool_error", "cannot read the spool file"), -1;
+    ag_multipart_part part;
+    int found = ag_multipart_find(map, up->bytes, up->boundary, "video", &part);
+    if (found == 1)
+        found = ag_multipart_find(map, up->bytes, up->boundary, "image", &part);
+    int ok = -1;
+    if (found == 0 && part.size > 0) {
+        int out = open(inpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ok = out >= 0 && ag_jobs_write_all(out, part.data, part.size) == 0 && fsync(out) == 0 ? 0
+                                                                                              : -1;
+        if (out >= 0)
+            close(out);
+    }
+    munmap(map, up->bytes);
+    unlink(upath);
+    if (found != 0 || part.size == 0)
+        return ag_jobs_prepare_error(r, 400, "bad_request", "%s",
+                                     found == 1   ? "the form has no field 'video'"
+                                     : found == 2 ? "the field 'video' is there more than once"
+                                                  : "malformed multipart body"),
+               -1;
+    if (ok != 0)
+        return ag_jobs_prepare_error(r, 500, "spool_error", "cannot write the spool file"), -1;
+    return 0;
+}
+
+/* Output pixels of one frame: the input's, scaled down to fit max_side. */
+static double output_pixels(const ag_video_info *info, int max_side) {
+    int side = info->width > info->height ? info->width : info->height;
+    double scale = max_side > 0 && side > max_side ? (double)max_side / side : 1.0;
+    return (double)info->width * scale * (double)info->height * scale;
+}
+
+/* The probe's refusal as a reply: the limit (413), not a video we take (415), damaged (422). */
+static int refuse_probe(ag_jobs *j, ag_request *r, const ag_error *err) {
+    const char *at = strchr(err->message, ':');
+    const char *msg =
+        at && !strncmp(err->message, j->c->dir, strlen(j->c->dir)) ? at + 2 : err->message;
+    int status = err->code == AG_E_LIMIT ? 413 : err->code == AG_E_UNSUPPORTED ? 415 : 422;
+    const char *code = err->code == AG_E_LIMIT         ? "too_large"
+                       : err->code == AG_E_UNSUPPORTED ? "unsupported_media_type"
+                                                       : "undecodable_video";
+    ag_jobs_prepare_error(r, status, code, "%s", msg);
+    return -1;
+}
+
+/* Fill r with the answer to a complete upload; the job is queued when it is a 202. */
+static int intake(ag_jobs *j, ag_job_upload *up) {
+    ag_server *s = j->server;
+    ag_request *r = up->request;
+    job *b = up->slot;
+    char upath[4096], inpath[4096];
+    ag_jobs_path(j, b, "upload", upath, sizeof upath);
+    ag_jobs_path(j, b, "in", inpath, sizeof inpath);
+    int synced = fsync(up->fd) == 0;
+    if (close(up->fd) != 0)
+        synced = 0;
+    up->fd = -1;
+    if (!synced)
+        return ag_jobs_prepare_error(r, 500, "spool_error", "cannot write the spool file"), -1;
+    if (up->kind == AG_BODY_MULTIPART) {
+        if (copy_field(r, up, upath, inpath) != 0)
+            return -1;
+    } else if (rename(upath, inpath) != 0) {
+        return ag_jobs_prepare_error(r, 500, "spool_error", "cannot keep the upload"), -1;
+    }
+    /* The header and the tables only: size, duration, frames, codec; before any frame. */
+    ag_video_limits limits = {.max_pixels = ag_jobs_video_pixels(s),
+                              .max_seconds = j->c->max_seconds,
+                              .max_frames = ag_jobs_max_frames(j->c)};
+    ag_video_info info;
+    ag_error err = {0};
+    if (ag_video_probe(inpath, &limits, &info, &err) != 0) {
+        unlink(inpath);
+        return refuse_probe(j, r, &err);
+    }
+    /* The work: frames x output pixels, what the runner's time goes by. */
+    double px = output_pixels(&info, b->max_side);
+    double work_mpx = (double)info.frames * px / 1e6;
+    double bound_mpx = (double)j->c->max_work_mpx;
+    if (bound_mpx > 0 && work_mpx > bound_mpx) {
+        unlink(inpath);
+        ag_jobs_prepare_error(
+            r, 413, "too_large",
+            "%lld frames of %.0f pixels = %.0f megapixels of work; the limit is %.0f "
+            "(--max-job-megapixels; a smaller max_side or a shorter clip fits)",
+            (long long)info.frames, px, work_mpx, bound_mpx);
+        return -1;
+    }
+    int64_t by_work = bound_mpx > 0 && px > 0 ? (int64_t)(bound_mpx * 1e6 / px) : 0;
+    pthread_mutex_lock(&j->lock);
+    b->max_frames = limits.max_frames;
+    if (by_work > 0 && (b->max_frames == 0 || by_work < b->max_frames))
+        b->max_frames = by_work; /* a header that undercounts is caught during the run */
+    b->frames_total = info.frames;
+    b->created_unix = ag_jobs_now_unix();
+    b->seq = j->next_seq++;
+    b->state = JOB_QUEUED;
+    /* The reservation now: the input as it is, plus as much again for the result. */
+    size_t in_bytes = ag_jobs_file_size(inpath);
+    j->spool_bytes -= b->reserved_bytes;
+    b->reserved_bytes = in_bytes;
+    b->file_bytes = in_bytes;
+    j->spool_bytes += b->reserved_bytes + b->file_bytes;
+    ag_jobs_save_state(j, b);
+    if (ag_jobs_prepare_job(r, j, b, 202) == 0) {
+        snprintf(up->location, sizeof up->location, "/api/v1/jobs/%s", b->id);
+        up->slot = NULL; /* the table's now */
+        pthread_cond_broadcast(&j->wake);
+    } else {
+        b->state = JOB_UPLOADING; /* released with the upload at completion */
+        unlink(inpath);
+    }
+    pthread_mutex_unlock(&j->lock);
+    return 0;
+}
+
+void *ag_jobs_intake_main(void *arg) {
+    ag_jobs *j = arg;
+    ag_log_thread_request("");
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        while (!j->intake_head && !j->stopping)
+            pthread_cond_wait(&j->intake_wake, &j->lock);
+        ag_job_upload *up = j->intake_head;
+        if (up) {
+            j->intake_head = up->next;
+            if (!j->intake_head)
+                j->intake_tail = &j->intake_head;
+        }
+        int stopping = j->stopping;
+        pthread_mutex_unlock(&j->lock);
+        if (!up)
+            break; /* stopping, nothing left */
+        ag_log_thread_request(up->request->id);
+        if (stopping) {
+            up->request->retry_after_s = 5;
+            ag_jobs_prepare_error(up->request, 503, "shutting_down", "the server is shutting down");
+        } else {
+            intake(j, up);
+        }
+        ag_log_thread_request("");
+        ag_job_finish(j->server, up->request);
+    }
+    return NULL;
+}

@@ -1,0 +1,341 @@
+/*
+ * jobs_runner.c - the runner thread: converts the queued jobs one at a time with
+ * ag_video_convert, sending each frame through the same worker queue as photo requests (one
+ * frame in the queue at a time, so a photo waits for at most one frame of a job), and
+ * sweeps expired jobs once a second. Clients take turns: the next job is the oldest of the
+ * client with the fewest jobs ahead of it, so one uploader's ten jobs do not keep another's
+ * one waiting behind them all. Also starting and stopping the runner and intake threads.
+ *
+ * A job's run is bounded: its frames (the smaller of --max-video-frames and what
+ * --max-job-megapixels allows at its output size), its seconds (every stream), its output
+ * bytes (its share of the spool), and it stops at the next packet or frame once DELETE or
+ * a shutdown asks, whatever the decoder is reading (sound after the picture included).
+ */
+#include "jobs_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const double ag_job_duration_le_s[AG_JOB_DURATION_BUCKETS] = {1,   5,   15,  30,   60,
+                                                              120, 300, 600, 1800, 3600};
+
+/* ---- frames through the workers ------------------------------------------------------------- */
+
+/* ag_video_stylize_fn: one frame into the shared queue, wait for the worker. */
+static int stylize_via_workers(void *user, const ag_image *in, int side_by_side, ag_image *out,
+                               ag_error *err) {
+    ag_jobs *j = user;
+    ag_frame_task task = {.in = in, .out = out, .side_by_side = side_by_side};
+    pthread_mutex_lock(&j->lock);
+    task.model = j->current ? j->current->model : 0;
+    pthread_mutex_unlock(&j->lock);
+    pthread_mutex_init(&task.lock, NULL);
+    pthread_cond_init(&task.cond, NULL);
+    int rc;
+    if (ag_queue_push_frame(&j->server->queue, &task) != 0) {
+        rc = ag_jobs_set_error(err, AG_E_CANCELLED, "the server is stopping");
+    } else {
+        pthread_mutex_lock(&task.lock);
+        while (!task.done)
+            pthread_cond_wait(&task.cond, &task.lock);
+        pthread_mutex_unlock(&task.lock);
+        rc = task.rc;
+        if (rc)
+            *err = task.err;
+    }
+    pthread_cond_destroy(&task.cond);
+    pthread_mutex_destroy(&task.lock);
+    return rc;
+}
+
+void ag_jobs_run_frame(ag_worker *w, ag_frame_task *task) {
+    ag_server *s = w->server;
+    atomic_fetch_add(&s->busy_workers, 1);
+    atomic_store(&w->busy_since_us, ag_now_us());
+    ag_worker_use_models(w, task->model, -1); /* the budget's one arena (worker.c) */
+    int rc =
+        ag_stylize(w->engines[task->model], task->in, task->side_by_side, task->out, &task->err);
+    size_t arena = 0;
+    for (int i = 0; i < s->model_count; i++)
+        arena += ag_engine_arena_bytes(w->engines[i]);
+    atomic_store(&w->arena_bytes, arena);
+    atomic_store(&w->busy_since_us, 0);
+    atomic_fetch_sub(&s->busy_workers, 1);
+    pthread_mutex_lock(&task->lock);
+    task->rc = rc;
+    task->done = 1;
+    pthread_cond_signal(&task->cond);
+    pthread_mutex_unlock(&task->lock);
+}
+
+/* ---- the runner ---------------------------------------------------------------------------- */
+
+static int on_progress(void *user, int64_t done, int64_t total) {
+    ag_jobs *j = user;
+    pthread_mutex_lock(&j->lock);
+    job *b = j->current;
+    int cancel = !b || atomic_load(&b->cancel) || j->stopping;
+    if (b) {
+        b->frames_done = done;
+        b->frames_total = total;
+    }
+    pthread_mutex_unlock(&j->lock);
+    atomic_fetch_add(&j->frames_total, 1);
+    return cancel;
+}
+
+/* Polled by the video reader between packets (its own thread). */
+static int run_cancelled(void *user) {
+    ag_jobs *j = user;
+    pthread_mutex_lock(&j->lock);
+    int cancel = !j->current || atomic_load(&j->current->cancel) || j->stopping;
+    pthread_mutex_unlock(&j->lock);
+    return cancel;
+}
+
+static void observe_duration(ag_jobs *j, double seconds) {
+    int i = 0;
+    while (i < AG_JOB_DURATION_BUCKETS && seconds > ag_job_duration_le_s[i])
+        i++;
+    atomic_fetch_add(&j->duration_buckets[i], 1);
+    atomic_fetch_add(&j->duration_count, 1);
+    double old = atomic_load(&j->duration_sum_s);
+    while (!atomic_compare_exchange_weak(&j->duration_sum_s, &old, old + seconds)) {
+    }
+}
+
+static const char *error_code_of(int rc) {
+    switch (rc) {
+    case AG_E_LIMIT: return "too_large";
+    case AG_E_FORMAT: return "undecodable_video";
+    case AG_E_UNSUPPORTED: return "unsupported_media_type";
+    case AG_E_NOMEM: return "out_of_memory";
+    case AG_E_IO: return "spool_error";
+    default: return "internal";
+    }
+}
+
+/* The result's share of the spool: its reservation (the input's size) and, while the quota
+ * has room, as much again; the extra is held during the run and given back once the
+ * result is measured. Lock held. */
+static size_t output_allowance(ag_jobs *j, const job *b) {
+    size_t free_bytes = j->c->quota_bytes > j->spool_bytes ? j->c->quota_bytes - j->spool_bytes : 0;
+    size_t more = free_bytes < b->reserved_bytes ? free_bytes : b->reserved_bytes;
+    return b->reserved_bytes + more;
+}
+
+/* What the run ended as; the job's fields set, lock held. Returns 0 done, 1 failed, 2
+ * cancelled (the finished[] index). */
+static int record_outcome(ag_jobs *j, job *b, int rc, const ag_video_result *res,
+                          const ag_error *err, const char *out) {
+    if (b->remove_when_stopped) {
+        /* DELETE during the run: cancelled, whatever the run returned (a result that was
+         * finished meanwhile goes with the rest). */
+        b->state = JOB_CANCELLED;
+        return 2;
+    }
+    if (rc == 0) {
+        b->state = JOB_DONE;
+        b->file_bytes = ag_jobs_file_size(out);
+        b->frames_done = b->frames_total = res->frames;
+        snprintf(b->audio_note, sizeof b->audio_note, "%s", res->audio_note);
+        return 0;
+    }
+    b->state = JOB_FAILED;
+    if (rc == AG_E_CANCELLED && j->stopping) {
+        /* The server is stopping: what a restart reports for it anyway. */
+        snprintf(b->error_code, sizeof b->error_code, "interrupted");
+        snprintf(b->error, sizeof b->error, "the server stopped during this job; submit it again");
+    } else {
+        snprintf(b->error_code, sizeof b->error_code, "%s", error_code_of(rc));
+        snprintf(b->error, sizeof b->error, "%s", err->message);
+    }
+    return 1;
+}
+
+static void run_job(ag_jobs *j, job *b, size_t allowance) {
+    ag_server *s = j->server;
+    char in[4096], out[4096];
+    ag_jobs_path(j, b, "in", in, sizeof in);
+    ag_jobs_result_path(j, b, out, sizeof out);
+    ag_video_options o;
+    ag_video_options_init(&o);
+    o.limits.max_pixels = ag_jobs_video_pixels(s);
+    o.limits.max_seconds = j->c->max_seconds;
+    o.limits.max_frames = b->max_frames;
+    o.max_side = b->max_side;
+    o.side_by_side = b->side_by_side;
+    o.progress = on_progress;
+    o.progress_user = j;
+    o.stylize = stylize_via_workers;
+    o.stylize_user = j;
+    o.cancelled = run_cancelled;
+    o.cancelled_user = j;
+    o.max_output_bytes = allowance;
+    o.private_output = 1;
+    ag_video_result res;
+    ag_error err = {0};
+    uint64_t start = ag_now_us();
+    char id[AG_JOB_ID_MAX + 1];
+    memcpy(id, b->id, sizeof id); /* b may be released below */
+    int rc = ag_video_convert(NULL, in, out, &o, &res, &err);
+    double took = (double)(ag_now_us() - start) / 1e6;
+
+    pthread_mutex_lock(&j->lock);
+    unlink(in);
+    j->current = NULL;
+    b->finished_us = ag_now_us();
+    b->finished_unix = ag_jobs_now_unix();
+    size_t held = allowance + b->file_bytes;
+    j->spool_bytes = j->spool_bytes > held ? j->spool_bytes - held : 0;
+    b->reserved_bytes = 0;
+    b->file_bytes = 0;
+    int which = record_outcome(j, b, rc, &res, &err, out);
+    j->spool_bytes += b->file_bytes;
+    if (b->state == JOB_CANCELLED) {
+        ag_jobs_remove_files(j, b);
+        ag_jobs_release_slot(j, b);
+    } else {
+        ag_jobs_save_state(j, b);
+    }
+    pthread_mutex_unlock(&j->lock);
+    atomic_fetch_add(&j->finished[which], 1);
+    observe_duration(j, took);
+    static const char *const outcome[] = {"done", "failed", "cancelled"};
+    ag_log_event(s->config.log_format, which == 0 ? "info" : "warn", "job %s %s after %.1f s%s%s",
+                 id, outcome[which], took, which == 1 ? ": " : "", which == 1 ? err.message : "");
+}
+
+/* Finished jobs past --job-ttl: files and slot removed. Lock held. */
+static void expire(ag_jobs *j) {
+    double now = ag_jobs_now_unix();
+    for (int i = 0; i < j->c->max_jobs; i++) {
+        job *b = &j->slots[i];
+        if (b->state >= JOB_DONE && now - b->finished_unix > j->c->ttl_s) {
+            ag_jobs_remove_files(j, b);
+            ag_jobs_release_slot(j, b);
+        }
+    }
+}
+
+/* Jobs of b's client that were queued before it: its turn among that client's jobs. */
+static int client_turn(const ag_jobs *j, const job *b) {
+    int turn = 0;
+    for (int i = 0; i < j->c->max_jobs; i++) {
+        const job *o = &j->slots[i];
+        turn += o->state == JOB_QUEUED && o->seq < b->seq && !strcmp(o->client, b->client);
+    }
+    return turn;
+}
+
+/* The next job: the earliest turn, then the oldest (clients take turns). Lock held. */
+static job *next_queued(ag_jobs *j) {
+    job *best = NULL;
+    int best_turn = 0;
+    for (int i = 0; i < j->c->max_jobs; i++) {
+        job *b = &j->slots[i];
+        if (b->state != JOB_QUEUED)
+            continue;
+        int turn = client_turn(j, b);
+        if (!best || turn < best_turn || (turn == best_turn && b->seq < best->seq)) {
+            best = b;
+            best_turn = turn;
+        }
+    }
+    return best;
+}
+
+static void *runner_main(void *arg) {
+    ag_jobs *j = arg;
+    ag_log_thread_request("");
+    pthread_mutex_lock(&j->lock);
+    while (!j->stopping) {
+        expire(j);
+        job *b = next_queued(j);
+        if (!b) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&j->wake, &j->lock, &ts);
+            continue;
+        }
+        b->state = JOB_RUNNING;
+        b->started_us = ag_now_us();
+        j->current = b;
+        size_t allowance = output_allowance(j, b);
+        j->spool_bytes += allowance - b->reserved_bytes; /* held until the result is measured */
+        b->reserved_bytes = 0;
+        ag_jobs_save_state(j, b);
+        pthread_mutex_unlock(&j->lock);
+        run_job(j, b, allowance);
+        pthread_mutex_lock(&j->lock);
+    }
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+/* ---- start / stop ---------------------------------------------------------------------------- */
+
+int ag_jobs_start(ag_server *s, ag_error *err) {
+    const ag_jobs_config *c = &s->config.jobs;
+    if (!c->dir)
+        return 0;
+    if (mkdir(c->dir, 0700) != 0 && errno != EEXIST)
+        return ag_jobs_set_error(err, AG_E_IO, "--jobs-dir %s: %s", c->dir, strerror(errno));
+    if (access(c->dir, R_OK | W_OK | X_OK) != 0)
+        return ag_jobs_set_error(err, AG_E_IO, "--jobs-dir %s: %s", c->dir, strerror(errno));
+    ag_jobs *j = ag_calloc(1, sizeof *j);
+    if (!j || !(j->slots = ag_calloc((size_t)c->max_jobs, sizeof *j->slots))) {
+        ag_free(j);
+        return ag_jobs_set_error(err, AG_E_NOMEM, "out of memory for %d jobs", c->max_jobs);
+    }
+    j->server = s;
+    j->c = c;
+    j->intake_tail = &j->intake_head;
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_cond_init(&j->wake, NULL);
+    pthread_cond_init(&j->intake_wake, NULL);
+    ag_jobs_recover(j);
+    s->jobs = j;
+    j->runner_started = pthread_create(&j->runner, NULL, runner_main, j) == 0;
+    j->intake_started =
+        j->runner_started && pthread_create(&j->intake, NULL, ag_jobs_intake_main, j) == 0;
+    if (!j->intake_started) {
+        ag_jobs_free(s);
+        return ag_jobs_set_error(err, AG_E_NOMEM, "cannot start the job runner");
+    }
+    return 0;
+}
+
+void ag_jobs_stop(ag_server *s) {
+    ag_jobs *j = s->jobs;
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->lock);
+    j->stopping = 1; /* the running job stops at its next frame or packet: "interrupted" */
+    pthread_cond_broadcast(&j->wake);
+    pthread_cond_broadcast(&j->intake_wake);
+    pthread_mutex_unlock(&j->lock);
+    if (j->intake_started)
+        pthread_join(j->intake, NULL); /* answers the uploads it still holds: 503 */
+    if (j->runner_started)
+        pthread_join(j->runner, NULL);
+    j->intake_started = j->runner_started = 0;
+}
+
+void ag_jobs_free(ag_server *s) {
+    ag_jobs *j = s->jobs;
+    if (!j)
+        return;
+    ag_jobs_stop(s);
+    pthread_mutex_destroy(&j->lock);
+    pthread_cond_destroy(&j->wake);
+    pthread_cond_destroy(&j->intake_wake);
+    ag_free(j->slots);
+    ag_free(j);
+    s->jobs = NULL;
+}

@@ -1,0 +1,466 @@
+/*
+ * fuse.c - face fusion (ag_face_fuse): a source face fused into a target photo from the
+ * two faces' FaceMesh landmarks, as the classical face-fusion tools do, in stages:
+ *
+ *   geometry  the source's landmarks similarity-aligned onto the target's, interpolated with
+ *             them by shape_ratio; a ring of fixed points round the union of both face ovals
+ *             (plus a feather), so the warp is the identity on and beyond it; a Delaunay
+ *             triangulation of the fused landmarks and the ring (fuse_geometry.c)
+ *   warp      both images onto the fused geometry, per triangle (fuse_warp.c)
+ *   colour    in Lab: the warped source's skin given the warped target's mean and spread,
+ *             textures mixed by texture_ratio, adjustments, smoothing (fuse_color.c)
+ *   blend     Poisson over the fused face oval (fuse_poisson.c), a feathered edge
+ *
+ * Everything runs in the ring's bounding window of the target; one allocation per call
+ * holds every buffer. Pixels outside the ring's triangles are never written.
+ */
+#include "fuse_internal.h"
+
+#include "../util/util_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MIN_FACE_PX 64 /* a face's box side under this is refused: too few pixels to fuse */
+
+/* FaceMesh's inner lip line (the mouth's inside) and the eye openings, in order round each. */
+static const int inner_lips[20] = {78,  191, 80,  81,  82,  13, 312, 311, 310, 415,
+                                   308, 324, 318, 402, 317, 14, 87,  178, 88,  95};
+static const int eye_right[16] = {33,  246, 161, 160, 159, 158, 157, 173,
+                                  133, 155, 154, 153, 145, 144, 163, 7};
+static const int eye_left[16] = {362, 398, 384, 385, 386, 387, 388, 466,
+                                 263, 249, 390, 373, 374, 380, 381, 382};
+
+void ag_fuse_options_init(ag_fuse_options *o) {
+    memset(o, 0, sizeof *o);
+    o->shape_ratio = o->texture_ratio = 0.7f;
+    o->mode = AG_FUSE_NORMAL;
+}
+
+/* Every buffer of one fusion, over the window (w, h) at image pixel (x0, y0). */
+typedef struct fuse_work {
+    int x0, y0, w, h;
+    ag_fuse_point fused[AG_FUSE_POINTS];                    /* window coordinates */
+    ag_fuse_point tgt[AG_FUSE_POINTS], src[AG_FUSE_POINTS]; /* each image's coordinates */
+    int tri[AG_FUSE_MAX_TRIANGLES][3];
+    int ntri;
+    ag_affine to_tgt[AG_FUSE_MAX_TRIANGLES], to_src[AG_FUSE_MAX_TRIANGLES];
+    int16_t *map;     /* (h, w): triangle index, -1 outside */
+    float *tw, *sw;   /* (h, w, 3): target, source warped (sw becomes the fused face F) */
+    float *lab;       /* (h, w, 3): tw in Lab, then the Poisson correction d */
+    float *tmp;       /* (h, w) + h: smoothing */
+    uint8_t *face;    /* (h, w): the fused oval (the Poisson region) */
+    uint8_t *feature; /* (h, w): eyes and the mouth's inside */
+    uint8_t *alpha;   /* (h, w): the feathered face */
+    uint8_t *skin;    /* (h, w): face and not feature: the colour statistics */
+    uint8_t *work;    /* (h, w): face and its 4-neighbours: where F is needed */
+    void *block;
+} fuse_work;
+
+static int check_face(const ag_face *f, const char *which, ag_error *err) {
+    if (!f->has_landmarks)
+        return ag_error_set(err, AG_E_ARG, "fuse: the %s face has no landmarks", which);
+    double side = fmin(f->box[2] - f->box[0], f->box[3] - f->box[1]);
+    if (!(side >= MIN_FACE_PX))
+        return ag_error_set(err, AG_E_ARG,
+                            "fuse: the %s face is too small (%.0f px; at least %d px)", which, side,
+                            MIN_FACE_PX);
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++)
+        if (!isfinite(f->landmarks[i][0]) || !isfinite(f->landmarks[i][1]))
+            return ag_error_set(err, AG_E_ARG, "fuse: the %s face's landmarks are not finite",
+                                which);
+    return AG_OK;
+}
+
+static int check_options(const ag_fuse_options *o, ag_error *err) {
+    const struct {
+        const char *name;
+        float v, lo, hi;
+    } r[] = {{"shape_ratio", o->shape_ratio, 0, 1}, {"texture_ratio", o->texture_ratio, 0, 1},
+             {"smooth", o->smooth, 0, 1},           {"brightness", o->brightness, -1, 1},
+             {"contrast", o->contrast, -1, 1},      {"saturation", o->saturation, -1, 1}};
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+        if (!(r[i].v >= r[i].lo && r[i].v <= r[i].hi))
+            return ag_error_set(err, AG_E_ARG, "fuse: %s %g is not in [%g, %g]", r[i].name,
+                                (double)r[i].v, (double)r[i].lo, (double)r[i].hi);
+    if (o->size != 0 && (o->size < 64 || o->size > 4096))
+        return ag_error_set(err, AG_E_ARG, "fuse: size %d is not 0 or in [64, 4096]", o->size);
+    if (o->mode < AG_FUSE_NORMAL || o->mode > AG_FUSE_OVERLAY)
+        return ag_error_set(err, AG_E_ARG, "fuse: unknown mode %d", (int)o->mode);
+    return AG_OK;
+}
+
+static double polygon_area(const ag_fuse_point *p, int n) {
+    double a = 0;
+    for (int i = 0; i < n; i++)
+        a += p[i].x * p[(i + 1) % n].y - p[(i + 1) % n].x * p[i].y;
+    return fabs(a) / 2;
+}
+
+/* The fused landmarks, the ring, the window, each image's points, the triangulation. */
+static void plan_geometry(fuse_work *wk, const ag_face *sf, const ag_face *tf, float shape,
+                          int tw_px, int th_px, float *feather) {
+    ag_fuse_point ls[AG_FACE_LANDMARKS], lt[AG_FACE_LANDMARKS], oval[AG_FUSE_RING];
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        ls[i] = (ag_fuse_point){sf->landmarks[i][0], sf->landmarks[i][1]};
+        lt[i] = (ag_fuse_point){tf->landmarks[i][0], tf->landmarks[i][1]};
+    }
+    ag_affine a = ag_fuse_similarity(ls, lt, AG_FACE_LANDMARKS), inv = ag_affine_invert(&a);
+    ag_fuse_point fused[AG_FUSE_POINTS];
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        ag_fuse_point s = ag_fuse_apply(&a, ls[i]);
+        fused[i] = (ag_fuse_point){lt[i].x + (double)shape * (s.x - lt[i].x),
+                                   lt[i].y + (double)shape * (s.y - lt[i].y)};
+        wk->tgt[i] = lt[i], wk->src[i] = ls[i];
+    }
+    double cx = 0, cy = 0;
+    for (int k = 0; k < AG_FUSE_RING; k++) {
+        oval[k] = lt[ag_face_oval[k]];
+        cx += oval[k].x / AG_FUSE_RING, cy += oval[k].y / AG_FUSE_RING;
+    }
+    *feather = (float)fmax(4.0, 0.06 * sqrt(polygon_area(oval, AG_FUSE_RING)));
+    double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
+    for (int k = 0; k < AG_FUSE_RING; k++) {
+        ag_fuse_point t = lt[ag_face_oval[k]], f = fused[ag_face_oval[k]];
+        double tx = t.x - cx, ty = t.y - cy, len = hypot(tx, ty);
+        double r = fmax(len, hypot(f.x - cx, f.y - cy)) + 2 * (double)*feather;
+        len = len > 0 ? len : 1;
+        ag_fuse_point q = {cx + tx / len * r, cy + ty / len * r};
+        fused[AG_FACE_LANDMARKS + k] = wk->tgt[AG_FACE_LANDMARKS + k] = q;
+        wk->src[AG_FACE_LANDMARKS + k] = ag_fuse_apply(&inv, q);
+        x0 = fmin(x0, q.x), x1 = fmax(x1, q.x), y0 = fmin(y0, q.y), y1 = fmax(y1, q.y);
+    }
+    wk->x0 = (int)fmax(0, floor(x0) - 1), wk->y0 = (int)fmax(0, floor(y0) - 1);
+    wk->w = (int)fmin(tw_px, ceil(x1) + 1) - wk->x0;
+    wk->h = (int)fmin(th_px, ceil(y1) + 1) - wk->y0;
+    for (int i = 0; i < AG_FUSE_POINTS; i++)
+        wk->fused[i] = (ag_fuse_point){fused[i].x - wk->x0, fused[i].y - wk->y0};
+    ag_fuse_triangulate(wk->fused, AG_FUSE_POINTS, wk->tri, &wk->ntri);
+    for (int t = 0; t < wk->ntri; t++) {
+        ag_fuse_point f[3], s[3], g[3];
+        for (int k = 0; k < 3; k++)
+            f[k] = wk->fused[wk->tri[t][k]], s[k] = wk->src[wk->tri[t][k]],
+            g[k] = wk->tgt[wk->tri[t][k]];
+        wk->to_tgt[t] = ag_fuse_triangle_map(f, g);
+        wk->to_src[t] = ag_fuse_triangle_map(f, s);
+    }
+}
+
+static int alloc_work(fuse_work *wk, ag_error *err) {
+    size_t n = (size_t)wk->w * wk->h;
+    size_t bytes = n * (3 * 3 * sizeof(float) + sizeof(float) + sizeof(int16_t) + 5) +
+                   (size_t)wk->h * sizeof(float) + 64;
+    uint8_t *b = wk->block = ag_malloc(bytes);
+    if (!b)
+        return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory (%zu bytes)", bytes);
+    wk->tw = (float *)b, wk->sw = wk->tw + 3 * n, wk->lab = wk->sw + 3 * n;
+    wk->tmp = wk->lab + 3 * n;
+    wk->map = (int16_t *)(wk->tmp + n + wk->h);
+    wk->face = (uint8_t *)(wk->map + n), wk->feature = wk->face + n;
+    wk->alpha = wk->feature + n, wk->skin = wk->alpha + n, wk->work = wk->skin + n;
+    return AG_OK;
+}
+
+/* m (h, w) <- its (2r+1) box blur (zero outside), rows through tmp (h, w). */
+static void blur_u8(uint8_t *m, float *tmp, int w, int h, int r) {
+    for (int y = 0; y < h; y++) {
+        const uint8_t *a = m + (size_t)y * w;
+        int sum = 0;
+        for (int x = -r; x < r && x < w; x++)
+            sum += x >= 0 ? a[x] : 0;
+        for (int x = 0; x < w; x++) {
+            sum += x + r < w ? a[x + r] : 0;
+            tmp[(size_t)y * w + x] = (float)sum;
+            sum -= x - r >= 0 ? a[x - r] : 0;
+        }
+    }
+    float norm = 1.0f / ((2 * r + 1) * (2 * r + 1));
+    for (int x = 0; x < w; x++) {
+        float sum = 0;
+        for (int y = -r; y < r && y < h; y++)
+            sum += y >= 0 ? tmp[(size_t)y * w + x] : 0;
+        for (int y = 0; y < h; y++) {
+            sum += y + r < h ? tmp[(size_t)(y + r) * w + x] : 0;
+            m[(size_t)y * w + x] = (uint8_t)(sum * norm + 0.5f);
+            sum -= y - r >= 0 ? tmp[(size_t)(y - r) * w + x] : 0;
+        }
+    }
+}
+
+/* The masks of the fused geometry: face oval, features, skin, and alpha: the oval blurred
+ * twice, remapped so that it rises from 0 on the oval's edge to 255 a ramp inside it. */
+static void make_masks(fuse_work *wk, float feather, int wide) {
+    int w = wk->w, h = wk->h;
+    size_t n = (size_t)w * h;
+    ag_fuse_point p[AG_FUSE_RING];
+    memset(wk->face, 0, n), memset(wk->feature, 0, n);
+    for (int k = 0; k < AG_FUSE_RING; k++)
+        p[k] = wk->fused[ag_face_oval[k]];
+    ag_fuse_fill_polygon(wk->face, w, h, p, AG_FUSE_RING, 1);
+    const int *sets[3] = {inner_lips, eye_right, eye_left};
+    const int sizes[3] = {20, 16, 16};
+    for (int s = 0; s < 3; s++) {
+        for (int k = 0; k < sizes[s]; k++)
+            p[k] = wk->fused[sets[s][k]];
+        ag_fuse_fill_polygon(wk->feature, w, h, p, sizes[s], 1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        wk->face[i] = (uint8_t)(wk->face[i] && wk->map[i] >= 0);
+        wk->skin[i] = (uint8_t)(wk->face[i] && !wk->feature[i]);
+        wk->alpha[i] = (uint8_t)(wk->face[i] ? 255 : 0);
+    }
+    int r = (int)fmaxf(1.0f, feather * (wide ? 0.5f : 0.25f));
+    blur_u8(wk->alpha, wk->tmp, w, h, r);
+    blur_u8(wk->alpha, wk->tmp, w, h, r);
+    for (size_t i = 0; i < n; i++) {
+        int v = wk->face[i] ? 2 * wk->alpha[i] - 255 : 0;
+        wk->alpha[i] = (uint8_t)(v < 0 ? 0 : v);
+    }
+}
+
+/* The window's pixels of the target into tw (so pixels no triangle covers stay the target),
+ * then both images through their triangle maps. */
+static void warp_images(fuse_work *wk, const ag_image *source, const ag_image *target) {
+    int w = wk->w, h = wk->h, bands = target->bands;
+    for (int y = 0; y < h; y++) {
+        const uint8_t *row =
+            target->pixels + ((size_t)(wk->y0 + y) * target->width + wk->x0) * bands;
+        float *tw_x = wk->tw + (size_t)y * w * 3;
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < 3; c++)
+                tw_x[x * 3 + c] = row[x * bands + c];
+    }
+    memcpy(wk->sw, wk->tw, sizeof(float) * 3 * (size_t)w * h);
+    ag_fuse_raster(wk->map, w, h, wk->fused, (const int(*)[3])wk->tri, wk->ntri);
+    ag_fuse_sample(wk->tw, wk->map, w, h, wk->to_tgt, target);
+    ag_fuse_sample(wk->sw, wk->map, w, h, wk->to_src, source);
+}
+
+static void mark_work(fuse_work *wk) {
+    int w = wk->w, h = wk->h;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            size_t i = (size_t)y * w + x;
+            int near = wk->face[i] || (x > 0 && wk->face[i - 1]) ||
+                       (x < w - 1 && wk->face[i + 1]) || (y > 0 && wk->face[i - w]) ||
+                       (y < h - 1 && wk->face[i + w]);
+            wk->work[i] = (uint8_t)(near && wk->map[i] >= 0);
+        }
+}
+
+/* sw <- the fused face F (RGB) on the work pixels: the warped source in Lab moved to the
+ * warped target's skin statistics, mixed with the target, adjusted, smoothed. */
+static void fuse_color(fuse_work *wk, const ag_fuse_options *o, float feather) {
+    size_t n = (size_t)wk->w * wk->h;
+    for (size_t i = 0; i < n; i++)
+        if (wk->work[i]) {
+            memcpy(wk->lab + i * 3, wk->tw + i * 3, 3 * sizeof(float));
+            ag_fuse_rgb_to_lab(wk->lab + i * 3, 1);
+            ag_fuse_rgb_to_lab(wk->sw + i * 3, 1);
+        }
+    double sm[3], ssd[3], tm[3], tsd[3];
+    ag_fuse_stats(wk->sw, wk->skin, n, sm, ssd);
+    ag_fuse_stats(wk->lab, wk->skin, n, tm, tsd);
+    ag_fuse_transfer(wk->sw, wk->work, n, sm, ssd, tm, tsd);
+    float whole = o->shape_ratio >= 0.5f ? 1.0f : 0.0f; /* features: from one face, whole */
+    for (size_t i = 0; i < n; i++) {
+        if (!wk->work[i])
+            continue;
+        float *f = wk->sw + i * 3;
+        const float *t = wk->lab + i * 3;
+        float k = wk->feature[i] ? whole : o->texture_ratio;
+        for (int c = 0; c < 3; c++)
+            f[c] = o->mode == AG_FUSE_OVERLAY && c > 0 ? t[c] : t[c] + k * (f[c] - t[c]);
+        f[0] += 25.0f * o->brightness;
+        f[0] = (float)tm[0] + (f[0] - (float)tm[0]) * (1.0f + o->contrast);
+        f[1] *= 1.0f + o->saturation, f[2] *= 1.0f + o->saturation;
+    }
+    if (o->smooth > 0)
+        ag_fuse_smooth(wk->sw, wk->skin, wk->w, wk->h, (int)fmaxf(1.0f, feather / 6), o->smooth,
+                       wk->tmp);
+    for (size_t i = 0; i < n; i++)
+        if (wk->work[i])
+            ag_fuse_lab_to_rgb(wk->sw + i * 3, 1);
+}
+
+/* The Poisson correction d (harmonic on the face, tw - F just outside it), over the face's
+ * bounding box plus one pixel (the rest of the window needs none): into lab, packed as
+ * (bh, bw, 3) at window pixel (bx, by), with its free mask packed into skin (no longer
+ * needed after the colour stage). */
+typedef struct solve_box {
+    int bx, by, bw, bh;
+} solve_box;
+
+static int solve_correction(fuse_work *wk, solve_box *b, ag_fuse_timing *t, ag_error *err) {
+    int x0 = wk->w, y0 = wk->h, x1 = -1, y1 = -1;
+    for (int y = 0; y < wk->h; y++)
+        for (int x = 0; x < wk->w; x++)
+            if (wk->face[(size_t)y * wk->w + x])
+                x0 = x < x0 ? x : x0, x1 = x > x1 ? x : x1, y0 = y < y0 ? y : y0,
+                y1 = y > y1 ? y : y1;
+    if (x1 < 0)
+        return *b = (solve_box){0, 0, 0, 0}, AG_OK;
+    b->bx = x0 > 0 ? x0 - 1 : 0, b->by = y0 > 0 ? y0 - 1 : 0;
+    b->bw = (x1 + 2 < wk->w ? x1 + 2 : wk->w) - b->bx;
+    b->bh = (y1 + 2 < wk->h ? y1 + 2 : wk->h) - b->by;
+    float *d = wk->lab;
+    for (int y = 0; y < b->bh; y++)
+        for (int x = 0; x < b->bw; x++) {
+            size_t i = (size_t)(y + b->by) * wk->w + x + b->bx, o = (size_t)y * b->bw + x;
+            int edge = wk->work[i] && !wk->face[i];
+            wk->skin[o] = wk->face[i];
+            for (int c = 0; c < 3; c++)
+                d[o * 3 + c] = edge ? wk->tw[i * 3 + c] - wk->sw[i * 3 + c] : 0;
+        }
+    return ag_fuse_laplace(d, wk->skin, b->bw, b->bh, 0.1f, 40, &t->cycles, &t->residual, err);
+}
+
+/* out's window <- tw + alpha (F + d - tw) on covered pixels (d = 0 without a solve). */
+static void compose(const fuse_work *wk, ag_image *out, const solve_box *b) {
+    int bands = out->bands;
+    for (int y = 0; y < wk->h; y++) {
+        uint8_t *row = out->pixels + ((size_t)(wk->y0 + y) * out->width + wk->x0) * bands;
+        for (int x = 0; x < wk->w; x++) {
+            size_t i = (size_t)y * wk->w + x;
+            if (wk->map[i] < 0)
+                continue;
+            float a = wk->alpha[i] / 255.0f;
+            const float *d = NULL;
+            if (b && x >= b->bx && y >= b->by && x < b->bx + b->bw && y < b->by + b->bh)
+                d = wk->lab + ((size_t)(y - b->by) * b->bw + x - b->bx) * 3;
+            for (int c = 0; c < 3; c++) {
+                float t = wk->tw[i * 3 + c], v = t;
+                if (a > 0)
+                    v = t + a * (wk->sw[i * 3 + c] + (d ? d[c] : 0) - t);
+                row[x * bands + c] = (uint8_t)(v <= 0 ? 0 : v >= 255 ? 255 : v + 0.5f);
+            }
+        }
+    }
+}
+
+static int copy_image(const ag_image *in, ag_image *out, ag_error *err) {
+    size_t bytes = (size_t)in->width * in->height * in->bands;
+    out->pixels = ag_malloc(bytes);
+    if (!out->pixels)
+        return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory (%zu bytes)", bytes);
+    memcpy(out->pixels, in->pixels, bytes);
+    out->width = in->width, out->height = in->height, out->bands = in->bands;
+    return AG_OK;
+}
+
+static int check_image(const ag_image *im, const char *which, ag_error *err) {
+    if (!im || !im->pixels || im->width < 1 || im->height < 1 || (im->bands != 3 && im->bands != 4))
+        return ag_error_set(err, AG_E_ARG, "fuse: the %s image is not RGB or RGBA", which);
+    return AG_OK;
+}
+
+/* *out <- `in` with its long side `size` (warp.c's cubic, box-prefiltered when shrinking);
+ * *face the target's face in its pixels. */
+static int resize_target(const ag_image *in, int size, ag_face *face, ag_image *out,
+                         ag_error *err) {
+    int longest = in->width > in->height ? in->width : in->height;
+    double s = (double)size / longest;
+    int w = (int)fmax(1, round(in->width * s)), h = (int)fmax(1, round(in->height * s));
+    double sx = (double)w / in->width, sy = (double)h / in->height;
+    out->pixels = ag_malloc((size_t)w * h * in->bands);
+    if (!out->pixels)
+        return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory resizing to %dx%d", w, h);
+    out->width = w, out->height = h, out->bands = in->bands;
+    ag_affine m = {1 / sx, 0, 0, 0, 1 / sy, 0};
+    int rc = ag_face_warp(in, &m, w, h, AG_WARP_REFLECT, AG_WARP_CUBIC, out->pixels, NULL, err);
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++)
+        face->landmarks[i][0] *= (float)sx, face->landmarks[i][1] *= (float)sy;
+    face->box[0] *= (float)sx, face->box[2] *= (float)sx;
+    face->box[1] *= (float)sy, face->box[3] *= (float)sy;
+    if (rc)
+        ag_image_fini(out);
+    return rc;
+}
+
+static int fuse_sized(const ag_image *source, const ag_face *source_face, const ag_image *target,
+                      const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
+                      ag_fuse_timing *timing, ag_error *err);
+
+int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_image *target,
+                 const ag_face *target_face, const ag_fuse_options *options, ag_image *out,
+                 ag_fuse_timing *timing, ag_error *err) {
+    ag_fuse_options defaults;
+    ag_fuse_options_init(&defaults);
+    const ag_fuse_options *o = options ? options : &defaults;
+    memset(out, 0, sizeof *out);
+    int rc = check_image(target, "target", err);
+    rc = rc ? rc : check_options(o, err);
+    if (rc)
+        return rc;
+    int longest = target->width > target->height ? target->width : target->height;
+    if (!o->size || o->size == longest)
+        return fuse_sized(source, source_face, target, target_face, o, out, timing, err);
+    ag_image resized = {0};
+    ag_face *face = ag_malloc(sizeof *face);
+    if (!face)
+        return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory");
+    *face = *target_face;
+    rc = resize_target(target, o->size, face, &resized, err);
+    if (rc == AG_OK)
+        rc = fuse_sized(source, source_face, &resized, face, o, out, timing, err);
+    ag_image_fini(&resized);
+    ag_free(face);
+    return rc;
+}
+
+static int fuse_sized(const ag_image *source, const ag_face *source_face, const ag_image *target,
+                      const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
+                      ag_fuse_timing *timing, ag_error *err) {
+    double t0 = ag_face_now_ms();
+    ag_fuse_timing tm = {0};
+    int rc = check_image(source, "source", err);
+    rc = rc ? rc : check_face(source_face, "source", err);
+    rc = rc ? rc : check_face(target_face, "target", err);
+    rc = rc ? rc : copy_image(target, out, err);
+    if (rc || (o->shape_ratio == 0 && o->texture_ratio == 0)) {
+        if (timing)
+            *timing = tm;
+        return rc;
+    }
+    fuse_work *wk = ag_malloc(sizeof *wk);
+    if (!wk) {
+        ag_image_fini(out);
+        return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory");
+    }
+    memset(wk, 0, sizeof *wk);
+    float feather;
+    plan_geometry(wk, source_face, target_face, o->shape_ratio, target->width, target->height,
+                  &feather);
+    double t1 = ag_face_now_ms();
+    if (wk->w < 3 || wk->h < 3) /* the face lies outside the image */
+        goto done;
+    rc = alloc_work(wk, err);
+    if (rc)
+        goto done;
+    warp_images(wk, source, target);
+    double t2 = ag_face_now_ms();
+    make_masks(wk, feather, o->mode == AG_FUSE_BLEND);
+    mark_work(wk);
+    fuse_color(wk, o, feather);
+    double t3 = ag_face_now_ms();
+    solve_box box;
+    int solved = o->mode != AG_FUSE_BLEND;
+    if (solved)
+        rc = solve_correction(wk, &box, &tm, err);
+    if (rc == AG_OK)
+        compose(wk, out, solved ? &box : NULL);
+    double t4 = ag_face_now_ms();
+    tm.geometry_ms = t1 - t0, tm.warp_ms = t2 - t1, tm.color_ms = t3 - t2, tm.blend_ms = t4 - t3;
+    tm.region_px = wk->w * wk->h;
+    for (size_t i = 0; i < (size_t)wk->w * wk->h; i++)
+        tm.face_px += wk->face[i];
+done:
+    ag_free(wk->block);
+    ag_free(wk);
+    if (rc)
+        ag_image_fini(out);
+    tm.total_ms = ag_face_now_ms() - t0;
+    if (timing)
+        *timing = tm;
+    return rc;
+}

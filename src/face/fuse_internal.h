@@ -1,0 +1,97 @@
+/*
+ * fuse_internal.h - the stages of face fusion (fuse.c drives them): geometry
+ * (fuse_geometry.c: Procrustes, the ring, Delaunay), the piecewise-affine warp
+ * (fuse_warp.c), colour in CIE Lab (fuse_color.c) and the Poisson solver (fuse_poisson.c).
+ * tests/test_fuse.c checks each against a known answer.
+ */
+#ifndef AG_FUSE_INTERNAL_H
+#define AG_FUSE_INTERNAL_H
+
+#include "face_internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AG_FUSE_RING AG_FACE_OVAL_COUNT /* one ring point outside each oval landmark */
+#define AG_FUSE_POINTS (AG_FACE_LANDMARKS + AG_FUSE_RING)
+/* A triangulation of n points has at most 2n - 5 triangles; Bowyer-Watson's working set
+ * (with the 3 super-triangle vertices) at most 2 (n + 3) - 5. */
+#define AG_FUSE_MAX_TRIANGLES (2 * (AG_FUSE_POINTS + 3))
+
+typedef struct ag_fuse_point {
+    double x, y;
+} ag_fuse_point;
+
+/* ---- geometry (fuse_geometry.c) ---- */
+
+/* The similarity (rotation, uniform scale, translation) m minimising sum |m(from_i) - to_i|^2
+ * over n points (Umeyama's closed form; no reflection). */
+ag_affine ag_fuse_similarity(const ag_fuse_point *from, const ag_fuse_point *to, int n);
+
+ag_fuse_point ag_fuse_apply(const ag_affine *m, ag_fuse_point p);
+
+/*
+ * Delaunay triangulation (Bowyer-Watson) of pt[0..n), n <= AG_FUSE_POINTS: tri[0..*count)
+ * index pt, counter-clockwise in image coordinates (y down: clockwise on screen). Points
+ * within 1e-3 of one already inserted are skipped (a closed mouth's two lip lines): they
+ * are vertices of no triangle. The triangles tile the convex hull of the points inserted.
+ */
+void ag_fuse_triangulate(const ag_fuse_point *pt, int n, int (*tri)[3], int *count);
+
+/* ---- piecewise-affine warp (fuse_warp.c) ---- */
+
+/*
+ * map (h, w) <- the index of the triangle of `tri` (vertices `pt`, in the map's pixel
+ * coordinates: pixel i has its centre at i + 0.5) whose interior holds each pixel centre,
+ * -1 for none; an edge-ownership rule gives a pixel on a shared edge to one triangle.
+ */
+void ag_fuse_raster(int16_t *map, int w, int h, const ag_fuse_point *pt, const int (*tri)[3],
+                    int count);
+
+/*
+ * out (h, w, 3) <- src bilinearly sampled (pixel centres at +0.5, edges clamped) through the
+ * per-triangle affine maps `m` (window pixel centre -> src coordinates) at pixels whose
+ * map entry is >= 0; other pixels are left as they are.
+ */
+void ag_fuse_sample(float *out, const int16_t *map, int w, int h, const ag_affine *m,
+                    const ag_image *src);
+
+/* The affine map of triangle (a, b, c) onto (p, q, r); singular triangles give all zeros. */
+ag_affine ag_fuse_triangle_map(const ag_fuse_point *abc, const ag_fuse_point *pqr);
+
+/* mask (h, w) <- value inside the polygon pt[0..n) (even-odd, pixel centres), others kept. */
+void ag_fuse_fill_polygon(uint8_t *mask, int w, int h, const ag_fuse_point *pt, int n,
+                          uint8_t value);
+
+/* ---- colour (fuse_color.c) ---- */
+
+/* In place, n pixels of 3 floats: sRGB 0..255 <-> CIE L*a*b* (D65). */
+void ag_fuse_rgb_to_lab(float *px, size_t n);
+void ag_fuse_lab_to_rgb(float *px, size_t n);
+
+/* Mean and standard deviation of each channel over pixels whose mask is non-zero; returns
+ * their count. */
+size_t ag_fuse_stats(const float *px, const uint8_t *mask, size_t n, double mean[3], double sd[3]);
+
+/* px <- (px - from_mean) / from_sd * to_sd + to_mean, per channel (the ratio of spreads at
+ * most 3, a spread under 1 taken as 1), on pixels whose mask is non-zero (mask NULL: all). */
+void ag_fuse_transfer(float *px, const uint8_t *mask, size_t n, const double from_mean[3],
+                      const double from_sd[3], const double to_mean[3], const double to_sd[3]);
+
+/* Skin smoothing of the lightness (channel 0) of lab (h, w, 3) where mask != 0: a box
+ * blur of radius r blended in by amount, less across edges. tmp: w * h + h floats. */
+void ag_fuse_smooth(float *lab, const uint8_t *mask, int w, int h, int r, float amount, float *tmp);
+
+/* ---- Poisson (fuse_poisson.c) ---- */
+
+/*
+ * Solve Laplace's equation on the pixels of d (h, w, 3) whose `free` entry is non-zero,
+ * with the others fixed (Dirichlet): multigrid V-cycles (red-black Gauss-Seidel smoothing,
+ * 2 x 2 restriction, bilinear prolongation) until the largest residual is under tol or
+ * max_cycles ran. The grid's outer rows and columns are fixed whatever `free` says.
+ * Returns 0 or AG_E_NOMEM; *cycles and *residual say how far it got.
+ */
+int ag_fuse_laplace(float *d, const uint8_t *free_px, int w, int h, float tol, int max_cycles,
+                    int *cycles, float *residual, ag_error *err);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * restore_internal.h - the face restoration networks (GPEN's FullGenerator, GFPGAN's
+ * GFPGANv1Clean) as the loaders see them: the architecture inferred from a state_dict's
+ * tensor names and shapes, and the expected key layout every file is checked against.
+ *
+ * ag_restore_arch_infer decides which network a parsed file holds from a few anchor tensors
+ * (src/model/gpen.c, src/model/gfpgan.c read their sizes), builds the whole layout that
+ * architecture implies (name -> shape, as upstream's modules register them) and checks the
+ * file against it: the first tensor that does not fit, is missing, or is extra is named in
+ * one line. tools/make_restore_fixtures.py writes the same layouts from Python.
+ */
+#ifndef AG_RESTORE_INTERNAL_H
+#define AG_RESTORE_INTERNAL_H
+
+#include "model_internal.h"
+
+typedef enum ag_restore_kind { AG_RESTORE_GPEN = 1, AG_RESTORE_GFPGAN } ag_restore_kind;
+
+/* Resolutions 2^2 .. 2^11 (4 .. 2048) index the channel tables by their log2. */
+#define AG_RESTORE_MAX_LOG 11
+
+typedef struct ag_restore_arch {
+    ag_restore_kind kind;
+    int size, log_size; /* the face side S = 2^log_size, 8 .. 2048 */
+    int style_dim;      /* D, the style (w) width */
+    int n_mlp;          /* mapping layers (GFPGAN keeps them in the file, unused) */
+    int n_latent;       /* GFPGAN: one w per decoder layer, 2 log_size - 2; GPEN: 1 */
+    int channels[AG_RESTORE_MAX_LOG + 1]; /* decoder channels at 2^i (GPEN's encoder too) */
+    int unet[AG_RESTORE_MAX_LOG + 1];     /* GFPGAN: U-Net channels at 2^i (half) */
+    bool sft_half;                        /* GFPGAN: SFT on the second half of the channels */
+    int64_t params;                       /* elements of every tensor of the layout */
+} ag_restore_arch;
+
+/* One expected tensor: its name and shape, after the loader's dropping of a leading size-1
+ * axis from 5-D modulated-conv weights (so (OC, IC, K, K)). */
+typedef struct ag_layout_entry {
+    char name[AG_TENSOR_NAME_BYTES];
+    int ndim;
+    int64_t shape[AG_TENSOR_MAX_DIMS];
+} ag_layout_entry;
+
+/* A network's whole state_dict layout; bounded (a GPEN-2048 has ~200 tensors). */
+#define AG_LAYOUT_MAX 1024
+typedef struct ag_layout {
+    ag_layout_entry *entries; /* ag_malloc'ed, AG_LAYOUT_MAX */
+    int count;
+    bool overflow; /* more than AG_LAYOUT_MAX were added: an invariant broken */
+    char net[48];  /* "GPEN 512x512", for messages */
+} ag_layout;
+
+int ag_layout_init(ag_layout *l, ag_error *err);
+void ag_layout_fini(ag_layout *l);
+/* Append "<fmt...>" with `ndim` dims given after the name's arguments are formatted: the
+ * caller passes the shape as an array. */
+void ag_layout_add(ag_layout *l, int ndim, const int64_t *shape, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Check the set against the layout: in file order, the first tensor that is not in the
+ * layout or has another shape; then the first layout tensor missing from the file. */
+int ag_layout_check(const ag_layout *l, const ag_tensor_set *set, const char *path, ag_error *err);
+
+/* A tensor's dimension `dim` (negative from the end) when it exists with `ndim` dims, else
+ * -1 with `err` naming it and what `net` expected. */
+int64_t ag_restore_dim(const ag_tensor_set *set, const char *name, int ndim, int dim,
+                       const char *path, const char *net, ag_error *err);
+
+/* Anchors and layouts per network (gpen.c, gfpgan.c): fill `a` from the set's shapes, then
+ * `l` with every tensor the architecture has. */
+int ag_gpen_arch(const ag_tensor_set *set, const char *path, ag_restore_arch *a, ag_layout *l,
+                 ag_error *err);
+int ag_gfpgan_arch(const ag_tensor_set *set, const char *path, ag_restore_arch *a, ag_layout *l,
+                   ag_error *err);
+
+/* Which network the set holds and its architecture, checked tensor by tensor. A set that
+ * fits neither is refused naming its first tensor. */
+int ag_restore_arch_infer(const ag_tensor_set *set, const char *path, ag_restore_arch *a,
+                          ag_error *err);
+
+#endif

@@ -1,0 +1,175 @@
+#!/bin/sh
+# `animegan fuse` end to end (issue 16) on the suite's photos: astronaut.png as the target,
+# tools/make_fuse_images.py's reshaped, recoloured copy as the source. Ratio 0 gives the
+# target pixel for pixel; the output has the target's size (or --size); every mode runs;
+# bad input gives one precise line, exit 1 or 2, and no output file. The stage checks and
+# the shape and seam measurements are in tests/test_fuse.c. Prints "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BIN=$BUILD/animegan
+export ANIMEGAN_MODEL_PATH=$PWD/models
+GEN=tests/data/generated
+SRC=$GEN/fuse/source.jpg
+TGT=tests/data/astronaut.png
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { echo "PASS $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1"; failed=$((failed + 1)); }
+
+# mean_diff A B: the mean absolute difference of two images' RGB (same size), or "size".
+mean_diff() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys
+import numpy as np
+from PIL import Image
+a = np.asarray(Image.open(sys.argv[1]).convert("RGB")).astype(np.int32)
+b = np.asarray(Image.open(sys.argv[2]).convert("RGB")).astype(np.int32)
+print("size" if a.shape != b.shape else "%.4f" % np.abs(a - b).mean())
+PY
+}
+size_of() { /usr/bin/python3 -c "from PIL import Image; import sys; print('%dx%d' % Image.open(sys.argv[1]).size)" "$1"; }
+
+# Ratio 0: the target, every pixel.
+"$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/r0.png" --ratio 0 2>"$tmp/err" &&
+    [ "$(mean_diff "$tmp/r0.png" "$TGT")" = 0.0000 ] && [ ! -s "$tmp/err" ] &&
+    ok ratio_zero_is_target || bad ratio_zero_is_target
+
+# The default ratio changes the face and little else: the target's size, a mean change
+# under 3 grey levels over the photo but above 0.3 (the face is 5% of it).
+if "$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/r.png" 2>"$tmp/err" && [ ! -s "$tmp/err" ] &&
+    [ "$(size_of "$tmp/r.png")" = 512x512 ]; then
+    d=$(mean_diff "$tmp/r.png" "$TGT")
+    /usr/bin/python3 -c "import sys; d = float(sys.argv[1]); sys.exit(not 0.3 < d < 3)" "$d" &&
+        ok "default_ratio (mean change $d)" || bad "default_ratio (mean change $d)"
+else
+    bad default_ratio
+fi
+
+# Modes and adjustments, --size, JPEG output.
+for mode in normal blend overlay; do
+    "$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/m.jpg" --mode $mode --smooth 0.5 --brightness 0.1 \
+        --contrast 0.1 --saturation -0.2 --shape-ratio 0.3 --texture-ratio 0.9 2>"$tmp/err" &&
+        [ "$(size_of "$tmp/m.jpg")" = 512x512 ] && ok "mode_$mode" || bad "mode_$mode"
+done
+"$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/big.png" --size 1024 2>"$tmp/err" &&
+    [ "$(size_of "$tmp/big.png")" = 1024x1024 ] && ok size_1024 || bad size_1024
+
+# Identical source and target: a face fused with itself is (nearly) itself.
+"$BIN" fuse -s "$TGT" -T "$TGT" -o "$tmp/same.png" --ratio 1 2>"$tmp/err" &&
+    d=$(mean_diff "$tmp/same.png" "$TGT") &&
+    /usr/bin/python3 -c "import sys; sys.exit(not float(sys.argv[1]) < 0.3)" "$d" &&
+    ok "identical_source_and_target ($d)" || bad identical_source_and_target
+
+# fails NAME PATTERN STATUS ARGS...: exit STATUS, PATTERN on stderr, no output file.
+fails() {
+    name=$1 pattern=$2 status=$3
+    shift 3
+    rm -f "$tmp/out.png"
+    "$BIN" fuse "$@" -o "$tmp/out.png" >/dev/null 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq "$status" ] && grep -q "$pattern" "$tmp/err" && [ ! -e "$tmp/out.png" ] &&
+        [ "$(wc -l <"$tmp/err")" -le 2 ]; then
+        ok "$name"
+    else
+        bad "$name (exit $rc: $(cat "$tmp/err"))"
+    fi
+}
+fails no_face_target "coffee.png: no face found in the target image" 1 -s "$SRC" -T tests/data/coffee.png
+fails no_face_source "coffee.png: no face found in the source image" 1 -s tests/data/coffee.png -T "$TGT"
+fails face_too_small "the target face is too small" 1 -s "$SRC" -T $GEN/fuse/small.jpg
+fails huge_image "huge_header.png" 1 -s $GEN/huge_header.png -T "$TGT"
+fails truncated "truncated.jpg" 1 -s tests/data/truncated.jpg -T "$TGT"
+fails face_index "the target has 1 face" 1 -s "$SRC" -T "$TGT" --target-face 2
+fails bad_ratio "ratio: '1.5' is not in" 2 -s "$SRC" -T "$TGT" --ratio 1.5
+fails bad_mode "mode: 'soft'" 2 -s "$SRC" -T "$TGT" --mode soft
+fails bad_size "size" 2 -s "$SRC" -T "$TGT" --size 32
+fails no_target "are all needed" 2 -s "$SRC"
+fails anime_template_alone "only with --style" 2 -s "$SRC" -T "$TGT" --anime-template
+
+# The huge image is refused from its header: quickly, without decoding 2.5 Gpx.
+start=$(date +%s%N)
+"$BIN" fuse -s $GEN/huge_header.png -T "$TGT" -o "$tmp/out.png" 2>"$tmp/err"
+ms=$((($(date +%s%N) - start) / 1000000))
+[ $ms -lt 5000 ] && grep -q "pixels" "$tmp/err" && ok "huge_refused_early (${ms} ms)" ||
+    bad "huge_refused_early (${ms} ms: $(cat "$tmp/err"))"
+
+# The service: POST /api/v1/fuse (multipart source + target), its options and refusals.
+"$BIN" serve --port 0 --workers 1 --threads 1 --queue 4 --max-pixels 8M >"$tmp/serve.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 100); do
+    port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\)\/.*/\1/p' "$tmp/serve.log" | head -n 1)
+    [ -n "$port" ] && break
+    sleep 0.2
+done
+if [ -z "$port" ]; then
+    bad server_start
+    cat "$tmp/serve.log"
+else
+    /usr/bin/python3 - "$port" "$SRC" "$TGT" >"$tmp/api.log" 2>&1 <<'PY'
+import io, json, sys, urllib.error, urllib.request
+import numpy as np
+from PIL import Image
+port, src, tgt = sys.argv[1:4]
+base = "http://127.0.0.1:%s" % port
+def post(query, fields):
+    b = b"fusetestboundary"
+    body = b""
+    for name, path in fields:
+        body += b"--" + b + b"\r\nContent-Disposition: form-data; name=\"" + name.encode() + \
+            b"\"; filename=\"x\"\r\nContent-Type: application/octet-stream\r\n\r\n" + \
+            open(path, "rb").read() + b"\r\n"
+    body += b"--" + b + b"--\r\n"
+    req = urllib.request.Request(base + "/api/v1/fuse" + query, data=body, method="POST",
+                                 headers={"Content-Type": "multipart/form-data; boundary=" + b.decode()})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+def err(body):
+    try:
+        return json.loads(body)["error"]["message"]
+    except Exception:
+        return repr(body[:200])
+def check(name, cond, detail=""):
+    print(("PASS " if cond else "FAIL ") + name + (" (%s)" % detail if detail and not cond else ""))
+target = np.asarray(Image.open(tgt).convert("RGB"))
+st, body = post("?ratio=0", [("source", src), ("target", tgt)])
+check("api_ratio_zero_is_target", st == 200 and
+      (np.asarray(Image.open(io.BytesIO(body)).convert("RGB")) == target).all(), st)
+st, body = post("?ratio=0.8&mode=overlay&smooth=0.3&format=jpeg", [("source", src), ("target", tgt)])
+ok = st == 200 and Image.open(io.BytesIO(body)).size == (512, 512)
+check("api_fuse", ok, "%s %s" % (st, err(body) if st != 200 else ""))
+st, body = post("", [("source", "tests/data/coffee.png"), ("target", tgt)])
+check("api_no_face_source_422", st == 422 and "source" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", src), ("target", "tests/data/coffee.png")])
+check("api_no_face_target_422", st == 422 and "target" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", src), ("target", "tests/data/generated/huge_header.png")])
+check("api_huge_413", st == 413 and "target" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", src)])
+check("api_missing_target_400", st == 400 and "target" in err(body), "%s %s" % (st, err(body)))
+st, body = post("?ratio=2", [("source", src), ("target", tgt)])
+check("api_bad_ratio_400", st == 400 and "ratio" in err(body), "%s %s" % (st, err(body)))
+st, body = post("?size=1024", [("source", src), ("target", tgt)])
+check("api_size", st == 200 and Image.open(io.BytesIO(body)).size == (1024, 1024), st)
+with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
+    check("api_still_serving", r.status == 200)
+PY
+    while read -r verdict rest; do
+        case $verdict in
+        PASS) ok "$rest" ;;
+        FAIL) bad "$rest" ;;
+        *) echo "$verdict $rest" ;;
+        esac
+    done <"$tmp/api.log"
+    grep -q '^PASS api_still_serving' "$tmp/api.log" || bad api_script
+fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

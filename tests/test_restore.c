@@ -1,0 +1,261 @@
+/*
+ * test_restore.c - the face restoration networks' loaders (issue 19): the architecture of
+ * GPEN and GFPGAN state_dicts inferred from tensor names and shapes, on the reduced
+ * random-weight checkpoints and the full-size key layouts of the released files that
+ * tools/make_restore_fixtures.py writes, and the refusals of files that fit neither.
+ */
+#include "../src/model/restore_internal.h"
+#include "test.h"
+
+#define FIXTURES AG_SOURCE_DIR "/tests/fixtures/"
+#define RESTORE FIXTURES "restore/"
+
+/* Fails the test when it leaks ag_malloc'ed bytes. */
+#define LEAK_FREE(name)                                                                            \
+    static int name##_body(void);                                                                  \
+    static int name(void) {                                                                        \
+        size_t base_ = ag_allocated_bytes();                                                       \
+        int rc_ = name##_body();                                                                   \
+        if (rc_ == 0 && ag_allocated_bytes() != base_) {                                           \
+            fprintf(stderr, "  %s leaked %zu bytes\n", #name, ag_allocated_bytes() - base_);       \
+            return 1;                                                                              \
+        }                                                                                          \
+        return rc_;                                                                                \
+    }                                                                                              \
+    static int name##_body(void)
+
+/* A parsed checkpoint and the file bytes it points into. */
+typedef struct loaded {
+    uint8_t *data;
+    size_t size;
+    ag_tensor_set set;
+} loaded;
+
+static void loaded_fini(loaded *l) {
+    ag_tensor_set_fini(&l->set);
+    ag_free(l->data);
+    memset(l, 0, sizeof *l);
+}
+
+static int load(const char *path, loaded *l, ag_error *err) {
+    memset(l, 0, sizeof *l);
+    int rc = ag_read_file(path, (size_t)1 << 30, &l->data, &l->size, err);
+    if (rc == AG_OK)
+        rc = ag_pytorch_parse(l->data, l->size, path, &l->set, err);
+    if (rc != AG_OK)
+        loaded_fini(l);
+    return rc;
+}
+
+/* Refused with `code` and a message holding `needle`. */
+static int expect_refused(const ag_tensor_set *set, int code, const char *needle) {
+    ag_restore_arch a;
+    ag_error err = {0};
+    int rc = ag_restore_arch_infer(set, "probe.pt", &a, &err);
+    CHECK_MSG(rc == code, "returned %d (%s), wanted %d", rc, err.message, code);
+    CHECK_MSG(strncmp(err.message, "probe.pt: ", 10) == 0, "message '%s'", err.message);
+    CHECK_MSG(strstr(err.message, needle), "message '%s' lacks '%s'", err.message, needle);
+    CHECK(!strchr(err.message, '\n'));
+    printf("  refused: %s\n", err.message);
+    return 0;
+}
+
+static int check_channels(const int *have, const int *want, int from, int to) {
+    for (int i = from; i <= to; i++)
+        CHECK_MSG(have[i] == want[i - from], "channels at 2^%d: %d, want %d", i, have[i],
+                  want[i - from]);
+    return 0;
+}
+
+LEAK_FREE(test_gpen_zip_arch) {
+    loaded l;
+    ag_error err = {0};
+    CHECK_OK(load(RESTORE "gpen64_zip.pt", &l, &err), &err);
+    ag_restore_arch a;
+    int rc = ag_restore_arch_infer(&l.set, "gpen64_zip.pt", &a, &err);
+    int count = l.set.count;
+    loaded_fini(&l);
+    CHECK_OK(rc, &err);
+    CHECK(a.kind == AG_RESTORE_GPEN && a.size == 64 && a.log_size == 6);
+    CHECK(a.style_dim == 32 && a.n_mlp == 2 && a.n_latent == 1);
+    CHECK(check_channels(a.channels, (const int[]){16, 16, 16, 16, 8}, 2, 6) == 0);
+    CHECK(count == 94); /* as upstream's FullGenerator(64, 32, 2, 1, narrow=1/32) registers */
+    return 0;
+}
+
+LEAK_FREE(test_gpen_g_ema_legacy_arch) {
+    loaded l;
+    ag_error err = {0};
+    CHECK_OK(load(RESTORE "gpen32_g_ema.pt", &l, &err), &err);
+    const char *key = ag_tensor_set_meta_get(&l.set, "state_dict_key");
+    ag_restore_arch a;
+    int rc = ag_restore_arch_infer(&l.set, "gpen32_g_ema.pt", &a, &err);
+    int key_ok = key && strcmp(key, "g_ema") == 0;
+    loaded_fini(&l);
+    CHECK_OK(rc, &err);
+    CHECK(key_ok);
+    CHECK(a.kind == AG_RESTORE_GPEN && a.size == 32 && a.style_dim == 16 && a.n_mlp == 3);
+    CHECK(check_channels(a.channels, (const int[]){8, 8, 8, 8}, 2, 5) == 0);
+    return 0;
+}
+
+LEAK_FREE(test_gfpgan_params_ema_arch) {
+    loaded l;
+    ag_error err = {0};
+    CHECK_OK(load(RESTORE "gfpgan64_zip.pt", &l, &err), &err);
+    const char *key = ag_tensor_set_meta_get(&l.set, "state_dict_key");
+    int key_ok = key && strcmp(key, "params_ema") == 0;
+    ag_restore_arch a;
+    int rc = ag_restore_arch_infer(&l.set, "gfpgan64_zip.pt", &a, &err);
+    loaded_fini(&l);
+    CHECK_OK(rc, &err);
+    CHECK(key_ok);
+    CHECK(a.kind == AG_RESTORE_GFPGAN && a.size == 64 && a.style_dim == 16 && a.n_mlp == 2);
+    CHECK(a.n_latent == 10 && a.sft_half);
+    CHECK(check_channels(a.channels, (const int[]){16, 16, 16, 16, 8}, 2, 6) == 0);
+    CHECK(check_channels(a.unet, (const int[]){8, 8, 8, 8, 4}, 2, 6) == 0);
+    return 0;
+}
+
+/* A set of the shapes in a layout_*.txt file ("name d0 d1 ..."; a 5-D modulated conv weight
+ * loses its leading 1 as the loader drops it), every tensor pointing into one zeroed buffer. */
+static int layout_set(const char *path, ag_tensor_set *set, void **zeros) {
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f, "cannot open %s", path);
+    static ag_tensor_ref refs[1024];
+    int n = 0;
+    size_t largest = 0;
+    char line[256];
+    while (n < 1024 && fgets(line, sizeof line, f)) {
+        ag_tensor_ref *r = &refs[n];
+        memset(r, 0, sizeof *r);
+        char *tok = strtok(line, " \n");
+        snprintf(r->name, sizeof r->name, "%s", tok);
+        int64_t dims[5];
+        int nd = 0;
+        while (nd < 5 && (tok = strtok(NULL, " \n")))
+            dims[nd++] = atoll(tok);
+        int drop = nd == 5 ? 1 : 0;
+        r->ndim = nd - drop;
+        r->nbytes = 4;
+        for (int i = 0; i < r->ndim; i++)
+            r->nbytes *= (size_t)(r->shape[i] = dims[i + drop]);
+        largest = r->nbytes > largest ? r->nbytes : largest;
+        n++;
+    }
+    fclose(f);
+    *zeros = ag_calloc(1, largest);
+    CHECK(*zeros);
+    ag_error err = {0};
+    for (int i = 0; i < n; i++) {
+        refs[i].data = *zeros;
+        CHECK_OK(ag_tensor_set_add(set, &refs[i], &err), &err);
+    }
+    return 0;
+}
+
+static int check_layout(const char *file, ag_restore_kind kind, int size, int n_mlp,
+                        const int *channels, int64_t min_params, int64_t max_params) {
+    ag_tensor_set set = {0};
+    void *zeros = NULL;
+    char path[512];
+    snprintf(path, sizeof path, RESTORE "%s", file);
+    int rc = layout_set(path, &set, &zeros);
+    ag_restore_arch a;
+    ag_error err = {0};
+    if (rc == 0)
+        rc = ag_restore_arch_infer(&set, file, &a, &err);
+    ag_tensor_set_fini(&set);
+    ag_free(zeros);
+    CHECK_OK(rc, &err);
+    CHECK(a.kind == kind && a.size == size && a.style_dim == 512 && a.n_mlp == n_mlp);
+    CHECK(check_channels(a.channels, channels, 2, a.log_size) == 0);
+    printf("  %s: %s %d, %lld parameters (%.0f MB fp32)\n", file,
+           kind == AG_RESTORE_GPEN ? "GPEN" : "GFPGAN", size, (long long)a.params,
+           (double)a.params * 4 / 1e6);
+    CHECK_MSG(a.params >= min_params && a.params <= max_params, "%lld parameters",
+              (long long)a.params);
+    return 0;
+}
+
+/* The released files' layouts at full size: sizes, channel tables, parameter counts (the
+ * issue quotes GPEN-512 at 284 MB and GFPGAN at 350 MB of fp32 files, buffers included). */
+LEAK_FREE(test_full_size_layouts) {
+    const int bfr256[] = {256, 256, 256, 256, 128, 64, 32};
+    const int bfr512[] = {512, 512, 512, 512, 512, 256, 128, 64};
+    const int g1024[] = {512, 512, 512, 512, 512, 256, 128, 64, 32};
+    const int g2048[] = {512, 512, 512, 512, 512, 256, 128, 64, 32, 16};
+    CHECK(check_layout("layout_gpen_bfr_256.txt", AG_RESTORE_GPEN, 256, 8, bfr256, 10000000,
+                       30000000) == 0);
+    CHECK(check_layout("layout_gpen_bfr_512.txt", AG_RESTORE_GPEN, 512, 8, bfr512, 65000000,
+                       75000000) == 0);
+    CHECK(check_layout("layout_gpen_1024.txt", AG_RESTORE_GPEN, 1024, 8, g1024, 65000000,
+                       80000000) == 0);
+    CHECK(check_layout("layout_gpen_2048.txt", AG_RESTORE_GPEN, 2048, 8, g2048, 65000000,
+                       80000000) == 0);
+    CHECK(check_layout("layout_gfpgan_v1.4.txt", AG_RESTORE_GFPGAN, 512, 8, bfr512, 80000000,
+                       95000000) == 0);
+    return 0;
+}
+
+/* The first tensor of the wrong shape, an extra one and a missing one are each named. */
+LEAK_FREE(test_layout_mismatches) {
+    loaded l;
+    ag_error err = {0};
+    CHECK_OK(load(RESTORE "gpen64_zip.pt", &l, &err), &err);
+    ag_tensor_ref *t = (ag_tensor_ref *)ag_tensor_set_find(&l.set, "generator.convs.1.conv.weight");
+    int rc = t ? 0 : 1;
+    if (t) {
+        t->shape[1] -= 1;
+        rc |= expect_refused(&l.set, AG_E_FORMAT,
+                             "tensor 'generator.convs.1.conv.weight' is (16, 31, 3, 3) where GPEN "
+                             "64x64 has (16, 32, 3, 3)");
+        t->shape[1] += 1;
+        snprintf(t->name, sizeof t->name, "generator.convs.1.conv.weight_orig");
+        rc |= expect_refused(&l.set, AG_E_FORMAT,
+                             "tensor 'generator.convs.1.conv.weight_orig' is not part of GPEN");
+    }
+    loaded_fini(&l);
+    CHECK(rc == 0);
+    CHECK_OK(load(RESTORE "gfpgan64_zip.pt", &l, &err), &err);
+    t = (ag_tensor_ref *)ag_tensor_set_find(&l.set, "stylegan_decoder.noises.noise3");
+    rc = t ? 0 : 1;
+    if (t) { /* drop it: the last tensor takes its place */
+        *t = l.set.tensors[--l.set.count];
+        rc |= expect_refused(&l.set, AG_E_FORMAT,
+                             "tensor 'stylegan_decoder.noises.noise3' of GFPGAN 64x64 is missing");
+    }
+    loaded_fini(&l);
+    CHECK(rc == 0);
+    return 0;
+}
+
+/* Another network's state_dict (AnimeGANv2), a pickled whole module, a truncated file. */
+LEAK_FREE(test_bad_checkpoints) {
+    loaded l;
+    ag_error err = {0};
+    CHECK_OK(load(FIXTURES "random_zip.pt", &l, &err), &err);
+    int rc = expect_refused(&l.set, AG_E_FORMAT,
+                            "tensor 'block_a.0.1.weight' fits neither GPEN nor GFPGAN");
+    loaded_fini(&l);
+    CHECK(rc == 0);
+    rc = load(FIXTURES "pt/whole_module_zip.pt", &l, &err);
+    CHECK_MSG(rc == AG_E_UNSUPPORTED && strstr(err.message, "whole_module_zip.pt: "), "%d %s", rc,
+              err.message);
+    printf("  refused: %s\n", err.message);
+    uint8_t *data = NULL;
+    size_t size = 0;
+    CHECK_OK(ag_read_file(RESTORE "gpen64_zip.pt", (size_t)1 << 30, &data, &size, &err), &err);
+    ag_tensor_set set = {0};
+    rc = ag_pytorch_parse(data, size / 2, "truncated.pt", &set, &err);
+    ag_free(data);
+    CHECK_MSG(rc == AG_E_FORMAT && strncmp(err.message, "truncated.pt: ", 14) == 0, "%d %s", rc,
+              err.message);
+    CHECK(set.count == 0);
+    printf("  refused: %s\n", err.message);
+    return 0;
+}
+
+TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
+          TEST(test_gfpgan_params_ema_arch), TEST(test_full_size_layouts),
+          TEST(test_layout_mismatches), TEST(test_bad_checkpoints))
