@@ -131,6 +131,11 @@ size_t ag_budget_face_bytes(const ag_server_config *c, const ag_model *detect,
     return add_sat(bytes, fill_side * fill_side * 16);
 }
 
+void ag_budget_rebase(ag_budget *b, size_t base_rss_bytes) {
+    b->total_bytes = add_sat(b->total_bytes - b->base_bytes, base_rss_bytes);
+    b->base_bytes = base_rss_bytes;
+}
+
 void ag_budget_add_faces(ag_budget *b, size_t face_bytes) {
     b->face_bytes = face_bytes;
     b->worker_bytes = add_sat(b->worker_bytes, face_bytes);

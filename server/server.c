@@ -411,21 +411,22 @@ static int server_load(ag_server *s) {
     return 0;
 }
 
-/* The worst-case memory bound: the styles, the face networks and the restorers (their
- * weights once, an fp32 arena per worker at the face size, two crops). */
+/* The worst-case memory bound: the styles, and per worker the face networks and each
+ * restorer's fp32 arena at its face size with two crops (the restorers' weights, loaded
+ * once before this, are in the measured base). */
 static void budget_compute(ag_server *s) {
     const ag_server_config *c = &s->config;
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
-    ag_budget_add_faces(&s->budget, ag_budget_face_bytes(c, s->face_detect, s->face_mesh));
+    size_t faces = ag_budget_face_bytes(c, s->face_detect, s->face_mesh);
     for (int i = 0; i < s->restorer_count; i++) {
         const ag_model_info *ri = ag_model_get_info(s->restorers[i]);
         ag_engine_options ro = c->engine;
         ro.precision = AG_PRECISION_FP32;
         size_t side = (size_t)ri->min_side;
-        size_t arena = ag_engine_arena_bytes_for(s->restorers[i], &ro, ri->min_side, ri->min_side);
-        ag_budget_add_faces(&s->budget,
-                            ri->weight_bytes + (size_t)c->workers * (arena + 2 * side * side * 4));
+        faces += ag_engine_arena_bytes_for(s->restorers[i], &ro, ri->min_side, ri->min_side) +
+                 2 * side * side * 4;
     }
+    ag_budget_add_faces(&s->budget, faces);
 }
 
 /* The queue, the cache, the workers, the jobs, the memory bound (checked) and HTTP. */
@@ -444,7 +445,8 @@ static int server_start(ag_server *s) {
         return -1;
     }
     /* The bound first: an absurd one (a model's arena of petabytes) is refused before any
-     * worker tries to plan it. Its base is measured again once the workers exist. */
+     * worker tries to plan it. Its base is measured again once the workers exist (their
+     * engines and the job runner are part of it). */
     budget_compute(s);
     char formula[640];
     ag_budget_format(&s->budget, formula, sizeof formula);
@@ -459,7 +461,7 @@ static int server_start(ag_server *s) {
         ag_workers_stop(s);
         return -1;
     }
-    budget_compute(s);
+    ag_budget_rebase(&s->budget, ag_process_rss_bytes());
     ag_budget_format(&s->budget, formula, sizeof formula);
     if (memory_bound_check(s, formula) != 0) {
         ag_jobs_stop(s);

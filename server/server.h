@@ -515,6 +515,8 @@ size_t ag_budget_face_bytes(const ag_server_config *config, const ag_model *dete
 /* Per-worker arena bytes at the largest image for each model, from the engine options. */
 void ag_budget_compute(ag_budget *b, const ag_server_config *config, const ag_model *const *models,
                        int model_count, size_t base_rss_bytes);
+/* The base measured again (after the workers made their engines); the terms stay. */
+void ag_budget_rebase(ag_budget *b, size_t base_rss_bytes);
 /* One line: "N MB = base ... + W x (...) + ..." */
 void ag_budget_format(const ag_budget *b, char *buf, size_t cap);
 

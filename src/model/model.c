@@ -371,12 +371,13 @@ static int check_style_shape(const ag_model *m, const char *path, ag_error *err)
     ag_shape *shapes = ag_malloc((size_t)g->count * sizeof *shapes);
     if (!shapes)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", path);
-    /* A graph that cannot run this size says why at prepare time, naming the node. */
     ag_error shape_err = {0};
     int rc = AG_OK;
     const ag_shape *o = &shapes[g->outputs[0]];
-    if (ag_graph_shapes(g, side, side, shapes, &shape_err) == AG_OK &&
-        (o->h != side || o->w != side || o->c != 3))
+    if (ag_graph_shapes(g, side, side, shapes, &shape_err) != AG_OK)
+        rc = ag_error_set(err, AG_E_FORMAT, "%s: not a style: it cannot run a %dx%d image (%s)",
+                          path, side, side, shape_err.message);
+    else if (o->h != side || o->w != side || o->c != 3)
         rc = ag_error_set(err, AG_E_FORMAT,
                           "%s: not a style: a %dx%d image gives a %dx%dx%d output (a style "
                           "gives an image of the same size, 3 channels)",
