@@ -26,7 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         AG_ASSERT(graph.output_count >= 1);
         for (int i = 1; i < graph.count; i++) {
             const ag_node *n = &graph.nodes[i];
-            AG_ASSERT(n->in[0] >= 0 && n->in[0] < i && n->in[1] < i);
+            AG_ASSERT(n->src[0] >= 0);
+            for (int k = 0; k < AG_NODE_MAX_SRC; k++)
+                AG_ASSERT(n->src[k] < i);
             for (int t = 0; t < AG_NODE_TENSORS; t++)
                 AG_ASSERT(n->tensor[t] >= -1 && n->tensor[t] < set.count);
         }
