@@ -50,7 +50,7 @@ ATTRS(conv_t_attrs, INT("stride", stride, 1, 4, 2), PAD(0, 10),
 ATTRS(upfirdn_attrs, INT("up", up, 1, 4, 1), INT("down", down, 1, 4, 1), PAD(0, 10),
       FLT("gain", gain, 1e-6, 64, 1),
       {"fir", AG_ATTR_FLOATS, OFF(fir), -1e6, 1e6, 0, NULL, OFF(fir_taps)})
-ATTRS(range_attrs, INT("c0", c0, 0, 4096, 0), INT("c1", c1, 0, 4096, 0))
+ATTRS(range_attrs, INT("c0", c0, 0, 65536, 0), INT("c1", c1, 0, 65536, 0))
 ATTRS(noise_attrs, INT("concat", concat, 0, 1, 0))
 ATTRS(resample_attrs, INT("up", up, 1, 4, 1), INT("down", down, 1, 4, 1))
 ATTRS(up_attrs, INT("up", up, 1, 8, 2))
@@ -130,7 +130,7 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
                           AG_FUSE_NONE},
     [AG_OP_MODCONV] = {"modconv", 2, 2, 0, A(modconv_attrs), T(weight_bias), ag_bind_modconv,
                        ag_check_modconv, ag_channels_bound, ag_shape_modconv, ag_flops_modconv,
-                       ag_scratch_modconv, ag_run_modconv, AG_FUSE_NONE},
+                       ag_scratch_modconv, ag_run_modconv, AG_FUSE_NONE, ag_pack_modconv},
     [AG_OP_CONV_T] = {"conv_t", 1, 1, 0, A(conv_t_attrs), T(weight_bias), ag_bind_conv_t,
                       ag_check_conv_t, ag_channels_bound, ag_shape_conv_t, ag_flops_conv_t, NULL,
                       ag_run_conv_t, AG_FUSE_NONE},

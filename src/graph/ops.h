@@ -99,6 +99,9 @@ typedef struct ag_op_desc {
     size_t (*scratch)(const ag_node *n, const ag_shape *in, ag_shape out);
     void (*run)(const ag_node *n, const ag_op_io *io);
     ag_fusion fusion;
+    /* Once, after binding: rearrange the bound weight (as many floats in `tmp`) into the
+     * layout the kernels read (NULL: kept as loaded). */
+    void (*pack)(const ag_node *n, float *weight, float *tmp);
 } ag_op_desc;
 
 /* The descriptor of op (valid ops only). */
@@ -200,6 +203,7 @@ void ag_run_linear(const ag_node *n, const ag_op_io *io);
 void ag_run_pixel_norm(const ag_node *n, const ag_op_io *io);
 void ag_run_bias_lrelu(const ag_node *n, const ag_op_io *io);
 void ag_run_modconv(const ag_node *n, const ag_op_io *io);
+void ag_pack_modconv(const ag_node *n, float *weight, float *tmp);
 void ag_run_conv_t(const ag_node *n, const ag_op_io *io);
 void ag_run_upfirdn(const ag_node *n, const ag_op_io *io);
 void ag_run_concat(const ag_node *n, const ag_op_io *io);

@@ -309,11 +309,19 @@ double ag_flops_upfirdn(const ag_node *n, const ag_shape *in, ag_shape out) {
     return 2.0 * out.h * out.w * out.c * k * k;
 }
 
+/* Floats of n's demodulation factors (a round 16, so what follows stays aligned). */
+static size_t demod_floats(const ag_node *n) {
+    return ((size_t)n->out_c + 15) & ~(size_t)15;
+}
+
+/* The scaled (and padded) input and the sgemm band, behind the demodulation factors. */
 size_t ag_scratch_modconv(const ag_node *n, const ag_shape *in, ag_shape out) {
-    (void)out;
     if (n->up == 2)
-        return ag_shape_floats(in[0]);
-    return (size_t)(in[0].h + n->pad[0] + n->pad[1]) * (in[0].w + n->pad[2] + n->pad[3]) * in[0].c;
+        return demod_floats(n) + ag_shape_floats(in[0]) +
+               ag_gemm_conv_t_band_floats(in[0].h, in[0].w, n->k, n->out_c);
+    int WP = in[0].w + n->pad[2] + n->pad[3];
+    return demod_floats(n) + (size_t)(in[0].h + n->pad[0] + n->pad[1]) * WP * in[0].c +
+           ag_gemm_conv_band_floats(out.h, WP, n->out_c);
 }
 
 size_t ag_scratch_upfirdn(const ag_node *n, const ag_shape *in, ag_shape out) {
@@ -358,6 +366,11 @@ void ag_run_pixel_norm(const ag_node *n, const ag_op_io *io) {
 
 void ag_run_bias_lrelu(const ag_node *n, const ag_op_io *io) {
     int C = io->in[0].c;
+    if (io->fast) {
+        ag_fused_bias_lrelu(io->out, io->src[0], n->bias, (size_t)io->in[0].h * io->in[0].w, C,
+                            n->alpha, n->gain, io->threads);
+        return;
+    }
     for (size_t i = 0; i < ag_shape_floats(io->in[0]); i++) {
         float v = io->src[0][i] + (n->bias ? n->bias[i % (size_t)C] : 0.0f);
         io->out[i] = (v < 0.0f ? v * n->alpha : v) * n->gain;
@@ -367,10 +380,11 @@ void ag_run_bias_lrelu(const ag_node *n, const ag_op_io *io) {
 /*
  * out (HO, WO, OC) = transposed convolution of in (H, W, IC): input pixel (a, b) spreads
  * over output (a * stride + ky - crop_top, b * stride + kx - crop_left). The weight is
- * (IC, OC, K, K) (ConvTranspose2d), or (OC, IC, K, K) when `oc_first` (a modulated conv's).
+ * (IC, OC, K, K) (ConvTranspose2d), or a modulated conv's packed (IC, K*K, OC) when
+ * `packed`.
  */
 static void conv_transpose(float *out, ag_shape o, const float *in, ag_shape s, const float *w,
-                           int oc_first, int K, int stride, const int *crop) {
+                           int packed, int K, int stride, const int *crop) {
     memset(out, 0, sizeof(float) * ag_shape_floats(o));
     int IC = s.c, OC = o.c;
     for (int a = 0; a < s.h; a++)
@@ -388,8 +402,9 @@ static void conv_transpose(float *out, ag_shape o, const float *in, ag_shape s, 
                     for (int oc = 0; oc < OC; oc++) {
                         float acc = 0.0f;
                         for (int ic = 0; ic < IC; ic++) {
-                            size_t wi = oc_first ? (size_t)oc * IC + ic : (size_t)ic * OC + oc;
-                            acc += x[ic] * w[(wi * K + ky) * K + kx];
+                            size_t wi = packed ? ((size_t)ic * K * K + ky * K + kx) * OC + oc
+                                               : (((size_t)ic * OC + oc) * K + ky) * K + kx;
+                            acc += x[ic] * w[wi];
                         }
                         dst[oc] += acc;
                     }
@@ -398,46 +413,97 @@ static void conv_transpose(float *out, ag_shape o, const float *in, ag_shape s, 
         }
 }
 
+/* out (HP - K + 1, WP - K + 1, OC) = the valid conv of x (HP, WP, IC) by the packed weight. */
+static void conv_packed(float *out, const float *x, int HP, int WP, int IC, const float *w, int OC,
+                        int K) {
+    int HO = HP - K + 1, WO = WP - K + 1;
+    for (int y = 0; y < HO; y++)
+        for (int xo = 0; xo < WO; xo++) {
+            float *dst = out + ((size_t)y * WO + xo) * OC;
+            memset(dst, 0, sizeof(float) * (size_t)OC);
+            for (int t = 0; t < K * K; t++) {
+                const float *src = x + ((size_t)(y + t / K) * WP + xo + t % K) * IC;
+                for (int ic = 0; ic < IC; ic++) {
+                    const float *wt = w + ((size_t)ic * K * K + t) * OC;
+                    for (int oc = 0; oc < OC; oc++)
+                        dst[oc] += src[ic] * wt[oc];
+                }
+            }
+        }
+}
+
+/* Demodulation: each output channel by 1 / |w[o] * s| (1 without demod). */
+static void demodulation(const ag_node *n, const float *s, float *d) {
+    int IC = n->in_c, OC = n->out_c, KK = n->k * n->k;
+    double sq[4096] = {0};
+    for (int ic = 0; ic < IC && n->demod; ic++) {
+        double si = (double)s[ic] * (double)s[ic];
+        for (int t = 0; t < KK; t++) {
+            const float *w = n->weight + ((size_t)ic * KK + t) * OC;
+            for (int oc = 0; oc < OC; oc++)
+                sq[oc] += (double)w[oc] * (double)w[oc] * si;
+        }
+    }
+    for (int oc = 0; oc < OC; oc++)
+        d[oc] = n->demod ? (float)(1.0 / sqrt(sq[oc] + (double)n->eps)) : 1.0f;
+}
+
+/* The weight (OC, IC, K, K) as loaded, into the kernels' (IC, K*K, OC). */
+void ag_pack_modconv(const ag_node *n, float *weight, float *tmp) {
+    int IC = n->in_c, OC = n->out_c, KK = n->k * n->k;
+    size_t count = (size_t)OC * IC * KK;
+    memcpy(tmp, weight, sizeof(float) * count);
+    for (int oc = 0; oc < OC; oc++)
+        for (int ic = 0; ic < IC; ic++)
+            for (int t = 0; t < KK; t++)
+                weight[((size_t)ic * KK + t) * OC + oc] = tmp[((size_t)oc * IC + ic) * KK + t];
+}
+
+/*
+ * The style scales the input channels, the conv runs with the unmodulated weight (never
+ * modulated per image), and demodulation scales its output channels, with the bias, in the
+ * conv's epilogue. The fast backend's conv is sgemm (gemm_conv.c), the reference's loops.
+ */
 void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0], o = io->o;
     const float *s = io->src[1];
     int IC = in.c, OC = o.c, K = n->k;
-    /* The style scales the input channels (the weight is never modulated per image). */
+    float *d = io->scratch, *x = io->scratch + demod_floats(n);
+    demodulation(n, s, d);
     if (n->up == 2) {
-        for (size_t p = 0; p < (size_t)in.h * in.w; p++)
+        size_t N = (size_t)in.h * in.w;
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+        for (size_t p = 0; p < N; p++)
             for (int c = 0; c < IC; c++)
-                io->scratch[p * IC + c] = io->src[0][p * IC + c] * s[c];
+                x[p * IC + c] = io->src[0][p * IC + c] * s[c];
+        if (io->fast) {
+            ag_gemm_conv_t(io->out, x, in.h, in.w, IC, n->weight, OC, K, 2, d, n->bias, x + N * IC,
+                           io->threads);
+            return;
+        }
         int crop[4] = {0, 0, 0, 0};
-        conv_transpose(io->out, o, io->scratch, in, n->weight, 1, K, 2, crop);
+        conv_transpose(io->out, o, x, in, n->weight, 1, K, 2, crop);
     } else {
         int HP = in.h + n->pad[0] + n->pad[1], WP = in.w + n->pad[2] + n->pad[3];
+#pragma omp parallel for num_threads(io->threads) schedule(static)
         for (int y = 0; y < HP; y++)
-            for (int x = 0; x < WP; x++) {
-                float *dst = io->scratch + ((size_t)y * WP + x) * IC;
-                int sy = y - n->pad[0], sx = x - n->pad[2];
+            for (int xp = 0; xp < WP; xp++) {
+                float *dst = x + ((size_t)y * WP + xp) * IC;
+                int sy = y - n->pad[0], sx = xp - n->pad[2];
                 int inside = sy >= 0 && sy < in.h && sx >= 0 && sx < in.w;
                 for (int c = 0; c < IC; c++)
                     dst[c] = inside ? io->src[0][((size_t)sy * in.w + sx) * IC + c] * s[c] : 0.0f;
             }
-        ag_ref_conv2d(io->out, io->scratch, n->weight, NULL, HP, WP, IC, OC, K, 1, 1);
-    }
-    /* Demodulation: each output channel by 1 / |w[o] * s|, then the bias. */
-    for (int oc = 0; oc < OC; oc++) {
-        double d = 1.0;
-        if (n->demod) {
-            double sq = 0.0;
-            for (int ic = 0; ic < IC; ic++)
-                for (int t = 0; t < K * K; t++) {
-                    double v =
-                        (double)n->weight[((size_t)oc * IC + ic) * K * K + t] * (double)s[ic];
-                    sq += v * v;
-                }
-            d = 1.0 / sqrt(sq + (double)n->eps);
+        if (io->fast) {
+            ag_gemm_conv(io->out, x, HP, WP, IC, n->weight, OC, K, d, n->bias,
+                         x + (size_t)HP * WP * IC, io->threads);
+            return;
         }
-        float b = n->bias ? n->bias[oc] : 0.0f;
-        for (size_t p = 0; p < (size_t)o.h * o.w; p++)
-            io->out[p * OC + oc] = (float)((double)io->out[p * OC + oc] * d) + b;
+        conv_packed(io->out, x, HP, WP, IC, n->weight, OC, K);
     }
+    for (size_t p = 0; p < (size_t)o.h * o.w; p++)
+        for (int oc = 0; oc < OC; oc++)
+            io->out[p * OC + oc] = io->out[p * OC + oc] * d[oc] + (n->bias ? n->bias[oc] : 0.0f);
 }
 
 void ag_run_conv_t(const ag_node *n, const ag_op_io *io) {
@@ -468,6 +534,11 @@ void ag_run_upfirdn(const ag_node *n, const ag_op_io *io) {
     int K = fir_taps(n), up = n->up, down = n->down, C = in.c;
     float *k2 = io->scratch;
     fir_kernel(n, k2);
+    if (io->fast) {
+        ag_fused_upfirdn(io->out, io->src[0], in.h, in.w, C, o.h, o.w, k2, K, up, down, n->pad,
+                         io->threads);
+        return;
+    }
     for (int y = 0; y < o.h; y++)
         for (int x = 0; x < o.w; x++) {
             float *dst = io->out + ((size_t)y * o.w + x) * C;

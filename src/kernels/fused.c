@@ -789,4 +789,6 @@ void ag_fused_channel_sums(double *t1, double *t2, const float *x, size_t n, int
     }
 }
 
+#include "fused_style.inc"
+
 #include "fused_table.inc"

@@ -109,3 +109,23 @@ void ag_fused_conv_narrow(float *dst, const float *src, const float *w, const fl
 uint8_t ag_output_to_u8(float y) {
     return ag_output_to_u8_generic(y);
 }
+
+void ag_fused_scale_shift(float *out, const float *src, size_t src_stride, int rows, int cols,
+                          int C, const float *scale, const float *shift, int threads) {
+    ag_fused_ops_active()->scale_shift(out, src, src_stride, rows, cols, C, scale, shift, threads);
+}
+
+void ag_fused_scatter_taps(float *out, const float *band, int rows, int first, int W, int WO, int K,
+                           int stride, int OC, int threads) {
+    ag_fused_ops_active()->scatter_taps(out, band, rows, first, W, WO, K, stride, OC, threads);
+}
+
+void ag_fused_bias_lrelu(float *out, const float *x, const float *bias, size_t N, int C,
+                         float alpha, float gain, int threads) {
+    ag_fused_ops_active()->bias_lrelu(out, x, bias, N, C, alpha, gain, threads);
+}
+
+void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, int WO,
+                      const float *k2, int K, int up, int down, const int *pad, int threads) {
+    ag_fused_ops_active()->upfirdn(out, in, H, W, C, HO, WO, k2, K, up, down, pad, threads);
+}

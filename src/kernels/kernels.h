@@ -74,6 +74,37 @@ void ag_lade_moments(double *mean_y, double *var_y, const float *x, const float 
 void ag_matmul(float *out, const float *x, const float *w, int transpose, size_t N, int C, int M,
                int fast, int threads);
 
+/*
+ * Convolutions on sgemm (gemm_conv.c) with a packed weight (IC, K*K, OC): out =
+ * conv(x) * scale + shift per output channel (either NULL: 1, 0), `band` holding the
+ * *_band_floats floats. ag_gemm_conv: a stride-1 valid conv of the padded x (HP, WP, IC)
+ * into (HP - K + 1, WP - K + 1, OC). ag_gemm_conv_t: a transposed conv of x (H, W, IC) into
+ * ((H - 1) * stride + K, (W - 1) * stride + K, OC), nothing cropped.
+ */
+size_t ag_gemm_conv_band_floats(int HO, int WP, int OC);
+void ag_gemm_conv(float *out, const float *x, int HP, int WP, int IC, const float *w, int OC, int K,
+                  const float *scale, const float *shift, float *band, int threads);
+size_t ag_gemm_conv_t_band_floats(int H, int W, int K, int OC);
+void ag_gemm_conv_t(float *out, const float *x, int H, int W, int IC, const float *w, int OC, int K,
+                    int stride, const float *scale, const float *shift, float *band, int threads);
+
+/*
+ * The StyleGAN family's memory-bound passes (fused_style.inc), on NHWC maps.
+ * ag_fused_scale_shift: out (rows, cols, C) = src * scale + shift per channel (either NULL),
+ * source rows src_stride floats apart. ag_fused_scatter_taps: a transposed conv's band of
+ * sgemm products (rows x W input pixels, K*K*OC each) added into out (., WO, OC) from input
+ * row `first`. ag_fused_bias_lrelu: out = lrelu(x + bias) * gain. ag_fused_upfirdn:
+ * upfirdn2d of in (H, W, C) by the flipped K x K kernel k2 into (HO, WO, C), pad [t, b, l, r].
+ */
+void ag_fused_scale_shift(float *out, const float *src, size_t src_stride, int rows, int cols,
+                          int C, const float *scale, const float *shift, int threads);
+void ag_fused_scatter_taps(float *out, const float *band, int rows, int first, int W, int WO, int K,
+                           int stride, int OC, int threads);
+void ag_fused_bias_lrelu(float *out, const float *x, const float *bias, size_t N, int C,
+                         float alpha, float gain, int threads);
+void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, int WO,
+                      const float *k2, int K, int up, int down, const int *pad, int threads);
+
 /* In place over x (N, C): softmax per channel over the N positions, or per position over C. */
 void ag_softmax(float *x, size_t N, int C, int spatial, int threads);
 

@@ -131,6 +131,18 @@ static int bind_tensor(binder *b, int index, float scale, const float **dst, ag_
     return AG_OK;
 }
 
+/* The op's kernel layout of n's weight, which this binder wrote (so it may be rewritten),
+ * through a temporary copy: loading is not a hot path. */
+static int pack_weight(binder *b, ag_node *n, const ag_op_desc *d, ag_error *err) {
+    size_t count = ref_count(&b->set->tensors[n->tensor[AG_T_WEIGHT]]);
+    float *tmp = ag_malloc(count * sizeof(float));
+    if (!tmp)
+        return ag_error_set(err, AG_E_NOMEM, "%s: out of memory for %zu weights", b->path, count);
+    d->pack(n, (float *)n->weight, tmp);
+    ag_free(tmp);
+    return AG_OK;
+}
+
 /* Bind node n's tensors through its op's bind function; its inputs' channels are known
  * (nodes bind in order). */
 static int bind_node(binder *b, ag_graph *g, ag_node *n, ag_error *err) {
@@ -159,7 +171,7 @@ static int bind_node(binder *b, ag_graph *g, ag_node *n, ag_error *err) {
             return rc;
     }
     n->out_c = ag_node_channels(g, n);
-    return AG_OK;
+    return d->pack && n->weight ? pack_weight(b, n, d, err) : AG_OK;
 }
 
 /* Copy every tensor the graph names into the model's one weight block and point the nodes

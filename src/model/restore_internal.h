@@ -115,4 +115,9 @@ void ag_restore_squeeze_biases(ag_tensor_set *set);
 int ag_gpen_graph(const ag_restore_arch *a, const ag_tensor_set *set, ag_graph *g, ag_error *err);
 int ag_gfpgan_graph(const ag_restore_arch *a, const ag_tensor_set *set, ag_graph *g, ag_error *err);
 
+/* A restorer model from a parsed checkpoint (restore_model.c; the weights are copied, the
+ * set's biases squeezed in place): what ag_restore_model_load does after parsing. */
+int ag_restore_model_from_set(ag_tensor_set *set, const char *path, struct ag_model **out,
+                              ag_error *err);
+
 #endif

@@ -13,7 +13,7 @@
 /* GPEN 2048 in fp32 is ~290 MB; a file several times that is not one of these networks. */
 #define AG_RESTORE_MAX_FILE_BYTES ((size_t)1 << 30)
 
-static int build(ag_tensor_set *set, const char *path, ag_model **out, ag_error *err) {
+int ag_restore_model_from_set(ag_tensor_set *set, const char *path, ag_model **out, ag_error *err) {
     ag_restore_arch a;
     int rc = ag_restore_arch_infer(set, path, &a, err);
     if (rc != AG_OK)
@@ -44,7 +44,7 @@ int ag_restore_model_load_memory(const void *data, size_t size, const char *labe
     ag_tensor_set set = {0};
     int rc = ag_pytorch_parse(data, size, label, &set, err);
     if (rc == AG_OK)
-        rc = build(&set, label, out, err);
+        rc = ag_restore_model_from_set(&set, label, out, err);
     ag_tensor_set_fini(&set);
     return rc;
 }
