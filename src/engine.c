@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1217,6 +1218,7 @@ static int run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
     void *scratch = ag_engine_buffer(e, e->scratch_id);
     init_affines(e);
     for (int gi = 0; gi < e->group_count; gi++) {
+        double start = e->profile_ms ? omp_get_wtime() : 0.0;
         if (head_of(e, gi)->op == AG_OP_CONV) {
             int rc = e->groups[gi].int8 ? run_conv_int8(e, gi, io, scratch, err)
                                         : run_conv(e, gi, io, scratch, err);
@@ -1227,8 +1229,24 @@ static int run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
         }
         if (e->groups[gi].materialize)
             materialize(e, gi);
+        if (e->profile_ms) {
+            e->profile_ms[head_of(e, gi)->op] += (omp_get_wtime() - start) * 1000.0;
+            e->profile_steps[head_of(e, gi)->op]++;
+        }
     }
     return AG_OK;
+}
+
+/* AG_PROFILE's table: each op's share of the steps' time. */
+static void print_profile(const ag_engine *e) {
+    double total = 0.0;
+    for (int op = 0; op < AG_OP_COUNT; op++)
+        total += e->profile_ms[op];
+    for (int op = 0; op < AG_OP_COUNT; op++)
+        if (e->profile_steps[op])
+            fprintf(stderr, "profile: %-14s %6d steps %10.1f ms %5.1f%%\n", ag_op_name(op),
+                    e->profile_steps[op], e->profile_ms[op],
+                    total > 0 ? 100.0 * e->profile_ms[op] / total : 0.0);
 }
 
 static int run_onednn(ag_engine *e, const ag_io *io, ag_error *err) {
@@ -1353,6 +1371,11 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     e->bf16 = o->precision == AG_PRECISION_BF16;
     e->int8 = o->precision == AG_PRECISION_INT8;
     e->band_u8_id = e->range_id = e->q8_tmp_id = -1;
+    const char *profile = getenv("AG_PROFILE"); /* for tuning runs only */
+    if (profile && atoi(profile) > 0) {
+        e->profile_ms = ag_calloc(AG_OP_COUNT, sizeof *e->profile_ms);
+        e->profile_steps = ag_calloc(AG_OP_COUNT, sizeof *e->profile_steps);
+    }
     int rc = engine_alloc(e, err);
     if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
         rc = lower_graph(e, err);
@@ -1371,6 +1394,10 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
 void ag_engine_destroy(ag_engine *e) {
     if (!e)
         return;
+    if (e->profile_ms && e->profile_steps)
+        print_profile(e);
+    ag_free(e->profile_ms);
+    ag_free(e->profile_steps);
     destroy_convs(e);
     ag_dnnl_destroy(e->dnnl);
     ag_free(e->weights_block);

@@ -121,6 +121,10 @@ struct ag_engine {
     size_t arena_bytes;
     double *partials;
 
+    /* AG_PROFILE=1 (tuning runs only): milliseconds and steps per op, printed at destroy. */
+    double *profile_ms;
+    int *profile_steps;
+
     /* oneDNN state: primitives per group and their prepared weights (one allocation). */
     ag_dnnl *dnnl;
     void *weights_block;
