@@ -312,6 +312,36 @@ done:
     return rc;
 }
 
+/*
+ * A generator, an upscaler, or a face restorer (a GPEN or GFPGAN checkpoint, which
+ * ag_model_load does not take): the restorer runs at its one size, in fp32 (the precision
+ * its StyleGAN ops have), on the aligned face a synthetic image stands for.
+ */
+static int load_model(bench_args *a, ag_engine_options *options, ag_precision_choice *precision,
+                      ag_model **model, ag_error *err) {
+    if (ag_model_load(a->e.model, model, err) == AG_OK)
+        return AG_OK;
+    ag_error restore_err = {0};
+    if (ag_restore_model_load(a->e.model, model, &restore_err) != AG_OK)
+        return -1; /* the generator loader's message: the usual case */
+    const ag_model_info *info = ag_model_get_info(*model);
+    if (a->size != info->min_side && a->size != 512)
+        fprintf(stderr, "animegan: bench: a %s restorer runs at %d px only; --size ignored\n",
+                info->architecture, info->min_side);
+    a->size = info->min_side;
+    if (options->precision != AG_PRECISION_FP32 && a->e.engine.precision != AG_PRECISION_AUTO) {
+        err->code = AG_E_ARG;
+        snprintf(err->message, sizeof err->message,
+                 "a face restorer runs in fp32 only (--precision %s)",
+                 ag_precision_name(options->precision));
+        return -1;
+    }
+    options->precision = precision->precision = AG_PRECISION_FP32;
+    precision->emulated = 0;
+    snprintf(precision->note, sizeof precision->note, "face restorers run in fp32");
+    return AG_OK;
+}
+
 int ag_cli_bench(int argc, char **argv) {
     bench_args a = {.size = 512, .runs = 5, .warmup = 1};
     ag_cli_engine_args_init(&a.e);
@@ -328,7 +358,7 @@ int ag_cli_bench(int argc, char **argv) {
     ag_model *model = NULL;
     ag_error err = {0};
     status = AG_EXIT_OK;
-    if (ag_model_load(a.e.model, &model, &err) ||
+    if (load_model(&a, &options, &precision, &model, &err) ||
         run_bench(&a, model, &options, &precision, &err)) {
         ag_cli_report(&err);
         status = AG_EXIT_FAILED;
