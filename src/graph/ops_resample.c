@@ -75,6 +75,8 @@ void ag_run_resample(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0], o = io->o;
     float scale = (float)n->down / (float)n->up;
     int C = in.c;
+    /* Rows are independent: the same bytes on any number of threads. */
+#pragma omp parallel for num_threads(io->threads) schedule(static)
     for (int y = 0; y < o.h; y++) {
         int y0, y1, x0, x1;
         float fy, fx;

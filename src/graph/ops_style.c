@@ -583,12 +583,13 @@ void ag_run_slice(const ag_node *n, const ag_op_io *io) {
 void ag_run_sft(const ag_node *n, const ag_op_io *io) {
     int C = io->in[0].c, c0 = n->c0, R = range_end(n, C) - c0;
     size_t N = (size_t)io->o.h * io->o.w;
-    memcpy(io->out, io->src[0], sizeof(float) * N * C);
-    for (size_t p = 0; p < N; p++)
-        for (int c = 0; c < R; c++) {
-            float *v = io->out + p * C + c0 + c;
-            *v = *v * io->src[1][p * R + c] + io->src[2][p * R + c];
-        }
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (size_t p = 0; p < N; p++) {
+        float *v = io->out + p * C;
+        memcpy(v, io->src[0] + p * C, sizeof(float) * (size_t)C);
+        for (int c = 0; c < R; c++)
+            v[c0 + c] = v[c0 + c] * io->src[1][p * R + c] + io->src[2][p * R + c];
+    }
 }
 
 void ag_run_noise(const ag_node *n, const ag_op_io *io) {
@@ -596,6 +597,7 @@ void ag_run_noise(const ag_node *n, const ag_op_io *io) {
     const float *noise = n->src[1] >= 0 ? io->src[1] : n->aux;
     float w = n->weight[0];
     size_t N = (size_t)io->o.h * io->o.w;
+#pragma omp parallel for num_threads(io->threads) schedule(static)
     for (size_t p = 0; p < N; p++) {
         const float *x = io->src[0] + p * C, *z = noise + p * CN;
         float *dst = io->out + p * io->o.c;
