@@ -5,6 +5,7 @@
 #                    [--model M] [--precisions "fp32 bf16 int8 auto"] [--no-avx2]
 #                    [--no-install]
 #   bench/compare.sh --scaling [--sizes "256 512 1024 2048"] [same options]
+#   bench/compare.sh --restore | --upscale [--rounds N] [--runs R] [--threads T]
 #
 # Each round runs, in an order rotated from round to round: our engine (`animegan bench
 # --model M`, once per available precision, `auto` included), the same again as an
@@ -20,6 +21,9 @@
 # printed and written to bench/results/compare-<date>.md.
 #
 # --scaling times our engine alone at each of --sizes, to show time and arena per pixel.
+# --restore and --upscale give the rows of the face restorers (GPEN-512, GFPGAN-512 per
+# face) and the upscalers (realesr-animevideov3 x4, esrgan-medium x2) against PyTorch, by
+# bench/restore.sh and bench/upscale.sh, with the same interleaving and FMA peak.
 # Exits non-zero when a runtime fails in every round (a precision our engine rejects is
 # skipped with a note instead). Method and caveats: docs/benchmarks.md.
 set -euo pipefail
@@ -28,7 +32,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
-ROUNDS=5 RUNS=5 SIZE=512 THREADS=2 TIMEOUT=900 INSTALL=1 SCALING=0 AVX2=1
+ROUNDS=5 RUNS=5 SIZE=512 THREADS=2 TIMEOUT=900 INSTALL=1 SCALING=0 AVX2=1 SUITE=""
 MODEL=hayao
 PRECISIONS="fp32 bf16 int8 auto"
 # How an AVX2-only server runs: our passes' AVX2 variant and oneDNN held at AVX2.
@@ -36,7 +40,7 @@ AVX2_ENV="ANIMEGAN_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2"
 SIZES="256 512 1024 2048"
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 posint() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 wants a positive integer, got '$2'"; }
 
 while [ $# -gt 0 ]; do
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
     --no-avx2) AVX2=0 ;;
     --sizes) SIZES=${2:-}; shift ;;
     --scaling) SCALING=1 ;;
+    --restore | --upscale) SUITE=${1#--} ;;
     --no-install) INSTALL=0 ;;
     -h | --help) usage 0 ;;
     *) echo "compare.sh: unknown option '$1'" >&2; usage 2 ;;
@@ -231,6 +236,7 @@ write_meta() {
 [ "$INSTALL" -eq 1 ] && install_deps
 [ -x /usr/bin/time ] || die "/usr/bin/time is missing (apt-get install time)"
 build
+[ -z "$SUITE" ] || exec bench/"$SUITE".sh --rounds "$ROUNDS" --runs "$RUNS" --threads "$THREADS"
 STAMP=$(date +%Y-%m-%d-%H%M%S)
 DIR=bench/results/run-$STAMP
 mkdir -p "$DIR"

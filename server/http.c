@@ -353,6 +353,26 @@ static void handle_metrics(ag_server *s, ag_request *r) {
     reply_owned(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, size);
 }
 
+/* The --restore-model files as a JSON array: restore=K is the K-th (1-based). */
+static void restorers_json(const ag_server *s, ag_text *t) {
+    ag_text_append(t, "[", 1);
+    for (int i = 0; i < s->restorer_count; i++) {
+        const ag_model_info *info = ag_model_get_info(s->restorers[i]);
+        const char *path = s->config.restore_models[i], *slash = strrchr(path, '/');
+        ag_text_printf(t, "%s{\"restore\":%d,\"name\":", i ? "," : "", i + 1);
+        ag_text_json_string(t, slash ? slash + 1 : path);
+        ag_text_append(t, ",\"architecture\":", 16);
+        ag_text_json_string(t, info->architecture);
+        ag_text_printf(t,
+                       ",\"face_size\":%d,\"gflop_per_face\":%.4g,\"param_count\":%zu,"
+                       "\"weight_bytes\":%zu}",
+                       info->min_side,
+                       ag_model_flop(s->restorers[i], info->min_side, info->min_side) / 1e9,
+                       info->param_count, info->weight_bytes);
+    }
+    ag_text_append(t, "]", 1);
+}
+
 static void handle_models(ag_server *s, ag_request *r) {
     ag_text t;
     ag_text_init(&t, SMALL_BODY_MAX);
@@ -379,12 +399,14 @@ static void handle_models(ag_server *s, ag_request *r) {
                        ag_model_flop(s->models[i], 512, 512) / 1e9, info->param_count,
                        info->weight_bytes);
     }
+    ag_text_append(&t, "],\"restorers\":", 14);
+    restorers_json(s, &t);
     ag_text_printf(
         &t,
-        "],\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
+        ",\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
         "d,\"max\":%d},\"format\":[\"png\",\"jpeg\",\"webp\"],\"quality\":{\"min\":1,"
-        "\"max\":100,\"default\":%d}}}\n",
-        AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY);
+        "\"max\":100,\"default\":%d},\"restore\":{\"min\":0,\"max\":%d}}}\n",
+        AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY, s->restorer_count);
     size_t size = 0;
     char *buf = ag_text_take(&t, &size);
     reply_owned(r, 200, "application/json", buf, size);
@@ -435,8 +457,10 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
             ag_text_append(&t, ",", 1);
         ag_text_json_string(&t, s->model_names[i]);
     }
+    ag_text_append(&t, "],\"restorers\":", 14);
+    restorers_json(s, &t);
     ag_text_printf(&t,
-                   "],\"workers\":%d,\"threads_per_worker\":%d,\"busy_workers\":%d,"
+                   ",\"workers\":%d,\"threads_per_worker\":%d,\"busy_workers\":%d,"
                    "\"longest_busy_s\":%.1f,"
                    "\"queue\":{\"depth\":%d,\"capacity\":%d,\"timeout_s\":%g},"
                    "\"inflight\":{\"admitted\":%d,\"limit\":%d},"

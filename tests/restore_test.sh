@@ -172,6 +172,19 @@ if curl -s --max-time 10 "$url/metrics" | grep -q '^animegan_restorations_total 
     curl -s --max-time 10 "$url/metrics" | grep -q '^animegan_faces_restored_total 2$'; then
     ok serve_restore_metrics
 else bad serve_restore_metrics; fi
+# /api/v1/models and /status list the restorer (restore=1 is it), with its face size.
+if curl -s --max-time 10 "$url/api/v1/models" | /usr/bin/python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+r = m["restorers"]
+assert len(r) == 1 and r[0]["restore"] == 1 and r[0]["architecture"] == "gpen", r
+assert r[0]["face_size"] == 64 and r[0]["weight_bytes"] > 0 and r[0]["gflop_per_face"] > 0, r
+assert m["options"]["restore"] == {"min": 0, "max": 1}, m["options"]
+' && curl -s --max-time 10 "$url/api/v1/status" | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+assert [r["name"] for r in s["restorers"]] == ["gpen64_zip.pt"], s["restorers"]
+'; then ok serve_restorers_listed; else bad serve_restorers_listed; fi
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 

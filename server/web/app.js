@@ -12,6 +12,7 @@
   const el = {
     drop: $("drop"), file: $("file"), preview: $("preview"), dropEmpty: $("drop-empty"),
     model: $("model"), format: $("format"), portrait: $("portrait"), go: $("go"),
+    restore: $("restore"), restoreField: $("restore-field"),
     paste: $("paste"), previewBox: $("preview-box"), faces: $("faces"), facesHint: $("faces-hint"),
     status: $("status"), error: $("error"), limits: $("limits"),
     result: $("result"), compare: $("compare"), side: $("side"), slider: $("slider"),
@@ -125,6 +126,11 @@
         addPreview(m, opt.textContent);
       }
       markPreview();
+      // Face restoration (GPEN / GFPGAN) when the server has a --restore-model.
+      const restorers = models.restorers || [];
+      el.restoreField.hidden = restorers.length === 0;
+      if (restorers.length)
+        el.restoreField.title = restorers.map((m) => `${m.name} (${m.architecture}, ${m.face_size} px)`).join(", ");
       maxUploadBytes = status.limits.max_upload_bytes;
       maxPixels = status.limits.max_pixels;
       el.limits.textContent = `JPEG, PNG, WebP, GIF, TIFF or HEIF · up to ${mb(maxUploadBytes)}`;
@@ -282,12 +288,16 @@
     }
   }
 
-  // The two face modes exclude each other: a portrait is a crop, paste-back the whole photo.
+  // The face modes exclude each other: a portrait is a crop, paste-back the whole photo,
+  // and restoration works on the whole photo too (the server answers 400 to a mix).
   el.portrait.addEventListener("change", () => {
-    if (el.portrait.checked) { el.paste.checked = false; findFaces(); }
+    if (el.portrait.checked) { el.paste.checked = false; el.restore.value = "off"; findFaces(); }
   });
   el.paste.addEventListener("change", () => {
-    if (el.paste.checked) { el.portrait.checked = false; findFaces(); }
+    if (el.paste.checked) { el.portrait.checked = false; el.restore.value = "off"; findFaces(); }
+  });
+  el.restore.addEventListener("change", () => {
+    if (el.restore.value !== "off") el.portrait.checked = el.paste.checked = false;
   });
 
   function randomId() {
@@ -455,6 +465,8 @@
     if (el.portrait.checked && faceList && chosenFace > 1 && chosenFace <= faceList.faces.length)
       params.set("face", String(chosenFace));
     if (el.paste.checked) params.set("paste_faces", "1");
+    const restoreOnly = el.restore.value === "only";
+    if (el.restore.value !== "off") params.set("restore", "1");
     params.set("format", el.format.value);
     const format = el.format.value;
     const started = performance.now();
@@ -462,7 +474,7 @@
     const xhr = new XMLHttpRequest();
     let done = false;
     let stopPolling = () => {};
-    xhr.open("POST", "/api/v1/convert?" + params.toString());
+    xhr.open("POST", (restoreOnly ? "/api/v1/restore?" : "/api/v1/convert?") + params.toString());
     xhr.responseType = "blob";
     xhr.setRequestHeader("Content-Type", photo.type && photo.type.startsWith("image/") ? photo.type : "application/octet-stream");
     xhr.setRequestHeader("X-Request-Id", id);

@@ -160,6 +160,7 @@ async function main() {
   execFileSync(path.join(ROOT, "tools", "make_test_clips.sh"), [clips]);
   const server = await startServer(["--workers", "1", "--threads", "2", "--queue", "1", "--max-upload-mb", "1",
                                     "--model", "hayao", "--model", "cute-v3",
+                                    "--restore-model", path.join(ROOT, "tests", "fixtures", "restore", "gfpgan64_zip.pt"),
                                     "--jobs-dir", path.join(clips, "spool"), "--max-side", "1024"]);
   const base = `http://127.0.0.1:${server.port}`;
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "animegan-chromium-"));
@@ -269,6 +270,30 @@ async function main() {
       await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
       const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
       check(size[0] === size[1] && size[0] > 0, "portrait result is not square: " + size);
+    }],
+    ["restore_faces_choice", async () => {
+      // The server has a --restore-model: the choice shows; "restore only" posts to
+      // /api/v1/restore and shows the photo at its own size, "restore, then animate" posts
+      // restore=1 to /api/v1/convert.
+      await page.goto(base + "/");
+      await pageWait(page, () => !document.getElementById("restore-field").hidden, 10000, "restore choice");
+      check((await page.getAttribute("#restore-field", "title")).includes("gfpgan"), "restorer not named");
+      const astronaut = path.join(DATA, "astronaut.png");
+      for (const [mode, route] of [["only", "/api/v1/restore"], ["then-style", "/api/v1/convert"]]) {
+        await page.setInputFiles("#file", astronaut);
+        await page.selectOption("#restore", mode);
+        const response = page.waitForResponse((r) => r.url().includes(route) && r.request().method() === "POST", { timeout: 180000 });
+        await page.click("#go");
+        const r = await response;
+        check(r.status() === 200, `${mode}: status ${r.status()}`);
+        check(r.url().includes("restore=1"), `${mode}: no restore=1 in ${r.url()}`);
+        check(Number(r.headers()["x-faces"]) >= 1, `${mode}: X-Faces ${r.headers()["x-faces"]}`);
+        await page.waitForSelector("#status[data-state='done']", { timeout: 180000 });
+        await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
+        const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+        check(size[0] === 512 && size[1] === 512, `${mode}: result size ${size}`);
+      }
+      await page.selectOption("#restore", "off");
     }],
     ["video_through_page", async () => {
       await page.goto(base + "/");
