@@ -401,12 +401,11 @@ static void handle_models(ag_server *s, ag_request *r) {
     }
     ag_text_append(&t, "],\"restorers\":", 14);
     restorers_json(s, &t);
-    ag_text_printf(
-        &t,
-        ",\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
-        "d,\"max\":%d},\"format\":[\"png\",\"jpeg\",\"webp\"],\"quality\":{\"min\":1,"
-        "\"max\":100,\"default\":%d},\"restore\":{\"min\":0,\"max\":%d}}}\n",
-        AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY, s->restorer_count);
+    ag_text_printf(&t,
+                   ",\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
+                   "d,\"max\":%d},\"format\":[\"png\",\"jpeg\",\"webp\"],\"quality\":{\"min\":1,"
+                   "\"max\":100,\"default\":%d},\"restore\":{\"min\":0,\"max\":%d}}}\n",
+                   AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY, s->restorer_count);
     size_t size = 0;
     char *buf = ag_text_take(&t, &size);
     reply_owned(r, 200, "application/json", buf, size);
