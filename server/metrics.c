@@ -212,7 +212,7 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
         ag_text_append(&t, "} 1\n", 4);
     }
     if (g->extra)
-        g->extra(g->extra_ctx, &t); /* the video jobs' metrics (jobs.c) */
+        g->extra(g->extra_ctx, &t); /* the video jobs' metrics (jobs_http.c) */
     *buf = ag_text_take(&t, size);
     return *buf ? 0 : -1;
 }

@@ -435,7 +435,7 @@ static int server_start(ag_server *s) {
     ag_log_format lf = c->log_format;
     ag_error err = {0};
     s->admit_limit = c->queue + c->workers;
-    /* One more slot with jobs on: the runner's frame in flight (jobs.c). */
+    /* One more slot with jobs on: the runner's frame in flight (jobs_runner.c). */
     if (ag_queue_init(&s->queue, s->admit_limit + (c->jobs.dir ? 1 : 0)) != 0) {
         fputs("animegan: out of memory\n", stderr);
         return -1;

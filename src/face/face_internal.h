@@ -104,15 +104,4 @@ int ag_face_select(ag_face_detector *d, int n, int max_faces, ag_face *faces, in
 int ag_face_mesh_run(ag_face_detector *d, const ag_image *image, float expand, ag_face *face,
                      ag_error *err);
 
-/* Index i reflected into [0, n) with the edge not repeated (np.pad 'reflect', OpenCV's
- * BORDER_REFLECT_101); a 1-wide axis repeats its one sample. */
-static inline int ag_face_reflect(int i, int n) {
-    if (n == 1)
-        return 0;
-    int p = 2 * (n - 1);
-    i %= p;
-    i += i < 0 ? p : 0;
-    return i >= n ? p - i : i;
-}
-
 #endif

@@ -217,10 +217,10 @@ int ag_face_fill(const ag_image *image, int f, int size, const float (*quad)[2],
     if (rc == AG_OK) {
         for (int y = 0; y < h; y++) {
             const uint8_t *row_x =
-                crop.pixels + (size_t)ag_face_reflect(y - pad[1], ch) * cw * bands;
+                crop.pixels + (size_t)ag_reflect_index(y - pad[1], ch) * cw * bands;
             for (int x = 0; x < w; x++)
                 memcpy(img + ((size_t)y * w + x) * bands,
-                       row_x + (size_t)ag_face_reflect(x - pad[0], cw) * bands, (size_t)bands);
+                       row_x + (size_t)ag_reflect_index(x - pad[0], cw) * bands, (size_t)bands);
         }
         for (int b = 0; b < bands; b++)
             blend_band(img, w, h, bands, b, q * 0.02, &t);

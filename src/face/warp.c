@@ -102,7 +102,7 @@ static inline float axis_taps(double u, double inv_r, int n, int linear, int siz
         sum += w[i];
         int k = first + i;
         if (k < 0 || k >= size)
-            k = border == AG_WARP_REFLECT ? ag_face_reflect(k, size) : clamp_index(k, size);
+            k = border == AG_WARP_REFLECT ? ag_reflect_index(k, size) : clamp_index(k, size);
         index[i] = k - origin;
     }
     return sum;

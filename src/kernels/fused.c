@@ -6,6 +6,7 @@
  * row right after the conv wrote them. Parallel over rows with OpenMP, the team oneDNN
  * uses.
  */
+#include "../util/util_internal.h"
 #include "fused_isa.h"
 
 #include <math.h>
@@ -308,18 +309,6 @@ void ag_fused_norm_stats(ag_norm_affine affine, double *partials, const float *x
 
 /* ---- bands ------------------------------------------------------------------------------ */
 
-/* PyTorch ReflectionPad2d: index -1 maps to 1, n maps to n - 2. A 1-pixel map (which
- * PyTorch and TF refuse to pad) repeats its pixel, so small images still run. */
-static inline int reflect(int i, int n) {
-    if (n == 1)
-        return 0;
-    if (i < 0)
-        return -i;
-    if (i >= n)
-        return 2 * (n - 1) - i;
-    return i;
-}
-
 /* Row i of a band from `first`: fp32 or bf16 (s->bf16), or u8 with q when `u8`. */
 static void band_row(void *out, const ag_band_source *s, int first, int i, int u8, band_quant q) {
     size_t row_elems = (size_t)(s->W + s->pad.left + s->pad.right) * s->C;
@@ -329,7 +318,7 @@ static void band_row(void *out, const ag_band_source *s, int first, int i, int u
         memset((uint8_t *)out + (size_t)i * row_elems * elem, u8 ? q.zero : 0, row_elems * elem);
         return;
     }
-    y = reflect(y, s->H);
+    y = ag_reflect_index(y, s->H);
     int in_u8 = s->kind == AG_BAND_RAW ? s->x_q != NULL : s->kind == AG_BAND_RESIZE && s->a_q;
     if (u8)
         (in_u8 ? band_row_u8u8 : band_row_u8)((uint8_t *)out + (size_t)i * row_elems, s, y, q);

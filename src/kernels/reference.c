@@ -2,28 +2,17 @@
  * reference.c - the generator's ops as plain loops: the algorithmic reference
  * (`--backend reference`) that every optimised path is tested against. Clarity over speed.
  */
+#include "../util/util_internal.h"
 #include "kernels.h"
 
 #include <math.h>
 #include <string.h>
 
-/* PyTorch ReflectionPad2d: index -1 maps to 1, n maps to n - 2. A 1-pixel map (which
- * PyTorch and TF refuse to pad) repeats its pixel, so small images still run. */
-static int reflect(int i, int n) {
-    if (n == 1)
-        return 0;
-    if (i < 0)
-        return -i;
-    if (i >= n)
-        return 2 * (n - 1) - i;
-    return i;
-}
-
 void ag_ref_reflect_pad(float *out, const float *in, int H, int W, int C, ag_pad pad) {
     int HP = H + pad.top + pad.bottom, WP = W + pad.left + pad.right;
     for (int y = 0; y < HP; y++)
         for (int x = 0; x < WP; x++) {
-            int sy = reflect(y - pad.top, H), sx = reflect(x - pad.left, W);
+            int sy = ag_reflect_index(y - pad.top, H), sx = ag_reflect_index(x - pad.left, W);
             memcpy(out + ((size_t)y * WP + x) * C, in + ((size_t)sy * W + sx) * C,
                    (size_t)C * sizeof(float));
         }

@@ -29,18 +29,6 @@
 
 /* ---- weights --------------------------------------------------------------------------- */
 
-static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-    float v;
-    if (exp == 0)
-        v = ldexpf((float)mant, -24);
-    else if (exp == 31)
-        v = mant ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(mant | 0x400), (int)exp - 25);
-    return sign ? -v : v;
-}
-
 static float bf16_to_f32(uint16_t b) {
     uint32_t bits = (uint32_t)b << 16;
     float v;
@@ -59,7 +47,7 @@ static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, flo
         for (size_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, src + 2 * i, 2);
-            dst[i] = ref->dtype == AG_DTYPE_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            dst[i] = ref->dtype == AG_DTYPE_F16 ? ag_f16_to_f32(h) : bf16_to_f32(h);
         }
     } else if (ref->dtype == AG_DTYPE_F64) {
         for (size_t i = 0; i < n; i++) {

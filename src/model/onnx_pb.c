@@ -463,18 +463,6 @@ static int add_tensor(pb_ctx *c, ag_pb_span msg, bool initializer, const char *w
     return AG_OK;
 }
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
-    float v;
-    if (exp == 0)
-        v = ldexpf((float)mant, -24);
-    else if (exp == 31)
-        v = mant ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(mant | 0x400), (int)exp - 25);
-    return sign ? -v : v;
-}
-
 static int float_of(const ag_onnx_tensor *t, int64_t i, float *out) {
     const uint8_t *p = t->has_raw ? t->raw.ptr : t->typed.ptr;
     if (t->data_type == AG_ONNX_FLOAT) {
@@ -482,7 +470,7 @@ static int float_of(const ag_onnx_tensor *t, int64_t i, float *out) {
         return 0;
     }
     uint16_t h = (uint16_t)read_le(p + 2 * i, 2);
-    *out = half_to_float(h);
+    *out = ag_f16_to_f32(h);
     return 0;
 }
 
@@ -511,7 +499,7 @@ int ag_onnx_tensor_floats(const ag_onnx_tensor *t, float *out, const char *label
     int rc = repeated_varints(t->msg, 5, bits, t->count, &n);
     if (rc == 0 && n == t->count)
         for (int64_t i = 0; i < t->count; i++)
-            out[i] = half_to_float((uint16_t)bits[i]);
+            out[i] = ag_f16_to_f32((uint16_t)bits[i]);
     ag_free(bits);
     if (rc != 0 || n != t->count)
         return ag_error_set(err, AG_E_FORMAT, "%s: tensor '%.*s': malformed int32_data", label,

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -133,4 +134,16 @@ int ag_parse_int64(const char *text, long long min, long long max, long long *ou
         return AG_E_LIMIT;
     *out = value;
     return AG_OK;
+}
+
+float ag_f16_to_f32(uint16_t h) {
+    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+    float v;
+    if (exp == 0)
+        v = ldexpf((float)mant, -24);
+    else if (exp == 31)
+        v = mant ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(mant | 0x400), (int)exp - 25);
+    return h >> 15 ? -v : v;
 }

@@ -32,6 +32,22 @@ static inline bool ag_mul_size(size_t a, size_t b, size_t *out) {
     return !__builtin_mul_overflow(a, b, out);
 }
 
+/* Index i reflected into [0, n) without repeating the edge: PyTorch's ReflectionPad2d and
+ * np.pad 'reflect' (-1 -> 1, n -> n - 2), periodic past one reflection, where PyTorch
+ * refuses; a 1-wide axis repeats its one sample, so 1-pixel maps still pad. */
+static inline int ag_reflect_index(int i, int n) {
+    if (n == 1)
+        return 0;
+    int p = 2 * (n - 1);
+    i %= p;
+    i += i < 0 ? p : 0;
+    return i >= n ? p - i : i;
+}
+
+/* IEEE half (the fp16 of .pt, .safetensors, .onnx and .tflite weights) to float: every
+ * value exact, subnormals, infinities and NaN included. */
+float ag_f16_to_f32(uint16_t h);
+
 /* Read a whole file into an ag_malloc'ed buffer, refusing files over max_bytes. */
 int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, ag_error *err);
 

@@ -173,7 +173,9 @@ class Soak:
         q = ["model=" + model, "max_side=%d" % side, "format=" + fmt]
         if fmt != "png":
             q.append("quality=%d" % rng.randint(40, 95))
-        if rng.random() < a.portrait_share:
+        if rng.random() < a.restore_share:
+            q.append("restore=1")  # the faces through the --restore-model first
+        elif rng.random() < a.portrait_share:
             q.append("portrait=1")  # always 512 x 512 (the face2paint size): slow
         elif rng.random() < 0.15:
             q.append("side_by_side=1")
@@ -242,6 +244,14 @@ class Soak:
                           query="model=%s&%s&side_by_side=1&format=png" % (model, shape),
                           want=200, model=model, max_side=side, format="png", multipart=False)
                      for _ in range(self.args.workers)]
+            d.in_threads(self.send, [(p,) for p in plans])
+        # Restoration works at the photo's own size before max_side: every photo, on every
+        # worker at once (its faces, crops and restorer arena).
+        for name in PHOTOS if self.args.restore_share > 0 else []:
+            plans = [dict(name=name, blob=read(name), ctype=ctype_of(name),
+                          query="restore=1&max_side=%d&format=png" % side, want=200,
+                          model=self.model_names[0], max_side=side, format="png",
+                          multipart=False) for _ in range(self.args.workers)]
             d.in_threads(self.send, [(p,) for p in plans])
 
     # ---- the run -------------------------------------------------------------------------
@@ -392,6 +402,8 @@ def main():
     p.add_argument("--bad-share", type=float, default=0.03, help="share of bad inputs")
     p.add_argument("--portrait-share", type=float, default=0.03,
                    help="share of portrait=1 requests (512 x 512 whatever the size)")
+    p.add_argument("--restore-share", type=float, default=0.0,
+                   help="share of requests with restore=1 (give -- --restore-model FILE)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--bin", default=os.path.join(ROOT, os.environ.get("BUILD", "build"),
                                                  "animegan"))
