@@ -20,7 +20,8 @@ flags="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined
 # The parsers and the graph checks are instrumented; the op table's kernels (which the
 # descriptors name but the loaders never run) come from build/libanimegan.a.
 src="src/model/tensor_set.c src/model/safetensors.c src/model/pickle.c src/model/pytorch.c
-     src/model/onnx_pb.c src/model/onnx_import.c src/graph/graph.c src/graph/op_table.c
+     src/model/onnx_pb.c src/model/onnx_import.c src/model/onnx_patterns.c src/model/onnx_ops.c
+     src/graph/graph.c src/graph/op_table.c
      src/util/alloc.c src/util/util.c"
 libs="build/libanimegan.a $(pkg-config --libs libzip libcjson) -ldnnl -lm -fopenmp -pthread"
 
