@@ -21,8 +21,12 @@
  *             + stylize                     float in/out (2 x S^2 x 3 x 4) + 8-bit result
  *                                           (side by side: 2 x S^2 x 4)
  *             + encode                      encoder working copy (2 x S^2 x 4)
+ *             + upscale                     with an upscaler: the tile window
+ *                                           (--upscale-max-mb), the upscaled image and
+ *                                           the encoder's copy (3 x O x 4)
  *         + (queue + W) x request         admitted requests: upload (max_upload) + encoded
- *                                         response (2 x S^2 x 4 + 1%) + bookkeeping
+ *                                         response (2 x S^2 x 4 + 1%, or O x 4 + 1% with
+ *                                         an upscaler when larger) + bookkeeping
  *         + connections x pool            MHD per-connection memory + a small response
  *         + cache                         --cache-mb
  *         + video jobs                    with --jobs-dir: the runner's frames in flight
@@ -30,8 +34,9 @@
  *                                         32 MiB of demuxer and codec state; the frames'
  *                                         inference runs on the workers, within their term
  *
- * S = max(--max-side, portrait size). Admission makes "(queue + W)" exact: a slot is taken
- * when a convert request's headers arrive and given back when its response completes.
+ * S = max(--max-side, portrait size), O = --max-output-pixels. Admission makes "(queue + W)" exact:
+ * a slot is taken when a convert request's headers arrive and given back when its response
+ * completes.
  */
 #include "server.h"
 
@@ -54,7 +59,8 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     size_t px = side * side;
 
     b->workers = c->workers;
-    b->face_bytes = 0; /* ag_budget_add_faces */
+    b->face_bytes = 0;    /* ag_budget_add_faces */
+    b->upscale_bytes = 0; /* ag_budget_add_upscale */
     b->admitted = c->queue + c->workers;
     b->connections = c->max_connections;
     b->base_bytes = base_rss_bytes;
@@ -80,7 +86,8 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     b->worker_bytes = add_sat(add_sat(b->arena_bytes, b->decode_bytes), stylize + encode);
 
     size_t response = px * 4 * 2 + px * 4 * 2 / 100 + 64 * 1024;
-    b->request_bytes = c->max_upload_bytes + response + 4096;
+    b->upload_bytes = c->max_upload_bytes + 4096;
+    b->request_bytes = b->upload_bytes + response;
     /* MHD's pool, a small response, and the gate's relay buffers */
     b->connection_bytes =
         c->connection_memory_bytes + 64 * 1024 + AG_GATE_IN_BYTES + AG_GATE_OUT_BYTES;
@@ -100,15 +107,18 @@ void ag_budget_format(const ag_budget *b, char *buf, size_t cap) {
     double m = (double)MIB;
     snprintf(buf, cap,
              "%.1f MiB = base %.1f + runtime %.1f + %d workers x %.1f (arena %.1f + decode %.1f "
-             "+ images %.1f + faces %.1f) + %d admitted x %.1f (upload + response) + %d "
+             "+ images %.1f + faces %.1f + upscale %.1f) + %d admitted x %.1f (upload + "
+             "response) + %d "
              "connections x %.2f + cache %.1f + video jobs %.1f",
              (double)b->total_bytes / m, (double)b->base_bytes / m, (double)b->runtime_bytes / m,
              b->workers, (double)b->worker_bytes / m, (double)b->arena_bytes / m,
              (double)b->decode_bytes / m,
-             (double)(b->worker_bytes - b->arena_bytes - b->decode_bytes - b->face_bytes) / m,
-             (double)b->face_bytes / m, b->admitted, (double)b->request_bytes / m, b->connections,
-             (double)b->connection_bytes / m, (double)b->cache_bytes / m,
-             (double)b->video_bytes / m);
+             (double)(b->worker_bytes - b->arena_bytes - b->decode_bytes - b->face_bytes -
+                      b->upscale_bytes) /
+                 m,
+             (double)b->face_bytes / m, (double)b->upscale_bytes / m, b->admitted,
+             (double)b->request_bytes / m, b->connections, (double)b->connection_bytes / m,
+             (double)b->cache_bytes / m, (double)b->video_bytes / m);
 }
 
 size_t ag_budget_face_bytes(const ag_server_config *c, const ag_model *detect,
@@ -134,6 +144,22 @@ size_t ag_budget_face_bytes(const ag_server_config *c, const ag_model *detect,
 void ag_budget_rebase(ag_budget *b, size_t base_rss_bytes) {
     b->total_bytes = add_sat(b->total_bytes - b->base_bytes, base_rss_bytes);
     b->base_bytes = base_rss_bytes;
+}
+
+void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels) {
+    /* A worker: the tile window, the upscaled image and the encoder's working copy of it.
+     * A request: the encoded response, PNG's worst (raw + 1%) of the largest result. */
+    size_t image = mul_sat(output_pixels, 4);
+    b->upscale_bytes = add_sat(window_bytes, mul_sat(image, 3));
+    b->worker_bytes = add_sat(b->worker_bytes, b->upscale_bytes);
+    b->total_bytes = add_sat(b->total_bytes, mul_sat((size_t)b->workers, b->upscale_bytes));
+    size_t response = add_sat(image, image / 100 + 64 * 1024);
+    size_t style_response = b->request_bytes - b->upload_bytes;
+    if (response > style_response) {
+        b->total_bytes =
+            add_sat(b->total_bytes, mul_sat((size_t)b->admitted, response - style_response));
+        b->request_bytes = add_sat(b->upload_bytes, response);
+    }
 }
 
 void ag_budget_add_faces(ag_budget *b, size_t face_bytes) {

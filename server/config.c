@@ -21,6 +21,12 @@
 void ag_config_defaults(ag_server_config *c, int cpu_count) {
     memset(c, 0, sizeof *c);
     c->host = "127.0.0.1";
+    c->upscale_model = AG_SERVER_DEFAULT_UPSCALER;
+    c->upscale_max_bytes = (size_t)128 << 20;
+    /* 4.2 M: a 1024 px result upscaled 2x, a 512 px one 4x. Every admitted request reserves
+     * a response this large in the memory bound, so the default keeps a cheap server's
+     * bound small; raise it for 4K results. */
+    c->max_output_pixels = (size_t)2048 * 2048;
     c->port = 8080;
     c->admin_port = -1;
     c->workers = 1;
@@ -102,6 +108,17 @@ static const opt_def options[] = {
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
      "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
      "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
+    {"upscale-model", "NAME|FILE", K_STRING, 0, 0, 0, AT(upscale_model), NULL, NULL,
+     AG_SERVER_DEFAULT_UPSCALER,
+     "upscaler for upscale=2 and upscale=4 (convert, restore, POST /api/v1/upscale): a bundled "
+     "family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a Real-ESRGAN .pth (its own "
+     "scale, resized with Lanczos to the asked one); loaded once at start-up; none = off"},
+    {"upscale-max-mb", "N", K_SCALED, 16, 65536, 1 << 20, AT(upscale_max_bytes), NULL, NULL, "128",
+     "memory of one upscaling tile window per worker (arena and buffers) in MiB: images are "
+     "upscaled tile by tile, so this bounds upscaling whatever the image size"},
+    {"max-output-pixels", "N", K_PIXELS, 64, 1e10, 0, AT(max_output_pixels), NULL, NULL, "4.2M",
+     "largest upscaled result a request may ask for, width x height after max_side, "
+     "side_by_side and upscale (K/M suffixes); 413 before any work"},
     {"workers", "N", K_INT, 1, 256, 0, AT(workers), NULL, NULL, "1",
      "inference workers; each has its own engine and activation arena"},
     {"threads", "N", K_INT, 0, 4096, 0, AT(threads), NULL, NULL, "every core",

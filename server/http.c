@@ -81,10 +81,11 @@ static int valid_request_id(const char *s) {
 
 static ag_route route_of(const char *url) {
     if (!strcmp(url, "/api/v1/convert") || !strcmp(url, "/api/v1/faces") ||
-        !strcmp(url, "/api/v1/fuse") || !strcmp(url, "/api/v1/restore"))
+        !strcmp(url, "/api/v1/fuse") || !strcmp(url, "/api/v1/restore") ||
+        !strcmp(url, "/api/v1/upscale"))
         return AG_ROUTE_CONVERT; /* /faces: the same admission and queue, a JSON answer;
                                     /fuse: one queue slot per fusion (server/fuse.c);
-                                    /restore: restoration in place of a style */
+                                    /restore, /upscale: in place of a style */
     if (!strcmp(url, "/api/v1/models"))
         return AG_ROUTE_MODELS;
     if (!strcmp(url, "/api/v1/status"))
@@ -143,6 +144,7 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     r->options.faces_only = !strcmp(url, "/api/v1/faces");
     r->options.fuse = !strcmp(url, "/api/v1/fuse");
     r->options.restore_only = !strcmp(url, "/api/v1/restore");
+    r->options.upscale_only = !strcmp(url, "/api/v1/upscale");
     snprintf(r->method, sizeof r->method, "%s", method);
     /* Our ids are 128 random bits, so /api/v1/status?request_id= cannot be walked to read
      * other clients' queue state (they were a counter). A client's own id is kept for the
@@ -373,6 +375,22 @@ static void restorers_json(const ag_server *s, ag_text *t) {
     ag_text_append(t, "]", 1);
 }
 
+/* upscale=2 and 4 as a JSON array ([] with --upscale-model none): the model of each and its
+ * own scale (another is its result resized with Lanczos). */
+static void upscalers_json(const ag_server *s, ag_text *t) {
+    ag_text_append(t, "[", 1);
+    for (int i = 0; i < AG_SERVER_UPSCALES && s->upscalers[i]; i++) {
+        const ag_model_info *info = ag_model_get_info(s->upscalers[i]);
+        ag_text_printf(t, "%s{\"upscale\":%d,\"name\":", i ? "," : "", ag_server_upscale_factor(i));
+        ag_text_json_string(t, info->name);
+        ag_text_append(t, ",\"architecture\":", 16);
+        ag_text_json_string(t, info->architecture);
+        ag_text_printf(t, ",\"model_scale\":%d,\"param_count\":%zu,\"weight_bytes\":%zu}",
+                       info->scale, info->param_count, info->weight_bytes);
+    }
+    ag_text_append(t, "]", 1);
+}
+
 static void handle_models(ag_server *s, ag_request *r) {
     ag_text t;
     ag_text_init(&t, SMALL_BODY_MAX);
@@ -401,11 +419,15 @@ static void handle_models(ag_server *s, ag_request *r) {
     }
     ag_text_append(&t, "],\"restorers\":", 14);
     restorers_json(s, &t);
+    ag_text_append(&t, ",\"upscalers\":", 13);
+    upscalers_json(s, &t);
     ag_text_printf(&t,
                    ",\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
                    "d,\"max\":%d},\"format\":[\"png\",\"jpeg\",\"webp\"],\"quality\":{\"min\":1,"
-                   "\"max\":100,\"default\":%d},\"restore\":{\"min\":0,\"max\":%d}}}\n",
-                   AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY, s->restorer_count);
+                   "\"max\":100,\"default\":%d},\"restore\":{\"min\":0,\"max\":%d},\"upscale\":%s,"
+                   "\"max_output_pixels\":%zu}}\n",
+                   AG_MIN_SIDE, s->config.max_side, AG_DEFAULT_QUALITY, s->restorer_count,
+                   s->upscalers[0] ? "[0,2,4]" : "[0]", s->config.max_output_pixels);
     size_t size = 0;
     char *buf = ag_text_take(&t, &size);
     reply_owned(r, 200, "application/json", buf, size);
@@ -458,6 +480,8 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
     }
     ag_text_append(&t, "],\"restorers\":", 14);
     restorers_json(s, &t);
+    ag_text_append(&t, ",\"upscalers\":", 13);
+    upscalers_json(s, &t);
     ag_text_printf(&t,
                    ",\"workers\":%d,\"threads_per_worker\":%d,\"busy_workers\":%d,"
                    "\"longest_busy_s\":%.1f,"
@@ -485,13 +509,13 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
     ag_text_json_string(&t, formula);
     ag_text_printf(&t,
                    "},\"limits\":{\"max_upload_bytes\":%zu,\"max_pixels\":%zu,\"max_side\":%d,"
-                   "\"max_connections\":%d,\"timeout_s\":%d},"
+                   "\"max_connections\":%d,\"timeout_s\":%d,\"max_output_pixels\":%zu},"
                    "\"cache\":{\"enabled\":%s,\"capacity_bytes\":%zu,\"bytes\":%zu,"
                    "\"entries\":%d,\"hits\":%llu,\"misses\":%llu}",
                    c->max_upload_bytes, c->max_pixels, c->max_side, c->max_connections,
-                   c->timeout_s, g.cache_enabled ? "true" : "false", g.cache.capacity_bytes,
-                   g.cache.bytes, g.cache.entries, (unsigned long long)g.cache.hits,
-                   (unsigned long long)g.cache.misses);
+                   c->timeout_s, c->max_output_pixels, g.cache_enabled ? "true" : "false",
+                   g.cache.capacity_bytes, g.cache.bytes, g.cache.entries,
+                   (unsigned long long)g.cache.hits, (unsigned long long)g.cache.misses);
 
     /* ?request_id=ID: where that conversion is (the web page polls this while it waits). */
     const char *want = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "request_id");
@@ -803,11 +827,13 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
     }
     option_walk w = {.s = s, .opts = &r->options};
     int faces_only = r->options.faces_only, fuse = r->options.fuse;
-    int restore_only = r->options.restore_only;
+    int restore_only = r->options.restore_only, upscale_only = r->options.upscale_only;
     ag_convert_options_init(&r->options, c->max_side);
     r->options.faces_only = faces_only, r->options.fuse = fuse;
     r->options.restore_only = restore_only;
     r->options.restore = restore_only; /* the first --restore-model unless restore=K */
+    r->options.upscale_only = upscale_only;
+    r->options.upscale = upscale_only ? 2 : 0; /* 2x unless upscale=N */
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &w);
     if (!w.failed && ag_convert_options_check(&r->options, &w.err) != 0)
         w.failed = 1;

@@ -147,6 +147,8 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
             load(&m->restorations));
     counter(&t, "animegan_faces_restored_total", "Faces restored by a --restore-model.",
             load(&m->faces_restored));
+    counter(&t, "animegan_upscaled_total", "Images upscaled (upscale=N, /api/v1/upscale).",
+            load(&m->upscaled));
     header(&t, "animegan_face_detect_seconds", "histogram",
            "Time of face detection and landmarks on one image.");
     histogram_series(&t, "animegan_face_detect_seconds", "", &m->face_detect);

@@ -74,6 +74,7 @@ enum {
     SEEN_FACE_MODEL = 1u << 7,
     SEEN_FACE = 1u << 8,
     SEEN_RESTORE = 1u << 9,
+    SEEN_UPSCALE = 1u << 10,
 };
 
 /* A model name among the loaded ones: its index, or -1. */
@@ -92,6 +93,20 @@ int ag_convert_options_check(const ag_convert_options *o, ag_reply_error *err) {
     }
     if (o->restore_only && !o->restore) {
         ag_reply_error_set(err, 400, "bad_option", "/api/v1/restore needs restore=1 or more");
+        return -1;
+    }
+    if (o->upscale && o->faces_only) {
+        ag_reply_error_set(err, 400, "bad_option", "upscale applies to images, not to /faces");
+        return -1;
+    }
+    if (o->upscale_only && !o->upscale) {
+        ag_reply_error_set(err, 400, "bad_option", "/api/v1/upscale needs upscale=2 or 4");
+        return -1;
+    }
+    if (o->upscale_only && (o->portrait || o->paste_faces)) {
+        ag_reply_error_set(err, 400, "bad_option",
+                           "/api/v1/upscale keeps the photo as it is: not with portrait or "
+                           "paste_faces");
         return -1;
     }
     if (o->paste_faces && o->portrait) {
@@ -125,7 +140,8 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                 {"paste_faces", SEEN_PASTE_FACES},
                 {"face_model", SEEN_FACE_MODEL},
                 {"face", SEEN_FACE},
-                {"restore", SEEN_RESTORE}};
+                {"restore", SEEN_RESTORE},
+                {"upscale", SEEN_UPSCALE}};
     char kq[48], vq[48];
     unsigned bit = 0;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -134,7 +150,8 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
     if (!bit) {
         ag_reply_error_set(err, 400, "unknown_option",
                            "unknown query parameter '%s' (known: model, portrait, side_by_side, "
-                           "max_side, format, quality, paste_faces, face_model, face, restore)",
+                           "max_side, format, quality, paste_faces, face_model, face, restore, "
+                           "upscale)",
                            printable(key, kq, sizeof kq));
         return -1;
     }
@@ -187,6 +204,13 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                            "restore must be 0 or the number of a --restore-model (1 = the "
                            "first), not '%s'",
                            vq);
+        return -1;
+    case SEEN_UPSCALE:
+        if (parse_uint(value, &v) == 0 && (v == 0 || ag_server_upscale_slot(v) >= 0)) {
+            opts->upscale = v;
+            return 0;
+        }
+        ag_reply_error_set(err, 400, "bad_option", "upscale must be 0, 2 or 4, not '%s'", vq);
         return -1;
     case SEEN_FACE_MODEL:
         if ((opts->face_model = model_index(value, names, name_count)) >= 0)

@@ -346,6 +346,47 @@ static int memory_bound_check(const ag_server *s, const char *formula) {
 
 /* ---- load, start, run, teardown --------------------------------------------------------- */
 
+/* An upscaler's window must fit --upscale-max-mb: checked on a small image at start-up so a
+ * request never finds out. */
+static int check_upscale_window(ag_server *s, ag_error *err) {
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
+        ag_engine *e = NULL;
+        ag_engine_options eo = ag_server_upscaler_engine(&s->config);
+        ag_upscale_options uo;
+        ag_upscale_options_init(&uo);
+        uo.max_bytes = s->config.upscale_max_bytes;
+        ag_upscale_plan plan;
+        int rc = ag_engine_create(s->upscalers[i], &eo, &e, err);
+        if (rc == AG_OK)
+            rc = ag_upscale_plan_for(e, 64, 64, &uo, &plan, err);
+        ag_engine_destroy(e);
+        if (rc != AG_OK)
+            return rc;
+    }
+    return 0;
+}
+
+/* upscale=2 and upscale=4 from --upscale-model: a bundled family's x2 and x4 files, or one
+ * file of its own scale for both (its result resized with Lanczos to the asked one). */
+static int load_upscalers(ag_server *s, ag_error *err) {
+    const char *name = s->config.upscale_model;
+    if (!name || !strcmp(name, "none"))
+        return 0;
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
+        ag_model *m = NULL;
+        int rc = ag_upscaler_load(name, ag_server_upscale_factor(i), &m, err);
+        if (rc != AG_OK)
+            return rc;
+        const ag_model_info *mi = ag_model_get_info(m);
+        if (i > 0 && !strcmp(mi->path, ag_model_get_info(s->upscalers[0])->path)) {
+            ag_model_destroy(m); /* the same file: share it */
+            m = s->upscalers[0];
+        }
+        s->upscalers[i] = m;
+    }
+    return check_upscale_window(s, err);
+}
+
 /* Process settings, signals, the library log, the models and the face networks. */
 static int server_load(ag_server *s) {
     const ag_server_config *c = &s->config;
@@ -396,6 +437,10 @@ static int server_load(ag_server *s) {
         }
         s->restorer_count = i + 1;
     }
+    if (load_upscalers(s, &err) != 0) {
+        fprintf(stderr, "animegan: --upscale-model: %s\n", err.message);
+        return -1;
+    }
     /* The face networks: optional (portrait=face then falls back to the centre crop). */
     if (ag_face_models_load(&s->face_detect, &s->face_mesh, &err) != 0)
         ag_log_event(lf, "warn", "faces unavailable (portrait=face crops the centre): %s",
@@ -427,6 +472,8 @@ static void budget_compute(ag_server *s) {
                  2 * side * side * 4;
     }
     ag_budget_add_faces(&s->budget, faces);
+    if (s->upscalers[0])
+        ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels);
 }
 
 /* The queue, the cache, the workers, the jobs, the memory bound (checked) and HTTP. */
@@ -528,6 +575,9 @@ static void server_teardown(ag_server *s) {
     ag_model_destroy(s->face_detect);
     for (int i = 0; i < s->restorer_count; i++)
         ag_model_destroy(s->restorers[i]);
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++)
+        if (i == 0 || s->upscalers[i] != s->upscalers[0])
+            ag_model_destroy(s->upscalers[i]);
     restore_signals();
     ag_image_set_log_handler(NULL, NULL);
     ag_free(s);

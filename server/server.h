@@ -35,11 +35,21 @@
 /* `animegan serve ...` (argv[0] is "serve"). Exit status 0 ok, 1 failed, 2 bad command line. */
 int ag_server_main(int argc, char **argv);
 
+/* The upscale=N of slot i (2, 4), and the slot of N (-1 when not offered). */
+static inline int ag_server_upscale_factor(int slot) {
+    return slot == 0 ? 2 : 4;
+}
+static inline int ag_server_upscale_slot(int n) {
+    return n == 2 ? 0 : n == 4 ? 1 : -1;
+}
+
 enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 2 };
 
 #define AG_SERVER_MAX_MODELS 8
 #define AG_SERVER_DEFAULT_MODEL "hayao" /* first of the bundled styles served by default */
 #define AG_SERVER_MAX_RESTORERS 4       /* --restore-model: GPEN / GFPGAN checkpoints */
+#define AG_SERVER_UPSCALES 2            /* upscale=2 and upscale=4: AG_SERVER_UPSCALE[i] */
+#define AG_SERVER_DEFAULT_UPSCALER "esrgan-slim"
 #define AG_REQUEST_ID_BYTES 40 /* up to 36 characters + NUL: fits a UUID or nginx $request_id */
 #define AG_REQUEST_KEY_MIN 32  /* a client's id is a status key from this length on */
 
@@ -70,6 +80,9 @@ typedef struct ag_server_config {
     int model_count;
     const char *restore_models[AG_SERVER_MAX_RESTORERS]; /* --restore-model, in order */
     int restore_model_count;
+    const char *upscale_model; /* --upscale-model: upscale=2 and 4; "none" = off */
+    size_t upscale_max_bytes;  /* --upscale-max-mb: one tile window's memory, per worker */
+    size_t max_output_pixels;  /* --max-output-pixels: what a request may ask for */
     int workers;
     int threads;             /* total compute threads; W x threads_per_worker <= threads */
     int threads_per_worker;  /* derived */
@@ -94,6 +107,15 @@ typedef struct ag_server_config {
     ag_jobs_config jobs;
 } ag_server_config;
 
+/* The upscalers' engine options: the server's, but fp32 for bf16 (their concat, pixel
+ * shuffle and add_scaled run in fp32 or int8 only). */
+static inline ag_engine_options ag_server_upscaler_engine(const ag_server_config *c) {
+    ag_engine_options o = c->engine;
+    if (o.precision == AG_PRECISION_BF16)
+        o.precision = AG_PRECISION_FP32;
+    return o;
+}
+
 void ag_config_defaults(ag_server_config *config, int cpu_count);
 /*
  * Parse `serve` arguments into `config` (which holds pointers into argv). Returns 0 to run,
@@ -114,6 +136,8 @@ typedef struct ag_convert_options {
     int restore;      /* restore=K: restore faces first with --restore-model K (1 = the first);
                          0 none */
     int restore_only; /* POST /api/v1/restore: restoration only, no stylisation */
+    int upscale;      /* upscale=N: the result N times larger (2 or 4); 0 none */
+    int upscale_only; /* POST /api/v1/upscale: upscaling only, no stylisation */
     int side_by_side; /* 0/1 */
     int max_side;     /* <= the server's --max-side */
     ag_format format;
@@ -429,6 +453,7 @@ typedef struct ag_metrics {
     atomic_uint_fast64_t faces_detected;      /* faces found by the detector, all routes */
     atomic_uint_fast64_t faces_restored;      /* faces restored (restore=K, /api/v1/restore) */
     atomic_uint_fast64_t restorations;        /* images that went through restoration */
+    atomic_uint_fast64_t upscaled;            /* images upscaled (upscale=N, /api/v1/upscale) */
     ag_histogram face_detect;                 /* detection + landmarks of one image */
     atomic_uint_fast64_t rejected_full;       /* 503 queue full */
     atomic_uint_fast64_t timed_out;           /* 504 */
@@ -499,12 +524,17 @@ typedef struct ag_budget {
     size_t request_bytes;    /* one admitted request: upload + response */
     size_t connection_bytes; /* one connection's MHD memory pool */
     size_t cache_bytes;
-    size_t video_bytes; /* the job runner's frames and codec state (0 without --jobs-dir) */
-    size_t face_bytes;  /* part of worker_bytes: detector engines and buffers, face crops */
+    size_t video_bytes;   /* the job runner's frames and codec state (0 without --jobs-dir) */
+    size_t face_bytes;    /* part of worker_bytes: detector engines and buffers, face crops */
+    size_t upscale_bytes; /* part of worker_bytes: the tile window, the upscaled image */
+    size_t upload_bytes;  /* part of request_bytes */
     int workers, admitted, connections;
     size_t total_bytes;
 } ag_budget;
 
+/* Add upscaling to a computed budget: per worker the tile window (--upscale-max-mb) and the
+ * largest upscaled image, per admitted request its encoded response. */
+void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels);
 /* Add one worker's face work (ag_budget_face_bytes) to a computed budget. */
 void ag_budget_add_faces(ag_budget *b, size_t face_bytes_per_worker);
 /* One worker's face work at the configured sizes: the two networks' arenas at 192, the
@@ -549,6 +579,7 @@ typedef struct ag_worker {
     ag_engine *engines[AG_SERVER_MAX_MODELS];      /* created and used only on this thread */
     ag_face_detector *faces;                       /* likewise; NULL when faces are unavailable */
     ag_engine *restorers[AG_SERVER_MAX_RESTORERS]; /* over the shared restoration models */
+    ag_engine *upscalers[AG_SERVER_UPSCALES];      /* per upscale=N; the same when one model */
     atomic_size_t arena_bytes;                     /* sum over engines, published after each job */
     pthread_mutex_t current_lock;                  /* guards current_id */
     char current_id[AG_REQUEST_ID_BYTES];          /* request being converted, "" when idle */
@@ -616,6 +647,9 @@ struct ag_server {
     ag_model *face_detect, *face_mesh; /* the bundled face networks; NULL: faces unavailable */
     ag_model *restorers[AG_SERVER_MAX_RESTORERS]; /* loaded once, shared by the workers */
     int restorer_count;
+    /* upscale=2, upscale=4: the upscaler of each (one file of its own scale serves both,
+     * resized with Lanczos to N); NULL without --upscale-model. */
+    ag_model *upscalers[AG_SERVER_UPSCALES];
 
     ag_queue queue;
     ag_worker *workers;

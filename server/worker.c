@@ -25,7 +25,8 @@ static int init_done;
 static void job_error(ag_server *s, ag_request *r, const ag_error *err, const char *stage) {
     int status;
     const char *code;
-    int server_side = !strcmp(stage, "stylize") || !strcmp(stage, "encode");
+    int server_side =
+        !strcmp(stage, "stylize") || !strcmp(stage, "encode") || !strcmp(stage, "upscale");
     switch (server_side && err->code != AG_E_NOMEM ? AG_E_INTERNAL : err->code) {
     case AG_E_LIMIT: status = 413, code = "too_large"; break;
     case AG_E_FORMAT: status = 422, code = "undecodable_image"; break;
@@ -155,6 +156,53 @@ static int restore_faces(ag_worker *w, ag_request *r, ag_image *in, ag_error *er
     return AG_OK;
 }
 
+/* upscale=N: the result the request asks for, from the image's header (after max_side, a
+ * portrait crop and side_by_side), against --max-output-pixels; 413 before any work. */
+static int upscale_fits(ag_server *s, ag_request *r, int width, int height) {
+    const ag_server_config *c = &s->config;
+    const ag_convert_options *o = &r->options;
+    double w = width, h = height, n = o->upscale;
+    if (!s->upscalers[0]) {
+        ag_job_fail(s, r, 503, "upscale_unavailable",
+                    "this server has no upscaler (--upscale-model none)");
+        return 0;
+    }
+    if (o->portrait) {
+        w = h = c->portrait_size;
+    } else if (o->max_side > 0 && (w > o->max_side || h > o->max_side)) {
+        double f = (double)o->max_side / (w > h ? w : h);
+        w = w * f, h = h * f;
+    }
+    double pixels = w * (o->side_by_side ? 2 : 1) * n * h * n;
+    if (pixels <= (double)c->max_output_pixels)
+        return 1;
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "upscale=%d gives %.1f megapixels; the limit is %.1f (--max-output-pixels): ask "
+             "for a smaller max_side or scale",
+             o->upscale, pixels / 1e6, (double)c->max_output_pixels / 1e6);
+    ag_job_fail(s, r, 413, "output_too_large", msg);
+    return 0;
+}
+
+/* upscale=N: *out replaced by itself N times larger, tile by tile within the window. */
+static int upscale_result(ag_worker *w, ag_request *r, ag_image *out, ag_error *err) {
+    ag_server *s = w->server;
+    ag_upscale_options uo;
+    ag_upscale_options_init(&uo);
+    uo.scale = r->options.upscale;
+    uo.max_bytes = s->config.upscale_max_bytes;
+    ag_image big;
+    int rc =
+        ag_upscale(w->upscalers[ag_server_upscale_slot(r->options.upscale)], out, &uo, &big, err);
+    if (rc != AG_OK)
+        return rc;
+    ag_image_fini(out);
+    *out = big;
+    atomic_fetch_add(&s->metrics.upscaled, 1);
+    return AG_OK;
+}
+
 /* Convert r's image; on any failure the job is finished here with an error. Returns 1 when
  * the caller still has to finish the job (success). */
 static int convert(ag_worker *w, ag_request *r) {
@@ -166,8 +214,8 @@ static int convert(ag_worker *w, ag_request *r) {
 
     if (o->fuse)
         return ag_worker_fuse(w, r);
-    /* Face results carry X-Faces: they are not cached. */
-    int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only || o->restore;
+    /* Face results carry X-Faces and upscaled ones are large: neither is cached. */
+    int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only || o->restore || o->upscale;
     if (o->restore && o->restore > s->restorer_count) {
         char msg[160];
         snprintf(msg, sizeof msg, "restore=%d: this server has %d --restore-model file(s)",
@@ -221,6 +269,8 @@ static int convert(ag_worker *w, ag_request *r) {
         ag_job_fail(s, r, 413, "too_many_pixels", msg);
         return 0;
     }
+    if (o->upscale && !upscale_fits(s, r, width, height))
+        return 0;
 
     ag_decode_options d = {0};
     d.max_side = o->max_side;
@@ -259,7 +309,7 @@ static int convert(ag_worker *w, ag_request *r) {
     }
     if (o->restore)
         rc = restore_faces(w, r, &in, &err);
-    if (rc == AG_OK && o->restore_only) {
+    if (rc == AG_OK && (o->restore_only || o->upscale_only)) {
         out = in;
         in = (ag_image){0};
     }
@@ -274,13 +324,16 @@ static int convert(ag_worker *w, ag_request *r) {
             return 0;
         }
     }
-    if (rc == AG_OK && !o->restore_only &&
+    if (rc == AG_OK && !o->restore_only && !o->upscale_only &&
         (!w->faces || !(o->portrait == 1 || o->paste_faces) || fallback))
         rc = ag_stylize(w->engines[o->model], &in, o->side_by_side, &out, &err);
     ag_image_fini(&in);
+    const char *stage = "stylize";
+    if (rc == AG_OK && o->upscale)
+        rc = upscale_result(w, r, &out, &err), stage = "upscale";
     if (rc != 0) {
         ag_image_fini(&out);
-        job_error(s, r, &err, "stylize");
+        job_error(s, r, &err, stage);
         return 0;
     }
     void *data = NULL;
@@ -331,6 +384,11 @@ static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
     size_t arena = 0;
     for (int i = 0; i < s->model_count; i++)
         arena += ag_engine_arena_bytes(w->engines[i]);
+    for (int i = 0; i < s->restorer_count; i++)
+        arena += ag_engine_arena_bytes(w->restorers[i]);
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++)
+        if (w->upscalers[i] && (i == 0 || w->upscalers[i] != w->upscalers[0]))
+            arena += ag_engine_arena_bytes(w->upscalers[i]);
     atomic_store(&w->arena_bytes, arena);
     set_current(w, "", 0);
     atomic_fetch_sub(&s->busy_workers, 1);
@@ -360,6 +418,15 @@ static void *worker_main(void *arg) {
         ag_engine_options ro = s->config.engine;
         ro.precision = AG_PRECISION_FP32; /* the StyleGAN ops have fp32 kernels */
         status = ag_engine_create(s->restorers[i], &ro, &w->restorers[i], &err);
+        if (status != 0)
+            snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
+    }
+    for (int i = 0; i < AG_SERVER_UPSCALES && s->upscalers[i] && status == 0; i++) {
+        ag_engine_options uo = ag_server_upscaler_engine(&s->config);
+        if (i > 0 && s->upscalers[i] == s->upscalers[0])
+            w->upscalers[i] = w->upscalers[0]; /* one file for both: one engine */
+        else
+            status = ag_engine_create(s->upscalers[i], &uo, &w->upscalers[i], &err);
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
     }
@@ -400,6 +467,11 @@ static void *worker_main(void *arg) {
     for (int i = 0; i < s->restorer_count; i++) {
         ag_engine_destroy(w->restorers[i]);
         w->restorers[i] = NULL;
+    }
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
+        if (i == 0 || w->upscalers[i] != w->upscalers[0])
+            ag_engine_destroy(w->upscalers[i]);
+        w->upscalers[i] = NULL;
     }
     ag_face_detector_destroy(w->faces);
     w->faces = NULL;

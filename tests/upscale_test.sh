@@ -112,5 +112,74 @@ refused portrait_on_upscale 2 "convert's" upscale "$tmp/small.png" -o "$tmp/bad.
 refused tiny_budget 1 "no room" upscale "$tmp/small.png" -o "$tmp/bad.png" --max-mb 16 \
     --model esrgan-medium --scale 8
 
+# The service: upscale=N on convert, POST /api/v1/upscale, --max-output-pixels (413 before
+# any work), the upscalers in /models and /status, the memory bound's upscale term.
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+port_of() { # log file: the port the server printed, once it listens
+    for _ in $(seq 1 150); do
+        p=$(grep -o '127.0.0.1:[0-9]*' "$1" | head -1 | cut -d: -f2)
+        [ -n "$p" ] && break
+        sleep 0.1
+    done
+    echo "$p"
+}
+post() { # url, image, output: prints the status
+    curl -s -o "$3" -w "%{http_code}" --max-time 120 -H 'Content-Type: image/png' \
+        --data-binary "@$2" "$1"
+}
+metric() { curl -s --max-time 10 "$1/metrics" | sed -n "s/^$2 //p"; }
+"$BIN" serve --port 0 --threads 2 --max-output-pixels 200000 >"$tmp/serve.log" 2>&1 &
+server=$!
+port=$(port_of "$tmp/serve.log")
+url=http://127.0.0.1:$port
+"$BIN" upscale "$tmp/small.png" -o "$tmp/cli2.png" --model esrgan-slim --scale 2 --threads 2 \
+    --max-mb 128 -q
+if [ -n "$port" ] && [ "$(post "$url/api/v1/upscale" "$tmp/small.png" "$tmp/s2.png")" = 200 ] &&
+    [ "$(shape "$tmp/s2.png")" = 114x82x3 ] && [ "$(diff_levels "$tmp/s2.png" "$tmp/cli2.png")" = 0 ]; then
+    ok serve_upscale_equals_cli
+else bad serve_upscale_equals_cli; cat "$tmp/serve.log"; fi
+post "$url/api/v1/convert?max_side=48" "$tmp/small.png" "$tmp/s1.png" >/dev/null
+want=$(shape "$tmp/s1.png" | awk -Fx '{ print $1 * 4 "x" $2 * 4 "x" $3 }')
+if [ "$(post "$url/api/v1/convert?upscale=4&max_side=48" "$tmp/small.png" "$tmp/s4.png")" = 200 ] &&
+    [ "$(shape "$tmp/s4.png")" = "$want" ]; then
+    ok serve_convert_upscale_4
+else bad serve_convert_upscale_4; echo "  $(shape "$tmp/s4.png"), want $want"; fi
+if [ "$(post "$url/api/v1/convert?upscale=3" "$tmp/small.png" "$tmp/e3.json")" = 400 ] &&
+    grep -q '"bad_option"' "$tmp/e3.json"; then
+    ok serve_upscale_3_refused
+else bad serve_upscale_3_refused; cat "$tmp/e3.json"; fi
+before=$(metric "$url" animegan_upscaled_total)
+crop chelsea.png 240 200 "$tmp/mid.png" # x4: 960 x 800 = 768,000 pixels > 200,000
+if [ "$(post "$url/api/v1/upscale?upscale=4" "$tmp/mid.png" "$tmp/e4.json")" = 413 ] &&
+    grep -q '"output_too_large".*max-output-pixels' "$tmp/e4.json" &&
+    [ "$(metric "$url" animegan_upscaled_total)" = "$before" ] && [ "$before" = 2 ]; then
+    ok serve_max_output_pixels_413
+else bad serve_max_output_pixels_413; cat "$tmp/e4.json"; echo " upscaled $before"; fi
+if curl -s --max-time 10 "$url/api/v1/models" | /usr/bin/python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+u = m["upscalers"]
+assert [(x["upscale"], x["name"], x["model_scale"]) for x in u] == \
+    [(2, "esrgan-slim-x2", 2), (4, "esrgan-slim-x4", 4)], u
+assert m["options"]["upscale"] == [0, 2, 4] and m["options"]["max_output_pixels"] == 200000
+' && curl -s --max-time 10 "$url/api/v1/status" | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+assert len(s["upscalers"]) == 2 and s["limits"]["max_output_pixels"] == 200000, s["upscalers"]
+' && grep -q 'memory bound .* + upscale [1-9][0-9.]*)' "$tmp/serve.log"; then
+    ok serve_upscalers_listed
+else bad serve_upscalers_listed; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+"$BIN" serve --port 0 --threads 2 --upscale-model none >"$tmp/none.log" 2>&1 &
+server=$!
+port=$(port_of "$tmp/none.log")
+if [ "$(post "http://127.0.0.1:$port/api/v1/upscale" "$tmp/small.png" "$tmp/e5.json")" = 503 ] &&
+    grep -q '"upscale_unavailable"' "$tmp/e5.json" && grep -q '+ upscale 0.0)' "$tmp/none.log"; then
+    ok serve_upscale_off
+else bad serve_upscale_off; cat "$tmp/e5.json" "$tmp/none.log"; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

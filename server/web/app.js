@@ -13,6 +13,7 @@
     drop: $("drop"), file: $("file"), preview: $("preview"), dropEmpty: $("drop-empty"),
     model: $("model"), format: $("format"), portrait: $("portrait"), go: $("go"),
     restore: $("restore"), restoreField: $("restore-field"),
+    upscale: $("upscale"), upscaleField: $("upscale-field"),
     paste: $("paste"), previewBox: $("preview-box"), faces: $("faces"), facesHint: $("faces-hint"),
     status: $("status"), error: $("error"), limits: $("limits"),
     result: $("result"), compare: $("compare"), side: $("side"), slider: $("slider"),
@@ -131,6 +132,10 @@
       el.restoreField.hidden = restorers.length === 0;
       if (restorers.length)
         el.restoreField.title = restorers.map((m) => `${m.name} (${m.architecture}, ${m.face_size} px)`).join(", ");
+      // Upscaling (the bundled ESRGAN, or the server's --upscale-model) when it has one.
+      const upscalers = models.upscalers || [];
+      el.upscaleField.hidden = upscalers.length === 0;
+      if (upscalers.length) el.upscaleField.title = upscalers.map((m) => `${m.upscale}x: ${m.name}`).join(", ");
       maxUploadBytes = status.limits.max_upload_bytes;
       maxPixels = status.limits.max_pixels;
       el.limits.textContent = `JPEG, PNG, WebP, GIF, TIFF or HEIF · up to ${mb(maxUploadBytes)}`;
@@ -467,6 +472,7 @@
     if (el.paste.checked) params.set("paste_faces", "1");
     const restoreOnly = el.restore.value === "only";
     if (el.restore.value !== "off") params.set("restore", "1");
+    if (el.upscale.value !== "0") params.set("upscale", el.upscale.value);
     params.set("format", el.format.value);
     const format = el.format.value;
     const started = performance.now();

@@ -295,6 +295,23 @@ async function main() {
       }
       await page.selectOption("#restore", "off");
     }],
+    ["upscale_choice", async () => {
+      // The bundled upscaler is served by default: 2x posts upscale=2 and shows the result
+      // at twice the size.
+      await page.goto(base + "/");
+      await pageWait(page, () => !document.getElementById("upscale-field").hidden, 10000, "upscale choice");
+      await page.setInputFiles("#file", CHELSEA);
+      await page.selectOption("#upscale", "2");
+      const response = page.waitForResponse((r) => r.url().includes("/api/v1/convert") && r.request().method() === "POST", { timeout: 180000 });
+      await page.click("#go");
+      const r = await response;
+      check(r.status() === 200 && r.url().includes("upscale=2"), `status ${r.status()} for ${r.url()}`);
+      await page.waitForSelector("#status[data-state='done']", { timeout: 180000 });
+      await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
+      const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+      check(size[0] === 902 && size[1] === 600, "upscaled result size " + size);
+      await page.selectOption("#upscale", "0");
+    }],
     ["video_through_page", async () => {
       await page.goto(base + "/");
       await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
