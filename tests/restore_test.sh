@@ -137,6 +137,13 @@ usage restore_no_portrait "not combined with --portrait" restore tests/data/astr
 usage convert_fidelity_alone "apply only to face restoration" convert tests/data/astronaut.png \
     -o "$tmp/u.png" --fidelity 0.5
 "$BIN" restore --help | grep -q "GFPGANv1.4.pth" && ok restore_help || bad restore_help
+# restore --upscale: the faces restored, then the whole photo upscaled (GPEN's demo).
+if "$BIN" restore tests/data/astronaut.png -o "$tmp/up.png" --model "$GPEN" --upscale 2 \
+    --upscale-model esrgan-slim -q -t 2 &&
+    /usr/bin/python3 -c "from PIL import Image; import sys; \
+sys.exit(Image.open(sys.argv[1]).size != (1024, 1024))" "$tmp/up.png"; then
+    ok restore_upscale
+else bad restore_upscale; fi
 
 # The service: --restore-model, POST /api/v1/restore, restore=1 on convert, /metrics.
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
