@@ -70,8 +70,9 @@ def _looks_like_path(name):
     return "/" in name or name.lower().endswith((".pt", ".pth", ".safetensors", ".onnx"))
 
 
-def _shared_weights(name_or_path):
-    """The weights of a name or file, loaded once while any Model uses them."""
+def _shared_weights(name_or_path, scale=0):
+    """The weights of a name or file, loaded once while any Model uses them (`scale`: the
+    file of a bundled upscaler family, 'esrgan-slim' at 2, say)."""
     name_or_path = os.fspath(name_or_path)
     if not isinstance(name_or_path, str) or not name_or_path:
         raise ModelError("model: expected a bundled name or a file path")
@@ -80,11 +81,11 @@ def _shared_weights(name_or_path):
         if _looks_like_path(name_or_path) and os.path.exists(name_or_path):
             key = _file_key(name_or_path)
         elif not _looks_like_path(name_or_path):
-            key = ("name", name_or_path)
+            key = ("name", name_or_path, scale)
         hit = _weights_cache.get(key) if key else None
         if hit is not None:
             return hit
-        weights = _Weights(_core.Weights(name_or_path))
+        weights = _Weights(_core.Weights(name_or_path, scale))
         # A bundled name and the path of its file are the same weights.
         try:
             file_key = _file_key(weights.info["path"])
@@ -190,26 +191,37 @@ def _check_portrait(portrait):
 
 
 class Model:
-    """A style (or any model `animegan convert -m` takes), loaded once, callable on images.
+    """A style, face restorer or upscaler, loaded once, callable on images.
 
     Model(name_or_path='hayao', precision='auto', threads=0, backend='onednn',
-          upsample=None, engines=1)
+          upsample=None, engines=1, scale=0)
 
     name_or_path: a bundled name ('hayao', 'hayao-v3', 'shinkai-v3', 'cute-v3', ...: see
-        bundled_models()) or a .safetensors, PyTorch .pt or .onnx file.
+        bundled_models()) or a .safetensors, PyTorch .pt or .onnx file (a style, as
+        `animegan convert -m`); a GPEN or GFPGAN checkpoint (a restorer, as `animegan
+        restore --model`); a bundled upscaler family ('esrgan-slim', 'esrgan-medium': its file
+        of `scale`) or a Real-ESRGAN .pth (an upscaler, as `animegan upscale --model`).
+        `info['kind']` says which: 'generator', 'restorer' or 'upscaler'; calling the Model
+        stylises, restores (Model.restore) or upscales (Model.upscale).
     precision: 'fp32', 'bf16', 'int8' or 'auto' (the fastest native on this CPU that meets
         its quality bar; `precision` says what it resolved to).
     threads: worker threads of each engine, 0 = every core this process may use.
     engines: how many calls may run at once (each has its own arena); more callers wait.
+    scale: upscalers: the bundled family's file of that scale (default 4) and the default
+        scale of a call.
     """
 
     def __init__(self, name_or_path="hayao", precision="auto", threads=0, backend="onednn",
-                 upsample=None, engines=1):
+                 upsample=None, engines=1, scale=0):
         if not isinstance(engines, int) or engines < 1 or engines > 64:
             raise InputError("engines: must be 1 to 64")
         if not isinstance(threads, int) or threads < 0 or threads > 4096:
             raise InputError("threads: must be 0 to 4096")
-        self._weights = _shared_weights(name_or_path)
+        if not isinstance(scale, int) or scale < 0 or scale > 16:
+            raise InputError("scale: must be 0 to 16")
+        self._weights = _shared_weights(name_or_path, scale)
+        self.kind = self._weights.info["kind"]
+        self.scale = scale
         options = {"precision": precision, "threads": threads, "backend": backend,
                    "upsample": upsample}
         self._pool = _EnginePool(self._weights, options, engines)
@@ -243,7 +255,12 @@ class Model:
         max_side: downscale (Lanczos, as the CLI) when the long side exceeds it; 0 = never.
         max_faces: faces used by 'paste', largest first (0: 8).
 
-        A numpy result is a view of the library's buffer (no copy)."""
+        A numpy result is a view of the library's buffer (no copy). A restorer's Model
+        restores (`restore`), an upscaler's upscales (`upscale`), with their defaults."""
+        if self.kind == "restorer":
+            return self.restore(image)[0]
+        if self.kind == "upscaler":
+            return self.upscale(image)
         pixels, kind = _as_pixels(image)
         portrait = _check_portrait(portrait)
         detector = _detector() if portrait in ("face", "paste") else None
@@ -255,6 +272,40 @@ class Model:
                 with _detector_lock:
                     out = engine.stylize(pixels, bool(side_by_side), max_side, portrait, size,
                                          detector=detector, max_faces=max_faces)
+        finally:
+            self._pool.release(engine)
+        return _result(out, kind)
+
+    def restore(self, image, fidelity=1.0, max_faces=8, aligned=False):
+        """A restorer's Model: the faces of `image` restored and pasted back, as `animegan
+        restore`; returns (image, faces restored). fidelity: 0-1, the restored face's weight
+        against the original (GPEN's alpha). aligned: `image` is an aligned face crop,
+        resized to the network's size and restored whole (the result is that size)."""
+        if self.kind != "restorer":
+            raise InputError(f"restore: {self.name} is a {self.kind}, not a restorer")
+        pixels, kind = _as_pixels(image)
+        detector = None if aligned else _detector()
+        engine = self._pool.acquire()
+        try:
+            if aligned:
+                out, n = engine.restore(pixels, None, float(fidelity), max_faces, True)
+            else:  # the detector is one per process: held for the whole restoration
+                with _detector_lock:
+                    out, n = engine.restore(pixels, detector, float(fidelity), max_faces)
+        finally:
+            self._pool.release(engine)
+        return _result(out, kind), n
+
+    def upscale(self, image, scale=None, tile=0, max_mb=1024):
+        """An upscaler's Model: `image` upscaled `scale` times (default: the Model's scale,
+        else the network's own; another than the network's resizes its result with
+        Lanczos3), tile by tile within max_mb of window memory, as `animegan upscale`."""
+        if self.kind != "upscaler":
+            raise InputError(f"upscale: {self.name} is a {self.kind}, not an upscaler")
+        pixels, kind = _as_pixels(image)
+        engine = self._pool.acquire()
+        try:
+            out = engine.upscale(pixels, self.scale if scale is None else scale, tile, max_mb)
         finally:
             self._pool.release(engine)
         return _result(out, kind)

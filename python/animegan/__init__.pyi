@@ -47,6 +47,8 @@ class Model:
     precision: str
     precision_note: str
     engines: int
+    kind: Literal["generator", "restorer", "upscaler"]
+    scale: int
     def __init__(
         self,
         name_or_path: str | PathLike[str] = "hayao",
@@ -55,9 +57,16 @@ class Model:
         backend: Literal["onednn", "reference"] = "onednn",
         upsample: Literal["asymmetric", "align-corners", "half-pixel"] | None = None,
         engines: int = 1,
+        scale: int = 0,
     ) -> None: ...
     @property
     def info(self) -> ModelInfo: ...
+    def restore(
+        self, image: Image, fidelity: float = 1.0, max_faces: int = 8, aligned: bool = False
+    ) -> tuple[Image, int]: ...
+    def upscale(
+        self, image: Image, scale: int | None = None, tile: int = 0, max_mb: int = 1024
+    ) -> Image: ...
     @property
     def name(self) -> str: ...
     def __call__(

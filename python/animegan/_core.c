@@ -216,11 +216,29 @@ typedef struct {
 
 static PyTypeObject *WeightsType;
 
+/* Every kind the CLI loads, as its commands do: a style or any model file (ag_model_load;
+ * Real-ESRGAN .pth files among them), else a GPEN / GFPGAN checkpoint, else a bundled
+ * upscaler family at `scale`. A file none of them takes gets the first loader's message. */
+static int load_any(const char *name, int scale, ag_model **out, ag_error *err) {
+    int rc = scale ? AG_E_NOTFOUND : ag_model_load(name, out, err);
+    if (rc == AG_OK || rc == AG_E_IO || rc == AG_E_NOMEM)
+        return rc;
+    ag_error other = {0};
+    if (!scale && ag_restore_model_load(name, out, &other) == AG_OK)
+        return AG_OK;
+    if (ag_upscaler_load(name, scale, out, &other) == AG_OK)
+        return AG_OK;
+    if (scale)
+        *err = other;
+    return err->code ? err->code : rc;
+}
+
 static int weights_init(PyObject *obj, PyObject *args, PyObject *kwargs) {
     WeightsObject *self = (WeightsObject *)obj;
-    static char *keywords[] = {"name_or_path", NULL};
+    static char *keywords[] = {"name_or_path", "scale", NULL};
     const char *name;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s", keywords, &name))
+    int scale = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i", keywords, &name, &scale))
         return -1;
     if (self->model)
         return PyErr_SetString(PyExc_RuntimeError, "Weights already loaded"), -1;
@@ -228,7 +246,7 @@ static int weights_init(PyObject *obj, PyObject *args, PyObject *kwargs) {
     ag_model *model = NULL;
     int rc;
     PyThreadState *ts = PyEval_SaveThread();
-    rc = ag_model_load(name, &model, &err);
+    rc = load_any(name, scale, &model, &err);
     PyEval_RestoreThread(ts);
     if (rc)
         return raise_error(&err, AT_LOAD), -1;
@@ -571,8 +589,15 @@ static int engine_init(PyObject *obj, PyObject *args, PyObject *kwargs) {
         return raise_error(&err, AT_RUN), -1;
     }
     o.precision = self->precision.precision;
+    const ag_model *model = ((WeightsObject *)weights)->model;
+    if (!strcmp(ag_model_get_info(model)->kind, "restorer")) {
+        if (p != AG_PRECISION_AUTO && p != AG_PRECISION_FP32)
+            return input_error("a restorer runs in fp32 (precision 'fp32' or 'auto')"), -1;
+        o.precision = self->precision.precision = AG_PRECISION_FP32;
+        self->precision.emulated = 0;
+    }
     ag_error err = {0};
-    int rc = ag_engine_create(((WeightsObject *)weights)->model, &o, &self->engine, &err);
+    int rc = ag_engine_create(model, &o, &self->engine, &err);
     if (rc)
         return raise_error(&err, AT_LOAD), -1;
     self->weights = Py_NewRef(weights);
@@ -719,6 +744,97 @@ static PyObject *engine_stylize(PyObject *obj, PyObject *args, PyObject *kwargs)
     return engine_call((EngineObject *)obj, src, &a);
 }
 
+/* Claim the engine (and a detector), run fn with the GIL released, release: the restore and
+ * upscale calls (stylize has its own, engine_call, for its face modes). */
+typedef int (*image_fn)(EngineObject *e, DetectorObject *d, const ag_image *in, void *arg,
+                        ag_image *out, ag_error *err);
+
+static PyObject *engine_apply(EngineObject *self, DetectorObject *d, PyObject *src, image_fn fn,
+                              void *arg) {
+    if (!self->engine)
+        return PyErr_SetString(PyExc_RuntimeError, "Engine not created"), NULL;
+    Py_buffer view;
+    ag_image in, out = {0};
+    if (image_from_object(src, &view, &in))
+        return NULL;
+    if (claim(&self->busy, "engine")) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (d && claim(&d->busy, "detector")) {
+        atomic_store(&self->busy, 0);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    ag_error err = {0};
+    int rc;
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = fn(self, d, &in, arg, &out, &err);
+    PyEval_RestoreThread(ts);
+    if (d)
+        atomic_store(&d->busy, 0);
+    atomic_store(&self->busy, 0);
+    PyBuffer_Release(&view);
+    if (rc)
+        return ag_image_fini(&out), raise_error(&err, AT_RUN);
+    return pixels_new(&out);
+}
+
+typedef struct restore_args {
+    ag_restore_options options;
+    ag_restore_result result;
+} restore_args;
+
+static int run_restore(EngineObject *e, DetectorObject *d, const ag_image *in, void *arg,
+                       ag_image *out, ag_error *err) {
+    restore_args *a = arg;
+    return ag_restore_faces(e->engine, d ? d->detector : NULL, in, &a->options, out, &a->result,
+                            err);
+}
+
+static PyObject *engine_restore(PyObject *obj, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"image", "detector", "fidelity", "max_faces", "aligned", NULL};
+    PyObject *src, *detector = Py_None;
+    restore_args a = {0};
+    ag_restore_options_init(&a.options);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Ofip", keywords, &src, &detector,
+                                     &a.options.fidelity, &a.options.max_faces, &a.options.aligned))
+        return NULL;
+    if (!(a.options.fidelity >= 0.0f && a.options.fidelity <= 1.0f))
+        return input_error("fidelity: must be 0 to 1");
+    if (a.options.max_faces < 1 || a.options.max_faces > AG_FACE_MAX)
+        return PyErr_Format(InputError, "max_faces: must be 1 to %d", AG_FACE_MAX);
+    if (!a.options.aligned && !PyObject_TypeCheck(detector, DetectorType))
+        return PyErr_SetString(PyExc_TypeError, "restoring a photo needs a Detector"), NULL;
+    DetectorObject *d = a.options.aligned ? NULL : (DetectorObject *)detector;
+    PyObject *out = engine_apply((EngineObject *)obj, d, src, run_restore, &a);
+    return out ? Py_BuildValue("(Ni)", out, a.result.restored) : NULL;
+}
+
+static int run_upscale(EngineObject *e, DetectorObject *d, const ag_image *in, void *arg,
+                       ag_image *out, ag_error *err) {
+    (void)d;
+    return ag_upscale(e->engine, in, arg, out, err);
+}
+
+static PyObject *engine_upscale(PyObject *obj, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"image", "scale", "tile", "max_mb", NULL};
+    PyObject *src;
+    int max_mb = (int)(AG_UPSCALE_DEFAULT_MAX_BYTES >> 20);
+    ag_upscale_options o;
+    ag_upscale_options_init(&o);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|iii", keywords, &src, &o.scale, &o.tile_px,
+                                     &max_mb))
+        return NULL;
+    if (o.scale < 0 || o.scale > AG_UPSCALE_MAX_SCALE)
+        return PyErr_Format(InputError, "scale: must be 0 (the model's own) to %d",
+                            AG_UPSCALE_MAX_SCALE);
+    if (o.tile_px < 0 || max_mb < 16 || max_mb > (1 << 20))
+        return input_error("tile must be 0 or more and max_mb 16 to 1048576");
+    o.max_bytes = (size_t)max_mb << 20;
+    return engine_apply((EngineObject *)obj, NULL, src, run_upscale, &o);
+}
+
 static PyObject *engine_precision(PyObject *obj, void *closure) {
     (void)closure;
     return PyUnicode_FromString(ag_precision_name(((EngineObject *)obj)->precision.precision));
@@ -743,6 +859,11 @@ static PyGetSetDef engine_getset[] = {
 };
 
 static PyMethodDef engine_methods[] = {
+    {"restore", (PyCFunction)(void (*)(void))engine_restore, METH_VARARGS | METH_KEYWORDS,
+     "restore(image, detector=None, fidelity=1.0, max_faces=8, aligned=False) -> (Pixels, "
+     "restored): the faces restored (ag_restore_faces)"},
+    {"upscale", (PyCFunction)(void (*)(void))engine_upscale, METH_VARARGS | METH_KEYWORDS,
+     "upscale(image, scale=0, tile=0, max_mb=1024) -> Pixels, tiled (ag_upscale)"},
     {"stylize", (PyCFunction)(void (*)(void))engine_stylize, METH_VARARGS | METH_KEYWORDS,
      "stylize(image, side_by_side=False, max_side=0, portrait=None, size=512, *, detector=None, "
      "max_faces=0, max_pixels=0) -> Pixels"},
