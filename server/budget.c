@@ -28,7 +28,8 @@
  *                                         response (2 x S^2 x 4 + 1%, or O x 4 + 1% with
  *                                         an upscaler when larger) + bookkeeping
  *         + connections x pool            MHD per-connection memory + a small response
- *         + cache                         --cache-mb
+ *         + cache                         --cache-mb, and the fusion face cache's table
+ *                                         (--fuse-cache-entries x ~30 KiB)
  *         + video jobs                    with --jobs-dir: the runner's frames in flight
  *                                         (ag_video_frame_bytes at S, side by side) and
  *                                         32 MiB of demuxer and codec state; the frames'
@@ -160,6 +161,11 @@ void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixe
             add_sat(b->total_bytes, mul_sat((size_t)b->admitted, response - style_response));
         b->request_bytes = add_sat(b->upload_bytes, response);
     }
+}
+
+void ag_budget_add_fuse_cache(ag_budget *b, size_t bytes) {
+    b->cache_bytes = add_sat(b->cache_bytes, bytes);
+    b->total_bytes = add_sat(b->total_bytes, bytes);
 }
 
 void ag_budget_add_faces(ag_budget *b, size_t face_bytes) {

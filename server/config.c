@@ -27,6 +27,9 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
      * a response this large in the memory bound, so the default keeps a cheap server's
      * bound small; raise it for 4K results. */
     c->max_output_pixels = (size_t)2048 * 2048;
+    c->fuse_cache_entries = 256;
+    c->fuse_cache_per_client = 8;
+    c->fuse_cache_ttl_s = 600;
     c->port = 8080;
     c->admin_port = -1;
     c->workers = 1;
@@ -141,6 +144,13 @@ static const opt_def options[] = {
      "above this; 0 = the machine's RAM, or the cgroup's memory.max when lower"},
     {"cache-mb", "N", K_SCALED, 0, 65536, 1 << 20, AT(cache_bytes), NULL, NULL, "0",
      "LRU cache of results in MiB, bounded in bytes; 0 = off"},
+    {"fuse-cache-entries", "N", K_INT, 0, 65536, 0, AT(fuse_cache_entries), NULL, NULL, "256",
+     "faces of POST /api/v1/fuse uploads kept (client address + content hash), so the page's "
+     "ratio slider only re-blends; about 30 KiB each, allocated at start-up; 0 = off"},
+    {"fuse-cache-per-client", "N", K_INT, 1, 65536, 0, AT(fuse_cache_per_client), NULL, NULL, "8",
+     "of those, per client address (its own least recently used goes first)"},
+    {"fuse-cache-ttl", "S", K_SECONDS, 1, 86400, 0, AT(fuse_cache_ttl_s), NULL, NULL, "600",
+     "seconds an unused fusion face entry is kept"},
     {"max-connections", "N", K_INT, 1, 65536, 0, AT(max_connections), NULL, NULL, "64",
      "open connections at most; a new one closes the one idle longest, and waits in the "
      "kernel's listen backlog only when none is idle"},

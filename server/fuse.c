@@ -139,23 +139,39 @@ static int decode(ag_server *s, ag_request *r, const uint8_t *data, size_t size,
     return -1;
 }
 
+/* The faces of one upload: the client's cached ones (fuse_cache.c), else detected and kept. */
+static int faces_of(ag_worker *w, ag_request *r, const ag_image *im, const uint8_t *data,
+                    size_t size, int n, ag_face *faces, int *count, ag_error *err) {
+    ag_server *s = w->server;
+    char client[AG_FUSE_CLIENT_BYTES];
+    if (ag_gate_peer(s, r->fd, client, sizeof client) != 0)
+        snprintf(client, sizeof client, "?");
+    if (ag_fuse_cache_get(s->fuse_cache, client, data, size, n, faces, count))
+        return AG_OK;
+    ag_face_options fo = {.max_faces = AG_FACE_MAX};
+    uint64_t t0 = ag_now_us();
+    int rc = ag_faces_detect(w->faces, im, &fo, faces, AG_FACE_MAX, count, NULL, err);
+    ag_metrics_observe(&s->metrics.face_detect, ag_now_us() - t0);
+    if (rc == AG_OK) {
+        atomic_fetch_add(&s->metrics.faces_detected, (uint_fast64_t)*count);
+        ag_fuse_cache_put(s->fuse_cache, client, data, size, faces, *count);
+    }
+    return rc;
+}
+
 /* The n-th face of `im` (1 = largest) into *out; a 422 naming the image when there is none. */
-static int pick_face(ag_worker *w, ag_request *r, const ag_image *im, const char *which, int n,
-                     ag_face *faces, ag_face *out) {
+static int pick_face(ag_worker *w, ag_request *r, const ag_image *im, const uint8_t *data,
+                     size_t size, const char *which, int n, ag_face *faces, ag_face *out) {
     ag_server *s = w->server;
     ag_error err = {0};
-    ag_face_options fo = {.max_faces = AG_FACE_MAX};
     int count = 0;
-    uint64_t t0 = ag_now_us();
-    int rc = ag_faces_detect(w->faces, im, &fo, faces, AG_FACE_MAX, &count, NULL, &err);
-    ag_metrics_observe(&s->metrics.face_detect, ag_now_us() - t0);
+    int rc = faces_of(w, r, im, data, size, n, faces, &count, &err);
     char msg[AG_ERROR_MESSAGE_BYTES + 64];
     if (rc) {
         snprintf(msg, sizeof msg, "faces of the %s image: %s", which, err.message);
         ag_job_fail(s, r, rc == AG_E_NOMEM ? 503 : 500, "internal", msg);
         return -1;
     }
-    atomic_fetch_add(&s->metrics.faces_detected, (uint_fast64_t)count);
     if (count == 0 || n > count || !faces[n - 1].has_landmarks) {
         if (count == 0)
             snprintf(msg, sizeof msg, "no face found in the %s image", which);
@@ -206,8 +222,8 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
         ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
         goto done;
     }
-    if (pick_face(w, r, &src, "source", o->source_face, faces, sf) ||
-        pick_face(w, r, &tgt, "target", o->target_face, faces, tf))
+    if (pick_face(w, r, &src, r->image, r->image_size, "source", o->source_face, faces, sf) ||
+        pick_face(w, r, &tgt, r->image2, r->image2_size, "target", o->target_face, faces, tf))
         goto done;
     r->faces = 2;
     ag_fuse_timing tm;

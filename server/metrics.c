@@ -149,6 +149,16 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
             load(&m->faces_restored));
     counter(&t, "animegan_upscaled_total", "Images upscaled (upscale=N, /api/v1/upscale).",
             load(&m->upscaled));
+    counter(&t, "animegan_fuse_cache_hits_total",
+            "Fusion uploads whose faces were known (the detector skipped).",
+            load(&m->fuse_cache_hits));
+    counter(&t, "animegan_fuse_cache_misses_total", "Fusion uploads detected anew.",
+            load(&m->fuse_cache_misses));
+    counter(&t, "animegan_fuse_cache_evictions_total",
+            "Fusion face entries dropped (per-client or total bound, TTL).",
+            load(&m->fuse_cache_evictions));
+    gauge(&t, "animegan_fuse_cache_entries", "Fusion face entries held now.",
+          atomic_load(&m->fuse_cache_entries));
     header(&t, "animegan_face_detect_seconds", "histogram",
            "Time of face detection and landmarks on one image.");
     histogram_series(&t, "animegan_face_detect_seconds", "", &m->face_detect);

@@ -474,6 +474,8 @@ static void budget_compute(ag_server *s) {
     ag_budget_add_faces(&s->budget, faces);
     if (s->upscalers[0])
         ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels);
+    if (c->fuse_cache_entries)
+        ag_budget_add_fuse_cache(&s->budget, ag_fuse_cache_bytes(c->fuse_cache_entries));
 }
 
 /* The queue, the cache, the workers, the jobs, the memory bound (checked) and HTTP. */
@@ -487,7 +489,9 @@ static int server_start(ag_server *s) {
         fputs("animegan: out of memory\n", stderr);
         return -1;
     }
-    if (ag_cache_create(c->cache_bytes, &s->cache) != 0) {
+    if (ag_cache_create(c->cache_bytes, &s->cache) != 0 ||
+        ag_fuse_cache_create(c->fuse_cache_entries, c->fuse_cache_per_client, c->fuse_cache_ttl_s,
+                             &s->metrics, &s->fuse_cache) != 0) {
         fputs("animegan: out of memory for the cache\n", stderr);
         return -1;
     }
@@ -568,6 +572,7 @@ static void server_teardown(ag_server *s) {
     ag_jobs_free(s);
     ag_workers_free(s);
     ag_cache_destroy(s->cache);
+    ag_fuse_cache_destroy(s->fuse_cache);
     ag_queue_fini(&s->queue);
     for (int i = 0; i < s->model_count; i++)
         ag_model_destroy((ag_model *)s->models[i]);

@@ -83,6 +83,9 @@ typedef struct ag_server_config {
     const char *upscale_model; /* --upscale-model: upscale=2 and 4; "none" = off */
     size_t upscale_max_bytes;  /* --upscale-max-mb: one tile window's memory, per worker */
     size_t max_output_pixels;  /* --max-output-pixels: what a request may ask for */
+    int fuse_cache_entries;    /* --fuse-cache-entries: faces of fusion uploads; 0 = off */
+    int fuse_cache_per_client; /* --fuse-cache-per-client */
+    double fuse_cache_ttl_s;   /* --fuse-cache-ttl */
     int workers;
     int threads;             /* total compute threads; W x threads_per_worker <= threads */
     int threads_per_worker;  /* derived */
@@ -449,11 +452,15 @@ typedef struct ag_metrics {
     ag_histogram queue_wait;              /* convert: enqueue to a worker picking it up */
     ag_histogram inference;               /* convert: decode + stylize + encode on a worker */
     atomic_uint_fast64_t bytes_in, bytes_out;
-    atomic_uint_fast64_t converted;           /* 200 responses of /api/v1/convert */
-    atomic_uint_fast64_t faces_detected;      /* faces found by the detector, all routes */
-    atomic_uint_fast64_t faces_restored;      /* faces restored (restore=K, /api/v1/restore) */
-    atomic_uint_fast64_t restorations;        /* images that went through restoration */
-    atomic_uint_fast64_t upscaled;            /* images upscaled (upscale=N, /api/v1/upscale) */
+    atomic_uint_fast64_t converted;       /* 200 responses of /api/v1/convert */
+    atomic_uint_fast64_t faces_detected;  /* faces found by the detector, all routes */
+    atomic_uint_fast64_t faces_restored;  /* faces restored (restore=K, /api/v1/restore) */
+    atomic_uint_fast64_t restorations;    /* images that went through restoration */
+    atomic_uint_fast64_t upscaled;        /* images upscaled (upscale=N, /api/v1/upscale) */
+    atomic_uint_fast64_t fuse_cache_hits; /* /api/v1/fuse images whose faces were known */
+    atomic_uint_fast64_t fuse_cache_misses;
+    atomic_uint_fast64_t fuse_cache_evictions; /* over a bound, or past the TTL */
+    atomic_int fuse_cache_entries;
     ag_histogram face_detect;                 /* detection + landmarks of one image */
     atomic_uint_fast64_t rejected_full;       /* 503 queue full */
     atomic_uint_fast64_t timed_out;           /* 504 */
@@ -464,6 +471,26 @@ typedef struct ag_metrics {
     atomic_uint_fast64_t connections_opened;  /* in total */
     atomic_uint_fast64_t connections_evicted; /* idle ones closed to make room (gate.c) */
 } ag_metrics;
+
+/* ---- the faces of fusion uploads, per client (fuse_cache.c) ---------------------------- */
+
+#define AG_FUSE_CACHE_FACES 8   /* faces kept per image: source_face / target_face up to it */
+#define AG_FUSE_CLIENT_BYTES 48 /* an address as text */
+typedef struct ag_fuse_cache ag_fuse_cache;
+
+/* NULL (off) when capacity is 0; -1 when out of memory. */
+int ag_fuse_cache_create(int capacity, int per_client, double ttl_s, ag_metrics *metrics,
+                         ag_fuse_cache **out);
+void ag_fuse_cache_destroy(ag_fuse_cache *c);
+/* Bytes the table of `capacity` entries holds (allocated once at start-up). */
+size_t ag_fuse_cache_bytes(int capacity);
+/* 1 when client's image `data` is known and its face `want` (1-based) kept, or known to be
+ * missing: the kept faces into `faces` (AG_FUSE_CACHE_FACES room), *found the detector's
+ * count. 0 otherwise. Counted in the metrics. */
+int ag_fuse_cache_get(ag_fuse_cache *c, const char *client, const void *data, size_t size, int want,
+                      ag_face *faces, int *found);
+void ag_fuse_cache_put(ag_fuse_cache *c, const char *client, const void *data, size_t size,
+                       const ag_face *faces, int found);
 
 /* Gauges sampled when /metrics is rendered. */
 typedef struct ag_text ag_text;
@@ -535,6 +562,8 @@ typedef struct ag_budget {
 /* Add upscaling to a computed budget: per worker the tile window (--upscale-max-mb) and the
  * largest upscaled image, per admitted request its encoded response. */
 void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels);
+/* Add the fusion face cache's table (ag_fuse_cache_bytes) to the cache term. */
+void ag_budget_add_fuse_cache(ag_budget *b, size_t bytes);
 /* Add one worker's face work (ag_budget_face_bytes) to a computed budget. */
 void ag_budget_add_faces(ag_budget *b, size_t face_bytes_per_worker);
 /* One worker's face work at the configured sizes: the two networks' arenas at 192, the
@@ -650,6 +679,7 @@ struct ag_server {
     /* upscale=2, upscale=4: the upscaler of each (one file of its own scale serves both,
      * resized with Lanczos to N); NULL without --upscale-model. */
     ag_model *upscalers[AG_SERVER_UPSCALES];
+    ag_fuse_cache *fuse_cache; /* NULL when --fuse-cache-entries 0 */
 
     ag_queue queue;
     ag_worker *workers;

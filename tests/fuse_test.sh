@@ -109,7 +109,7 @@ if [ -z "$port" ]; then
     bad server_start
     cat "$tmp/serve.log"
 else
-    /usr/bin/python3 - "$port" "$SRC" "$TGT" >"$tmp/api.log" 2>&1 <<'PY'
+    /usr/bin/python3 - "$port" "$SRC" "$TGT" "$tmp" >"$tmp/api.log" 2>&1 <<'PY'
 import io, json, sys, urllib.error, urllib.request
 import numpy as np
 from PIL import Image
@@ -156,6 +156,32 @@ st, body = post("?ratio=2", [("source", src), ("target", tgt)])
 check("api_bad_ratio_400", st == 400 and "ratio" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?size=1024", [("source", src), ("target", tgt)])
 check("api_size", st == 200 and Image.open(io.BytesIO(body)).size == (1024, 1024), st)
+# The face cache: the same two uploads again (the page's slider) skip the detector, and the
+# fusion equals the uncached one at that ratio.
+def metric(name):
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return -1
+a = "%s/cache_src.png" % sys.argv[4]
+b = "%s/cache_tgt.png" % sys.argv[4]
+Image.open(src).convert("RGB").save(a)  # new bytes: not seen by the requests above
+Image.open(tgt).convert("RGB").rotate(0).save(b, compress_level=1)
+hits, misses = metric("animegan_fuse_cache_hits_total"), metric("animegan_fuse_cache_misses_total")
+detections = metric("animegan_face_detect_seconds_count")
+st1, first = post("?ratio=0.6", [("source", a), ("target", b)])
+st2, _ = post("?ratio=0.3", [("source", a), ("target", b)])
+st3, again = post("?ratio=0.6", [("source", a), ("target", b)])
+check("api_cache_hits_skip_detection",
+      st1 == st2 == st3 == 200 and metric("animegan_fuse_cache_misses_total") == misses + 2 and
+      metric("animegan_fuse_cache_hits_total") == hits + 4 and
+      metric("animegan_face_detect_seconds_count") == detections + 2,
+      "%s %s %s, hits %s -> %s, detections %s -> %s" % (
+          st1, st2, st3, hits, metric("animegan_fuse_cache_hits_total"), detections,
+          metric("animegan_face_detect_seconds_count")))
+check("api_cached_fusion_equals_uncached", first == again)
+check("api_cache_entries_gauge", metric("animegan_fuse_cache_entries") >= 2)
 with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
     check("api_still_serving", r.status == 200)
 PY

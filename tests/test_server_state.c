@@ -7,10 +7,62 @@
 
 #include "../server/budget.c"
 #include "../server/cache.c"
+#include "../server/fuse_cache.c"
 #include "../server/jobs_config.c"
 #include "../server/json.c"
 #include "../server/metrics.c"
 #include "../server/queue.c"
+
+/* fuse_cache.c's clock (http.c's in the server): set by the tests. */
+static uint64_t fake_now_us = 1000000;
+uint64_t ag_now_us(void) {
+    return fake_now_us;
+}
+
+static int fuse_cache_has(ag_fuse_cache *c, const char *client, const char *data, int *found) {
+    static ag_face faces[AG_FUSE_CACHE_FACES];
+    return ag_fuse_cache_get(c, client, data, strlen(data), 1, faces, found);
+}
+
+/* The fusion face cache: keyed by client and content; the per-client bound evicts that
+ * client's least recently used entry, the total bound the oldest of all, the TTL what was
+ * not used; faces beyond the kept ones are a miss; no allocation after creation. */
+static int fuse_cache_bounds(void) {
+    ag_metrics m = {0};
+    ag_fuse_cache *c = NULL;
+    CHECK(ag_fuse_cache_create(0, 1, 1, &m, &c) == 0 && c == NULL); /* off */
+    CHECK(ag_fuse_cache_create(3, 2, 10, &m, &c) == 0 && c);
+    static ag_face faces[AG_FUSE_CACHE_FACES + 2];
+    faces[0].score = 0.5f;
+    int found = 0;
+    size_t base = ag_allocated_bytes();
+    ag_fuse_cache_put(c, "a", "photo1", 6, faces, 1);
+    fake_now_us += 1000;
+    ag_fuse_cache_put(c, "a", "photo2", 6, faces, 1);
+    fake_now_us += 1000;
+    CHECK(fuse_cache_has(c, "a", "photo1", &found) && found == 1); /* photo1 used last */
+    CHECK(!fuse_cache_has(c, "b", "photo1", &found)); /* another client's entry: a miss */
+    fake_now_us += 1000;
+    ag_fuse_cache_put(c, "a", "photo3", 6, faces, 1); /* a's third: its LRU (photo2) goes */
+    CHECK(!fuse_cache_has(c, "a", "photo2", &found));
+    CHECK(fuse_cache_has(c, "a", "photo1", &found) && fuse_cache_has(c, "a", "photo3", &found));
+    fake_now_us += 1000;
+    ag_fuse_cache_put(c, "b", "photo9", 6, faces, 0); /* a free slot: no eviction */
+    CHECK(m.fuse_cache_evictions == 1 && m.fuse_cache_entries == 3);
+    fake_now_us += 1000;
+    ag_fuse_cache_put(c, "c", "photo8", 6, faces, 1); /* full: the oldest of all goes */
+    CHECK(m.fuse_cache_evictions == 2 && m.fuse_cache_entries == 3);
+    CHECK(fuse_cache_has(c, "b", "photo9", &found) && found == 0); /* no face: known */
+    CHECK(fuse_cache_has(c, "c", "photo8", &found));
+    ag_fuse_cache_put(c, "c", "many", 4, faces, AG_FUSE_CACHE_FACES + 2);
+    CHECK(ag_fuse_cache_get(c, "c", "many", 4, AG_FUSE_CACHE_FACES, faces, &found) == 1);
+    CHECK(ag_fuse_cache_get(c, "c", "many", 4, AG_FUSE_CACHE_FACES + 1, faces, &found) == 0);
+    fake_now_us += 11 * 1000000ull; /* past the TTL: everything is gone */
+    CHECK(!fuse_cache_has(c, "c", "photo8", &found));
+    CHECK(ag_allocated_bytes() == base);
+    ag_fuse_cache_destroy(c);
+    return 0;
+}
 
 static int queue_fifo_and_bounds(void) {
     ag_queue q;
@@ -302,4 +354,4 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
 
 TEST_MAIN(TEST(queue_fifo_and_bounds), TEST(queue_expire_cancel_position), TEST(queue_threads),
           TEST(siphash_vectors), TEST(cache_lru_and_bound), TEST(text_builder),
-          TEST(metrics_render), TEST(budget_formula))
+          TEST(metrics_render), TEST(budget_formula), TEST(fuse_cache_bounds))
