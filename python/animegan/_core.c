@@ -672,8 +672,13 @@ static int run(EngineObject *e, const ag_image *in, run_args *a, ag_image *out, 
     return rc;
 }
 
-/* Claim the engine (and the detector of a face mode), run, release: the one path of a call. */
-static PyObject *engine_call(EngineObject *self, PyObject *src, run_args *a) {
+/* Claim the engine (and a detector), run fn with the GIL released, release: the one path of
+ * every call (stylize, restore, upscale). */
+typedef int (*image_fn)(EngineObject *e, DetectorObject *d, const ag_image *in, void *arg,
+                        ag_image *out, ag_error *err);
+
+static PyObject *engine_apply(EngineObject *self, DetectorObject *d, PyObject *src, image_fn fn,
+                              void *arg) {
     if (!self->engine)
         return PyErr_SetString(PyExc_RuntimeError, "Engine not created"), NULL;
     Py_buffer view;
@@ -684,7 +689,7 @@ static PyObject *engine_call(EngineObject *self, PyObject *src, run_args *a) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    if (a->detector && claim(&a->detector->busy, "detector")) {
+    if (d && claim(&d->busy, "detector")) {
         atomic_store(&self->busy, 0);
         PyBuffer_Release(&view);
         return NULL;
@@ -692,16 +697,27 @@ static PyObject *engine_call(EngineObject *self, PyObject *src, run_args *a) {
     ag_error err = {0};
     int rc;
     PyThreadState *ts = PyEval_SaveThread();
-    rc = run(self, &in, a, &out, &err);
+    rc = fn(self, d, &in, arg, &out, &err);
     PyEval_RestoreThread(ts);
-    if (a->detector)
-        atomic_store(&a->detector->busy, 0);
+    if (d)
+        atomic_store(&d->busy, 0);
     atomic_store(&self->busy, 0);
     PyBuffer_Release(&view);
-    ag_free(a->fa.faces);
     if (rc)
         return ag_image_fini(&out), raise_error(&err, AT_RUN);
     return pixels_new(&out);
+}
+
+static int run_stylize(EngineObject *e, DetectorObject *d, const ag_image *in, void *arg,
+                       ag_image *out, ag_error *err) {
+    (void)d; /* run_args carries it */
+    return run(e, in, arg, out, err);
+}
+
+static PyObject *engine_call(EngineObject *self, PyObject *src, run_args *a) {
+    PyObject *out = engine_apply(self, a->detector, src, run_stylize, a);
+    ag_free(a->fa.faces);
+    return out;
 }
 
 static PyObject *engine_stylize(PyObject *obj, PyObject *args, PyObject *kwargs) {
@@ -742,42 +758,6 @@ static PyObject *engine_stylize(PyObject *obj, PyObject *args, PyObject *kwargs)
             return input_error("size: must be 8 to 8192");
     }
     return engine_call((EngineObject *)obj, src, &a);
-}
-
-/* Claim the engine (and a detector), run fn with the GIL released, release: the restore and
- * upscale calls (stylize has its own, engine_call, for its face modes). */
-typedef int (*image_fn)(EngineObject *e, DetectorObject *d, const ag_image *in, void *arg,
-                        ag_image *out, ag_error *err);
-
-static PyObject *engine_apply(EngineObject *self, DetectorObject *d, PyObject *src, image_fn fn,
-                              void *arg) {
-    if (!self->engine)
-        return PyErr_SetString(PyExc_RuntimeError, "Engine not created"), NULL;
-    Py_buffer view;
-    ag_image in, out = {0};
-    if (image_from_object(src, &view, &in))
-        return NULL;
-    if (claim(&self->busy, "engine")) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (d && claim(&d->busy, "detector")) {
-        atomic_store(&self->busy, 0);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    ag_error err = {0};
-    int rc;
-    PyThreadState *ts = PyEval_SaveThread();
-    rc = fn(self, d, &in, arg, &out, &err);
-    PyEval_RestoreThread(ts);
-    if (d)
-        atomic_store(&d->busy, 0);
-    atomic_store(&self->busy, 0);
-    PyBuffer_Release(&view);
-    if (rc)
-        return ag_image_fini(&out), raise_error(&err, AT_RUN);
-    return pixels_new(&out);
 }
 
 typedef struct restore_args {
