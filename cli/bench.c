@@ -314,8 +314,9 @@ done:
 
 /*
  * A generator, an upscaler, or a face restorer (a GPEN or GFPGAN checkpoint, which
- * ag_model_load does not take): the restorer runs at its one size, in fp32 (the precision
- * its StyleGAN ops have), on the aligned face a synthetic image stands for.
+ * ag_model_load does not take): the restorer runs at its one size, in the precision
+ * ag_restore_precision_resolve gives for the one asked, on the aligned face a synthetic
+ * image stands for.
  */
 static int load_model(bench_args *a, ag_engine_options *options, ag_precision_choice *precision,
                       ag_model **model, ag_error *err) {
@@ -329,16 +330,12 @@ static int load_model(bench_args *a, ag_engine_options *options, ag_precision_ch
         fprintf(stderr, "animegan: bench: a %s restorer runs at %d px only; --size ignored\n",
                 info->architecture, info->min_side);
     a->size = info->min_side;
-    if (options->precision != AG_PRECISION_FP32 && a->e.engine.precision != AG_PRECISION_AUTO) {
-        err->code = AG_E_ARG;
-        snprintf(err->message, sizeof err->message,
-                 "a face restorer runs in fp32 only (--precision %s)",
-                 ag_precision_name(options->precision));
+    if (ag_restore_precision_resolve(a->e.engine.precision, NULL, precision) != AG_OK) {
+        err->code = AG_E_UNSUPPORTED;
+        snprintf(err->message, sizeof err->message, "%s", precision->note);
         return -1;
     }
-    options->precision = precision->precision = AG_PRECISION_FP32;
-    precision->emulated = 0;
-    snprintf(precision->note, sizeof precision->note, "face restorers run in fp32");
+    options->precision = precision->precision;
     return AG_OK;
 }
 

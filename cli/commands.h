@@ -218,7 +218,8 @@ void ag_cli_restore_help(void);
  * from it); `incompatible` a face or layout option given. -1 to go on, else the exit status. */
 int ag_cli_restore_check(const char **restore_model, const char *model, const char *default_model,
                          int incompatible);
-/* The restoration model of `path` and an engine over it (fp32, the engine's threads). */
+/* The restoration model of `path` and an engine over it (the precision
+ * ag_restore_precision_resolve gives for options->precision, the engine's threads). */
 int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_model **model,
                          ag_engine **engine, ag_error *err);
 /* Replace *image by its restored version (ag_restore_faces); says on stderr when there was

@@ -67,7 +67,15 @@ int ag_cli_restore_check(const char **restore_model, const char *model, const ch
 int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_model **model,
                          ag_engine **engine, ag_error *err) {
     ag_engine_options o = *options;
-    o.precision = AG_PRECISION_FP32; /* the StyleGAN ops have fp32 kernels only, for now */
+    ag_precision_choice precision;
+    if (ag_restore_precision_resolve(options->precision, NULL, &precision) != AG_OK) {
+        err->code = AG_E_UNSUPPORTED;
+        snprintf(err->message, sizeof err->message, "%s", precision.note);
+        return err->code;
+    }
+    if (precision.emulated)
+        fprintf(stderr, "animegan: %s\n", precision.note);
+    o.precision = precision.precision;
     o.resize = AG_RESIZE_DEFAULT;
     int rc = ag_restore_model_load(path, model, err);
     if (rc == AG_OK)

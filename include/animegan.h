@@ -493,6 +493,13 @@ int ag_restore_model_load(const char *path, ag_model **out, ag_error *err);
 int ag_restore_model_load_memory(const void *data, size_t size, const char *label, ag_model **out,
                                  ag_error *err);
 
+/*
+ * Make now what engines of `precision` over `model` share and would otherwise make at their
+ * creation (a restorer's bf16 weights), so a server takes that memory at load, before it
+ * measures its base. Once per model; thread-safe; a no-op for the other cases.
+ */
+int ag_model_prepare_precision(const ag_model *model, ag_precision precision, ag_error *err);
+
 /* How ag_restore_faces works on one photo. */
 typedef struct ag_restore_options {
     float fidelity; /* 0-1: weight of the restored face against the original (GPEN's alpha);
@@ -719,6 +726,15 @@ typedef struct ag_precision_choice {
  */
 int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cpu_info *cpu,
                          ag_precision_choice *out);
+
+/*
+ * The precision a face restorer (ag_restore_model_load) runs in: fp32, or bf16 (its
+ * modulated convs' products in bf16, activations fp32). AUTO, and INT8 (restorers have no
+ * int8), pick bf16 where it is native and faster (as for generators), else fp32; FP32 and
+ * BF16 are resolved as ag_precision_resolve does on the oneDNN backend.
+ */
+int ag_restore_precision_resolve(ag_precision requested, const ag_cpu_info *cpu,
+                                 ag_precision_choice *out);
 
 /* Resident set size of the process now / at its peak, in bytes (from /proc). */
 size_t ag_process_rss_bytes(void);

@@ -430,8 +430,17 @@ static int server_load(ag_server *s) {
         fprintf(stderr, "animegan: %s\n", err.message[0] ? err.message : "cannot load model");
         return -1;
     }
+    ag_precision_choice restore_precision;
+    if (c->restore_model_count &&
+        ag_restore_precision_resolve(c->engine.precision, NULL, &restore_precision) != 0) {
+        fprintf(stderr, "animegan: --restore-model: %s\n", restore_precision.note);
+        return -1;
+    }
+    s->restore_precision = c->restore_model_count ? restore_precision.precision : AG_PRECISION_FP32;
     for (int i = 0; i < c->restore_model_count; i++) {
-        if (ag_restore_model_load(c->restore_models[i], &s->restorers[i], &err) != 0) {
+        /* What the workers' engines share (bf16 weights) is made now, in the measured base. */
+        if (ag_restore_model_load(c->restore_models[i], &s->restorers[i], &err) != 0 ||
+            ag_model_prepare_precision(s->restorers[i], s->restore_precision, &err) != 0) {
             fprintf(stderr, "animegan: %s\n", err.message);
             return -1;
         }
@@ -457,8 +466,8 @@ static int server_load(ag_server *s) {
 }
 
 /* The worst-case memory bound: the styles, and per worker the face networks and each
- * restorer's fp32 arena at its face size with two crops (the restorers' weights, loaded
- * once before this, are in the measured base). */
+ * restorer's arena at its face size with two crops (the restorers' weights and their bf16
+ * copies, made once before this, are in the measured base). */
 static void budget_compute(ag_server *s) {
     const ag_server_config *c = &s->config;
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
@@ -466,7 +475,7 @@ static void budget_compute(ag_server *s) {
     for (int i = 0; i < s->restorer_count; i++) {
         const ag_model_info *ri = ag_model_get_info(s->restorers[i]);
         ag_engine_options ro = c->engine;
-        ro.precision = AG_PRECISION_FP32;
+        ro.precision = s->restore_precision;
         size_t side = (size_t)ri->min_side;
         faces += ag_engine_arena_bytes_for(s->restorers[i], &ro, ri->min_side, ri->min_side) +
                  2 * side * side * 4;

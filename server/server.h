@@ -676,6 +676,7 @@ struct ag_server {
     ag_model *face_detect, *face_mesh; /* the bundled face networks; NULL: faces unavailable */
     ag_model *restorers[AG_SERVER_MAX_RESTORERS]; /* loaded once, shared by the workers */
     int restorer_count;
+    ag_precision restore_precision; /* the restorers' (ag_restore_precision_resolve) */
     /* upscale=2, upscale=4: the upscaler of each (one file of its own scale serves both,
      * resized with Lanczos to N); NULL without --upscale-model. */
     ag_model *upscalers[AG_SERVER_UPSCALES];

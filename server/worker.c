@@ -416,7 +416,7 @@ static void *worker_main(void *arg) {
     }
     for (int i = 0; i < s->restorer_count && status == 0; i++) {
         ag_engine_options ro = s->config.engine;
-        ro.precision = AG_PRECISION_FP32; /* the StyleGAN ops have fp32 kernels */
+        ro.precision = s->restore_precision;
         status = ag_engine_create(s->restorers[i], &ro, &w->restorers[i], &err);
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);

@@ -539,7 +539,23 @@ static void destroy_convs(ag_engine *e) {
         e->exec[gi].conv = NULL;
         ag_dnnl_int8_conv_destroy(e->exec[gi].conv8);
         e->exec[gi].conv8 = NULL;
+        ag_gemm_bf16_destroy(e->exec[gi].mm);
+        e->exec[gi].mm = NULL;
     }
+}
+
+/* A modulated conv's bf16 products at the planned size (gemm_bf16 engines). */
+static int create_gemm_bf16(ag_engine *e, int gi, size_t *scratch_max, ag_error *err) {
+    const ag_node *n = head_of(e, gi);
+    ag_shape in = e->shapes[n->src[0]];
+    int up = n->up == 2;
+    int HP = up ? in.h : in.h + n->pad[0] + n->pad[1];
+    int WP = up ? in.w : in.w + n->pad[2] + n->pad[3];
+    size_t scratch = 0;
+    int rc = ag_gemm_bf16_create(e->dnnl, up, HP, WP, in.c, n->out_c, n->k, &e->exec[gi].mm,
+                                 &scratch, err);
+    *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
+    return rc;
 }
 
 /*
@@ -642,6 +658,8 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
         e->exec[gi].conv8 = NULL;
         if (head_of(e, gi)->op == AG_OP_CONV)
             rc = create_conv(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
+        else if (e->gemm_bf16 && head_of(e, gi)->op == AG_OP_MODCONV)
+            rc = create_gemm_bf16(e, gi, scratch_max, err);
     }
     if (rc == AG_OK && !e->measure_only)
         rc = prepare_weights(e, old, old8, weight_bytes, err);
@@ -800,8 +818,12 @@ static void bind_onednn(ag_engine *e) {
         taps += x->in.w;
     }
     e->partials = ag_engine_buffer(e, e->partials_id);
-    for (int gi = 0; gi < e->group_count; gi++)
+    for (int gi = 0; gi < e->group_count; gi++) {
         e->exec[gi].row_q = e->groups[gi].q8 ? ag_engine_buffer(e, e->exec[gi].row_q_id) : NULL;
+        if (e->exec[gi].mm)
+            ag_gemm_bf16_bind(e->exec[gi].mm, e->model->bf16_of[e->groups[gi].head],
+                              ag_engine_buffer(e, e->scratch_id));
+    }
 }
 
 /* ---- prepare --------------------------------------------------------------------------- */
@@ -1209,7 +1231,8 @@ static void run_generic(ag_engine *e, int gi) {
             in[j] = y_map(e, src);
         }
     ag_node_run(head, e->shapes, e->groups[gi].head, in, y_map(e, gi),
-                e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, 1, e->resize, e->threads);
+                e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, 1, e->exec[gi].mm,
+                e->resize, e->threads);
     (void)g;
 }
 
@@ -1332,6 +1355,14 @@ static int engine_alloc(ag_engine *e, ag_error *err) {
     return AG_OK;
 }
 
+/* A StyleGAN graph: its bf16 is the modulated convs' products (e->gemm_bf16). */
+static int has_modconv(const ag_graph *g) {
+    for (int i = 0; i < g->count; i++)
+        if (g->nodes[i].op == AG_OP_MODCONV)
+            return 1;
+    return 0;
+}
+
 int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag_engine **out,
                      ag_error *err) {
     *out = NULL;
@@ -1368,7 +1399,8 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     if (band_env && atol(band_env) > 0)
         e->band_bytes_target = (size_t)atol(band_env);
     e->resize = o->resize;
-    e->bf16 = o->precision == AG_PRECISION_BF16;
+    e->gemm_bf16 = o->precision == AG_PRECISION_BF16 && has_modconv(&model->graph);
+    e->bf16 = o->precision == AG_PRECISION_BF16 && !e->gemm_bf16;
     e->int8 = o->precision == AG_PRECISION_INT8;
     e->band_u8_id = e->range_id = e->q8_tmp_id = -1;
     const char *profile = getenv("AG_PROFILE"); /* for tuning runs only */
@@ -1383,6 +1415,8 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
         rc = quantize_weights(e, err);
     if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
         rc = ag_dnnl_create(&e->dnnl, err);
+    if (rc == AG_OK && e->gemm_bf16)
+        rc = ag_model_bf16_weights(model, err);
     if (rc) {
         ag_engine_destroy(e);
         return rc;

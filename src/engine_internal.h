@@ -64,11 +64,12 @@ typedef struct ag_group_exec {
     int band_rows, bands;
     int bottom_up; /* bands run last to first (an upsampling conv overwriting its source) */
     struct ag_dnnl_conv *conv;
-    int buffer;       /* arena buffer of the head's output */
-    size_t offset;    /* within it (a conv overwriting its source as it goes) */
-    long long run_at; /* planning: offset relative to the first group sharing the buffer */
-    int run_joined;   /* planning: overwrites the group before, in its buffer */
-    int run_cut;      /* planning: starts a new buffer instead (cut_runs) */
+    struct ag_gemm_bf16 *mm; /* a modulated conv's bf16 products (gemm_bf16 engines) */
+    int buffer;              /* arena buffer of the head's output */
+    size_t offset;           /* within it (a conv overwriting its source as it goes) */
+    long long run_at;        /* planning: offset relative to the first group sharing the buffer */
+    int run_joined;          /* planning: overwrites the group before, in its buffer */
+    int run_cut;             /* planning: starts a new buffer instead (cut_runs) */
     ag_norm_affine affine;
     ag_resize_tap *row_taps, *col_taps;
     size_t weight_offset;
@@ -92,7 +93,10 @@ struct ag_engine {
     ag_resize_mode resize; /* AG_RESIZE_DEFAULT: each resize node's own */
     int bf16;              /* activations and weights bf16 (fp32 accumulation and statistics) */
     int int8;              /* convs u8 x s8 where it pays (group.int8); activations fp32 */
-    int measure_only;      /* prepare plans sizes only (ag_engine_arena_bytes_for) */
+    /* bf16 on a StyleGAN graph: the modulated convs' products bf16 x bf16 -> fp32 over the
+     * model's shared bf16 weights; every activation and every other op fp32 */
+    int gemm_bf16;
+    int measure_only; /* prepare plans sizes only (ag_engine_arena_bytes_for) */
 
     /* The lowering (oneDNN backend), independent of the size. */
     ag_group *groups; /* group_count entries, ag_malloc'ed at create */
@@ -157,9 +161,10 @@ static inline void *ag_engine_buffer(ag_engine *e, int id) {
 
 /* One node on whole fp32 maps (both backends), through its op's reference kernel:
  * out <- op(src[0..]); `scratch` holds ag_node_scratch_floats floats. Matmuls on sgemm
- * when `fast`. */
+ * when `fast`, a modulated conv's products in bf16 when `bf16` is not NULL. */
 void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const float *const *src,
-                 float *out, float *scratch, int fast, ag_resize_mode resize, int threads);
+                 float *out, float *scratch, int fast, const struct ag_gemm_bf16 *bf16,
+                 ag_resize_mode resize, int threads);
 size_t ag_node_scratch_floats(const ag_node *n, const ag_shape *shapes, int index);
 
 #endif

@@ -128,3 +128,30 @@ int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cp
     }
     return AG_OK;
 }
+
+/*
+ * Face restorers (GPEN, GFPGAN): bf16 is their modulated convs' products in bf16 (fp32
+ * activations; the U-Net convs of GFPGAN stay fp32), RESTORE_BF16_DB against fp32 on a real
+ * face (tests/test_restore_precision.c); int8 they do not have.
+ */
+#define RESTORE_BF16_WHY "bf16 products, 45 dB or more against fp32"
+
+int ag_restore_precision_resolve(ag_precision requested, const ag_cpu_info *cpu,
+                                 ag_precision_choice *out) {
+    if (!cpu)
+        cpu = ag_cpu_get_info();
+    if (requested == AG_PRECISION_BF16 || requested == AG_PRECISION_FP32)
+        return ag_precision_resolve(requested, AG_BACKEND_ONEDNN, cpu, out);
+    if (requested != AG_PRECISION_AUTO && requested != AG_PRECISION_INT8)
+        return AG_E_ARG;
+    memset(out, 0, sizeof *out);
+    const precision_row *r = row_of(AG_PRECISION_BF16);
+    int bf16 = can_run(r, cpu) && is_native(r, cpu) && r->faster(cpu);
+    out->precision = bf16 ? AG_PRECISION_BF16 : AG_PRECISION_FP32;
+    snprintf(out->note, sizeof out->note, "%s%s: %s",
+             requested == AG_PRECISION_INT8 ? "face restorers have no int8; " : "", "auto",
+             bf16 ? RESTORE_BF16_WHY ", native "
+                                     "AVX512-BF16 or AMX"
+                  : "fp32 (bf16 would not be faster here)");
+    return AG_OK;
+}

@@ -321,9 +321,16 @@ static int golden_read(const char *name, golden *g) {
     return 0;
 }
 
-/* The model of a golden file on `backend`: the float output within `tol` of PyTorch's and
- * the 8-bit one within one level. */
-static int check_golden(const char *name, ag_backend backend, float tol) {
+/* The model of a golden file on `backend` in `precision`: the float output within `tol` of
+ * PyTorch's, the 8-bit one within `levels` of its and at least `min_db` PSNR from it. */
+typedef struct golden_bar {
+    ag_precision precision;
+    float tol;
+    int levels;
+    double min_db;
+} golden_bar;
+
+static int check_golden_at(const char *name, ag_backend backend, golden_bar bar) {
     golden g;
     CHECK(golden_read(name, &g) == 0);
     char path[512];
@@ -334,14 +341,14 @@ static int check_golden(const char *name, ag_backend backend, float tol) {
     size_t n = (size_t)g.size * g.size * 3;
     float *in = ag_malloc(n * sizeof *in), *out = ag_malloc(n * sizeof *out);
     int rc = in && out ? ag_restore_model_load(path, &model, &err) : AG_E_NOMEM;
-    ag_engine_options opt = {.backend = backend, .precision = AG_PRECISION_FP32, .threads = 2};
+    ag_engine_options opt = {.backend = backend, .precision = bar.precision, .threads = 2};
     if (rc == AG_OK)
         rc = ag_engine_create(model, &opt, &engine, &err);
     for (size_t i = 0; rc == AG_OK && i < n; i++)
         in[i] = (float)g.in_u8[i] / 127.5f - 1.0f;
     if (rc == AG_OK)
         rc = ag_engine_run_f32(engine, in, g.size, g.size, out, &err);
-    double worst = 0.0, peak = 0.0;
+    double worst = 0.0, peak = 0.0, sq = 0.0;
     int worst8 = 0;
     for (size_t i = 0; rc == AG_OK && i < n; i++) {
         double d = fabs((double)out[i] - (double)g.out_f32[i]);
@@ -350,19 +357,28 @@ static int check_golden(const char *name, ag_backend backend, float tol) {
         float y = out[i] < -1.0f ? -1.0f : out[i] > 1.0f ? 1.0f : out[i];
         int v = (int)lrintf((y + 1.0f) * 127.5f), d8 = abs(v - (int)g.out_u8[i]);
         worst8 = d8 > worst8 ? d8 : worst8;
+        sq += (double)d8 * d8;
     }
+    double db = sq > 0.0 ? 10.0 * log10(255.0 * 255.0 / (sq / (double)n)) : 99.0;
     if (rc == AG_OK)
-        printf("  %s, %s: max |error| %.2e (output peak %.2f), 8-bit %d level(s)\n", name,
-               backend == AG_BACKEND_REFERENCE ? "reference" : "onednn", worst, peak, worst8);
+        printf("  %s, %s %s: max |error| %.2e (output peak %.2f), 8-bit %d level(s), %.1f dB\n",
+               name, backend == AG_BACKEND_REFERENCE ? "reference" : "onednn",
+               ag_precision_name(bar.precision), worst, peak, worst8, db);
     ag_engine_destroy(engine);
     ag_model_destroy(model);
     ag_free(in);
     ag_free(out);
     ag_free(g.buf);
     CHECK_OK(rc, &err);
-    CHECK_MSG(worst <= (double)tol, "max error %.3g over %.3g", worst, (double)tol);
-    CHECK(worst8 <= 1);
+    CHECK_MSG(worst <= (double)bar.tol, "max error %.3g over %.3g", worst, (double)bar.tol);
+    CHECK_MSG(worst8 <= bar.levels, "%d levels over %d", worst8, bar.levels);
+    CHECK_MSG(db >= bar.min_db, "%.1f dB under %.0f", db, bar.min_db);
     return 0;
+}
+
+/* fp32: 1e-3 on the float output, 1 level on 8-bit (the tolerance). */
+static int check_golden(const char *name, ag_backend backend, float tol) {
+    return check_golden_at(name, backend, (golden_bar){AG_PRECISION_FP32, tol, 1, 0.0});
 }
 
 LEAK_FREE(test_gpen_golden) {
@@ -376,6 +392,24 @@ LEAK_FREE(test_gpen_golden) {
 LEAK_FREE(test_gfpgan_golden) {
     CHECK(check_golden("gfpgan64.agrf", AG_BACKEND_REFERENCE, 1e-3f) == 0);
     CHECK(check_golden("gfpgan64.agrf", AG_BACKEND_ONEDNN, 1e-3f) == 0);
+    return 0;
+}
+
+/*
+ * bf16 (the modulated convs' products in bf16, fp32 activations) against PyTorch's fp32 on
+ * the fixtures' real face crop: at least 38 dB (the issue's bar for a faster precision; its
+ * 8-bit error and the float error are printed). Skipped where this CPU has no bf16 at all.
+ */
+LEAK_FREE(test_restore_bf16_golden) {
+    ag_precision_choice choice;
+    if (ag_restore_precision_resolve(AG_PRECISION_BF16, NULL, &choice) != AG_OK) {
+        printf("  skipped: %s\n", choice.note);
+        return 0;
+    }
+    golden_bar bar = {AG_PRECISION_BF16, 1.0f, 255, 38.0};
+    CHECK(check_golden_at("gpen64.agrf", AG_BACKEND_ONEDNN, bar) == 0);
+    CHECK(check_golden_at("gpen32.agrf", AG_BACKEND_ONEDNN, bar) == 0);
+    CHECK(check_golden_at("gfpgan64.agrf", AG_BACKEND_ONEDNN, bar) == 0);
     return 0;
 }
 
@@ -401,4 +435,4 @@ TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_gfpgan_params_ema_arch), TEST(test_full_size_layouts),
           TEST(test_full_size_layouts_build), TEST(test_layout_mismatches),
           TEST(test_bad_checkpoints), TEST(test_gpen_golden), TEST(test_gfpgan_golden),
-          TEST(test_restore_model_load_refusals))
+          TEST(test_restore_bf16_golden), TEST(test_restore_model_load_refusals))

@@ -583,19 +583,18 @@ static int engine_init(PyObject *obj, PyObject *args, PyObject *kwargs) {
     if (p < 0 || b < 0 || r < 0)
         return -1;
     o.backend = (ag_backend)b, o.resize = (ag_resize_mode)r;
-    if (ag_precision_resolve((ag_precision)p, o.backend, NULL, &self->precision) != 0) {
+    const ag_model *model = ((WeightsObject *)weights)->model;
+    int restorer = !strcmp(ag_model_get_info(model)->kind, "restorer");
+    if (restorer && p == AG_PRECISION_INT8)
+        return input_error("a restorer runs in fp32 or bf16 (precision 'int8' given)"), -1;
+    if ((restorer
+             ? ag_restore_precision_resolve((ag_precision)p, NULL, &self->precision)
+             : ag_precision_resolve((ag_precision)p, o.backend, NULL, &self->precision)) != 0) {
         ag_error err = {.code = AG_E_UNSUPPORTED};
         snprintf(err.message, sizeof err.message, "%s", self->precision.note);
         return raise_error(&err, AT_RUN), -1;
     }
     o.precision = self->precision.precision;
-    const ag_model *model = ((WeightsObject *)weights)->model;
-    if (!strcmp(ag_model_get_info(model)->kind, "restorer")) {
-        if (p != AG_PRECISION_AUTO && p != AG_PRECISION_FP32)
-            return input_error("a restorer runs in fp32 (precision 'fp32' or 'auto')"), -1;
-        o.precision = self->precision.precision = AG_PRECISION_FP32;
-        self->precision.emulated = 0;
-    }
     ag_error err = {0};
     int rc = ag_engine_create(model, &o, &self->engine, &err);
     if (rc)

@@ -57,6 +57,8 @@ typedef struct ag_op_io {
     ag_shape o;
     float *scratch; /* the descriptor's scratch floats */
     int fast;       /* matmuls on sgemm */
+    /* fast: a modulated conv's bf16 products (NULL: fp32), made by the engine per plan */
+    const struct ag_gemm_bf16 *bf16;
     int threads;
     ag_resize_mode resize; /* the engine's override of resize modes (AG_RESIZE_DEFAULT: none) */
 } ag_op_io;

@@ -462,7 +462,8 @@ void ag_pack_modconv(const ag_node *n, float *weight, float *tmp) {
 /*
  * The style scales the input channels, the conv runs with the unmodulated weight (never
  * modulated per image), and demodulation scales its output channels, with the bias, in the
- * conv's epilogue. The fast backend's conv is sgemm (gemm_conv.c), the reference's loops.
+ * conv's epilogue. The fast backend's conv is matrix products (gemm_conv.c: sgemm, or bf16
+ * when the engine gives it io->bf16), the reference's loops.
  */
 void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0], o = io->o;
@@ -470,35 +471,33 @@ void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     int IC = in.c, OC = o.c, K = n->k;
     float *d = io->scratch, *x = io->scratch + demod_floats(n);
     demodulation(n, s, d);
-    if (n->up == 2) {
-        size_t N = (size_t)in.h * in.w;
-#pragma omp parallel for num_threads(io->threads) schedule(static)
-        for (size_t p = 0; p < N; p++)
+    static const int no_pad[4] = {0, 0, 0, 0};
+    const int *pad = n->up == 2 ? no_pad : n->pad;
+    int HP = in.h + pad[0] + pad[1], WP = in.w + pad[2] + pad[3];
+    /* The band follows the scaled input, at a float boundary (bf16 takes half its room). */
+    float *band = x + (size_t)HP * WP * IC;
+    if (io->fast) {
+        ag_fused_modulate(x, io->bf16 != NULL, io->src[0], in.h, in.w, IC, s, pad, io->threads);
+        if (n->up == 2)
+            ag_gemm_conv_t(io->out, x, in.h, in.w, IC, n->weight, OC, K, 2, d, n->bias, band,
+                           io->bf16, io->threads);
+        else
+            ag_gemm_conv(io->out, x, HP, WP, IC, n->weight, OC, K, d, n->bias, band, io->bf16,
+                         io->threads);
+        return;
+    }
+    for (int y = 0; y < HP; y++) /* the reference scales with plain loops */
+        for (int xp = 0; xp < WP; xp++) {
+            int sy = y - pad[0], sx = xp - pad[2];
+            int inside = sy >= 0 && sy < in.h && sx >= 0 && sx < in.w;
             for (int c = 0; c < IC; c++)
-                x[p * IC + c] = io->src[0][p * IC + c] * s[c];
-        if (io->fast) {
-            ag_gemm_conv_t(io->out, x, in.h, in.w, IC, n->weight, OC, K, 2, d, n->bias, x + N * IC,
-                           io->threads);
-            return;
+                x[((size_t)y * WP + xp) * IC + c] =
+                    inside ? io->src[0][((size_t)sy * in.w + sx) * IC + c] * s[c] : 0.0f;
         }
+    if (n->up == 2) {
         int crop[4] = {0, 0, 0, 0};
         conv_transpose(io->out, o, x, in, n->weight, 1, K, 2, crop);
     } else {
-        int HP = in.h + n->pad[0] + n->pad[1], WP = in.w + n->pad[2] + n->pad[3];
-#pragma omp parallel for num_threads(io->threads) schedule(static)
-        for (int y = 0; y < HP; y++)
-            for (int xp = 0; xp < WP; xp++) {
-                float *dst = x + ((size_t)y * WP + xp) * IC;
-                int sy = y - n->pad[0], sx = xp - n->pad[2];
-                int inside = sy >= 0 && sy < in.h && sx >= 0 && sx < in.w;
-                for (int c = 0; c < IC; c++)
-                    dst[c] = inside ? io->src[0][((size_t)sy * in.w + sx) * IC + c] * s[c] : 0.0f;
-            }
-        if (io->fast) {
-            ag_gemm_conv(io->out, x, HP, WP, IC, n->weight, OC, K, d, n->bias,
-                         x + (size_t)HP * WP * IC, io->threads);
-            return;
-        }
         conv_packed(io->out, x, HP, WP, IC, n->weight, OC, K);
     }
     for (size_t p = 0; p < (size_t)o.h * o.w; p++)

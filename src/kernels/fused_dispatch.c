@@ -115,6 +115,11 @@ void ag_fused_scale_shift(float *out, const float *src, size_t src_stride, int r
     ag_fused_ops_active()->scale_shift(out, src, src_stride, rows, cols, C, scale, shift, threads);
 }
 
+void ag_fused_modulate(void *out, int bf16, const float *x, int H, int W, int C, const float *s,
+                       const int *pad, int threads) {
+    ag_fused_ops_active()->modulate(out, bf16, x, H, W, C, s, pad, threads);
+}
+
 void ag_fused_scatter_taps(float *out, const float *band, int rows, int first, int W, int WO, int K,
                            int stride, int OC, int threads) {
     ag_fused_ops_active()->scatter_taps(out, band, rows, first, W, WO, K, stride, OC, threads);

@@ -1,8 +1,8 @@
 /*
- * gemm_conv.c - convolutions as a few large sgemm calls over whole NHWC maps, for the
+ * gemm_conv.c - convolutions as a few large matrix products over whole NHWC maps, for the
  * StyleGAN family's modulated convs (ops_style.c). Their weights are big (GPEN-512: 284 MB)
  * and shared by every worker: a oneDNN conv primitive would keep a reordered copy per
- * engine, sgemm reads the model's one packed copy, (IC, K*K, OC), in place.
+ * engine, these products read the model's one packed copy, (IC, K*K, OC), in place.
  *
  * A K x K conv is K*K matrix products accumulated into the output: tap (ky, kx) multiplies
  * the input shifted by (ky, kx), an (M, IC) matrix, by that tap's (IC, OC) slice of the
@@ -10,9 +10,17 @@
  * constant stride, so a band of rows is one product per tap (the K - 1 columns past each
  * row's end are computed and dropped). A stride-2 transposed conv is one product of the
  * input by all the taps at once, (M, IC) x (IC, K*K*OC), scattered into the output.
- * sgemm runs on the engine's OpenMP threads; the bands keep its output near 1 MB, in cache.
+ * The bands keep the product's output near 1 MB, in cache.
+ *
+ * Two kinds of product: fp32 on oneDNN's sgemm, or bf16 x bf16 -> fp32 (ag_gemm_bf16) on
+ * oneDNN matmul primitives, made once per plan for the band's two row counts (oneDNN 2.6
+ * has no public bf16 gemm; its matmul runs AMX tiles or AVX512-BF16 dot products) and
+ * accumulating over the taps by a sum post-op. Both run on the engine's OpenMP threads.
  */
 #include "kernels.h"
+#include "onednn.h"
+
+#include "../util/util_internal.h"
 
 #include <dnnl.h>
 #include <string.h>
@@ -29,26 +37,6 @@ size_t ag_gemm_conv_band_floats(int HO, int WP, int OC) {
     return (size_t)conv_band_rows(HO, WP, OC) * WP * OC;
 }
 
-void ag_gemm_conv(float *out, const float *x, int HP, int WP, int IC, const float *w, int OC, int K,
-                  const float *scale, const float *shift, float *band, int threads) {
-    int HO = HP - K + 1, WO = WP - K + 1, KK = K * K;
-    int rows = conv_band_rows(HO, WP, OC);
-    for (int y0 = 0; y0 < HO; y0 += rows) {
-        int R = y0 + rows <= HO ? rows : HO - y0;
-        /* Rows m = r * WP + x of the band; the last row stops at WO so no tap reads past
-         * the padded map. */
-        dnnl_dim_t M = (dnnl_dim_t)(R - 1) * WP + WO;
-        for (int t = 0; t < KK; t++) {
-            int ky = t / K, kx = t % K;
-            const float *a = x + ((size_t)(y0 + ky) * WP + kx) * IC;
-            dnnl_sgemm('N', 'N', M, OC, IC, 1.0f, a, IC, w + (size_t)t * OC, (dnnl_dim_t)KK * OC,
-                       t ? 1.0f : 0.0f, band, OC);
-        }
-        ag_fused_scale_shift(out + (size_t)y0 * WO * OC, band, (size_t)WP * OC, R, WO, OC, scale,
-                             shift, threads);
-    }
-}
-
 /* Input rows per band of a transposed conv, at least one. */
 static int conv_t_band_rows(int H, int W, int KK, int OC) {
     int rows = BAND_FLOATS / (W * KK * OC);
@@ -59,16 +47,188 @@ size_t ag_gemm_conv_t_band_floats(int H, int W, int K, int OC) {
     return (size_t)conv_t_band_rows(H, W, K * K, OC) * W * K * K * OC;
 }
 
-void ag_gemm_conv_t(float *out, const float *x, int H, int W, int IC, const float *w, int OC, int K,
-                    int stride, const float *scale, const float *shift, float *band, int threads) {
+/* ---- bf16 products --------------------------------------------------------------------- */
+
+/* One matmul: (M, K) bf16 rows lda apart times (K, N) bf16 rows ldb apart into (M, N) fp32
+ * rows ldc apart, the memories bound per run. */
+typedef struct product {
+    dnnl_primitive_t primitive;
+    dnnl_memory_t a, b, c, scratch;
+} product;
+
+struct ag_gemm_bf16 {
+    ag_dnnl *dnnl;
+    int transposed;
+    int last_rows;          /* rows of the last band (its own primitives when it is shorter) */
+    product p[2][2];        /* [last band][accumulate into the output] */
+    const uint16_t *weight; /* bound: the packed (IC, K*K, OC) in bf16 */
+    void *scratchpad;       /* bound: ag_gemm_bf16_create's scratch_bytes */
+};
+
+static dnnl_status_t product_create(product *p, ag_dnnl *dnnl, dnnl_dim_t M, dnnl_dim_t N,
+                                    dnnl_dim_t K, dnnl_dim_t lda, dnnl_dim_t ldb, dnnl_dim_t ldc,
+                                    int accumulate, size_t *scratch_bytes) {
+    dnnl_engine_t engine = ag_dnnl_engine_handle(dnnl);
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N}, sa = {lda, 1}, sb = {ldb, 1}, sc = {ldc, 1};
+    dnnl_status_t st = dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa);
+    if (st == dnnl_success)
+        st = dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_bf16, sb);
+    if (st == dnnl_success)
+        st = dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc);
+    dnnl_matmul_desc_t desc;
+    if (st == dnnl_success)
+        st = dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success && accumulate) {
+        st = dnnl_post_ops_create(&post);
+        if (st == dnnl_success)
+            st = dnnl_post_ops_append_sum(post, 1.0f);
+        if (st == dnnl_success)
+            st = dnnl_primitive_attr_set_post_ops(attr, post);
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
+    if (post)
+        dnnl_post_ops_destroy(post);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(&p->primitive, pd);
+    const dnnl_memory_desc_t *pad_md =
+        st == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
+    dnnl_memory_t *mems[4] = {&p->a, &p->b, &p->c, &p->scratch};
+    const dnnl_memory_desc_t *mds[4] = {&a, &b, &c, pad_md};
+    for (int i = 0; i < 4 && st == dnnl_success; i++)
+        st = dnnl_memory_create(mems[i], mds[i], engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success) {
+        size_t bytes = dnnl_memory_desc_get_size(pad_md);
+        *scratch_bytes = bytes > *scratch_bytes ? bytes : *scratch_bytes;
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static void product_destroy(product *p) {
+    dnnl_memory_t mems[4] = {p->a, p->b, p->c, p->scratch};
+    for (int i = 0; i < 4; i++)
+        if (mems[i])
+            dnnl_memory_destroy(mems[i]);
+    if (p->primitive)
+        dnnl_primitive_destroy(p->primitive);
+}
+
+int ag_gemm_bf16_create(ag_dnnl *dnnl, int transposed, int HP, int WP, int IC, int OC, int K,
+                        ag_gemm_bf16 **out, size_t *scratch_bytes, ag_error *err) {
+    *out = NULL;
+    ag_gemm_bf16 *g = ag_calloc(1, sizeof *g);
+    if (!g)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory");
+    g->dnnl = dnnl;
+    g->transposed = transposed;
+    int KK = K * K, HO = HP - K + 1, WO = WP - K + 1;
+    int rows = transposed ? conv_t_band_rows(HP, WP, KK, OC) : conv_band_rows(HO, WP, OC);
+    int total = transposed ? HP : HO;
+    g->last_rows = total % rows ? total % rows : rows;
+    dnnl_status_t st = dnnl_success;
+    for (int last = 0; last < (g->last_rows != rows ? 2 : 1) && st == dnnl_success; last++) {
+        int R = last ? g->last_rows : rows;
+        if (transposed) {
+            st = product_create(&g->p[last][0], dnnl, (dnnl_dim_t)R * WP, (dnnl_dim_t)KK * OC, IC,
+                                IC, (dnnl_dim_t)KK * OC, (dnnl_dim_t)KK * OC, 0, scratch_bytes);
+            continue;
+        }
+        for (int acc = 0; acc < 2 && st == dnnl_success; acc++)
+            st = product_create(&g->p[last][acc], dnnl, (dnnl_dim_t)(R - 1) * WP + WO, OC, IC, IC,
+                                (dnnl_dim_t)KK * OC, OC, acc, scratch_bytes);
+    }
+    if (st != dnnl_success) {
+        ag_gemm_bf16_destroy(g);
+        return ag_error_set(err, AG_E_INTERNAL, "oneDNN: bf16 matmul creation failed (status %d)",
+                            (int)st);
+    }
+    *out = g;
+    return AG_OK;
+}
+
+void ag_gemm_bf16_bind(ag_gemm_bf16 *g, const uint16_t *weight, void *scratchpad) {
+    g->weight = weight;
+    g->scratchpad = scratchpad;
+}
+
+void ag_gemm_bf16_destroy(ag_gemm_bf16 *g) {
+    if (!g)
+        return;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            product_destroy(&g->p[i][j]);
+    ag_free(g);
+}
+
+static void product_run(const ag_gemm_bf16 *g, const product *p, const uint16_t *a,
+                        const uint16_t *b, float *c) {
+    dnnl_memory_set_data_handle(p->a, (void *)a);
+    dnnl_memory_set_data_handle(p->b, (void *)b);
+    dnnl_memory_set_data_handle(p->c, c);
+    dnnl_memory_set_data_handle(p->scratch, g->scratchpad);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->a},
+                               {DNNL_ARG_WEIGHTS, p->b},
+                               {DNNL_ARG_DST, p->c},
+                               {DNNL_ARG_SCRATCHPAD, p->scratch}};
+    dnnl_status_t st =
+        dnnl_primitive_execute(p->primitive, ag_dnnl_stream_handle(g->dnnl), 4, args);
+    AG_ASSERT(st == dnnl_success); /* shapes fixed at create: nothing left to fail */
+}
+
+/* ---- the convolutions ------------------------------------------------------------------ */
+
+void ag_gemm_conv(float *out, const void *x, int HP, int WP, int IC, const float *w, int OC, int K,
+                  const float *scale, const float *shift, float *band, const ag_gemm_bf16 *bf16,
+                  int threads) {
+    int HO = HP - K + 1, WO = WP - K + 1, KK = K * K;
+    int rows = conv_band_rows(HO, WP, OC);
+    for (int y0 = 0; y0 < HO; y0 += rows) {
+        int R = y0 + rows <= HO ? rows : HO - y0;
+        /* Rows m = r * WP + x of the band; the last row stops at WO so no tap reads past
+         * the padded map. */
+        dnnl_dim_t M = (dnnl_dim_t)(R - 1) * WP + WO;
+        for (int t = 0; t < KK; t++) {
+            int ky = t / K, kx = t % K;
+            size_t at = ((size_t)(y0 + ky) * WP + kx) * IC;
+            if (bf16)
+                product_run(bf16, &bf16->p[R != rows][t > 0], (const uint16_t *)x + at,
+                            bf16->weight + (size_t)t * OC, band);
+            else
+                dnnl_sgemm('N', 'N', M, OC, IC, 1.0f, (const float *)x + at, IC, w + (size_t)t * OC,
+                           (dnnl_dim_t)KK * OC, t ? 1.0f : 0.0f, band, OC);
+        }
+        ag_fused_scale_shift(out + (size_t)y0 * WO * OC, band, (size_t)WP * OC, R, WO, OC, scale,
+                             shift, threads);
+    }
+}
+
+void ag_gemm_conv_t(float *out, const void *x, int H, int W, int IC, const float *w, int OC, int K,
+                    int stride, const float *scale, const float *shift, float *band,
+                    const ag_gemm_bf16 *bf16, int threads) {
     int HO = (H - 1) * stride + K, WO = (W - 1) * stride + K, KK = K * K;
     int rows = conv_t_band_rows(H, W, KK, OC);
     memset(out, 0, sizeof(float) * (size_t)HO * WO * OC);
     for (int a0 = 0; a0 < H; a0 += rows) {
         int R = a0 + rows <= H ? rows : H - a0;
-        dnnl_sgemm('N', 'N', (dnnl_dim_t)R * W, (dnnl_dim_t)KK * OC, IC, 1.0f,
-                   x + (size_t)a0 * W * IC, IC, w, (dnnl_dim_t)KK * OC, 0.0f, band,
-                   (dnnl_dim_t)KK * OC);
+        size_t at = (size_t)a0 * W * IC;
+        if (bf16)
+            product_run(bf16, &bf16->p[R != rows][0], (const uint16_t *)x + at, bf16->weight, band);
+        else
+            dnnl_sgemm('N', 'N', (dnnl_dim_t)R * W, (dnnl_dim_t)KK * OC, IC, 1.0f,
+                       (const float *)x + at, IC, w, (dnnl_dim_t)KK * OC, 0.0f, band,
+                       (dnnl_dim_t)KK * OC);
         /* Input pixel (a, b), tap (ky, kx) adds to output (a * stride + ky, b * stride + kx). */
         ag_fused_scatter_taps(out, band, R, a0, W, WO, K, stride, OC, threads);
     }

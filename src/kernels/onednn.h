@@ -1,6 +1,6 @@
 /*
- * onednn.h - the convolutions on oneDNN. Every oneDNN call of the project is in onednn.c;
- * the engine sees only these functions.
+ * onednn.h - the convolutions on oneDNN (onednn.c, onednn_int8.c, and the modulated convs'
+ * products in gemm_conv.c): the engine sees only these functions.
  *
  * A conv is created for one layer at one feature-map size: its source is the layer's
  * reflection-padded input (HP, WP, IC) NHWC and oneDNN pads nothing. Its scratchpad and
@@ -42,6 +42,18 @@ void ag_dnnl_conv_bind(ag_dnnl_conv *conv, const void *src, void *dst, const flo
                        void *prepared_weights, void *scratch);
 
 int ag_dnnl_conv_run(ag_dnnl_conv *conv, ag_error *err);
+
+/*
+ * The bf16 products of one modulated conv at one size (gemm_conv.c): a stride-1 valid conv
+ * of (HP, WP, IC) by K x K into OC channels, or (`transposed`) the stride-2 transposed conv
+ * of (HP, WP, IC) = (H, W, IC). Reports the scratchpad it needs; bind gives it the packed
+ * bf16 weight (IC, K*K, OC) and that scratchpad before it runs.
+ */
+typedef struct ag_gemm_bf16 ag_gemm_bf16;
+int ag_gemm_bf16_create(ag_dnnl *dnnl, int transposed, int HP, int WP, int IC, int OC, int K,
+                        ag_gemm_bf16 **out, size_t *scratch_bytes, ag_error *err);
+void ag_gemm_bf16_bind(ag_gemm_bf16 *g, const uint16_t *weight, void *scratchpad);
+void ag_gemm_bf16_destroy(ag_gemm_bf16 *g);
 
 /* The engine and stream (dnnl_engine_t, dnnl_stream_t) for the other oneDNN file,
  * onednn_int8.c, so its primitives run on the same ones. */

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,9 +576,83 @@ int ag_model_list_bundled(const char **names, int max) {
     return count;
 }
 
+/* ---- bf16 copies ---------------------------------------------------------------------- */
+
+/* Engines are made on many threads over one model: one lock for every model's copies, taken
+ * only when an engine is created. */
+static pthread_mutex_t bf16_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int has_bf16_copy(const ag_node *n) {
+    return n->op == AG_OP_MODCONV;
+}
+
+static size_t bf16_count(const ag_node *n) {
+    return (size_t)n->in_c * n->out_c * n->k * n->k;
+}
+
+/* fp32 to bf16, rounding to nearest even (weights are finite). */
+static uint16_t to_bf16(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+int ag_model_bf16_weights(const ag_model *model, ag_error *err) {
+    ag_model *m = (ag_model *)model; /* the copies are made once, under the lock */
+    const ag_graph *g = &m->graph;
+    int rc = AG_OK;
+    pthread_mutex_lock(&bf16_lock);
+    if (!m->bf16_of) {
+        size_t total = 0;
+        for (int i = 0; i < g->count; i++)
+            total +=
+                has_bf16_copy(&g->nodes[i]) ? (bf16_count(&g->nodes[i]) + 31) & ~(size_t)31 : 0;
+        m->weights_bf16 = ag_malloc(sizeof(uint16_t) * (total ? total : 1));
+        const uint16_t **of = ag_calloc((size_t)g->count, sizeof *of);
+        if (!m->weights_bf16 || !of) {
+            ag_free(m->weights_bf16);
+            m->weights_bf16 = NULL;
+            ag_free(of);
+            rc = ag_error_set(err, AG_E_NOMEM, "out of memory for %zu MB of bf16 weights",
+                              (total * 2) >> 20);
+        } else {
+            uint16_t *at = m->weights_bf16;
+            for (int i = 0; i < g->count; i++) {
+                const ag_node *n = &g->nodes[i];
+                if (!has_bf16_copy(n))
+                    continue;
+                for (size_t j = 0; j < bf16_count(n); j++)
+                    at[j] = to_bf16(n->weight[j]);
+                of[i] = at;
+                at += (bf16_count(n) + 31) & ~(size_t)31;
+            }
+            m->bf16_of = of;
+        }
+    }
+    pthread_mutex_unlock(&bf16_lock);
+    return rc;
+}
+
+int ag_model_prepare_precision(const ag_model *model, ag_precision precision, ag_error *err) {
+    for (int i = 0; precision == AG_PRECISION_BF16 && i < model->graph.count; i++)
+        if (has_bf16_copy(&model->graph.nodes[i]))
+            return ag_model_bf16_weights(model, err);
+    return AG_OK;
+}
+
+size_t ag_model_bf16_bytes(const ag_model *model) {
+    size_t total = 0;
+    for (int i = 0; model->bf16_of && i < model->graph.count; i++)
+        if (model->bf16_of[i])
+            total += sizeof(uint16_t) * bf16_count(&model->graph.nodes[i]);
+    return total;
+}
+
 void ag_model_destroy(ag_model *model) {
     if (!model)
         return;
+    ag_free(model->weights_bf16);
+    ag_free((void *)model->bf16_of);
     ag_free(model->weights);
     ag_free(model->strings);
     ag_free(model);

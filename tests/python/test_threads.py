@@ -46,7 +46,7 @@ def test_threads_give_the_serial_results(engines):
 
 def test_gil_released_during_a_conversion():
     model = animegan.Model("hayao", threads=1)
-    image = photo(size=(160, 120))
+    image = photo(size=(480, 360))  # long enough to tick in, even on AMX (160x120: 15 ms)
     model(image)  # plan the arena first
     done = threading.Event()
     ticks = 0
@@ -63,8 +63,8 @@ def test_gil_released_during_a_conversion():
         time.sleep(0.001)
     t.join()
     elapsed = time.perf_counter() - start
-    # With the GIL held the main thread would not run until the call returned.
-    assert elapsed > 0.02 and ticks >= 5, (elapsed, ticks)
+    # With the GIL held the main thread would not run until the call returned: one tick.
+    assert ticks >= 5, (elapsed, ticks)
 
 
 def test_engine_refuses_a_second_caller():
