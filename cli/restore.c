@@ -73,11 +73,13 @@ int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_
         snprintf(err->message, sizeof err->message, "%s", precision.note);
         return err->code;
     }
-    if (precision.emulated)
+    if (precision.emulated || options->precision == AG_PRECISION_INT8)
         fprintf(stderr, "animegan: %s\n", precision.note);
     o.precision = precision.precision;
     o.resize = AG_RESIZE_DEFAULT;
     int rc = ag_restore_model_load(path, model, err);
+    if (rc == AG_OK) /* one engine, one precision: the model keeps only its weights */
+        rc = ag_model_prepare_precision(*model, o.precision, 1, err);
     if (rc == AG_OK)
         rc = ag_engine_create(*model, &o, engine, err);
     if (rc != AG_OK) {

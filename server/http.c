@@ -365,12 +365,12 @@ static void restorers_json(const ag_server *s, ag_text *t) {
         ag_text_json_string(t, slash ? slash + 1 : path);
         ag_text_append(t, ",\"architecture\":", 16);
         ag_text_json_string(t, info->architecture);
-        ag_text_printf(t,
-                       ",\"face_size\":%d,\"gflop_per_face\":%.4g,\"param_count\":%zu,"
-                       "\"weight_bytes\":%zu}",
-                       info->min_side,
-                       ag_model_flop(s->restorers[i], info->min_side, info->min_side) / 1e9,
-                       info->param_count, info->weight_bytes);
+        ag_text_printf(
+            t,
+            ",\"face_size\":%d,\"gflop_per_face\":%.4g,\"param_count\":%zu,"
+            "\"weight_bytes\":%zu,\"precision\":\"%s\"}",
+            info->min_side, ag_model_flop(s->restorers[i], info->min_side, info->min_side) / 1e9,
+            info->param_count, info->weight_bytes, ag_precision_name(s->restore_precision));
     }
     ag_text_append(t, "]", 1);
 }

@@ -438,9 +438,10 @@ static int server_load(ag_server *s) {
     }
     s->restore_precision = c->restore_model_count ? restore_precision.precision : AG_PRECISION_FP32;
     for (int i = 0; i < c->restore_model_count; i++) {
-        /* What the workers' engines share (bf16 weights) is made now, in the measured base. */
+        /* What the workers' engines share (bf16 weights, then the only ones) is made now,
+         * in the measured base. */
         if (ag_restore_model_load(c->restore_models[i], &s->restorers[i], &err) != 0 ||
-            ag_model_prepare_precision(s->restorers[i], s->restore_precision, &err) != 0) {
+            ag_model_prepare_precision(s->restorers[i], s->restore_precision, 1, &err) != 0) {
             fprintf(stderr, "animegan: %s\n", err.message);
             return -1;
         }

@@ -822,6 +822,7 @@ static void bind_onednn(ag_engine *e) {
         e->exec[gi].row_q = e->groups[gi].q8 ? ag_engine_buffer(e, e->exec[gi].row_q_id) : NULL;
         if (e->exec[gi].mm)
             ag_gemm_bf16_bind(e->exec[gi].mm, e->model->bf16_of[e->groups[gi].head],
+                              e->model->demod_sq_of[e->groups[gi].head],
                               ag_engine_buffer(e, e->scratch_id));
     }
 }
@@ -1388,6 +1389,12 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
                             "the reference backend runs fp32 only; bf16 needs --backend onednn");
     if (o->backend != AG_BACKEND_ONEDNN && o->backend != AG_BACKEND_REFERENCE)
         return ag_error_set(err, AG_E_ARG, "unknown backend %d", (int)o->backend);
+    if (model->fp32_dropped &&
+        (o->precision != AG_PRECISION_BF16 || o->backend != AG_BACKEND_ONEDNN))
+        return ag_error_set(err, AG_E_UNSUPPORTED,
+                            "model %s keeps its weights in bf16 only (it was prepared so): "
+                            "it runs with --precision bf16 on the onednn backend",
+                            model->info.name);
     ag_engine *e = ag_calloc(1, sizeof *e);
     if (!e)
         return ag_error_set(err, AG_E_NOMEM, "out of memory");

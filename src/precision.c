@@ -131,10 +131,11 @@ int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cp
 
 /*
  * Face restorers (GPEN, GFPGAN): bf16 is their modulated convs' products in bf16 (fp32
- * activations; the U-Net convs of GFPGAN stay fp32), RESTORE_BF16_DB against fp32 on a real
- * face (tests/test_restore_precision.c); int8 they do not have.
+ * activations; the other convs stay fp32): 54-57 dB against PyTorch's fp32 on the fixtures'
+ * face (tests/test_restore.c), 51 dB (GFPGANv1.4) and 55 dB (GPEN-BFR-512) against our fp32
+ * on a real 512 px face at full size (bench/restore.sh); int8 they do not have.
  */
-#define RESTORE_BF16_WHY "bf16 products, 45 dB or more against fp32"
+#define RESTORE_BF16_WHY "bf16 products, 51 dB or more against fp32"
 
 int ag_restore_precision_resolve(ag_precision requested, const ag_cpu_info *cpu,
                                  ag_precision_choice *out) {

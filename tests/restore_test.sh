@@ -144,6 +144,30 @@ if "$BIN" restore tests/data/astronaut.png -o "$tmp/up.png" --model "$GPEN" --up
 sys.exit(Image.open(sys.argv[1]).size != (1024, 1024))" "$tmp/up.png"; then
     ok restore_upscale
 else bad restore_upscale; fi
+# --precision bf16 (the modulated convs' products in bf16): within 38 dB of fp32 on the
+# photo; where the CPU has no bf16 at all, refused in one line.
+if "$BIN" restore tests/data/astronaut.png -o "$tmp/p32.png" --model "$GFPGAN" --precision fp32 \
+    -q -t 2 && "$BIN" restore tests/data/astronaut.png -o "$tmp/p16.png" --model "$GFPGAN" \
+    --precision bf16 -q -t 2 2>"$tmp/err"; then
+    db=$($PY - "$tmp/p32.png" "$tmp/p16.png" <<'PY'
+import sys
+import numpy as np
+from PIL import Image
+a, b = (np.asarray(Image.open(f).convert("RGB"), dtype=np.float64) for f in sys.argv[1:3])
+mse = ((a - b) ** 2).mean()
+print("%.1f" % (10 * np.log10(255 ** 2 / mse)) if mse else "99")
+PY
+)
+    echo "  bf16 against fp32: $db dB"
+    if [ "${db%.*}" -ge 38 ] && ! cmp -s "$tmp/p32.png" "$tmp/p16.png"; then
+        ok restore_bf16_close_to_fp32
+    else bad restore_bf16_close_to_fp32; fi
+elif grep -q "bf16 needs AVX-512" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ]; then
+    ok restore_bf16_close_to_fp32
+else bad restore_bf16_close_to_fp32; cat "$tmp/err"; fi
+"$BIN" restore tests/data/astronaut.png -o "$tmp/p8.png" --model "$GPEN" --precision int8 -q \
+    -t 2 2>"$tmp/err" && grep -q "face restorers have no int8" "$tmp/err" &&
+    ok restore_int8_says_why || { bad restore_int8_says_why; cat "$tmp/err"; }
 
 # The service: --restore-model, POST /api/v1/restore, restore=1 on convert, /metrics.
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
@@ -186,6 +210,7 @@ m = json.load(sys.stdin)
 r = m["restorers"]
 assert len(r) == 1 and r[0]["restore"] == 1 and r[0]["architecture"] == "gpen", r
 assert r[0]["face_size"] == 64 and r[0]["weight_bytes"] > 0 and r[0]["gflop_per_face"] > 0, r
+assert r[0]["precision"] in ("fp32", "bf16"), r
 assert m["options"]["restore"] == {"min": 0, "max": 1}, m["options"]
 ' && curl -s --max-time 10 "$url/api/v1/status" | /usr/bin/python3 -c '
 import json, sys

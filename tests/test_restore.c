@@ -413,6 +413,70 @@ LEAK_FREE(test_restore_bf16_golden) {
     return 0;
 }
 
+/* Run `model` in bf16 on the golden input of `g` into out. */
+static int run_bf16(const ag_model *model, const golden *g, float *in, float *out, ag_error *err) {
+    ag_engine *engine = NULL;
+    ag_engine_options opt = {
+        .backend = AG_BACKEND_ONEDNN, .precision = AG_PRECISION_BF16, .threads = 2};
+    size_t n = (size_t)g->size * g->size * 3;
+    for (size_t i = 0; i < n; i++)
+        in[i] = (float)g->in_u8[i] / 127.5f - 1.0f;
+    int rc = ag_engine_create(model, &opt, &engine, err);
+    if (rc == AG_OK)
+        rc = ag_engine_run_f32(engine, in, g->size, g->size, out, err);
+    ag_engine_destroy(engine);
+    return rc;
+}
+
+/* A model prepared to keep bf16 weights only: the same output as one that keeps both, less
+ * memory, and fp32 engines refused in one line. */
+LEAK_FREE(test_restore_bf16_only) {
+    ag_precision_choice choice;
+    if (ag_restore_precision_resolve(AG_PRECISION_BF16, NULL, &choice) != AG_OK) {
+        printf("  skipped: %s\n", choice.note);
+        return 0;
+    }
+    golden g;
+    CHECK(golden_read("gfpgan64.agrf", &g) == 0);
+    size_t n = (size_t)g.size * g.size * 3;
+    float *in = ag_malloc(n * sizeof *in), *a = ag_malloc(n * sizeof *a);
+    float *b = ag_malloc(n * sizeof *b);
+    ag_model *both = NULL, *only = NULL;
+    ag_error err = {0};
+    int rc = in && a && b ? AG_OK : AG_E_NOMEM;
+    if (rc == AG_OK)
+        rc = ag_restore_model_load(RESTORE "gfpgan64_zip.pt", &both, &err);
+    if (rc == AG_OK)
+        rc = ag_restore_model_load(RESTORE "gfpgan64_zip.pt", &only, &err);
+    size_t bytes_both = rc == AG_OK ? ag_model_get_info(only)->weight_bytes : 0;
+    if (rc == AG_OK)
+        rc = ag_model_prepare_precision(only, AG_PRECISION_BF16, 1, &err);
+    if (rc == AG_OK)
+        rc = run_bf16(both, &g, in, a, &err);
+    if (rc == AG_OK)
+        rc = run_bf16(only, &g, in, b, &err);
+    int same = rc == AG_OK && memcmp(a, b, n * sizeof *a) == 0;
+    size_t bytes_only = rc == AG_OK ? ag_model_get_info(only)->weight_bytes : 0;
+    ag_engine *engine = NULL;
+    ag_error refused = {0};
+    ag_engine_options fp32 = {.backend = AG_BACKEND_ONEDNN, .precision = AG_PRECISION_FP32};
+    int rc32 = rc == AG_OK ? ag_engine_create(only, &fp32, &engine, &refused) : AG_OK;
+    ag_engine_destroy(engine);
+    ag_model_destroy(both);
+    ag_model_destroy(only);
+    ag_free(in);
+    ag_free(a);
+    ag_free(b);
+    ag_free(g.buf);
+    CHECK_OK(rc, &err);
+    printf("  weights %zu -> %zu bytes; fp32 refused: %s\n", bytes_both, bytes_only,
+           refused.message);
+    CHECK(same);
+    CHECK(bytes_only < bytes_both); /* this small GFPGAN is mostly U-Net: full size, below */
+    CHECK(rc32 == AG_E_UNSUPPORTED && strstr(refused.message, "bf16 only"));
+    return 0;
+}
+
 /* The loader's own refusals, through the public entry point. */
 LEAK_FREE(test_restore_model_load_refusals) {
     ag_model *m = NULL;
@@ -435,4 +499,5 @@ TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_gfpgan_params_ema_arch), TEST(test_full_size_layouts),
           TEST(test_full_size_layouts_build), TEST(test_layout_mismatches),
           TEST(test_bad_checkpoints), TEST(test_gpen_golden), TEST(test_gfpgan_golden),
-          TEST(test_restore_bf16_golden), TEST(test_restore_model_load_refusals))
+          TEST(test_restore_bf16_golden), TEST(test_restore_bf16_only),
+          TEST(test_restore_model_load_refusals))

@@ -432,17 +432,20 @@ static void conv_packed(float *out, const float *x, int HP, int WP, int IC, cons
         }
 }
 
-/* Demodulation: each output channel by 1 / |w[o] * s| (1 without demod). */
-static void demodulation(const ag_node *n, const float *s, float *d) {
+/* Demodulation: each output channel by 1 / |w[o] * s| (1 without demod), from the weight,
+ * or from its sums over the taps `wsq` (IC, OC) when given (a bf16 engine's). */
+static void demodulation(const ag_node *n, const float *s, const float *wsq, float *d) {
     int IC = n->in_c, OC = n->out_c, KK = n->k * n->k;
     double sq[4096] = {0};
     for (int ic = 0; ic < IC && n->demod; ic++) {
         double si = (double)s[ic] * (double)s[ic];
-        for (int t = 0; t < KK; t++) {
+        for (int t = 0; t < KK && !wsq; t++) {
             const float *w = n->weight + ((size_t)ic * KK + t) * OC;
             for (int oc = 0; oc < OC; oc++)
                 sq[oc] += (double)w[oc] * (double)w[oc] * si;
         }
+        for (int oc = 0; wsq && oc < OC; oc++)
+            sq[oc] += (double)wsq[(size_t)ic * OC + oc] * si;
     }
     for (int oc = 0; oc < OC; oc++)
         d[oc] = n->demod ? (float)(1.0 / sqrt(sq[oc] + (double)n->eps)) : 1.0f;
@@ -470,7 +473,7 @@ void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     const float *s = io->src[1];
     int IC = in.c, OC = o.c, K = n->k;
     float *d = io->scratch, *x = io->scratch + demod_floats(n);
-    demodulation(n, s, d);
+    demodulation(n, s, io->bf16 ? ag_gemm_bf16_demod_sq(io->bf16) : NULL, d);
     static const int no_pad[4] = {0, 0, 0, 0};
     const int *pad = n->up == 2 ? no_pad : n->pad;
     int HP = in.h + pad[0] + pad[1], WP = in.w + pad[2] + pad[3];

@@ -62,6 +62,7 @@ struct ag_gemm_bf16 {
     int last_rows;          /* rows of the last band (its own primitives when it is shorter) */
     product p[2][2];        /* [last band][accumulate into the output] */
     const uint16_t *weight; /* bound: the packed (IC, K*K, OC) in bf16 */
+    const float *demod_sq;  /* bound: its demodulation sums (IC, OC) */
     void *scratchpad;       /* bound: ag_gemm_bf16_create's scratch_bytes */
 };
 
@@ -158,9 +159,15 @@ int ag_gemm_bf16_create(ag_dnnl *dnnl, int transposed, int HP, int WP, int IC, i
     return AG_OK;
 }
 
-void ag_gemm_bf16_bind(ag_gemm_bf16 *g, const uint16_t *weight, void *scratchpad) {
+void ag_gemm_bf16_bind(ag_gemm_bf16 *g, const uint16_t *weight, const float *demod_sq,
+                       void *scratchpad) {
     g->weight = weight;
+    g->demod_sq = demod_sq;
     g->scratchpad = scratchpad;
+}
+
+const float *ag_gemm_bf16_demod_sq(const ag_gemm_bf16 *g) {
+    return g->demod_sq;
 }
 
 void ag_gemm_bf16_destroy(ag_gemm_bf16 *g) {

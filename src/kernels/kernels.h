@@ -84,6 +84,8 @@ void ag_matmul(float *out, const float *x, const float *w, int transpose, size_t
  * replaces w), made by ag_gemm_bf16_create (onednn.h) for these very shapes.
  */
 typedef struct ag_gemm_bf16 ag_gemm_bf16;
+/* The demodulation sums bound to `g` (Σ over taps of weight², (IC, OC)). */
+const float *ag_gemm_bf16_demod_sq(const ag_gemm_bf16 *g);
 size_t ag_gemm_conv_band_floats(int HO, int WP, int OC);
 void ag_gemm_conv(float *out, const void *x, int HP, int WP, int IC, const float *w, int OC, int K,
                   const float *scale, const float *shift, float *band, const ag_gemm_bf16 *bf16,

@@ -47,12 +47,14 @@ int ag_dnnl_conv_run(ag_dnnl_conv *conv, ag_error *err);
  * The bf16 products of one modulated conv at one size (gemm_conv.c): a stride-1 valid conv
  * of (HP, WP, IC) by K x K into OC channels, or (`transposed`) the stride-2 transposed conv
  * of (HP, WP, IC) = (H, W, IC). Reports the scratchpad it needs; bind gives it the packed
- * bf16 weight (IC, K*K, OC) and that scratchpad before it runs.
+ * bf16 weight (IC, K*K, OC), its demodulation sums (Σ over taps of weight², (IC, OC)) and
+ * that scratchpad before it runs.
  */
 typedef struct ag_gemm_bf16 ag_gemm_bf16;
 int ag_gemm_bf16_create(ag_dnnl *dnnl, int transposed, int HP, int WP, int IC, int OC, int K,
                         ag_gemm_bf16 **out, size_t *scratch_bytes, ag_error *err);
-void ag_gemm_bf16_bind(ag_gemm_bf16 *g, const uint16_t *weight, void *scratchpad);
+void ag_gemm_bf16_bind(ag_gemm_bf16 *g, const uint16_t *weight, const float *demod_sq,
+                       void *scratchpad);
 void ag_gemm_bf16_destroy(ag_gemm_bf16 *g);
 
 /* The engine and stream (dnnl_engine_t, dnnl_stream_t) for the other oneDNN file,

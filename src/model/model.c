@@ -590,6 +590,12 @@ static size_t bf16_count(const ag_node *n) {
     return (size_t)n->in_c * n->out_c * n->k * n->k;
 }
 
+/* Bytes of node n's copy and sums in the block, each a round 64. */
+static size_t bf16_bytes(const ag_node *n) {
+    size_t w = (sizeof(uint16_t) * bf16_count(n) + 63) & ~(size_t)63;
+    return w + ((sizeof(float) * (size_t)n->in_c * n->out_c + 63) & ~(size_t)63);
+}
+
 /* fp32 to bf16, rounding to nearest even (weights are finite). */
 static uint16_t to_bf16(float v) {
     uint32_t u;
@@ -597,62 +603,140 @@ static uint16_t to_bf16(float v) {
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* n's packed weight (IC, K*K, OC) into bf16 at w, and sq[ic * OC + oc] = Σ_t w[ic, t, oc]²
+ * (of the fp32 weight, in double) for the demodulation. */
+static void make_copy(const ag_node *n, uint16_t *w, float *sq) {
+    int IC = n->in_c, OC = n->out_c, KK = n->k * n->k;
+    for (size_t j = 0; j < bf16_count(n); j++)
+        w[j] = to_bf16(n->weight[j]);
+    for (int ic = 0; ic < IC; ic++)
+        for (int oc = 0; oc < OC; oc++) {
+            double acc = 0.0;
+            for (int t = 0; t < KK; t++) {
+                double v = (double)n->weight[((size_t)ic * KK + t) * OC + oc];
+                acc += v * v;
+            }
+            sq[(size_t)ic * OC + oc] = (float)acc;
+        }
+}
+
+static int make_bf16(ag_model *m, ag_error *err) {
+    const ag_graph *g = &m->graph;
+    size_t total = 64;
+    for (int i = 0; i < g->count; i++)
+        total += has_bf16_copy(&g->nodes[i]) ? bf16_bytes(&g->nodes[i]) : 0;
+    m->bf16_block = ag_malloc(total);
+    const uint16_t **of = ag_calloc((size_t)g->count, sizeof *of);
+    const float **sq_of = ag_calloc((size_t)g->count, sizeof *sq_of);
+    if (!m->bf16_block || !of || !sq_of) {
+        ag_free(m->bf16_block);
+        m->bf16_block = NULL;
+        ag_free((void *)of);
+        ag_free((void *)sq_of);
+        return ag_error_set(err, AG_E_NOMEM, "out of memory for %zu MB of bf16 weights",
+                            total >> 20);
+    }
+    uint8_t *at = (uint8_t *)(((uintptr_t)m->bf16_block + 63) & ~(uintptr_t)63);
+    for (int i = 0; i < g->count; i++) {
+        const ag_node *n = &g->nodes[i];
+        if (!has_bf16_copy(n))
+            continue;
+        size_t w = (sizeof(uint16_t) * bf16_count(n) + 63) & ~(size_t)63;
+        make_copy(n, (uint16_t *)at, (float *)(at + w));
+        of[i] = (const uint16_t *)at;
+        sq_of[i] = (const float *)(at + w);
+        at += bf16_bytes(n);
+    }
+    m->demod_sq_of = sq_of;
+    m->bf16_of = of;
+    return AG_OK;
+}
+
 int ag_model_bf16_weights(const ag_model *model, ag_error *err) {
     ag_model *m = (ag_model *)model; /* the copies are made once, under the lock */
-    const ag_graph *g = &m->graph;
-    int rc = AG_OK;
     pthread_mutex_lock(&bf16_lock);
-    if (!m->bf16_of) {
-        size_t total = 0;
-        for (int i = 0; i < g->count; i++)
-            total +=
-                has_bf16_copy(&g->nodes[i]) ? (bf16_count(&g->nodes[i]) + 31) & ~(size_t)31 : 0;
-        m->weights_bf16 = ag_malloc(sizeof(uint16_t) * (total ? total : 1));
-        const uint16_t **of = ag_calloc((size_t)g->count, sizeof *of);
-        if (!m->weights_bf16 || !of) {
-            ag_free(m->weights_bf16);
-            m->weights_bf16 = NULL;
-            ag_free(of);
-            rc = ag_error_set(err, AG_E_NOMEM, "out of memory for %zu MB of bf16 weights",
-                              (total * 2) >> 20);
-        } else {
-            uint16_t *at = m->weights_bf16;
-            for (int i = 0; i < g->count; i++) {
-                const ag_node *n = &g->nodes[i];
-                if (!has_bf16_copy(n))
-                    continue;
-                for (size_t j = 0; j < bf16_count(n); j++)
-                    at[j] = to_bf16(n->weight[j]);
-                of[i] = at;
-                at += (bf16_count(n) + 31) & ~(size_t)31;
-            }
-            m->bf16_of = of;
-        }
-    }
+    int rc = m->bf16_of ? AG_OK : make_bf16(m, err);
     pthread_mutex_unlock(&bf16_lock);
     return rc;
 }
 
-int ag_model_prepare_precision(const ag_model *model, ag_precision precision, ag_error *err) {
-    for (int i = 0; precision == AG_PRECISION_BF16 && i < model->graph.count; i++)
-        if (has_bf16_copy(&model->graph.nodes[i]))
-            return ag_model_bf16_weights(model, err);
+/*
+ * The weight block without the modulated convs' fp32 weights (the bf16 copies replace
+ * them): the nodes' tensors were bound in node and slot order, each right after the one
+ * before, so a tensor runs from its pointer to the next one bound (or the block's end).
+ */
+static int drop_fp32(ag_model *m, ag_error *err) {
+    ag_graph *g = &m->graph;
+    float *end = m->weights + m->info.weight_bytes / sizeof(float);
+    size_t keep = 0;
+    const float *next = end;
+    for (int i = g->count - 1; i >= 0; i--) /* backwards: each tensor's end is known */
+        for (int t = AG_NODE_TENSORS - 1; t >= 0; t--) {
+            const float *p = g->nodes[i].t[t];
+            if (!p)
+                continue;
+            if (!(has_bf16_copy(&g->nodes[i]) && t == AG_T_WEIGHT))
+                keep += (size_t)(next - p);
+            next = p;
+        }
+    float *block = ag_malloc((keep ? keep : 1) * sizeof(float));
+    if (!block)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory for %zu MB of weights",
+                            (keep * sizeof(float)) >> 20);
+    float *at = block + keep;
+    next = end;
+    for (int i = g->count - 1; i >= 0; i--)
+        for (int t = AG_NODE_TENSORS - 1; t >= 0; t--) {
+            const float *p = g->nodes[i].t[t];
+            if (!p)
+                continue;
+            size_t count = (size_t)(next - p);
+            next = p;
+            if (has_bf16_copy(&g->nodes[i]) && t == AG_T_WEIGHT) {
+                g->nodes[i].t[t] = NULL;
+                continue;
+            }
+            at -= count;
+            memcpy(at, p, count * sizeof(float));
+            g->nodes[i].t[t] = at;
+        }
+    ag_free(m->weights);
+    m->weights = block;
+    m->info.weight_bytes = keep * sizeof(float) + ag_model_bf16_bytes(m);
+    m->fp32_dropped = 1;
     return AG_OK;
+}
+
+int ag_model_prepare_precision(const ag_model *model, ag_precision precision, int only,
+                               ag_error *err) {
+    ag_model *m = (ag_model *)model;
+    int any = 0;
+    for (int i = 0; i < m->graph.count; i++)
+        any |= has_bf16_copy(&m->graph.nodes[i]);
+    if (precision != AG_PRECISION_BF16 || !any)
+        return AG_OK;
+    int rc = ag_model_bf16_weights(model, err);
+    pthread_mutex_lock(&bf16_lock);
+    if (rc == AG_OK && only && !m->fp32_dropped)
+        rc = drop_fp32(m, err);
+    pthread_mutex_unlock(&bf16_lock);
+    return rc;
 }
 
 size_t ag_model_bf16_bytes(const ag_model *model) {
     size_t total = 0;
     for (int i = 0; model->bf16_of && i < model->graph.count; i++)
         if (model->bf16_of[i])
-            total += sizeof(uint16_t) * bf16_count(&model->graph.nodes[i]);
+            total += bf16_bytes(&model->graph.nodes[i]);
     return total;
 }
 
 void ag_model_destroy(ag_model *model) {
     if (!model)
         return;
-    ag_free(model->weights_bf16);
+    ag_free(model->bf16_block);
     ag_free((void *)model->bf16_of);
+    ag_free((void *)model->demod_sq_of);
     ag_free(model->weights);
     ag_free(model->strings);
     ag_free(model);

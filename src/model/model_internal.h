@@ -83,10 +83,13 @@ struct ag_model {
     float *weights; /* one allocation holding every parameter, fp32 */
     ag_graph graph; /* weights bound, checked */
     int upscaler;   /* a Real-ESRGAN checkpoint (its kind is not in the file) */
-    /* bf16 copies of the modulated convs' packed weights, made once by the first bf16
-     * engine (ag_model_bf16_weights) and shared by all: one block, a pointer per node. */
-    uint16_t *weights_bf16;
+    /* bf16 copies of the modulated convs' packed weights and their demodulation sums
+     * (over the taps, weight² per (IC, OC)), made once by the first bf16 engine
+     * (ag_model_bf16_weights) and shared by all: one block, pointers per node. */
+    void *bf16_block;
     const uint16_t **bf16_of;
+    const float **demod_sq_of;
+    int fp32_dropped; /* ag_model_prepare_precision kept only those: bf16 engines only */
 };
 
 /* The AnimeGANv2 generator (bryandlee's state_dict names) as a graph whose nodes name
@@ -118,7 +121,7 @@ int ag_realesrgan_graph(const ag_tensor_set *set, const char *path, ag_realesrga
 int ag_graph_from_json(const char *json, const ag_tensor_set *set, const char *path, ag_graph *g,
                        ag_error *err);
 
-/* Make the model's bf16 weights (ag_model.weights_bf16) if not yet made: thread-safe, once
+/* Make the model's bf16 weights (ag_model.bf16_block) if not yet made: thread-safe, once
  * per model; the model stays const for its readers. AG_E_NOMEM leaves none made. */
 int ag_model_bf16_weights(const ag_model *model, ag_error *err);
 /* Bytes those copies take (0 before they are made). */
