@@ -882,6 +882,12 @@ int ag_engine_prepare(ag_engine *e, int width, int height, ag_error *err) {
             return rc;
     }
     size_t arena_bytes = ag_arena_plan(e->buffers, e->buffer_count);
+    if (getenv("AG_PLAN_DEBUG"))
+        for (int i = 0; i < e->buffer_count; i++)
+            if (e->buffers[i].bytes > (1u << 20))
+                fprintf(stderr, "plan: buffer %d %zu MB steps %d-%d at %zu MB\n", i,
+                        e->buffers[i].bytes >> 20, e->buffers[i].first_step,
+                        e->buffers[i].last_step, e->buffers[i].offset >> 20);
     if (e->measure_only) {
         e->arena_bytes = arena_bytes;
         return AG_OK;

@@ -314,13 +314,21 @@ static size_t demod_floats(const ag_node *n) {
     return ((size_t)n->out_c + 15) & ~(size_t)15;
 }
 
-/* The scaled (and padded) input and the sgemm band, behind the demodulation factors. */
+/* The fast path's scaled (and padded) input rows of one band, in floats. */
+static size_t modulated_band_floats(const ag_node *n, const ag_shape *in, ag_shape out) {
+    if (n->up == 2)
+        return ag_gemm_conv_t_rows_floats(in[0].h, in[0].w, in[0].c, n->k, n->out_c);
+    int WP = in[0].w + n->pad[2] + n->pad[3];
+    return ag_gemm_conv_rows_floats(out.h, WP, in[0].c, n->k, n->out_c);
+}
+
+/* The demodulation factors, then (fast path) a band's scaled input rows and its products. */
 size_t ag_scratch_modconv(const ag_node *n, const ag_shape *in, ag_shape out) {
     if (n->up == 2)
-        return demod_floats(n) + ag_shape_floats(in[0]) +
+        return demod_floats(n) + modulated_band_floats(n, in, out) +
                ag_gemm_conv_t_band_floats(in[0].h, in[0].w, n->k, n->out_c);
     int WP = in[0].w + n->pad[2] + n->pad[3];
-    return demod_floats(n) + (size_t)(in[0].h + n->pad[0] + n->pad[1]) * WP * in[0].c +
+    return demod_floats(n) + modulated_band_floats(n, in, out) +
            ag_gemm_conv_band_floats(out.h, WP, n->out_c);
 }
 
@@ -378,13 +386,13 @@ void ag_run_bias_lrelu(const ag_node *n, const ag_op_io *io) {
 }
 
 /*
- * out (HO, WO, OC) = transposed convolution of in (H, W, IC): input pixel (a, b) spreads
- * over output (a * stride + ky - crop_top, b * stride + kx - crop_left). The weight is
- * (IC, OC, K, K) (ConvTranspose2d), or a modulated conv's packed (IC, K*K, OC) when
- * `packed`.
+ * out (HO, WO, OC) = transposed convolution of in (H, W, IC), each input channel times
+ * style[ic] (NULL: 1): input pixel (a, b) spreads over output (a * stride + ky - crop_top,
+ * b * stride + kx - crop_left). The weight is (IC, OC, K, K) (ConvTranspose2d), or a
+ * modulated conv's packed (IC, K*K, OC) when `packed`.
  */
-static void conv_transpose(float *out, ag_shape o, const float *in, ag_shape s, const float *w,
-                           int packed, int K, int stride, const int *crop) {
+static void conv_transpose(float *out, ag_shape o, const float *in, const float *style, ag_shape s,
+                           const float *w, int packed, int K, int stride, const int *crop) {
     memset(out, 0, sizeof(float) * ag_shape_floats(o));
     int IC = s.c, OC = o.c;
     for (int a = 0; a < s.h; a++)
@@ -404,7 +412,7 @@ static void conv_transpose(float *out, ag_shape o, const float *in, ag_shape s, 
                         for (int ic = 0; ic < IC; ic++) {
                             size_t wi = packed ? ((size_t)ic * K * K + ky * K + kx) * OC + oc
                                                : (((size_t)ic * OC + oc) * K + ky) * K + kx;
-                            acc += x[ic] * w[wi];
+                            acc += x[ic] * (style ? style[ic] : 1.0f) * w[wi];
                         }
                         dst[oc] += acc;
                     }
@@ -413,20 +421,24 @@ static void conv_transpose(float *out, ag_shape o, const float *in, ag_shape s, 
         }
 }
 
-/* out (HP - K + 1, WP - K + 1, OC) = the valid conv of x (HP, WP, IC) by the packed weight. */
-static void conv_packed(float *out, const float *x, int HP, int WP, int IC, const float *w, int OC,
-                        int K) {
-    int HO = HP - K + 1, WO = WP - K + 1;
-    for (int y = 0; y < HO; y++)
-        for (int xo = 0; xo < WO; xo++) {
-            float *dst = out + ((size_t)y * WO + xo) * OC;
+/* out (HO, WO, OC) = the conv of x (H, W, IC), each channel times style[ic], zero-padded by
+ * pad [t, b, l, r], by the packed weight. */
+static void conv_packed(float *out, ag_shape o, const float *x, const float *style, ag_shape in,
+                        const int *pad, const float *w, int K) {
+    int IC = in.c, OC = o.c;
+    for (int y = 0; y < o.h; y++)
+        for (int xo = 0; xo < o.w; xo++) {
+            float *dst = out + ((size_t)y * o.w + xo) * OC;
             memset(dst, 0, sizeof(float) * (size_t)OC);
             for (int t = 0; t < K * K; t++) {
-                const float *src = x + ((size_t)(y + t / K) * WP + xo + t % K) * IC;
+                int sy = y + t / K - pad[0], sx = xo + t % K - pad[2];
+                if (sy < 0 || sy >= in.h || sx < 0 || sx >= in.w)
+                    continue;
+                const float *src = x + ((size_t)sy * in.w + sx) * IC;
                 for (int ic = 0; ic < IC; ic++) {
                     const float *wt = w + ((size_t)ic * K * K + t) * OC;
                     for (int oc = 0; oc < OC; oc++)
-                        dst[oc] += src[ic] * wt[oc];
+                        dst[oc] += src[ic] * style[ic] * wt[oc];
                 }
             }
         }
@@ -471,37 +483,24 @@ void ag_pack_modconv(const ag_node *n, float *weight, float *tmp) {
 void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0], o = io->o;
     const float *s = io->src[1];
-    int IC = in.c, OC = o.c, K = n->k;
+    int OC = o.c, K = n->k;
     float *d = io->scratch, *x = io->scratch + demod_floats(n);
     demodulation(n, s, io->bf16 ? ag_gemm_bf16_demod_sq(io->bf16) : NULL, d);
-    static const int no_pad[4] = {0, 0, 0, 0};
-    const int *pad = n->up == 2 ? no_pad : n->pad;
-    int HP = in.h + pad[0] + pad[1], WP = in.w + pad[2] + pad[3];
-    /* The band follows the scaled input, at a float boundary (bf16 takes half its room). */
-    float *band = x + (size_t)HP * WP * IC;
     if (io->fast) {
-        ag_fused_modulate(x, io->bf16 != NULL, io->src[0], in.h, in.w, IC, s, pad, io->threads);
+        size_t rows = modulated_band_floats(n, io->in, o); /* the band follows the scaled rows */
         if (n->up == 2)
-            ag_gemm_conv_t(io->out, x, in.h, in.w, IC, n->weight, OC, K, 2, d, n->bias, band,
-                           io->bf16, io->threads);
+            ag_gemm_conv_t(io->out, io->src[0], s, in.h, in.w, in.c, n->weight, OC, K, 2, d,
+                           n->bias, x, x + rows, io->bf16, io->threads);
         else
-            ag_gemm_conv(io->out, x, HP, WP, IC, n->weight, OC, K, d, n->bias, band, io->bf16,
-                         io->threads);
+            ag_gemm_conv(io->out, io->src[0], s, in.h, in.w, in.c, n->pad, n->weight, OC, K, d,
+                         n->bias, x, x + rows, io->bf16, io->threads);
         return;
     }
-    for (int y = 0; y < HP; y++) /* the reference scales with plain loops */
-        for (int xp = 0; xp < WP; xp++) {
-            int sy = y - pad[0], sx = xp - pad[2];
-            int inside = sy >= 0 && sy < in.h && sx >= 0 && sx < in.w;
-            for (int c = 0; c < IC; c++)
-                x[((size_t)y * WP + xp) * IC + c] =
-                    inside ? io->src[0][((size_t)sy * in.w + sx) * IC + c] * s[c] : 0.0f;
-        }
     if (n->up == 2) {
         int crop[4] = {0, 0, 0, 0};
-        conv_transpose(io->out, o, x, in, n->weight, 1, K, 2, crop);
+        conv_transpose(io->out, o, io->src[0], s, in, n->weight, 1, K, 2, crop);
     } else {
-        conv_packed(io->out, x, HP, WP, IC, n->weight, OC, K);
+        conv_packed(io->out, o, io->src[0], s, in, n->pad, n->weight, K);
     }
     for (size_t p = 0; p < (size_t)o.h * o.w; p++)
         for (int oc = 0; oc < OC; oc++)
@@ -510,7 +509,7 @@ void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
 
 void ag_run_conv_t(const ag_node *n, const ag_op_io *io) {
     ag_shape o = io->o;
-    conv_transpose(io->out, o, io->src[0], io->in[0], n->weight, 0, n->k, n->stride, n->pad);
+    conv_transpose(io->out, o, io->src[0], NULL, io->in[0], n->weight, 0, n->k, n->stride, n->pad);
     if (n->bias)
         for (size_t p = 0; p < (size_t)o.h * o.w; p++)
             for (int c = 0; c < o.c; c++)

@@ -116,8 +116,8 @@ void ag_fused_scale_shift(float *out, const float *src, size_t src_stride, int r
 }
 
 void ag_fused_modulate(void *out, int bf16, const float *x, int H, int W, int C, const float *s,
-                       const int *pad, int threads) {
-    ag_fused_ops_active()->modulate(out, bf16, x, H, W, C, s, pad, threads);
+                       const int *pad, int y0, int rows, int threads) {
+    ag_fused_ops_active()->modulate(out, bf16, x, H, W, C, s, pad, y0, rows, threads);
 }
 
 void ag_fused_scatter_taps(float *out, const float *band, int rows, int first, int W, int WO, int K,

@@ -10,7 +10,8 @@
  * constant stride, so a band of rows is one product per tap (the K - 1 columns past each
  * row's end are computed and dropped). A stride-2 transposed conv is one product of the
  * input by all the taps at once, (M, IC) x (IC, K*K*OC), scattered into the output.
- * The bands keep the product's output near 1 MB, in cache.
+ * The bands keep the product's output near 1 MB, in cache, and each band scales only the
+ * input rows it reads (the style per input channel), so no scaled copy of a map exists.
  *
  * Two kinds of product: fp32 on oneDNN's sgemm, or bf16 x bf16 -> fp32 (ag_gemm_bf16) on
  * oneDNN matmul primitives, made once per plan for the band's two row counts (oneDNN 2.6
@@ -33,8 +34,18 @@ static int conv_band_rows(int HO, int WP, int OC) {
     return rows < 1 ? 1 : rows > HO ? HO : rows;
 }
 
+/* A round 16 floats, so what follows stays 64-byte aligned. */
+static size_t round16(size_t floats) {
+    return (floats + 15) & ~(size_t)15;
+}
+
 size_t ag_gemm_conv_band_floats(int HO, int WP, int OC) {
     return (size_t)conv_band_rows(HO, WP, OC) * WP * OC;
+}
+
+/* The padded input rows one band reads: its rows and the K - 1 below them. */
+size_t ag_gemm_conv_rows_floats(int HO, int WP, int IC, int K, int OC) {
+    return round16((size_t)(conv_band_rows(HO, WP, OC) + K - 1) * WP * IC);
 }
 
 /* Input rows per band of a transposed conv, at least one. */
@@ -45,6 +56,10 @@ static int conv_t_band_rows(int H, int W, int KK, int OC) {
 
 size_t ag_gemm_conv_t_band_floats(int H, int W, int K, int OC) {
     return (size_t)conv_t_band_rows(H, W, K * K, OC) * W * K * K * OC;
+}
+
+size_t ag_gemm_conv_t_rows_floats(int H, int W, int IC, int K, int OC) {
+    return round16((size_t)conv_t_band_rows(H, W, K * K, OC) * W * IC);
 }
 
 /* ---- bf16 products --------------------------------------------------------------------- */
@@ -196,46 +211,48 @@ static void product_run(const ag_gemm_bf16 *g, const product *p, const uint16_t 
 
 /* ---- the convolutions ------------------------------------------------------------------ */
 
-void ag_gemm_conv(float *out, const void *x, int HP, int WP, int IC, const float *w, int OC, int K,
-                  const float *scale, const float *shift, float *band, const ag_gemm_bf16 *bf16,
+void ag_gemm_conv(float *out, const float *src, const float *style, int H, int W, int IC,
+                  const int *pad, const float *w, int OC, int K, const float *scale,
+                  const float *shift, void *rows, float *band, const ag_gemm_bf16 *bf16,
                   int threads) {
-    int HO = HP - K + 1, WO = WP - K + 1, KK = K * K;
-    int rows = conv_band_rows(HO, WP, OC);
-    for (int y0 = 0; y0 < HO; y0 += rows) {
-        int R = y0 + rows <= HO ? rows : HO - y0;
-        /* Rows m = r * WP + x of the band; the last row stops at WO so no tap reads past
-         * the padded map. */
+    int WP = W + pad[2] + pad[3], HO = H + pad[0] + pad[1] - K + 1, WO = WP - K + 1, KK = K * K;
+    int band_rows = conv_band_rows(HO, WP, OC);
+    for (int y0 = 0; y0 < HO; y0 += band_rows) {
+        int R = y0 + band_rows <= HO ? band_rows : HO - y0;
+        /* The padded rows [y0, y0 + R + K - 1) the band reads, scaled; then its rows
+         * m = r * WP + x, the last stopping at WO so no tap reads past them. */
+        ag_fused_modulate(rows, bf16 != NULL, src, H, W, IC, style, pad, y0, R + K - 1, threads);
         dnnl_dim_t M = (dnnl_dim_t)(R - 1) * WP + WO;
         for (int t = 0; t < KK; t++) {
-            int ky = t / K, kx = t % K;
-            size_t at = ((size_t)(y0 + ky) * WP + kx) * IC;
+            size_t at = ((size_t)(t / K) * WP + t % K) * IC;
             if (bf16)
-                product_run(bf16, &bf16->p[R != rows][t > 0], (const uint16_t *)x + at,
+                product_run(bf16, &bf16->p[R != band_rows][t > 0], (const uint16_t *)rows + at,
                             bf16->weight + (size_t)t * OC, band);
             else
-                dnnl_sgemm('N', 'N', M, OC, IC, 1.0f, (const float *)x + at, IC, w + (size_t)t * OC,
-                           (dnnl_dim_t)KK * OC, t ? 1.0f : 0.0f, band, OC);
+                dnnl_sgemm('N', 'N', M, OC, IC, 1.0f, (const float *)rows + at, IC,
+                           w + (size_t)t * OC, (dnnl_dim_t)KK * OC, t ? 1.0f : 0.0f, band, OC);
         }
         ag_fused_scale_shift(out + (size_t)y0 * WO * OC, band, (size_t)WP * OC, R, WO, OC, scale,
                              shift, threads);
     }
 }
 
-void ag_gemm_conv_t(float *out, const void *x, int H, int W, int IC, const float *w, int OC, int K,
-                    int stride, const float *scale, const float *shift, float *band,
-                    const ag_gemm_bf16 *bf16, int threads) {
+void ag_gemm_conv_t(float *out, const float *src, const float *style, int H, int W, int IC,
+                    const float *w, int OC, int K, int stride, const float *scale,
+                    const float *shift, void *rows, float *band, const ag_gemm_bf16 *bf16,
+                    int threads) {
+    static const int no_pad[4] = {0, 0, 0, 0};
     int HO = (H - 1) * stride + K, WO = (W - 1) * stride + K, KK = K * K;
-    int rows = conv_t_band_rows(H, W, KK, OC);
+    int band_rows = conv_t_band_rows(H, W, KK, OC);
     memset(out, 0, sizeof(float) * (size_t)HO * WO * OC);
-    for (int a0 = 0; a0 < H; a0 += rows) {
-        int R = a0 + rows <= H ? rows : H - a0;
-        size_t at = (size_t)a0 * W * IC;
+    for (int a0 = 0; a0 < H; a0 += band_rows) {
+        int R = a0 + band_rows <= H ? band_rows : H - a0;
+        ag_fused_modulate(rows, bf16 != NULL, src, H, W, IC, style, no_pad, a0, R, threads);
         if (bf16)
-            product_run(bf16, &bf16->p[R != rows][0], (const uint16_t *)x + at, bf16->weight, band);
+            product_run(bf16, &bf16->p[R != band_rows][0], rows, bf16->weight, band);
         else
-            dnnl_sgemm('N', 'N', (dnnl_dim_t)R * W, (dnnl_dim_t)KK * OC, IC, 1.0f,
-                       (const float *)x + at, IC, w, (dnnl_dim_t)KK * OC, 0.0f, band,
-                       (dnnl_dim_t)KK * OC);
+            dnnl_sgemm('N', 'N', (dnnl_dim_t)R * W, (dnnl_dim_t)KK * OC, IC, 1.0f, rows, IC, w,
+                       (dnnl_dim_t)KK * OC, 0.0f, band, (dnnl_dim_t)KK * OC);
         /* Input pixel (a, b), tap (ky, kx) adds to output (a * stride + ky, b * stride + kx). */
         ag_fused_scatter_taps(out, band, R, a0, W, WO, K, stride, OC, threads);
     }

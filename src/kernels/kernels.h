@@ -75,25 +75,31 @@ void ag_matmul(float *out, const float *x, const float *w, int transpose, size_t
                int fast, int threads);
 
 /*
- * Convolutions as matrix products (gemm_conv.c) with a packed weight (IC, K*K, OC): out =
- * conv(x) * scale + shift per output channel (either NULL: 1, 0), `band` holding the
- * *_band_floats floats. ag_gemm_conv: a stride-1 valid conv of the padded x (HP, WP, IC)
- * into (HP - K + 1, WP - K + 1, OC). ag_gemm_conv_t: a transposed conv of x (H, W, IC) into
- * ((H - 1) * stride + K, (W - 1) * stride + K, OC), nothing cropped. x and w are fp32 on
- * sgemm when `bf16` is NULL; else x is bf16 and the products are bf16's (its bound weight
- * replaces w), made by ag_gemm_bf16_create (onednn.h) for these very shapes.
+ * Modulated convolutions as matrix products (gemm_conv.c) with a packed weight (IC, K*K,
+ * OC): out = conv(src * style) * scale + shift per output channel (either NULL: 1, 0).
+ * ag_gemm_conv: a stride-1 conv of src (H, W, IC), zero-padded by pad [t, b, l, r], into
+ * (H + t + b - K + 1, W + l + r - K + 1, OC). ag_gemm_conv_t: a transposed conv of src
+ * (H, W, IC) into ((H - 1) * stride + K, (W - 1) * stride + K, OC), nothing cropped. Band by
+ * band, the input rows a band reads are scaled into `rows` (*_rows_floats floats) and their
+ * products written into `band` (*_band_floats floats): nothing the size of a map. fp32 on
+ * sgemm with w when `bf16` is NULL; else bf16 products (the weight bound to `bf16` replaces
+ * w), made by ag_gemm_bf16_create (onednn.h) for these very shapes.
  */
 typedef struct ag_gemm_bf16 ag_gemm_bf16;
 /* The demodulation sums bound to `g` (Σ over taps of weight², (IC, OC)). */
 const float *ag_gemm_bf16_demod_sq(const ag_gemm_bf16 *g);
+size_t ag_gemm_conv_rows_floats(int HO, int WP, int IC, int K, int OC);
 size_t ag_gemm_conv_band_floats(int HO, int WP, int OC);
-void ag_gemm_conv(float *out, const void *x, int HP, int WP, int IC, const float *w, int OC, int K,
-                  const float *scale, const float *shift, float *band, const ag_gemm_bf16 *bf16,
+void ag_gemm_conv(float *out, const float *src, const float *style, int H, int W, int IC,
+                  const int *pad, const float *w, int OC, int K, const float *scale,
+                  const float *shift, void *rows, float *band, const ag_gemm_bf16 *bf16,
                   int threads);
+size_t ag_gemm_conv_t_rows_floats(int H, int W, int IC, int K, int OC);
 size_t ag_gemm_conv_t_band_floats(int H, int W, int K, int OC);
-void ag_gemm_conv_t(float *out, const void *x, int H, int W, int IC, const float *w, int OC, int K,
-                    int stride, const float *scale, const float *shift, float *band,
-                    const ag_gemm_bf16 *bf16, int threads);
+void ag_gemm_conv_t(float *out, const float *src, const float *style, int H, int W, int IC,
+                    const float *w, int OC, int K, int stride, const float *scale,
+                    const float *shift, void *rows, float *band, const ag_gemm_bf16 *bf16,
+                    int threads);
 
 /*
  * The StyleGAN family's memory-bound passes (fused_style.inc), on NHWC maps.
@@ -112,10 +118,11 @@ void ag_fused_bias_lrelu(float *out, const float *x, const float *bias, size_t N
 void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, int WO,
                       const float *k2, int K, int up, int down, const int *pad, int threads);
 
-/* A modulated conv's input: x (H, W, C) times s per channel, zero-padded by pad [t, b, l, r]
- * into out (HP, WP, C): fp32, or bf16 (round to nearest even) when `bf16`. */
+/* Rows [y0, y0 + rows) of a modulated conv's input, x (H, W, C) times s per channel and
+ * zero-padded by pad [t, b, l, r], into out (rows, WP, C): fp32, or bf16 (round to nearest
+ * even) when `bf16`. */
 void ag_fused_modulate(void *out, int bf16, const float *x, int H, int W, int C, const float *s,
-                       const int *pad, int threads);
+                       const int *pad, int y0, int rows, int threads);
 
 /* In place over x (N, C): softmax per channel over the N positions, or per position over C. */
 void ag_softmax(float *x, size_t N, int C, int spatial, int threads);
