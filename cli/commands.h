@@ -124,9 +124,12 @@ int ag_cli_video_given(const ag_cli_video_args *v);
  * _PHOTO: as a photo, _FAILED: a one-line error was printed (a video to a still image). */
 enum { AG_CLI_ROUTE_PHOTO = 0, AG_CLI_ROUTE_VIDEO, AG_CLI_ROUTE_FAILED };
 int ag_cli_video_route(const char *input, const char *output);
-/* Convert one video; returns the exit status (130 after Ctrl-C, nothing written). */
+/* Convert one video (the style unless `style` is 0, then the upscaler of `up` unless NULL);
+ * returns the exit status (130 after Ctrl-C, nothing written). */
+struct ag_cli_upscale_args;
 int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
-                     int max_side, int side_by_side, const ag_cli_video_args *v, int quiet);
+                     const struct ag_cli_upscale_args *up, int style, int max_side,
+                     int side_by_side, const ag_cli_video_args *v, int quiet);
 
 /* ---- upscaling (cli/upscale.c) ----------------------------------------------------------- */
 

@@ -90,7 +90,8 @@ static void print_help(void) {
           "      --size N           portrait / face crop size in pixels (default: 512)\n"
           "      --side-by-side     write the input and the result next to each other\n"
           "      --upscale N        upscale the result N times (1-16), tiled (see\n"
-          "                         'animegan upscale --help' for --tile, --max-mb)\n"
+          "                         'animegan upscale --help' for --tile, --max-mb); photos,\n"
+          "                         video and animations\n"
           "      --upscale-model M  its model (default: " AG_CLI_UPSCALE_DEFAULT_MODEL ")\n"
           "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
           "      --format F         png, jpg or webp, for files written into an output\n"
@@ -215,8 +216,6 @@ static int check_upscale_only(const convert_args *a) {
         a->max_faces || a->e.engine.resize != AG_RESIZE_DEFAULT)
         return ag_cli_usage_error("upscale", "the portrait, face, --side-by-side and --upsample "
                                              "options are convert's");
-    if (ag_cli_video_given(&a->video))
-        return ag_cli_usage_error("upscale", "video options are convert's");
     return -1;
 }
 
@@ -762,17 +761,16 @@ int ag_cli_convert_command(int argc, char **argv, ag_cli_kind kind) {
     int route = argc - optind == 1 ? ag_cli_video_route(argv[optind], a.output) : 0;
     if (route == AG_CLI_ROUTE_FAILED)
         return AG_EXIT_FAILED;
-    if (route == AG_CLI_ROUTE_VIDEO && (a.upscale_only || a.up.scale))
-        return ag_cli_usage_error(a.command,
-                                  "upscaling applies to photos (video and animations: not yet)");
     if (route == AG_CLI_ROUTE_VIDEO) {
         if (a.restore_model)
             return ag_cli_usage_error(a.command, "face restoration applies to photos, not video");
         if (a.portrait || a.paste_faces)
             return ag_cli_usage_error("convert", "--portrait and --paste-faces apply to photos, "
                                                  "not video");
-        return ag_cli_video_run(argv[optind], a.output, &a.e, a.decode.max_side, a.side_by_side,
-                                &a.video, a.quiet);
+        int upscaling = a.upscale_only || a.up.scale;
+        return ag_cli_video_run(argv[optind], a.output, &a.e, upscaling ? &a.up : NULL,
+                                !a.upscale_only, a.decode.max_side, a.side_by_side, &a.video,
+                                a.quiet);
     }
     if (ag_cli_video_given(&a.video))
         return ag_cli_usage_error("convert", "--crf, --preset, --start and --duration apply to "

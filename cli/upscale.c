@@ -38,7 +38,12 @@ void ag_cli_upscale_help(void) {
           "  -q, --quiet            no progress bar or summary\n"
           "  -h, --help             show this help\n"
           "\n"
-          "'animegan convert --upscale N [--upscale-model M]' upscales the anime output.\n"
+          "Video and animations (one input whose output is .mp4, .mov, .mkv, .webm, .gif or\n"
+          "animated .webp) are upscaled frame by frame, streamed, sound kept; --crf, --preset,\n"
+          "--start, --duration and --max-frames as for 'animegan convert'.\n"
+          "\n"
+          "'animegan convert --upscale N [--upscale-model M]' upscales the anime output,\n"
+          "photos, video and animations alike.\n"
           "Exit status: 0 all upscaled, 1 an input or the model failed, 2 bad command line.\n",
           stdout);
 }

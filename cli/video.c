@@ -192,8 +192,39 @@ static int on_progress(void *user, int64_t done, int64_t total) {
 
 /* ---- the conversion ------------------------------------------------------------------------ */
 
+/* What each frame goes through when it is upscaled: the style (NULL: none), then the
+ * upscaler. */
+typedef struct frame_chain {
+    ag_engine *style;
+    ag_cli_upscaler *upscaler;
+} frame_chain;
+
+static int chain_frame(void *user, const ag_image *in, int side_by_side, ag_image *out,
+                       ag_error *err) {
+    const frame_chain *c = user;
+    if (!c->style)
+        return ag_upscale(c->upscaler->engine, in, &c->upscaler->options, out, err);
+    int rc = ag_stylize(c->style, in, side_by_side, out, err);
+    if (rc == AG_OK && (rc = ag_cli_upscaler_apply(c->upscaler, out, err)) != AG_OK)
+        ag_image_fini(out);
+    return rc;
+}
+
+/* The style's engine (unless upscaling only) and the upscaler's (when upscaling). */
+static int open_engines(const ag_cli_engine_args *e, const ag_engine_options *options,
+                        const ag_cli_upscale_args *up, int style, ag_model **model,
+                        ag_engine **engine, ag_cli_upscaler *upscaler, ag_error *err) {
+    int rc = AG_OK;
+    if (style && (rc = ag_model_load(e->model, model, err)) == AG_OK)
+        rc = ag_engine_create(*model, options, engine, err);
+    if (rc == AG_OK && up)
+        rc = ag_cli_upscaler_open(upscaler, up, options, err);
+    return rc;
+}
+
 int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
-                     int max_side, int side_by_side, const ag_cli_video_args *v, int quiet) {
+                     const ag_cli_upscale_args *up, int style, int max_side, int side_by_side,
+                     const ag_cli_video_args *v, int quiet) {
     ag_engine_options options = e->engine;
     if (options.threads <= 0)
         options.threads = ag_cpu_count();
@@ -222,11 +253,18 @@ int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_
 
     ag_model *model = NULL;
     ag_engine *engine = NULL;
+    ag_cli_upscaler upscaler = {0};
+    frame_chain chain = {NULL, &upscaler};
     ag_error err = {0};
     ag_video_result res;
     int status = AG_EXIT_FAILED;
-    if (ag_model_load(e->model, &model, &err) == 0 &&
-        ag_engine_create(model, &options, &engine, &err) == 0) {
+    if (open_engines(e, &options, up, style, &model, &engine, &upscaler, &err) == 0) {
+        if (up) { /* frames come out `scale` times larger: the upscaler's, or its model's */
+            chain.style = engine;
+            vo.stylize = chain_frame;
+            vo.stylize_user = &chain;
+            vo.out_scale = up->scale ? up->scale : ag_model_get_info(upscaler.model)->scale;
+        }
         progress.start_s = progress.last_draw_s = now_s();
         int rc = ag_video_convert(engine, input, output, &vo, &res, &err);
         if (progress.drawn)
@@ -251,6 +289,7 @@ int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_
     } else {
         ag_cli_report(&err);
     }
+    ag_cli_upscaler_close(&upscaler);
     ag_engine_destroy(engine);
     ag_model_destroy(model);
     return status;

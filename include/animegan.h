@@ -603,6 +603,9 @@ typedef struct ag_video_options {
     void *progress_user;
     ag_video_stylize_fn stylize; /* NULL: ag_stylize with the engine passed to the call */
     void *stylize_user;
+    /* stylize's frames are this many times the frame's sides (an upscaler after the style);
+     * 0 or 1: the frame's size. Frames beyond 16384 px a side are refused before decoding. */
+    int out_scale;
     /* Polled between demuxed packets (the reader thread, so it must be thread-safe), also
      * where no frame is stylised (sound after the last frame): nonzero cancels. NULL: none. */
     int (*cancelled)(void *user);
@@ -631,7 +634,8 @@ int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_pat
                      const ag_video_options *options, ag_video_result *result, ag_error *err);
 
 /* Bytes of frame buffers a conversion of frames of width x height (after max_side) holds
- * at most, excluding the engine's arena: what a memory budget adds for the video path. */
+ * at most, excluding the engines' arenas (out_scale included): what a memory budget adds
+ * for the video path. */
 size_t ag_video_frame_bytes(int width, int height, const ag_video_options *options);
 
 /* ---- memory accounting ----------------------------------------------------------------- */

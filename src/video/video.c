@@ -634,6 +634,10 @@ static int open_decoder(pipeline *p, ag_error *err) {
 }
 
 /* Frame sizes: display size after rotation, downscaled to max_side, even for yuv420p. */
+/* The widest frames we encode (H.264's and VP9's limits are 8192-16384; past them the
+ * encoders fail late, after the first frame). */
+#define AG_VIDEO_MAX_OUT_SIDE 16384
+
 static void plan_sizes(pipeline *p) {
     int w = p->in.info.width, h = p->in.info.height;
     int longest = w > h ? w : h;
@@ -654,8 +658,9 @@ static void plan_sizes(pipeline *p) {
     int swap = p->rotation == 90 || p->rotation == 270;
     p->scaled_w = swap ? h : w;
     p->scaled_h = swap ? w : h;
-    p->out_w = p->opt->side_by_side ? 2 * w : w;
-    p->out_h = h;
+    int scale = p->opt->out_scale > 1 ? p->opt->out_scale : 1;
+    p->out_w = (p->opt->side_by_side ? 2 * w : w) * scale;
+    p->out_h = h * scale;
 }
 
 static void plan_range(pipeline *p) {
@@ -1046,11 +1051,14 @@ void ag_video_options_init(ag_video_options *options) {
 size_t ag_video_frame_bytes(int width, int height, const ag_video_options *options) {
     int q = options && options->queue_frames > 0 ? options->queue_frames : 2;
     int sbs = options && options->side_by_side ? 2 : 1;
-    size_t frame = (size_t)width * height * 3;
-    /* queues (2q), reader's frame + rotation copy, the stylised frame (x2 side by side) and
-     * its input, the YUV frame, the encoder's look-ahead and reference frames in YUV */
-    size_t yuv = (size_t)width * sbs * height * 3 / 2;
-    return (size_t)(2 * q) * frame * sbs + 2 * frame + frame * (1 + sbs) +
+    size_t s2 =
+        options && options->out_scale > 1 ? (size_t)options->out_scale * options->out_scale : 1;
+    size_t frame = (size_t)width * height * 3, out = frame * sbs * s2;
+    /* queues (q frames each way), reader's frame + rotation copy, the stylised frame (x2 side
+     * by side) before and after upscaling and its input, the YUV frame, the encoder's
+     * look-ahead and reference frames in YUV */
+    size_t yuv = out / 2;
+    return (size_t)q * (frame + out) + 2 * frame + frame * (1 + sbs) + (s2 > 1 ? out : 0) +
            (size_t)(AG_VIDEO_LOOKAHEAD + 8) * yuv;
 }
 
@@ -1133,6 +1141,13 @@ int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_pat
     }
     plan_sizes(p);
     plan_range(p);
+    if (p->out_w > AG_VIDEO_MAX_OUT_SIDE || p->out_h > AG_VIDEO_MAX_OUT_SIDE) {
+        rc = ag_error_set(err, AG_E_LIMIT,
+                          "frames of %dx%d would come out %dx%d, past %d pixels a side (use "
+                          "--max-side or a smaller scale)",
+                          p->frame_w, p->frame_h, p->out_w, p->out_h, AG_VIDEO_MAX_OUT_SIDE);
+        goto done;
+    }
     if ((rc = open_decoder(p, err)) || (rc = open_output(p, out_path, res, err)) ||
         (rc = seek_to_start(p, err)))
         goto done;
