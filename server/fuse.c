@@ -4,10 +4,12 @@
  * admission slot, queue and worker (one queue slot per fusion), the same upload bound; each
  * image's header is checked against --max-pixels before either is decoded, and both faces
  * are found before any fusing, so a request with no face in one of them (422 naming which)
- * costs two detections and no more. Options are query parameters (fuse_option_keys).
+ * costs two detections and no more. Options are query parameters or text fields of the
+ * multipart body (a browser form posts them so), never both for one key.
  */
 #include "server.h"
 
+#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +96,43 @@ static int upload_field(const ag_request *r, const char *field, const uint8_t **
     return 0;
 }
 
-int ag_fuse_uploads(ag_request *r, ag_reply_error *err) {
+/* The text fields of a fuse body: each an option, as its query parameter would be. */
+typedef struct field_walk {
+    ag_server *s;
+    ag_request *r;
+    unsigned seen; /* ag_convert_option_set's */
+    ag_reply_error *err;
+} field_walk;
+
+#define FIELD_VALUE_BYTES 64
+
+static int option_field(void *user, const ag_multipart_part *part) {
+    field_walk *w = user;
+    if (!strcmp(part->name, "source") || !strcmp(part->name, "target"))
+        return 0;
+    char value[FIELD_VALUE_BYTES];
+    if (part->size >= sizeof value || memchr(part->data, '\0', part->size) ||
+        memchr(part->data, '\r', part->size) || memchr(part->data, '\n', part->size)) {
+        ag_reply_error_set(w->err, 400, "bad_option",
+                           "the form field '%s' is not a short one-line value", part->name);
+        return -1;
+    }
+    if (MHD_lookup_connection_value(w->r->connection, MHD_GET_ARGUMENT_KIND, part->name)) {
+        ag_reply_error_set(w->err, 400, "bad_option",
+                           "'%s' is both a query parameter and a form field", part->name);
+        return -1;
+    }
+    memcpy(value, part->data, part->size);
+    value[part->size] = '\0';
+    ag_convert_options *o = &w->r->options;
+    int rc = ag_fuse_option_set(o, part->name, value, w->err);
+    if (rc == 1)
+        rc = ag_convert_option_set(o, &w->seen, part->name, value, w->s->model_names,
+                                   w->s->model_count, w->s->config.max_side, w->err);
+    return rc ? -1 : 0;
+}
+
+int ag_fuse_uploads(ag_server *s, ag_request *r, ag_reply_error *err) {
     if (r->body_kind != AG_BODY_MULTIPART) {
         ag_reply_error_set(err, 400, "bad_request",
                            "fuse takes multipart/form-data with 'source' and 'target' images");
@@ -103,7 +141,10 @@ int ag_fuse_uploads(ag_request *r, ag_reply_error *err) {
     if (upload_field(r, "source", &r->image, &r->image_size, err) ||
         upload_field(r, "target", &r->image2, &r->image2_size, err))
         return -1;
-    return 0;
+    field_walk w = {s, r, 0, err};
+    if (ag_multipart_walk(r->body, r->body_size, r->boundary, option_field, &w) != 0)
+        return -1; /* the body parsed once already: the error is the field's */
+    return ag_convert_options_check(&r->options, err);
 }
 
 /* One upload's header against the pixel limit; fails the job otherwise. */

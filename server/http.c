@@ -930,7 +930,7 @@ static int convert_chunk(ag_server *s, ag_request *r, const char *data, size_t n
 
 static void convert_complete(ag_server *s, struct MHD_Connection *conn, ag_request *r) {
     ag_reply_error e;
-    if (r->options.fuse ? ag_fuse_uploads(r, &e) != 0
+    if (r->options.fuse ? ag_fuse_uploads(s, r, &e) != 0
                         : ag_upload_image(r->body, r->body_size, r->body_kind, r->boundary,
                                           &r->image, &r->image_size, &e) != 0) {
         reply_reply_error(r, &e);

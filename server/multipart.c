@@ -101,8 +101,8 @@ static int parse_part_headers(const uint8_t *p, const uint8_t *end, ag_multipart
     return have_disposition ? 0 : -1;
 }
 
-int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, const char *field,
-                      ag_multipart_part *out) {
+int ag_multipart_walk(const uint8_t *body, size_t size, const char *boundary,
+                      int (*each)(void *user, const ag_multipart_part *part), void *user) {
     char delim[AG_BOUNDARY_BYTES + 4];
     size_t blen = strlen(boundary);
     if (blen == 0 || blen > 70)
@@ -124,13 +124,10 @@ int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, co
             return -1;
         p = d + dlen;
     }
-    /* Every part is parsed up to the closing delimiter, so a field sent twice (which image
-     * was meant?) or a body broken after the field is refused rather than half-used. */
-    int found = 0;
     for (int parts = 0; parts < MAX_PARTS; parts++) {
         /* After a delimiter: "--" closes the body, otherwise optional padding then CRLF. */
         if (end - p >= 2 && p[0] == '-' && p[1] == '-')
-            return found ? 0 : 1;
+            return 0;
         while (p < end && (*p == ' ' || *p == '\t'))
             p++;
         if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
@@ -152,15 +149,37 @@ int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, co
         const uint8_t *next = find(data, (size_t)(end - data), delim, dlen);
         if (!next)
             return -1;
-        if (!strcmp(part.name, field)) {
-            if (found)
-                return 2;
-            found = 1;
-            *out = part;
-            out->data = data;
-            out->size = (size_t)(next - data);
-        }
+        part.data = data;
+        part.size = (size_t)(next - data);
+        int stop = each(user, &part);
+        if (stop)
+            return stop;
         p = next + dlen;
     }
     return -1;
+}
+
+typedef struct field_search {
+    const char *field;
+    ag_multipart_part *out;
+    int found;
+} field_search;
+
+static int match_field(void *user, const ag_multipart_part *part) {
+    field_search *f = user;
+    if (strcmp(part->name, f->field))
+        return 0;
+    if (f->found++)
+        return 2;
+    *f->out = *part;
+    return 0;
+}
+
+int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, const char *field,
+                      ag_multipart_part *out) {
+    /* Every part is parsed up to the closing delimiter, so a field sent twice (which image
+     * was meant?) or a body broken after the field is refused rather than half-used. */
+    field_search f = {field, out, 0};
+    int rc = ag_multipart_walk(body, size, boundary, match_field, &f);
+    return rc ? rc : f.found ? 0 : 1;
 }

@@ -208,6 +208,10 @@ typedef struct ag_multipart_part {
  */
 int ag_multipart_find(const uint8_t *body, size_t size, const char *boundary, const char *field,
                       ag_multipart_part *out);
+/* Call `each` on every part, in order, up to the closing delimiter: 0 when the body is well
+ * formed and every call returned 0; the first nonzero return of `each`; -1 when malformed. */
+int ag_multipart_walk(const uint8_t *body, size_t size, const char *boundary,
+                      int (*each)(void *user, const ag_multipart_part *part), void *user);
 
 /*
  * The image inside a complete body: the body itself (raw) or the "image" field (multipart),
@@ -627,8 +631,10 @@ void ag_worker_use_models(ag_worker *w, int model, int face_model);
  * contrast, saturation, size, source_face, target_face): 0 set, -1 bad (err), 1 not one. */
 int ag_fuse_option_set(ag_convert_options *opts, const char *key, const char *value,
                        ag_reply_error *err);
-/* r->image, r->image2 <- the `source` and `target` parts of the multipart body; 0 or -1. */
-int ag_fuse_uploads(ag_request *r, ag_reply_error *err);
+/* r->image, r->image2 <- the `source` and `target` parts of the multipart body, and its
+ * other parts as options (text fields, as query parameters would be; a key may not be
+ * both); 0 or -1 with `err`. */
+int ag_fuse_uploads(ag_server *s, ag_request *r, ag_reply_error *err);
 /* The job on a worker: 1 done (r->out set; the caller finishes), 0 failed (already). */
 int ag_worker_fuse(ag_worker *w, ag_request *r);
 

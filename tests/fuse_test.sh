@@ -115,13 +115,16 @@ import numpy as np
 from PIL import Image
 port, src, tgt = sys.argv[1:4]
 base = "http://127.0.0.1:%s" % port
-def post(query, fields):
+def post(query, fields, text=()):
     b = b"fusetestboundary"
     body = b""
     for name, path in fields:
         body += b"--" + b + b"\r\nContent-Disposition: form-data; name=\"" + name.encode() + \
             b"\"; filename=\"x\"\r\nContent-Type: application/octet-stream\r\n\r\n" + \
             open(path, "rb").read() + b"\r\n"
+    for name, value in text:  # a browser form's text fields
+        body += b"--" + b + b"\r\nContent-Disposition: form-data; name=\"" + name.encode() + \
+            b"\"\r\n\r\n" + value.encode() + b"\r\n"
     body += b"--" + b + b"--\r\n"
     req = urllib.request.Request(base + "/api/v1/fuse" + query, data=body, method="POST",
                                  headers={"Content-Type": "multipart/form-data; boundary=" + b.decode()})
@@ -156,6 +159,18 @@ st, body = post("?ratio=2", [("source", src), ("target", tgt)])
 check("api_bad_ratio_400", st == 400 and "ratio" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?size=1024", [("source", src), ("target", tgt)])
 check("api_size", st == 200 and Image.open(io.BytesIO(body)).size == (1024, 1024), st)
+# Options as form fields: the same result as the same query parameters; bad ones refused.
+pair = [("source", src), ("target", tgt)]
+st_q, by_query = post("?ratio=0.4&mode=blend&size=512", pair)
+st_f, by_form = post("", pair, [("ratio", "0.4"), ("mode", "blend"), ("size", "512")])
+check("api_form_fields_equal_query", st_q == st_f == 200 and by_query == by_form,
+      "%s %s" % (st_q, st_f))
+st, body = post("", pair, [("ratio", "7")])
+check("api_form_field_bad_400", st == 400 and "ratio" in err(body), "%s %s" % (st, err(body)))
+st, body = post("?ratio=0.4", pair, [("ratio", "0.5")])
+check("api_form_field_and_query_400", st == 400 and "both" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", pair, [("colour", "red")])
+check("api_form_field_unknown_400", st == 400 and "colour" in err(body), "%s %s" % (st, err(body)))
 # The face cache: the same two uploads again (the page's slider) skip the detector, and the
 # fusion equals the uncached one at that ratio.
 def metric(name):
