@@ -458,10 +458,11 @@ typedef struct ag_fuse_timing {
     double color_ms;    /* Lab, transfer, mixing, adjustments */
     double blend_ms;    /* Poisson solve and compositing */
     double total_ms;
-    int region_px;  /* pixels of the ring's window */
-    int face_px;    /* pixels of the Poisson region */
-    int cycles;     /* multigrid V-cycles of the solve */
-    float residual; /* its final max residual (grey levels) */
+    int region_px;       /* pixels of the ring's window */
+    int face_px;         /* pixels of the Poisson region */
+    int cycles;          /* multigrid V-cycles of the solve */
+    float residual;      /* its final max residual (grey levels) */
+    float source_shrink; /* the source's face window was shrunk by this first (1: it was not) */
 } ag_fuse_timing;
 
 /*

@@ -492,6 +492,57 @@ static int test_photos(void) {
     return 0;
 }
 
+/* PSNR of a against b over the pixels where either differs from t (the fused region). */
+static double region_psnr(const ag_image *a, const ag_image *b, const ag_image *t) {
+    double sq = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < (size_t)t->width * t->height * t->bands; i++)
+        if (a->pixels[i] != t->pixels[i] || b->pixels[i] != t->pixels[i]) {
+            double d = (double)a->pixels[i] - b->pixels[i];
+            sq += d * d, n++;
+        }
+    return n == 0 ? 0 : sq == 0 ? 99 : 10 * log10(255.0 * 255.0 * (double)n / sq);
+}
+
+/* A source face 4x the target's is shrunk first (no aliasing): the fusion then matches the
+ * one from the source at its own size; a source near the target's size is used as it is. */
+static int test_source_prefilter(void) {
+    ag_error err;
+    ag_image s = {0}, t = {0}, s4 = {0}, a = {0}, b = {0};
+    ag_decode_options d = {0};
+    CHECK_OK(ag_image_decode_file(DATA "generated/fuse/source.jpg", &d, &s, &err), &err);
+    CHECK_OK(ag_image_decode_file(DATA "astronaut.png", &d, &t, &err), &err);
+    ag_face *f = ag_malloc(sizeof *f * 3);
+    CHECK(f);
+    CHECK(detect(&s, &f[0]) == 0 && detect(&t, &f[1]) == 0);
+    ag_fuse_options o;
+    ag_fuse_options_init(&o);
+    o.shape_ratio = o.texture_ratio = 0; /* ratio 0 at another size: the image resized */
+    o.size = 4 * (s.width > s.height ? s.width : s.height);
+    CHECK_OK(ag_face_fuse(&s, &f[0], &s, &f[0], &o, &s4, NULL, &err), &err);
+    f[2] = f[0];
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++)
+        f[2].landmarks[i][0] *= (float)s4.width / (float)s.width,
+            f[2].landmarks[i][1] *= (float)s4.height / (float)s.height;
+    ag_fuse_options_init(&o);
+    ag_fuse_timing ta, tb;
+    CHECK_OK(ag_face_fuse(&s, &f[0], &t, &f[1], &o, &a, &ta, &err), &err);
+    CHECK_OK(ag_face_fuse(&s4, &f[2], &t, &f[1], &o, &b, &tb, &err), &err);
+    double db = region_psnr(&a, &b, &t);
+    printf("  source 4x: shrunk by %.3f first; its fusion against the 1x source's: %.1f dB over "
+           "the face\n",
+           (double)tb.source_shrink, db);
+    CHECK(ta.source_shrink == 1.0f && tb.source_shrink < 0.5f);
+    CHECK(db >= 30);
+    ag_free(f);
+    ag_image_fini(&a);
+    ag_image_fini(&b);
+    ag_image_fini(&s4);
+    ag_image_fini(&t);
+    ag_image_fini(&s);
+    return 0;
+}
+
 /* The speed figure of the issue: a 1024 px target, landmarks known, one thread (this is
  * CPU time of the calling thread; the machine's other load does not count). */
 static int test_speed(void) {
@@ -542,7 +593,7 @@ int main(int argc, char **argv) {
     static const test_case tests[] = {
         TEST(test_procrustes), TEST(test_triangulation), TEST(test_warp_identity),
         TEST(test_poisson),    TEST(test_color),         TEST(test_synthetic),
-        TEST(test_photos),     TEST(test_speed),
+        TEST(test_photos),     TEST(test_speed),         TEST(test_source_prefilter),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     ag_face_detector_destroy(detector);

@@ -377,9 +377,87 @@ static int resize_target(const ag_image *in, int size, ag_face *face, ag_image *
     return rc;
 }
 
+/*
+ * A source face over PREFILTER_ABOVE times the target's would alias: the warp samples it
+ * bilinearly, one tap in every few pixels. Its window (the landmarks' box and as much
+ * again around it, which holds the ring the warp reads) is first shrunk by warp.c's box
+ * prefilter and cubic to PREFILTER_TO times the target's face, its landmarks with it.
+ */
+#define PREFILTER_ABOVE 2.0
+#define PREFILTER_TO 1.25
+
+/* The source's face size over the target's (the similarity's inverse scale). */
+static double face_ratio(const ag_face *sf, const ag_face *tf) {
+    ag_fuse_point ls[AG_FACE_LANDMARKS], lt[AG_FACE_LANDMARKS];
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        ls[i] = (ag_fuse_point){sf->landmarks[i][0], sf->landmarks[i][1]};
+        lt[i] = (ag_fuse_point){tf->landmarks[i][0], tf->landmarks[i][1]};
+    }
+    ag_affine a = ag_fuse_similarity(ls, lt, AG_FACE_LANDMARKS);
+    double scale = sqrt(fabs(a.a * a.e - a.b * a.d));
+    return scale > 0 ? 1.0 / scale : 1.0;
+}
+
+/* *out, *face <- the source's face window shrunk by r (< 1), the landmarks in its pixels. */
+static int shrink_source(const ag_image *in, const ag_face *sf, double r, ag_image *out,
+                         ag_face *face, ag_error *err) {
+    double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        double x = sf->landmarks[i][0], y = sf->landmarks[i][1];
+        x0 = fmin(x0, x), x1 = fmax(x1, x), y0 = fmin(y0, y), y1 = fmax(y1, y);
+    }
+    double mx = (x1 - x0) / 2, my = (y1 - y0) / 2;
+    x0 = fmax(0, floor(x0 - mx)), y0 = fmax(0, floor(y0 - my));
+    x1 = fmin(in->width, ceil(x1 + mx)), y1 = fmin(in->height, ceil(y1 + my));
+    int w = (int)fmax(8, ceil((x1 - x0) * r)), h = (int)fmax(8, ceil((y1 - y0) * r));
+    out->pixels = ag_malloc((size_t)w * h * in->bands);
+    if (!out->pixels)
+        return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory shrinking the source");
+    out->width = w, out->height = h, out->bands = in->bands;
+    ag_affine m = {1 / r, 0, x0, 0, 1 / r, y0};
+    int rc = ag_face_warp(in, &m, w, h, AG_WARP_REFLECT, AG_WARP_CUBIC, out->pixels, NULL, err);
+    *face = *sf;
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        face->landmarks[i][0] = (float)(((double)sf->landmarks[i][0] - x0) * r);
+        face->landmarks[i][1] = (float)(((double)sf->landmarks[i][1] - y0) * r);
+    }
+    for (int k = 0; k < 4; k++) /* x0, y0, x1, y1 */
+        face->box[k] = (float)(((double)sf->box[k] - (k % 2 ? y0 : x0)) * r);
+    if (rc)
+        ag_image_fini(out);
+    return rc;
+}
+
 static int fuse_sized(const ag_image *source, const ag_face *source_face, const ag_image *target,
                       const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
                       ag_fuse_timing *timing, ag_error *err);
+
+/* fuse_sized, with the source shrunk first when its face is much larger than the target's. */
+static int fuse_filtered(const ag_image *source, const ag_face *source_face, const ag_image *target,
+                         const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
+                         ag_fuse_timing *timing, ag_error *err) {
+    int rc = check_image(source, "source", err);
+    rc = rc ? rc : check_face(source_face, "source", err); /* as given, before any shrink */
+    rc = rc ? rc : check_face(target_face, "target", err);
+    if (rc)
+        return rc;
+    double ratio = face_ratio(source_face, target_face);
+    if (ratio <= PREFILTER_ABOVE)
+        return fuse_sized(source, source_face, target, target_face, o, out, timing, err);
+    ag_image small = {0};
+    ag_face *face = ag_malloc(sizeof *face);
+    if (!face)
+        return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory");
+    double r = PREFILTER_TO / ratio;
+    rc = shrink_source(source, source_face, r, &small, face, err);
+    if (rc == AG_OK)
+        rc = fuse_sized(&small, face, target, target_face, o, out, timing, err);
+    if (rc == AG_OK && timing)
+        timing->source_shrink = (float)r;
+    ag_image_fini(&small);
+    ag_free(face);
+    return rc;
+}
 
 int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_image *target,
                  const ag_face *target_face, const ag_fuse_options *options, ag_image *out,
@@ -394,7 +472,7 @@ int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_im
         return rc;
     int longest = target->width > target->height ? target->width : target->height;
     if (!o->size || o->size == longest)
-        return fuse_sized(source, source_face, target, target_face, o, out, timing, err);
+        return fuse_filtered(source, source_face, target, target_face, o, out, timing, err);
     ag_image resized = {0};
     ag_face *face = ag_malloc(sizeof *face);
     if (!face)
@@ -402,7 +480,7 @@ int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_im
     *face = *target_face;
     rc = resize_target(target, o->size, face, &resized, err);
     if (rc == AG_OK)
-        rc = fuse_sized(source, source_face, &resized, face, o, out, timing, err);
+        rc = fuse_filtered(source, source_face, &resized, face, o, out, timing, err);
     ag_image_fini(&resized);
     ag_free(face);
     return rc;
@@ -412,11 +490,8 @@ static int fuse_sized(const ag_image *source, const ag_face *source_face, const 
                       const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
                       ag_fuse_timing *timing, ag_error *err) {
     double t0 = ag_face_now_ms();
-    ag_fuse_timing tm = {0};
-    int rc = check_image(source, "source", err);
-    rc = rc ? rc : check_face(source_face, "source", err);
-    rc = rc ? rc : check_face(target_face, "target", err);
-    rc = rc ? rc : copy_image(target, out, err);
+    ag_fuse_timing tm = {.source_shrink = 1.0f};
+    int rc = copy_image(target, out, err); /* the images and faces were checked */
     if (rc || (o->shape_ratio == 0 && o->texture_ratio == 0)) {
         if (timing)
             *timing = tm;
