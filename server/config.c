@@ -67,6 +67,7 @@ typedef enum opt_kind {
     K_STRING,  /* const char *, not empty */
     K_MODEL,   /* appended to models[] */
     K_RESTORE, /* appended to restore_models[] */
+    K_PROXY,   /* an IP address appended to trusted_proxies[] */
     K_INT,     /* int in [min, max] */
     K_SCALED,  /* size_t: a whole number in [min, max] times `scale` bytes */
     K_SECONDS, /* double in [min, max] */
@@ -108,6 +109,10 @@ static const opt_def options[] = {
     {"model", "NAME|PATH", K_MODEL, 0, 0, 0, 0, NULL, NULL, "every bundled style",
      "model to serve, repeatable (a directory: every style in it); the first is the default. "
      "Without it every bundled style is served, hayao first. Loaded once at start-up"},
+    {"trusted-proxy", "ADDR", K_PROXY, 0, 0, 0, 0, NULL, NULL, "none",
+     "a reverse proxy (IPv4 or IPv6 address) whose X-Forwarded-For names the client, for the "
+     "per-client bounds (fusion face cache, video job turns); repeatable, at most 8. Others' "
+     "X-Forwarded-For is ignored"},
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
      "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
      "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
@@ -372,6 +377,13 @@ static int apply(ag_server_config *c, const opt_def *o, const char *arg) {
         if (c->model_count == AG_SERVER_MAX_MODELS)
             return usage_error("--model: at most %d models", AG_SERVER_MAX_MODELS);
         c->models[c->model_count++] = arg;
+        return 0;
+    case K_PROXY:
+        if (c->trusted_proxy_count == AG_SERVER_MAX_PROXIES)
+            return usage_error("--trusted-proxy: at most %d", AG_SERVER_MAX_PROXIES);
+        if (!ag_client_address(arg, strlen(arg), c->trusted_proxies[c->trusted_proxy_count]))
+            return usage_error("--trusted-proxy: '%s' is not an IPv4 or IPv6 address", arg);
+        c->trusted_proxy_count++;
         return 0;
     case K_RESTORE:
         if (!arg[0])

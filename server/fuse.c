@@ -184,9 +184,7 @@ static int decode(ag_server *s, ag_request *r, const uint8_t *data, size_t size,
 static int faces_of(ag_worker *w, ag_request *r, const ag_image *im, const uint8_t *data,
                     size_t size, int n, ag_face *faces, int *count, ag_error *err) {
     ag_server *s = w->server;
-    char client[AG_FUSE_CLIENT_BYTES];
-    if (ag_gate_peer(s, r->fd, client, sizeof client) != 0)
-        snprintf(client, sizeof client, "?");
+    const char *client = r->client;
     if (ag_fuse_cache_get(s->fuse_cache, client, data, size, n, faces, count))
         return AG_OK;
     ag_face_options fo = {.max_faces = AG_FACE_MAX};

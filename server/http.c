@@ -136,6 +136,7 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->fd = ci ? ci->connect_fd : -1;
+    ag_request_client(s, conn, r->fd, r->client);
     r->start_us = ag_now_us();
     r->rss_start_bytes = ag_process_rss_bytes();
     r->route = route_of(url);

@@ -48,6 +48,8 @@ enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 
 #define AG_SERVER_MAX_MODELS 8
 #define AG_SERVER_DEFAULT_MODEL "hayao" /* first of the bundled styles served by default */
 #define AG_SERVER_MAX_RESTORERS 4       /* --restore-model: GPEN / GFPGAN checkpoints */
+#define AG_SERVER_MAX_PROXIES 8         /* --trusted-proxy addresses */
+#define AG_CLIENT_BYTES 48              /* a client's address as text (INET6_ADDRSTRLEN) */
 #define AG_SERVER_UPSCALES 2            /* upscale=2 and upscale=4: AG_SERVER_UPSCALE[i] */
 #define AG_SERVER_DEFAULT_UPSCALER "esrgan-slim"
 #define AG_REQUEST_ID_BYTES 40 /* up to 36 characters + NUL: fits a UUID or nginx $request_id */
@@ -80,6 +82,9 @@ typedef struct ag_server_config {
     int model_count;
     const char *restore_models[AG_SERVER_MAX_RESTORERS]; /* --restore-model, in order */
     int restore_model_count;
+    /* --trusted-proxy: reverse proxies whose X-Forwarded-For names the client */
+    char trusted_proxies[AG_SERVER_MAX_PROXIES][AG_CLIENT_BYTES];
+    int trusted_proxy_count;
     const char *upscale_model; /* --upscale-model: upscale=2 and 4; "none" = off */
     size_t upscale_max_bytes;  /* --upscale-max-mb: one tile window's memory, per worker */
     size_t max_output_pixels;  /* --max-output-pixels: what a request may ask for */
@@ -316,6 +321,7 @@ typedef struct ag_request {
     _Atomic int state; /* ag_request_state */
     struct MHD_Connection *connection;
     char id[AG_REQUEST_ID_BYTES];
+    char client[AG_CLIENT_BYTES]; /* ag_request_client's, at its headers ("?": unknown) */
     int keyed; /* id may be looked up by /api/v1/status (ours, or a client's long one) */
     ag_route route;
     char method[8];
@@ -478,8 +484,8 @@ typedef struct ag_metrics {
 
 /* ---- the faces of fusion uploads, per client (fuse_cache.c) ---------------------------- */
 
-#define AG_FUSE_CACHE_FACES 8   /* faces kept per image: source_face / target_face up to it */
-#define AG_FUSE_CLIENT_BYTES 48 /* an address as text */
+#define AG_FUSE_CACHE_FACES 8 /* faces kept per image: source_face / target_face up to it */
+#define AG_FUSE_CLIENT_BYTES AG_CLIENT_BYTES
 typedef struct ag_fuse_cache ag_fuse_cache;
 
 /* NULL (off) when capacity is 0; -1 when out of memory. */
@@ -768,6 +774,20 @@ int ag_gate_busy(ag_server *s);
 /* The client's address of the connection whose MHD end is mhd_fd (a request's r->fd), as
  * text; 0, or -1 when unknown (the admin listener). */
 int ag_gate_peer(ag_server *s, int mhd_fd, char *out, size_t cap);
+
+/* The client a request comes from (client.c), read on the MHD thread at its headers: the
+ * peer's address, or for a peer among --trusted-proxy the rightmost X-Forwarded-For entry
+ * that is not itself a trusted proxy, as canonical text; "?" when unknown. */
+void ag_request_client(ag_server *s, struct MHD_Connection *conn, int fd,
+                       char out[AG_CLIENT_BYTES]);
+/* address.c. Whether `text` (len bytes, blanks around ignored) is an IPv4 or IPv6 address;
+ * its canonical form into out when it is. */
+int ag_client_address(const char *text, size_t len, char out[AG_CLIENT_BYTES]);
+/* Whether `address` (canonical) is one of c's --trusted-proxy. */
+int ag_trusted_proxy(const ag_server_config *c, const char *address);
+/* *out (a trusted proxy's address) <- the rightmost entry of X-Forwarded-For `xff` that is
+ * not a trusted proxy; unchanged when every entry is one, or at a malformed entry. */
+void ag_forwarded_client(const ag_server_config *c, const char *xff, char out[AG_CLIENT_BYTES]);
 /* Stop the thread and close what is left. Call after MHD has stopped. Safe when never
  * started. */
 void ag_gate_stop(ag_server *s);

@@ -212,5 +212,58 @@ fi
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 
+# Behind a reverse proxy (--trusted-proxy): each X-Forwarded-For client has its own share of
+# the face cache; without the option the header is ignored and they share the proxy's.
+proxy_run() { # name, extra serve options...
+    name=$1
+    shift
+    "$BIN" serve --port 0 --workers 1 --threads 1 --fuse-cache-per-client 2 "$@" \
+        >"$tmp/proxy.log" 2>&1 &
+    pserver=$!
+    pport=
+    for _ in $(seq 1 100); do
+        pport=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\)\/.*/\1/p' "$tmp/proxy.log" | head -n 1)
+        [ -n "$pport" ] && break
+        sleep 0.2
+    done
+    /usr/bin/python3 - "$pport" "$SRC" "$TGT" "$tmp" <<'PY'
+import sys, urllib.request
+from PIL import Image
+port, src, tgt, tmp = sys.argv[1:5]
+def post(pair, client):
+    b = b"proxyboundary"
+    body = b""
+    for name, path in zip(("source", "target"), pair):
+        body += b"--" + b + b"\r\nContent-Disposition: form-data; name=\"" + name.encode() + \
+            b"\"; filename=\"x\"\r\n\r\n" + open(path, "rb").read() + b"\r\n"
+    body += b"--" + b + b"--\r\n"
+    req = urllib.request.Request("http://127.0.0.1:%s/api/v1/fuse" % port, data=body, method="POST",
+                                 headers={"Content-Type": "multipart/form-data; boundary=proxyboundary",
+                                          "X-Forwarded-For": "198.51.100.9, " + client})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return r.status
+def hits():
+    with urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("animegan_fuse_cache_hits_total "):
+                return float(line.split()[1])
+p = (src, tgt)
+q = ("%s/q_src.png" % tmp, "%s/q_tgt.png" % tmp)
+Image.open(src).convert("RGB").save(q[0])
+Image.open(tgt).convert("RGB").save(q[1], compress_level=2)
+post(p, "203.0.113.1")
+post(q, "203.0.113.2")  # another client's two faces: evict A's only if they share a share
+before = hits()
+post(p, "203.0.113.1")
+print(int(hits() - before))
+PY
+    kill "$pserver" 2>/dev/null
+    wait "$pserver" 2>/dev/null
+}
+h=$(proxy_run trusted --trusted-proxy 127.0.0.1 | tail -n 1)
+[ "$h" = 2 ] && ok "proxy_clients_have_own_cache_share" || bad "proxy_clients_have_own_cache_share ($h hits, want 2)"
+h=$(proxy_run untrusted | tail -n 1)
+[ "$h" = 0 ] && ok "proxy_header_ignored_untrusted" || bad "proxy_header_ignored_untrusted ($h hits, want 0)"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -6,6 +6,7 @@
  */
 #include "test.h"
 
+#include "../server/address.c"
 #include "../server/config.c"
 #include "../server/head.c"
 #include "../server/jobs_config.c"
@@ -454,7 +455,44 @@ static int head_body_framing(void) {
     return 0;
 }
 
+/* --trusted-proxy and X-Forwarded-For: only the proxies' own hops are skipped, right to left;
+ * a malformed hop leaves the proxy's address. */
+static int forwarded_clients(void) {
+    ag_server_config c;
+    char *args[] = {"serve", "--trusted-proxy", "10.0.0.1", "--trusted-proxy", "::1", NULL};
+    CHECK(ag_config_parse(&c, 5, args, 8) == 0);
+    CHECK(c.trusted_proxy_count == 2 && ag_trusted_proxy(&c, "10.0.0.1"));
+    CHECK(ag_trusted_proxy(&c, "::1") && !ag_trusted_proxy(&c, "10.0.0.2"));
+    static const struct {
+        const char *xff, *want;
+    } cases[] = {
+        {"203.0.113.7", "203.0.113.7"},
+        {"1.2.3.4, 203.0.113.7", "203.0.113.7"},  /* the client's own claim is not taken */
+        {"203.0.113.7, 10.0.0.1", "203.0.113.7"}, /* a second trusted hop is skipped */
+        {" 2001:DB8::0:1 ,::1", "2001:db8::1"},   /* IPv6, canonical */
+        {"10.0.0.1", "10.0.0.1"},                 /* only proxies: the proxy */
+        {"203.0.113.7, bogus", "10.0.0.1"},       /* malformed nearest hop */
+        {"", "10.0.0.1"},
+        {"203.0.113.7,", "10.0.0.1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[AG_CLIENT_BYTES] = "10.0.0.1";
+        ag_forwarded_client(&c, cases[i].xff, out);
+        CHECK_MSG(!strcmp(out, cases[i].want), "'%s' -> '%s', want '%s'", cases[i].xff, out,
+                  cases[i].want);
+    }
+    fflush(stderr);
+    FILE *saved = stderr;
+    stderr = fopen("/dev/null", "w");
+    char *bad[] = {"serve", "--trusted-proxy", "proxy.local", NULL};
+    int rc = ag_config_parse(&c, 3, bad, 8);
+    fclose(stderr);
+    stderr = saved;
+    CHECK(rc == -1);
+    return 0;
+}
+
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
           TEST(signatures), TEST(upload_image), TEST(query_options), TEST(command_line),
-          TEST(request_heads), TEST(head_body_framing))
+          TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients))
