@@ -252,6 +252,27 @@ class Server:
             self.proc.kill()
             self.proc.wait()
 
+    def exit_report(self, lines=40, indent="    "):
+        """How the server ended and its last stderr lines, for a failure message: the
+        exit status or the signal that ended it (or that it still runs), then up to `lines`
+        lines, each indented (a sanitizer's report or the last log lines say why)."""
+        code = self.proc.poll()
+        if code is None:
+            how = "still running (pid %d)" % self.pid
+        elif code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = "signal %d" % -code
+            how = "killed by %s (exit %d)" % (name, code)
+        else:
+            how = "exited %d" % code
+        with self.lock:
+            tail = self.lines[-lines:] if lines > 0 else []
+            total = len(self.lines)
+        head = "the server %s; its last %d of %d stderr lines:" % (how, len(tail), total)
+        return "\n".join([head] + [indent + l for l in tail])
+
 
 def in_threads(fn, args_list):
     """Run fn(*args) for each args concurrently; returns results (or exceptions) in order."""
