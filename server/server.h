@@ -761,6 +761,10 @@ int ag_gate_busy(ag_server *s);
 /* The client's address of the connection whose MHD end is mhd_fd (a request's r->fd), as
  * text; 0, or -1 when unknown (the admin listener). */
 int ag_gate_peer(ag_server *s, int mhd_fd, char *out, size_t cap);
+/* Before MHD stops: from when this returns, the gate hands MHD no more connections (a
+ * first head arriving then closes its connection, as MHD at its limit would); it still
+ * relays what MHD writes on the ones it has. Safe when never started. */
+void ag_gate_detach(ag_server *s);
 /* Stop the thread and close what is left. Call after MHD has stopped. Safe when never
  * started. */
 void ag_gate_stop(ag_server *s);
