@@ -583,8 +583,7 @@ def sigterm_answers_the_listen_backlog():
     gets 503 shutting_down, not a reset after its request was sent."""
     s = Server("--workers", "1", "--threads", "1")
     try:
-        tids = [t for t in os.listdir("/proc/%d/task" % s.pid)
-                if open("/proc/%d/task/%s/comm" % (s.pid, t)).read().strip() == "MHD-single"]
+        tids = s.threads("MHD-single")
         check(len(tids) == 1, "no single HTTP thread: %r" % tids)
         resume = freeze_thread(int(tids[0]))
         if resume is None:
