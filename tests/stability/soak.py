@@ -292,6 +292,7 @@ class Soak:
             self.t_end = time.time() - self.t0
         except BaseException:
             self.alive_at_failure = self.server.proc.poll() is None
+            self.t_failure = time.time() - self.t0
             raise
         finally:
             self.stop_sampling.set()
@@ -306,7 +307,7 @@ class Soak:
             return
         if self.alive_at_failure is not None:
             print("  failed in phase %s after %d requests, %.1f s; the server was %s then" % (
-                self.phase, self.done, time.time() - self.t0,
+                self.phase, self.done, self.t_failure,
                 "running" if self.alive_at_failure else "gone"))
         for e in self.errors[:5]:
             print("  error: " + e)
