@@ -102,6 +102,7 @@ struct ag_gate {
     int epoll_fd, wake_fd, listen_fd;
     int listening; /* listen_fd is in the epoll set (off while every place is taken) */
     atomic_int stop, drain, drained, open, busy;
+    atomic_int detach, detached; /* ag_gate_detach asked; the thread has seen it */
     int capacity, count;
     gate_conn *conns;
     char *buffers;
@@ -169,6 +170,8 @@ static int watch_fd(ag_gate *g, int fd, gate_conn *c) {
 /* The pair for a connection's first head that passed; 0, or -1 (then all is closed). */
 static int open_pair(ag_gate *g, gate_conn *c) {
     int sv[2];
+    if (atomic_load(&g->detach))
+        return -1; /* MHD is stopping (or gone): nothing may be added to it */
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
         return -1;
     /* A stale entry for a descriptor MHD closed and the kernel reuses now is not ours. */
@@ -571,6 +574,9 @@ static void *gate_main(void *arg) {
     struct epoll_event events[64];
     int draining = 0;
     while (!atomic_load(&g->stop)) {
+        /* Between two passes, never inside open_pair: every later one sees `detach`. */
+        if (atomic_load(&g->detach))
+            atomic_store(&g->detached, 1);
         int n = epoll_wait(g->epoll_fd, events, 64, 50);
         for (int i = 0; i < n; i++) {
             if (events[i].data.ptr == NULL) {
@@ -675,6 +681,19 @@ int ag_gate_peer(ag_server *s, int mhd_fd, char *out, size_t cap) {
         return inet_ntop(c->addr.ss_family, a, out, (socklen_t)cap) ? 0 : -1;
     }
     return -1;
+}
+
+/* MHD_add_connection on a daemon MHD_stop_daemon is tearing down (or on the NULL left
+ * after it) crashed the server at the end of a drain when a kept-alive client's first head
+ * came in then (a SEGV; under ASan an abort). */
+void ag_gate_detach(ag_server *s) {
+    ag_gate *g = s->gate;
+    if (!g || !g->started)
+        return;
+    atomic_store(&g->detach, 1);
+    wake(g);
+    while (!atomic_load(&g->detached))
+        usleep(1000);
 }
 
 int ag_gate_busy(ag_server *s) {

@@ -1286,6 +1286,7 @@ void ag_http_stop(ag_server *s) {
         s->admin_daemon = NULL;
     }
     if (s->daemon) {
+        ag_gate_detach(s); /* no MHD_add_connection from here on */
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
     }

@@ -788,6 +788,10 @@ int ag_trusted_proxy(const ag_server_config *c, const char *address);
 /* *out (a trusted proxy's address) <- the rightmost entry of X-Forwarded-For `xff` that is
  * not a trusted proxy; unchanged when every entry is one, or at a malformed entry. */
 void ag_forwarded_client(const ag_server_config *c, const char *xff, char out[AG_CLIENT_BYTES]);
+/* Before MHD stops: from when this returns, the gate hands MHD no more connections (a
+ * first head arriving then closes its connection, as MHD at its limit would); it still
+ * relays what MHD writes on the ones it has. Safe when never started. */
+void ag_gate_detach(ag_server *s);
 /* Stop the thread and close what is left. Call after MHD has stopped. Safe when never
  * started. */
 void ag_gate_stop(ag_server *s);

@@ -252,6 +252,46 @@ class Server:
             self.proc.kill()
             self.proc.wait()
 
+    def threads(self, comm, wait=10.0):
+        """Ids of the server's threads named comm, waiting up to `wait` s for one: MHD's
+        thread names itself once it runs, which under CPU contention can be well after the
+        "listening on" line (it was still "animegan" then in 3 of 6 runs with 4 busy loops
+        on 2 cores)."""
+        deadline = time.time() + wait
+        while True:
+            found = []
+            for tid in os.listdir("/proc/%d/task" % self.pid):
+                try:
+                    with open("/proc/%d/task/%s/comm" % (self.pid, tid)) as f:
+                        if f.read().strip() == comm:
+                            found.append(int(tid))
+                except OSError:
+                    pass  # the thread ended meanwhile
+            if found or time.time() >= deadline or self.proc.poll() is not None:
+                return found
+            time.sleep(0.02)
+
+    def exit_report(self, lines=40, indent="    "):
+        """How the server ended and its last stderr lines, for a failure message: the
+        exit status or the signal that ended it (or that it still runs), then up to `lines`
+        lines, each indented (a sanitizer's report or the last log lines say why)."""
+        code = self.proc.poll()
+        if code is None:
+            how = "still running (pid %d)" % self.pid
+        elif code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = "signal %d" % -code
+            how = "killed by %s (exit %d)" % (name, code)
+        else:
+            how = "exited %d" % code
+        with self.lock:
+            tail = self.lines[-lines:] if lines > 0 else []
+            total = len(self.lines)
+        head = "the server %s; its last %d of %d stderr lines:" % (how, len(tail), total)
+        return "\n".join([head] + [indent + l for l in tail])
+
 
 def in_threads(fn, args_list):
     """Run fn(*args) for each args concurrently; returns results (or exceptions) in order."""
@@ -360,11 +400,14 @@ def http_thread_yields_to_workers():
                 fields = f.read().rsplit(")", 1)[1].split()
             out.setdefault(comm, set()).add(int(fields[16]))  # field 19: nice
         return out
-    n = niceness(main_server())
+    m = main_server()
+    m.threads("MHD-single")
+    n = niceness(m)
     check(n.get("MHD-single") == {10}, "HTTP thread niceness %r, wanted 10" % n)
     check(0 in n.get("animegan", set()), "no worker at niceness 0: %r" % n)
     s = Server("--workers", "1", "--threads", "1", "--http-nice", "0")
     try:
+        s.threads("MHD-single")
         check(niceness(s).get("MHD-single") == {0}, "--http-nice 0 not applied")
     finally:
         s.stop()

@@ -99,6 +99,8 @@ class Soak:
         self.phase = "start"
         self.t0 = time.time()
         self.stop_sampling = threading.Event()
+        self.server = None
+        self.alive_at_failure = None  # whether the server still ran when the run failed
 
     # ---- the server ----------------------------------------------------------------------
 
@@ -288,10 +290,31 @@ class Soak:
                 self.checkpoints.append((time.time() - self.t0, self.done, idle, hwm))
             self.end_idle, self.end_hwm = idle, hwm
             self.t_end = time.time() - self.t0
+        except BaseException:
+            self.alive_at_failure = self.server.proc.poll() is None
+            self.t_failure = time.time() - self.t0
+            raise
         finally:
             self.stop_sampling.set()
             self.sampler.join()
             self.exit_code = self.server.stop(signal.SIGTERM, 120)
+
+    def print_failure(self):
+        """Why it failed, small: the phase, the first request errors, how the server ended
+        and its last stderr lines (all indented, so tests/stability_test.sh shows them), and
+        its whole log in OUT/server.log."""
+        if self.server is None:
+            return
+        if self.alive_at_failure is not None:
+            print("  failed in phase %s after %d requests, %.1f s; the server was %s then" % (
+                self.phase, self.done, self.t_failure,
+                "running" if self.alive_at_failure else "gone"))
+        for e in self.errors[:5]:
+            print("  error: " + e)
+        print("  " + self.server.exit_report(40, "    "))
+        os.makedirs(self.args.out, exist_ok=True)
+        with open(os.path.join(self.args.out, "server.log"), "w") as f:
+            f.write("\n".join(self.server.lines) + "\n")
 
     def report(self):
         a = self.args
@@ -376,6 +399,8 @@ class Soak:
             pct(0.5), pct(0.99), self.exit_code))
         for e in self.errors[:10]:
             print("  error: " + e)
+        if self.exit_code != 0 or self.errors:
+            print("  " + self.server.exit_report(40, "    "))
         print("  data in %s" % out)
         return ok
 
@@ -454,8 +479,9 @@ def main():
     s = Soak(a)
     try:
         s.run()
-    except d.Failure as e:
-        print("soak: FAILED: %s" % e)
+    except Exception as e:  # a check, or a connection refused or reset by a server gone
+        print("soak: FAILED: %s" % (e if isinstance(e, d.Failure) else repr(e)))
+        s.print_failure()
         return 1
     ok = s.report()
     plot(a.out)
