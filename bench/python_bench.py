@@ -3,7 +3,7 @@
 in, one uint8 picture out, 512x512 by default, each side in its own process so that the peak
 RSS is its own. Prints one line per side and the ratio.
 
-    PYTHONPATH=python /usr/bin/python3 bench/python_bench.py [--size 512] [--threads 2]
+    build/python-venv/bin/python bench/python_bench.py [--size 512] [--threads 2]   (after tests/python_test.sh)
         [--runs 1] [--precision fp32]
 
 animegan: animegan.Model("hayao", precision, threads)(image), after one untimed call (which
