@@ -692,7 +692,8 @@ void ag_gate_detach(ag_server *s) {
         return;
     atomic_store(&g->detach, 1);
     wake(g);
-    while (!atomic_load(&g->detached))
+    /* One pass of the thread (epoll_wait's 50 ms at most); bounded all the same. */
+    for (int i = 0; i < 5000 && !atomic_load(&g->detached); i++)
         usleep(1000);
 }
 

@@ -232,13 +232,6 @@ static int raw_type_ok(const char *ct) {
            !strncasecmp(ct, "image/gif", 9) || !strncasecmp(ct, "image/webp", 10);
 }
 
-/* The uploader (ag_request_client: the gate's peer, or behind a trusted proxy the client
- * it names), which the runner takes turns by. */
-static void client_of(ag_server *s, const ag_request *r, char out[AG_JOB_CLIENT_MAX]) {
-    (void)s;
-    snprintf(out, AG_JOB_CLIENT_MAX, "%s", r->client);
-}
-
 /* The body's framing: Content-Length (0 when chunked) within --max-video-mb. 0 or a reply. */
 static int declared_length(ag_jobs *j, struct MHD_Connection *conn, ag_request *r,
                            size_t *declared) {
@@ -337,7 +330,9 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     *up = u;
     up->slot = b;
     snprintf(b->ext, sizeof b->ext, "%s", o.ext);
-    client_of(s, r, b->client);
+    /* the uploader the runner takes turns by (ag_request_client: the peer, or the client a
+     * trusted proxy names) */
+    snprintf(b->client, sizeof b->client, "%s", r->client);
     b->model = o.convert.model;
     b->max_side = o.convert.max_side;
     b->side_by_side = o.convert.side_by_side;

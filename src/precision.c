@@ -83,6 +83,14 @@ static int can_run(const precision_row *r, const ag_cpu_info *cpu) {
     return (cpu->flags & cpu->onednn_flags & r->minimum) == r->minimum;
 }
 
+/* Whether auto may pick row r: available on `backend`, over its quality bar, native on
+ * `cpu` and faster than the next row there. */
+static int auto_may_pick(const precision_row *r, ag_backend backend, const ag_cpu_info *cpu) {
+    int runs = r->available && (backend == AG_BACKEND_ONEDNN || r->reference);
+    return runs && r->meets_bar && can_run(r, cpu) && is_native(r, cpu) &&
+           (!r->faster || r->faster(cpu));
+}
+
 int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cpu_info *cpu,
                          ag_precision_choice *out) {
     memset(out, 0, sizeof *out);
@@ -92,9 +100,7 @@ int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cp
     if (requested == AG_PRECISION_AUTO) {
         for (size_t i = 0; i < ROW_COUNT; i++) {
             const precision_row *r = &rows[i];
-            int runs = r->available && (backend == AG_BACKEND_ONEDNN || r->reference);
-            if (!runs || !r->meets_bar || !can_run(r, cpu) || !is_native(r, cpu) ||
-                (r->faster && !r->faster(cpu)))
+            if (!auto_may_pick(r, backend, cpu))
                 continue;
             out->precision = r->precision;
             snprintf(out->note, sizeof out->note, "auto: %s (%s%s%s)",
@@ -147,12 +153,11 @@ int ag_restore_precision_resolve(ag_precision requested, const ag_cpu_info *cpu,
         return AG_E_ARG;
     memset(out, 0, sizeof *out);
     const precision_row *r = row_of(AG_PRECISION_BF16);
-    int bf16 = can_run(r, cpu) && is_native(r, cpu) && r->faster(cpu);
+    int bf16 = auto_may_pick(r, AG_BACKEND_ONEDNN, cpu);
     out->precision = bf16 ? AG_PRECISION_BF16 : AG_PRECISION_FP32;
-    snprintf(out->note, sizeof out->note, "%s%s: %s",
-             requested == AG_PRECISION_INT8 ? "face restorers have no int8; " : "", "auto",
-             bf16 ? RESTORE_BF16_WHY ", native "
-                                     "AVX512-BF16 or AMX"
-                  : "fp32 (bf16 would not be faster here)");
+    snprintf(out->note, sizeof out->note, "%sauto: %s%s",
+             requested == AG_PRECISION_INT8 ? "face restorers have no int8; " : "",
+             bf16 ? RESTORE_BF16_WHY ", native " : "fp32 (bf16 would not be faster here)",
+             bf16 ? r->needs : "");
     return AG_OK;
 }

@@ -96,15 +96,23 @@ ms=$((($(date +%s%N) - start) / 1000000))
 [ $ms -lt 5000 ] && grep -q "pixels" "$tmp/err" && ok "huge_refused_early (${ms} ms)" ||
     bad "huge_refused_early (${ms} ms: $(cat "$tmp/err"))"
 
+# serve_on LOG OPTIONS...: a server on a free port; sets $server (its pid) and $port ("" when
+# it did not come up within 20 s).
+serve_on() {
+    log=$1
+    shift
+    "$BIN" serve --port 0 --workers 1 --threads 1 "$@" >"$log" 2>&1 &
+    server=$!
+    port=
+    for _ in $(seq 1 100); do
+        port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\)\/.*/\1/p' "$log" | head -n 1)
+        [ -n "$port" ] && break
+        sleep 0.2
+    done
+}
+
 # The service: POST /api/v1/fuse (multipart source + target), its options and refusals.
-"$BIN" serve --port 0 --workers 1 --threads 1 --queue 4 --max-pixels 8M >"$tmp/serve.log" 2>&1 &
-server=$!
-port=
-for _ in $(seq 1 100); do
-    port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\)\/.*/\1/p' "$tmp/serve.log" | head -n 1)
-    [ -n "$port" ] && break
-    sleep 0.2
-done
+serve_on "$tmp/serve.log" --queue 4 --max-pixels 8M
 if [ -z "$port" ]; then
     bad server_start
     cat "$tmp/serve.log"
@@ -214,19 +222,9 @@ wait "$server" 2>/dev/null
 
 # Behind a reverse proxy (--trusted-proxy): each X-Forwarded-For client has its own share of
 # the face cache; without the option the header is ignored and they share the proxy's.
-proxy_run() { # name, extra serve options...
-    name=$1
-    shift
-    "$BIN" serve --port 0 --workers 1 --threads 1 --fuse-cache-per-client 2 "$@" \
-        >"$tmp/proxy.log" 2>&1 &
-    pserver=$!
-    pport=
-    for _ in $(seq 1 100); do
-        pport=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\)\/.*/\1/p' "$tmp/proxy.log" | head -n 1)
-        [ -n "$pport" ] && break
-        sleep 0.2
-    done
-    /usr/bin/python3 - "$pport" "$SRC" "$TGT" "$tmp" <<'PY'
+proxy_run() { # extra serve options...; prints the hits of the client's second post
+    serve_on "$tmp/proxy.log" --fuse-cache-per-client 2 "$@"
+    /usr/bin/python3 - "$port" "$SRC" "$TGT" "$tmp" <<'PY'
 import sys, urllib.request
 from PIL import Image
 port, src, tgt, tmp = sys.argv[1:5]
@@ -257,12 +255,12 @@ before = hits()
 post(p, "203.0.113.1")
 print(int(hits() - before))
 PY
-    kill "$pserver" 2>/dev/null
-    wait "$pserver" 2>/dev/null
+    kill "$server" 2>/dev/null
+    wait "$server" 2>/dev/null
 }
-h=$(proxy_run trusted --trusted-proxy 127.0.0.1 | tail -n 1)
+h=$(proxy_run --trusted-proxy 127.0.0.1 | tail -n 1)
 [ "$h" = 2 ] && ok "proxy_clients_have_own_cache_share" || bad "proxy_clients_have_own_cache_share ($h hits, want 2)"
-h=$(proxy_run untrusted | tail -n 1)
+h=$(proxy_run | tail -n 1)
 [ "$h" = 0 ] && ok "proxy_header_ignored_untrusted" || bad "proxy_header_ignored_untrusted ($h hits, want 0)"
 
 echo "$passed passed, $failed failed"

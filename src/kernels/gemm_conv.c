@@ -73,9 +73,7 @@ typedef struct product {
 
 struct ag_gemm_bf16 {
     ag_dnnl *dnnl;
-    int transposed;
-    int last_rows;          /* rows of the last band (its own primitives when it is shorter) */
-    product p[2][2];        /* [last band][accumulate into the output] */
+    product p[2][2];        /* [a shorter last band][accumulate into the output] */
     const uint16_t *weight; /* bound: the packed (IC, K*K, OC) in bf16 */
     const float *demod_sq;  /* bound: its demodulation sums (IC, OC) */
     void *scratchpad;       /* bound: ag_gemm_bf16_create's scratch_bytes */
@@ -148,14 +146,12 @@ int ag_gemm_bf16_create(ag_dnnl *dnnl, int transposed, int HP, int WP, int IC, i
     if (!g)
         return ag_error_set(err, AG_E_NOMEM, "out of memory");
     g->dnnl = dnnl;
-    g->transposed = transposed;
     int KK = K * K, HO = HP - K + 1, WO = WP - K + 1;
     int rows = transposed ? conv_t_band_rows(HP, WP, KK, OC) : conv_band_rows(HO, WP, OC);
-    int total = transposed ? HP : HO;
-    g->last_rows = total % rows ? total % rows : rows;
+    int last_rows = (transposed ? HP : HO) % rows; /* 0: every band is whole */
     dnnl_status_t st = dnnl_success;
-    for (int last = 0; last < (g->last_rows != rows ? 2 : 1) && st == dnnl_success; last++) {
-        int R = last ? g->last_rows : rows;
+    for (int last = 0; last < (last_rows ? 2 : 1) && st == dnnl_success; last++) {
+        int R = last ? last_rows : rows;
         if (transposed) {
             st = product_create(&g->p[last][0], dnnl, (dnnl_dim_t)R * WP, (dnnl_dim_t)KK * OC, IC,
                                 IC, (dnnl_dim_t)KK * OC, (dnnl_dim_t)KK * OC, 0, scratch_bytes);
