@@ -8,8 +8,8 @@
 # does not depend on its weights) and the bundled esrgan-medium x2 (UpscalerJS RDN). Each
 # round runs, in turn: our engine (`animegan bench --model M`, precisions auto and fp32, one
 # whole-image pass), PyTorch 1.13 eager on the same network and weights
-# (bench/peers/upscale_torch.py) and the FMA peak loop (bench/fma_peak.c, AVX2 build), all
-# on --threads cores at --size x --size with R timed runs after a warm-up. Then the peak RSS
+# (bench/peers/upscale_torch.py) and the FMA peak loop (bench/fma_peak.c, built for AVX2 and,
+# where the CPU has it, AVX-512: the peak is the faster of the two), all on --threads cores at --size x --size with R timed runs after a warm-up. Then the peak RSS
 # of `animegan upscale` on a 4000x3000 photo x4 (esrgan-slim, default --max-mb), under
 # /usr/bin/time -v. Prints a table; raw lines go to bench/results/upscale-<date>/.
 set -euo pipefail
@@ -50,8 +50,13 @@ torch.manual_seed(7)
 net = R.SRVGG(64, 16, 4)
 torch.save({"params": net.state_dict()}, sys.argv[1])
 PY
+peaks="avx2"
 cc -O2 -DFMA_AVX2 -mavx2 -mfma -pthread bench/fma_peak.c -o "$BUILD/bench/fma_peak_avx2" ||
     die "cannot build bench/fma_peak.c"
+if grep -qw avx512f /proc/cpuinfo; then
+    cc -O2 -mavx512f -mfma -pthread bench/fma_peak.c -o "$BUILD/bench/fma_peak_avx512"
+    peaks="avx2 avx512"
+fi
 
 if [ "$BENCH" = 1 ]; then
     for r in $(seq "$ROUNDS"); do
@@ -65,14 +70,20 @@ if [ "$BENCH" = 1 ]; then
             --threads "$THREADS" >>"$OUT/torch-anime.jsonl"
         $PY bench/peers/upscale_torch.py --tfjs "$UPSCALE_SRC/esrgan-medium/x2" \
             --size "$SIZE" --runs "$RUNS" --threads "$THREADS" >>"$OUT/torch-medium.jsonl"
-        "$BUILD/bench/fma_peak_avx2" --threads "$THREADS" --seconds 2 >>"$OUT/peak.jsonl"
+        for isa in $peaks; do
+            "$BUILD/bench/fma_peak_$isa" --threads "$THREADS" --seconds 2 >>"$OUT/peak.jsonl"
+        done
     done
     $PY - "$OUT" "$SIZE" <<'PY'
 import json, sys, glob, os
 out, size = sys.argv[1], int(sys.argv[2])
 def rows(f):
     return [json.loads(l) for l in open(os.path.join(out, f)) if l.strip()]
-peak = max(r["gflops"] for r in rows("peak.jsonl"))
+peak_rows = rows("peak.jsonl")
+peak = max(r["gflops"] for r in peak_rows)
+print("CPU: %s; FMA peak %.0f GFLOP/s on %d threads (%s)" % (
+    rows("ours-anime-fp32.jsonl")[0]["cpu"], peak, peak_rows[0]["threads"],
+    max(peak_rows, key=lambda r: r["gflops"])["isa"]))
 print("| network %dx%d | runtime | ms (best round median) | GFLOP/s | %% of FMA peak %.0f | MP/s out | vs PyTorch |" % (size, size, peak))
 print("|---|---|---|---|---|---|---|")
 for net, scale in (("anime", 4), ("medium", 2)):

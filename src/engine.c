@@ -71,10 +71,13 @@ static int can_extend(const ag_engine *e, const lowering *lw, int gi, const ag_n
     const ag_node *head = &lw->g->nodes[gr->head];
     if (fusion_of(head) != AG_FUSE_CONV || lw->consumers[gr->tail] != 1)
         return 0;
+    int pre_free = gr->pre_slope == 1.0f && gr->prelu < 0;
     if (is_norm(n))
-        return gr->norm < 0 && gr->pre_slope == 1.0f && gr->residual < 0;
+        return gr->norm < 0 && pre_free && gr->residual < 0;
+    if (fusion_of(n) == AG_FUSE_PRELU) /* per-channel slopes: before the residual add only */
+        return gr->residual < 0 && pre_free;
     if (fusion_of(n) == AG_FUSE_ACT)
-        return gr->residual < 0 ? gr->pre_slope == 1.0f : gr->post_slope == 1.0f;
+        return gr->residual < 0 ? pre_free : gr->post_slope == 1.0f;
     /* The residual must exist when the chain is applied: a group before this one. */
     if (fusion_of(n) == AG_FUSE_ADD)
         return gr->residual < 0 && other > 0 && group_valued(e, lw, other) >= 0 &&
@@ -86,14 +89,20 @@ static void extend(ag_engine *e, lowering *lw, int gi, int node, int other) {
     ag_group *gr = &e->groups[gi];
     const ag_node *n = &lw->g->nodes[node];
     float slope = n->op == AG_OP_RELU ? 0.0f : n->alpha;
-    if (is_norm(n))
+    if (is_norm(n)) {
         gr->norm = node;
-    else if (fusion_of(n) == AG_FUSE_ADD)
+    } else if (fusion_of(n) == AG_FUSE_PRELU) {
+        gr->prelu = node;
+        gr->pre_slope = n->gamma[0];
+        for (int c = 1; c < lw->g->nodes[gr->head].out_c; c++)
+            gr->pre_slope = fminf(gr->pre_slope, n->gamma[c]);
+    } else if (fusion_of(n) == AG_FUSE_ADD) {
         gr->residual = group_valued(e, lw, other);
-    else if (gr->residual < 0)
+    } else if (gr->residual < 0) {
         gr->pre_slope = slope;
-    else
+    } else {
         gr->post_slope = slope;
+    }
     gr->tail = node;
     lw->group_of[node] = gi;
 }
@@ -102,7 +111,7 @@ static int new_group(ag_engine *e, lowering *lw, int node) {
     ag_group *gr = &e->groups[e->group_count];
     memset(gr, 0, sizeof *gr);
     gr->head = gr->tail = node;
-    gr->norm = gr->residual = gr->src = gr->resize = -1;
+    gr->norm = gr->residual = gr->src = gr->resize = gr->prelu = -1;
     gr->pre_slope = gr->post_slope = 1.0f;
     lw->group_of[node] = e->group_count;
     return e->group_count++;
@@ -791,6 +800,7 @@ static void init_affines(ag_engine *e) {
         int constant = norm && norm->op == AG_OP_AFFINE;
         x->y_scale = 1.0f;
         x->range_ok = 0;
+        x->affine.slope = gr->prelu >= 0 ? g->nodes[gr->prelu].gamma : NULL;
         for (int c = 0; c < x->out.c; c++) {
             x->affine.scale[c] = constant && norm->gamma ? norm->gamma[c] : 1.0f;
             x->affine.shift[c] = constant && norm->beta ? norm->beta[c] : 0.0f;
@@ -1021,7 +1031,8 @@ static void range_end(ag_engine *e, int gi, const float *slots) {
         float lo = x->lo[c], hi = x->hi[c];
         float a = lo * x->affine.scale[c] + x->affine.shift[c];
         float b = hi * x->affine.scale[c] + x->affine.shift[c];
-        lo = range_lrelu(fminf(a, b), gr->pre_slope), hi = range_lrelu(fmaxf(a, b), gr->pre_slope);
+        float slope = x->affine.slope ? x->affine.slope[c] : gr->pre_slope;
+        lo = range_lrelu(fminf(a, b), slope), hi = range_lrelu(fmaxf(a, b), slope);
         if (r)
             lo += r->lo[c], hi += r->hi[c];
         x->lo[c] = range_lrelu(lo, gr->post_slope), x->hi[c] = range_lrelu(hi, gr->post_slope);
@@ -1032,8 +1043,8 @@ static void range_end(ag_engine *e, int gi, const float *slots) {
 static void materialize(ag_engine *e, int gi) {
     const ag_group *gr = &e->groups[gi];
     ag_group_exec *x = &e->exec[gi];
-    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->post_slope == 1.0f &&
-        x->y_scale == 1.0f)
+    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->prelu < 0 &&
+        gr->post_slope == 1.0f && x->y_scale == 1.0f)
         return;
     void *y = y_map(e, gi);
     ag_pad none = {0, 0, 0, 0};
@@ -1053,6 +1064,7 @@ static void materialize(ag_engine *e, int gi) {
     /* Readers now see a plain map. */
     for (int c = 0; c < x->out.c; c++)
         x->affine.scale[c] = 1.0f, x->affine.shift[c] = 0.0f;
+    x->affine.slope = NULL;
 }
 
 /* int8: the range of conv gi's band values: its source's value range when known (padding and

@@ -269,7 +269,7 @@ static int test_u8_maps(void) {
             CHECK_MSG(worst <= 0.5 + 1e-3, "%s C %d: %.3f steps from fp32", v[k]->isa, C, worst);
             if (k == 0)
                 memcpy(old, pairs[0], q * 4);
-            ag_norm_affine a = {scale, shift};
+            ag_norm_affine a = {scale, shift, NULL};
             v[k]->materialize_u8(maps[k], pairs[k], NULL, NULL, a, AG_LRELU_SLOPE, 1.0f, H, W, C,
                                  scratch, NULL, 2);
             CHECK(k == 0 ||
@@ -315,7 +315,7 @@ static int test_stats_and_output_equal(void) {
     for (int i = 1; i < nv && !rc; i++) {
         const ag_fused_ops *o[2] = {v[0], v[i]};
         for (int j = 0; j < 2; j++) {
-            ag_norm_affine af = {scale[j], shift[j]};
+            ag_norm_affine af = {scale[j], shift[j], NULL};
             o[j]->row_stats(p[j], x, 0, 0, H, (size_t)W * C - 3, 2); /* a tail of 13 */
             o[j]->row_stats(pb[j], xb, 1, 0, H, (size_t)W * C, 2);
             o[j]->norm_stats(af, p[j], x, gamma, beta, H, W, C, 1e-5f, 2);

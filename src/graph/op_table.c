@@ -96,7 +96,7 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
                       NULL, NULL, NULL, ag_run_affine, AG_FUSE_NORM, NULL},
     [AG_OP_LRELU] = ACT("lrelu", A(lrelu_attrs), AG_FUSE_ACT),
     [AG_OP_PRELU] = {"prelu", 1, 1, 0, NO_ATTRS, T(slope), NULL, ag_check_prelu, NULL, NULL, NULL,
-                     NULL, ag_run_prelu, AG_FUSE_NONE, NULL},
+                     NULL, ag_run_prelu, AG_FUSE_PRELU, NULL},
     [AG_OP_RELU] = ACT("relu", NO_ATTRS, AG_FUSE_ACT),
     [AG_OP_RELU6] = ACT("relu6", NO_ATTRS, AG_FUSE_NONE),
     [AG_OP_TANH] = ACT("tanh", NO_ATTRS, AG_FUSE_TANH),

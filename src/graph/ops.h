@@ -69,6 +69,7 @@ typedef enum ag_fusion {
     AG_FUSE_CONV,     /* heads a group: a oneDNN conv reading its input band by band */
     AG_FUSE_NORM,     /* per-channel affine applied by the conv group's reader */
     AG_FUSE_ACT,      /* (leaky) ReLU in the group's chain */
+    AG_FUSE_PRELU,    /* PReLU: per-channel slopes in the chain, before a residual add */
     AG_FUSE_ADD,      /* residual add in the group's chain */
     AG_FUSE_RESIZE,   /* bilinear resize absorbed into the next conv's band */
     AG_FUSE_TANH,     /* the graph output's tanh, applied by the output pass */

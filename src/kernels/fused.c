@@ -168,7 +168,7 @@ static const row_dq no_dq = {NULL, NULL};
  * (u * scale + lo) * a.scale + a.shift = u * (scale * a.scale) + (lo * a.scale + a.shift),
  * into out (2C floats). */
 static ag_norm_affine fold_dq(float *out, ag_norm_affine a, row_dq d, int C) {
-    ag_norm_affine f = {out, out + C};
+    ag_norm_affine f = {out, out + C, a.slope};
     for (int c = 0; c < C; c++) {
         f.scale[c] = d.scale[c] * a.scale[c];
         f.shift[c] = d.lo[c] * a.scale[c] + a.shift[c];
@@ -336,12 +336,12 @@ static inline float range_lrelu(float v, float slope) {
 
 /* The chain band_row applies (scale NULL: none; residual r or NULL) to the 16 channels at
  * v[i], r[i]. */
-#define RANGE_CHAIN(v, r, i, scale, shift, c, vpre, vpost)                                         \
+#define RANGE_CHAIN(v, r, i, scale, shift, slope, c, vpre, vpost)                                  \
     ({                                                                                             \
         v16f chain_z_ = vload_f32((v) + (i));                                                      \
         if (scale) {                                                                               \
-            chain_z_ =                                                                             \
-                vleaky(chain_z_ * vload_f32((scale) + (c)) + vload_f32((shift) + (c)), vpre);      \
+            chain_z_ = vleaky(chain_z_ * vload_f32((scale) + (c)) + vload_f32((shift) + (c)),      \
+                              (slope) ? vload_f32((slope) + (c)) : (vpre));                        \
             if (r)                                                                                 \
                 chain_z_ += vload_f32((r) + (i));                                                  \
             chain_z_ = vleaky(chain_z_, vpost);                                                    \
@@ -353,18 +353,19 @@ static inline float range_lrelu(float v, float slope) {
  * pairs for alternate pixels, where the general loop's loads and stores of lo and hi chain
  * one pixel to the next through memory. */
 static AG_HOT void range_row16(const float *v, const float *r, int W, const float *scale,
-                               const float *shift, float pre, float post, float *lo, float *hi) {
+                               const float *shift, const float *slope, float pre, float post,
+                               float *lo, float *hi) {
     v16f vpre = vsplat(pre), vpost = vsplat(post);
     v16f lo0 = vload_f32(lo), hi0 = vload_f32(hi), lo1 = lo0, hi1 = hi0;
     int p = 0;
     for (; p + 1 < W; p += 2) {
-        v16f z0 = RANGE_CHAIN(v, r, (size_t)p * 16, scale, shift, 0, vpre, vpost);
-        v16f z1 = RANGE_CHAIN(v, r, (size_t)p * 16 + 16, scale, shift, 0, vpre, vpost);
+        v16f z0 = RANGE_CHAIN(v, r, (size_t)p * 16, scale, shift, slope, 0, vpre, vpost);
+        v16f z1 = RANGE_CHAIN(v, r, (size_t)p * 16 + 16, scale, shift, slope, 0, vpre, vpost);
         lo0 = vmin(z0, lo0), hi0 = vmax(z0, hi0);
         lo1 = vmin(z1, lo1), hi1 = vmax(z1, hi1);
     }
     if (p < W) {
-        v16f z = RANGE_CHAIN(v, r, (size_t)p * 16, scale, shift, 0, vpre, vpost);
+        v16f z = RANGE_CHAIN(v, r, (size_t)p * 16, scale, shift, slope, 0, vpre, vpost);
         lo0 = vmin(z, lo0), hi0 = vmax(z, hi0);
     }
     vstore_f32(lo, vmin(lo1, lo0));
@@ -375,9 +376,10 @@ static AG_HOT void range_row16(const float *v, const float *r, int W, const floa
  * band_row applies it (scale NULL: none; residual r or NULL); lo and hi hold C entries.
  * Whole vectors of 16 channels, a scalar loop for the rest. */
 static AG_HOT void range_row(const float *v, const float *r, int W, int C, const float *scale,
-                             const float *shift, float pre, float post, float *lo, float *hi) {
+                             const float *shift, const float *slope, float pre, float post,
+                             float *lo, float *hi) {
     if (C == 16) {
-        range_row16(v, r, W, scale, shift, pre, post, lo, hi);
+        range_row16(v, r, W, scale, shift, slope, pre, post, lo, hi);
         return;
     }
     v16f vpre = vsplat(pre), vpost = vsplat(post);
@@ -385,14 +387,15 @@ static AG_HOT void range_row(const float *v, const float *r, int W, int C, const
     for (int p = 0; p < W; p++) {
         size_t base = (size_t)p * C;
         for (int c = 0; c < vec_c; c += 16) {
-            v16f z = RANGE_CHAIN(v, r, base + c, scale, shift, c, vpre, vpost);
+            v16f z = RANGE_CHAIN(v, r, base + c, scale, shift, slope, c, vpre, vpost);
             vstore_f32(lo + c, vmin(z, vload_f32(lo + c)));
             vstore_f32(hi + c, vmax(z, vload_f32(hi + c)));
         }
         for (int c = vec_c; c < C; c++) {
             float t = v[base + c];
             if (scale) {
-                t = range_lrelu(t * scale[c] + shift[c], pre) + (r ? r[base + c] : 0.0f);
+                t = range_lrelu(t * scale[c] + shift[c], slope ? slope[c] : pre) +
+                    (r ? r[base + c] : 0.0f);
                 t = range_lrelu(t, post);
             }
             lo[c] = t < lo[c] ? t : lo[c];
@@ -411,7 +414,7 @@ static void stats_row(const ag_stats_rows *t, int r) {
     if (t->range && !t->bf16) { /* the row is still in cache */
         float *lo = t->range + (size_t)2 * t->C * (size_t)omp_get_thread_num();
         range_row((const float *)t->y + (size_t)r * t->row_n, NULL, (int)(t->row_n / t->C), t->C,
-                  NULL, NULL, 1.0f, 1.0f, lo, lo + t->C);
+                  NULL, NULL, NULL, 1.0f, 1.0f, lo, lo + t->C);
     }
 }
 
@@ -478,7 +481,7 @@ void ag_fused_range(const ag_band_source *s, float *lo_out, float *hi_out, int t
         for (int r = 0; r < H; r++) {
             size_t off = (size_t)r * W * C;
             range_row(base + off, res ? res + off : NULL, W, C, chain ? s->affine.scale : NULL,
-                      s->affine.shift, s->pre_slope, s->post_slope, tlo, thi);
+                      s->affine.shift, s->affine.slope, s->pre_slope, s->post_slope, tlo, thi);
         }
 #pragma omp critical
         for (int c = 0; c < C; c++) {
@@ -514,7 +517,7 @@ static AG_HOT void scan_row(const float *v, int W, int C, float *lo, float *hi, 
     for (int c = 0; c < C; c++)
         lo[c] = INFINITY, hi[c] = -INFINITY;
     if (!mean || C % 16) {
-        range_row(v, NULL, W, C, NULL, NULL, 1.0f, 1.0f, lo, hi);
+        range_row(v, NULL, W, C, NULL, NULL, NULL, 1.0f, 1.0f, lo, hi);
         if (mean)
             row_moments_f32(v, n, mean, m2);
         return;

@@ -132,10 +132,12 @@ void ag_sum_normalize(float *x, size_t N, int C, float eps, int threads);
 
 /* ---- fused passes ---------------------------------------------------------------------- */
 
-/* Per-channel affine form of a norm: z = y * scale[c] + shift[c]. */
+/* Per-channel affine form of a norm: z = y * scale[c] + shift[c]; then, where `slope` is
+ * set, a PReLU of those per-channel slopes in place of the chain's scalar pre slope. */
 typedef struct ag_norm_affine {
-    float *scale; /* (C) */
-    float *shift; /* (C) */
+    float *scale;       /* (C) */
+    float *shift;       /* (C) */
+    const float *slope; /* (C) or NULL */
 } ag_norm_affine;
 
 /*
