@@ -43,10 +43,10 @@ typedef struct ag_group {
     int head, tail; /* graph nodes: the producer and the chain's last node (the value) */
     int norm;       /* the chain's norm node, -1 for none */
     float pre_slope, post_slope; /* LeakyReLU before / after the residual add; 1: none */
-    int prelu;    /* the PReLU node in pre_slope's place (its slopes per channel), -1: none;
-                   * pre_slope is then the least of them (the int8 range's test) */
-    int residual; /* group whose value is added, -1 for none */
-    int materialize;             /* chain applied in place after the step */
+    int prelu;       /* the PReLU node in pre_slope's place (its slopes per channel), -1: none;
+                      * pre_slope is then the least of them (the int8 range's test) */
+    int residual;    /* group whose value is added, -1 for none */
+    int materialize; /* chain applied in place after the step */
     /* a conv head's input */
     ag_band_kind kind;
     int src;      /* group read (RAW, RESIZE), -1 for the image */
