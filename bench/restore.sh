@@ -44,13 +44,7 @@ mkdir -p "$OUT" "$BUILD/bench"
 $PY tools/make_restore_bench_models.py "$MODELS" >/dev/null
 GPEN=$MODELS/gpen_bfr_512.pt GFPGAN=$MODELS/gfpgan_v1.4.pth
 
-peaks="avx2"
-cc -O2 -DFMA_AVX2 -mavx2 -mfma -pthread bench/fma_peak.c -o "$BUILD/bench/fma_peak_avx2" ||
-    die "cannot build bench/fma_peak.c"
-if grep -qw avx512f /proc/cpuinfo; then
-    cc -O2 -mavx512f -mfma -pthread bench/fma_peak.c -o "$BUILD/bench/fma_peak_avx512"
-    peaks="avx2 avx512"
-fi
+. bench/fma_peaks.sh
 
 for r in $(seq "$ROUNDS"); do
     for net in gpen gfpgan; do

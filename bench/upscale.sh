@@ -9,7 +9,8 @@
 # round runs, in turn: our engine (`animegan bench --model M`, precisions auto and fp32, one
 # whole-image pass), PyTorch 1.13 eager on the same network and weights
 # (bench/peers/upscale_torch.py) and the FMA peak loop (bench/fma_peak.c, built for AVX2 and,
-# where the CPU has it, AVX-512: the peak is the faster of the two), all on --threads cores at --size x --size with R timed runs after a warm-up. Then the peak RSS
+# where the CPU has it, AVX-512: the peak is the faster; bench/fma_peaks.sh), all on
+# --threads cores at --size x --size with R timed runs after a warm-up. Then the peak RSS
 # of `animegan upscale` on a 4000x3000 photo x4 (esrgan-slim, default --max-mb), under
 # /usr/bin/time -v. Prints a table; raw lines go to bench/results/upscale-<date>/.
 set -euo pipefail
@@ -50,13 +51,7 @@ torch.manual_seed(7)
 net = R.SRVGG(64, 16, 4)
 torch.save({"params": net.state_dict()}, sys.argv[1])
 PY
-peaks="avx2"
-cc -O2 -DFMA_AVX2 -mavx2 -mfma -pthread bench/fma_peak.c -o "$BUILD/bench/fma_peak_avx2" ||
-    die "cannot build bench/fma_peak.c"
-if grep -qw avx512f /proc/cpuinfo; then
-    cc -O2 -mavx512f -mfma -pthread bench/fma_peak.c -o "$BUILD/bench/fma_peak_avx512"
-    peaks="avx2 avx512"
-fi
+. bench/fma_peaks.sh
 
 if [ "$BENCH" = 1 ]; then
     for r in $(seq "$ROUNDS"); do
