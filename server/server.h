@@ -631,6 +631,12 @@ typedef struct ag_worker {
 /* Before running `model` (and `face_model`, -1 for none) on w: the worker's other engines
  * give back their arenas (ag_engine_release), so at most two are planned at once. */
 void ag_worker_use_models(ag_worker *w, int model, int face_model);
+/* upscale=N on w: *image (owned by the caller) replaced by itself `scale` (2 or 4) times
+ * larger with w's upscaler, tile by tile within --upscale-max-mb, and counted in
+ * animegan_upscaled_total. On failure *image is left as it was. Worker thread only. */
+int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err);
+/* The arenas of w's upscaler engines (one when both scales share a file). */
+size_t ag_worker_upscaler_arena_bytes(const ag_worker *w);
 
 /* ---- POST /api/v1/fuse (fuse.c) ---- */
 /* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,
