@@ -466,7 +466,7 @@ typedef struct ag_metrics {
     atomic_uint_fast64_t faces_detected;  /* faces found by the detector, all routes */
     atomic_uint_fast64_t faces_restored;  /* faces restored (restore=K, /api/v1/restore) */
     atomic_uint_fast64_t restorations;    /* images that went through restoration */
-    atomic_uint_fast64_t upscaled;        /* images upscaled (upscale=N, /api/v1/upscale) */
+    atomic_uint_fast64_t upscaled;        /* images and job frames upscaled (upscale=N) */
     atomic_uint_fast64_t fuse_cache_hits; /* /api/v1/fuse images whose faces were known */
     atomic_uint_fast64_t fuse_cache_misses;
     atomic_uint_fast64_t fuse_cache_evictions; /* over a bound, or past the TTL */
