@@ -293,6 +293,13 @@ static int take_slot(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, siz
                            "expired); the limit is --max-jobs",
                            j->c->max_jobs),
                -1;
+    if (quota && upscale > 1) /* say why a job that fits without upscale=N does not */
+        return r->retry_after_s = 60,
+               reply_error(conn, r, 507, "spool_full",
+                           "the job spool is full (--jobs-quota-mb %zu; an upscale=%d job holds "
+                           "%zu times its upload); try again later",
+                           j->c->quota_bytes >> 20, upscale, upload_reserve(upscale, 1)),
+               -1;
     if (quota)
         return r->retry_after_s = 60,
                reply_error(conn, r, 507, "spool_full",

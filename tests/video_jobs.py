@@ -608,7 +608,8 @@ def upscale_bad_values_refused():
 @test
 def upscale_bounded_at_submission():
     """An upscaled result over --max-output-pixels (side by side counted) or over 16384 px a
-    side is 413 at submission, with convert's words: no job, no file; one that fits runs."""
+    side is 413 at submission, with convert's words: no job, no file; one that fits runs.
+    Its result's share of the spool (N^2 times the upload) is checked from the headers."""
     spool = os.path.join(TMP, "spool_upscale")
     s = new_server("--max-output-pixels", "20000", spool=spool)
     try:
@@ -644,6 +645,22 @@ def upscale_bounded_at_submission():
         check("16800x64" in doc["error"]["message"] and "16384" in doc["error"]["message"],
               str(doc))
         check(not os.listdir(os.path.join(TMP, "spool_upscale_wide")), "spool not empty")
+    finally:
+        s.stop()
+    # The spool: an upscale=4 job holds 1 + 16 times its upload, refused from the headers
+    # where the same clip without it fits.
+    spool = os.path.join(TMP, "spool_upscale_quota")
+    s = new_server("--jobs-quota-mb", "1", spool=spool)
+    try:
+        body = clip("long.mp4")
+        check(17 * len(body) > (1 << 20) > 2 * len(body), "long.mp4 is %d bytes" % len(body))
+        status, _, doc = submit(s, body, "?max_side=32&upscale=4")
+        error_of(status, doc, 507, "spool_full")
+        check("an upscale=4 job holds 17 times its upload" in doc["error"]["message"], str(doc))
+        check(not os.listdir(spool), "spool after 507: %s" % os.listdir(spool))
+        status, _, doc = submit(s, body, "?max_side=32")
+        check(status == 202, "without upscale: %d %s" % (status, doc))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
     finally:
         s.stop()
 
