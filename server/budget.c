@@ -31,9 +31,11 @@
  *         + cache                         --cache-mb, and the fusion face cache's table
  *                                         (--fuse-cache-entries x ~30 KiB)
  *         + video jobs                    with --jobs-dir: the runner's frames in flight
- *                                         (ag_video_frame_bytes at S, side by side) and
- *                                         32 MiB of demuxer and codec state; the frames'
- *                                         inference runs on the workers, within their term
+ *                                         (ag_video_frame_bytes at S, side by side, and
+ *                                         with an upscaler the largest upscale=N frames
+ *                                         O allows) and 32 MiB of demuxer and codec
+ *                                         state; the frames' inference and upscaling run
+ *                                         on the workers, within their term
  *
  * S = max(--max-side, portrait size), O = --max-output-pixels. Admission makes "(queue + W)" exact:
  * a slot is taken when a convert request's headers arrive and given back when its response

@@ -118,15 +118,16 @@ static const opt_def options[] = {
      "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
     {"upscale-model", "NAME|FILE", K_STRING, 0, 0, 0, AT(upscale_model), NULL, NULL,
      AG_SERVER_DEFAULT_UPSCALER,
-     "upscaler for upscale=2 and upscale=4 (convert, restore, POST /api/v1/upscale): a bundled "
-     "family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a Real-ESRGAN .pth (its own "
-     "scale, resized with Lanczos to the asked one); loaded once at start-up; none = off"},
+     "upscaler for upscale=2 and upscale=4 (convert, restore, POST /api/v1/upscale, video jobs): "
+     "a bundled family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a Real-ESRGAN .pth "
+     "(its own scale, resized with Lanczos to the asked one); loaded once at start-up; none = "
+     "off"},
     {"upscale-max-mb", "N", K_SCALED, 16, 65536, 1 << 20, AT(upscale_max_bytes), NULL, NULL, "128",
      "memory of one upscaling tile window per worker (arena and buffers) in MiB: images are "
      "upscaled tile by tile, so this bounds upscaling whatever the image size"},
     {"max-output-pixels", "N", K_PIXELS, 64, 1e10, 0, AT(max_output_pixels), NULL, NULL, "4.2M",
-     "largest upscaled result a request may ask for, width x height after max_side, "
-     "side_by_side and upscale (K/M suffixes); 413 before any work"},
+     "largest upscaled result a request (or a video job's frame) may ask for, width x height "
+     "after max_side, side_by_side and upscale (K/M suffixes); 413 before any work"},
     {"workers", "N", K_INT, 1, 256, 0, AT(workers), NULL, NULL, "1",
      "inference workers; each has its own engine and activation arena"},
     {"threads", "N", K_INT, 0, 4096, 0, AT(threads), NULL, NULL, "every core",
@@ -196,8 +197,8 @@ static const opt_def options[] = {
     {"max-jobs", "N", K_INT, 1, 4096, 0, AT(jobs.max_jobs), NULL, NULL, "16",
      "video jobs held at once: queued, running, or finished and not yet expired; more get 503"},
     {"jobs-quota-mb", "N", K_SCALED, 1, 1 << 24, 1 << 20, AT(jobs.quota_bytes), NULL, NULL, "2048",
-     "spool bytes at most; an upload reserves twice its size (itself and the result); more get "
-     "507"},
+     "spool bytes at most; an upload reserves twice its size (itself and the result; 1 + N^2 "
+     "times with upscale=N); more get 507"},
     {"job-ttl", "S", K_SECONDS, 1, 2592000, 0, AT(jobs.ttl_s), NULL, NULL, "3600",
      "finished jobs and their results are removed S seconds after they finish"},
     {"max-video-frames", "N", K_INT, 1, 1e9, 0, AT(jobs.max_frames), NULL, NULL, "36000",

@@ -9,7 +9,8 @@
  *
  * Bounds from the headers, before a byte of the body is read: --max-video-mb (from
  * Content-Length), --max-jobs slots (queued + running + finished results kept) and
- * --jobs-quota-mb (an upload needs twice its size: itself and the result).
+ * --jobs-quota-mb (an upload needs twice its size: itself and the result; with upscale=N
+ * 1 + N^2 times, the result having N^2 times the pixels).
  */
 #include "jobs_internal.h"
 
@@ -111,6 +112,9 @@ void ag_jobs_json(ag_text *t, const ag_jobs *j, const job *b) {
     if (b->state == JOB_QUEUED) {
         ag_text_printf(t, ",\"jobs_ahead\":%d", ag_jobs_ahead(j, b));
     }
+    ag_text_printf(t, ",\"upscale\":%d", b->upscale > 1 ? b->upscale : 1);
+    if (b->out_width > 0)
+        ag_text_printf(t, ",\"width\":%d,\"height\":%d", b->out_width, b->out_height);
     ag_text_printf(t, ",\"url\":\"/api/v1/jobs/%s\"", b->id);
     if (b->state == JOB_DONE) {
         ag_text_printf(t, ",\"result_url\":\"/api/v1/jobs/%s/result\",\"format\":\"%s\"", b->id,
@@ -163,9 +167,10 @@ static const struct job_opt {
     const char *key;
     job_opt_kind kind;
 } job_opts[] = {
-    {"model", OPT_CONVERT},          {"max_side", OPT_CONVERT},      {"side_by_side", OPT_CONVERT},
-    {"format", OPT_FORMAT},          {"portrait", OPT_PHOTO_ONLY},   {"quality", OPT_PHOTO_ONLY},
-    {"paste_faces", OPT_PHOTO_ONLY}, {"face_model", OPT_PHOTO_ONLY}, {"face", OPT_PHOTO_ONLY},
+    {"model", OPT_CONVERT},      {"max_side", OPT_CONVERT},       {"side_by_side", OPT_CONVERT},
+    {"upscale", OPT_CONVERT},    {"format", OPT_FORMAT},          {"portrait", OPT_PHOTO_ONLY},
+    {"quality", OPT_PHOTO_ONLY}, {"paste_faces", OPT_PHOTO_ONLY}, {"face_model", OPT_PHOTO_ONLY},
+    {"face", OPT_PHOTO_ONLY},
 };
 
 static const char *const job_formats[] = {"mp4", "webm", "mkv", "mov", "webp", "gif"};
@@ -206,7 +211,7 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
     if (!opt) {
         ag_reply_error_set(&o->err, 400, "unknown_option",
                            "unknown query parameter '%.40s' (known: model, max_side, "
-                           "side_by_side, format)",
+                           "side_by_side, upscale, format)",
                            key ? key : "");
         rc = -1;
     } else if (opt->kind == OPT_PHOTO_ONLY) {
@@ -261,16 +266,23 @@ static int declared_length(ag_jobs *j, struct MHD_Connection *conn, ag_request *
     return 0;
 }
 
-/* A slot for the upload, when its declared size (twice: the result) fits the quota. The
+/* What an upload of n bytes holds of the quota: itself and its result (N^2 times its
+ * size with upscale=N: ag_jobs_result_factor). */
+static size_t upload_reserve(int upscale, size_t n) {
+    return n + n * ag_jobs_result_factor(upscale);
+}
+
+/* A slot for the upload, when its declared size (and the result's) fits the quota. The
  * quota itself is reserved as the bytes come (upload_chunk). */
 static int take_slot(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, size_t declared,
-                     job **out) {
+                     int upscale, job **out) {
     pthread_mutex_lock(&j->lock);
     job *b = ag_jobs_free_slot(j);
-    int quota = b && j->spool_bytes + 2 * declared > j->c->quota_bytes;
+    int quota = b && j->spool_bytes + upload_reserve(upscale, declared) > j->c->quota_bytes;
     if (b && !quota) {
         memset(b, 0, sizeof *b);
         b->state = JOB_UPLOADING;
+        b->upscale = upscale;
     }
     pthread_mutex_unlock(&j->lock);
     *out = b;
@@ -280,6 +292,13 @@ static int take_slot(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, siz
                            "%d jobs are held (queued, running or finished and not yet "
                            "expired); the limit is --max-jobs",
                            j->c->max_jobs),
+               -1;
+    if (quota && upscale > 1) /* say why a job that fits without upscale=N does not */
+        return r->retry_after_s = 60,
+               reply_error(conn, r, 507, "spool_full",
+                           "the job spool is full (--jobs-quota-mb %zu; an upscale=%d job holds "
+                           "%zu times its upload); try again later",
+                           j->c->quota_bytes >> 20, upscale, upload_reserve(upscale, 1)),
                -1;
     if (quota)
         return r->retry_after_s = 60,
@@ -298,6 +317,10 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &o);
     if (o.failed)
         return reply_error(conn, r, o.err.status, o.err.code, "%s", o.err.message);
+    if (o.convert.upscale && !s->upscalers[0]) /* as convert's upscale_fits says it */
+        return reply_error(conn, r, 503, "upscale_unavailable",
+                           "this server has no upscaler (--upscale-model none)");
+    int upscale = o.convert.upscale > 1 ? o.convert.upscale : 1;
     if (!atomic_load(&s->accepting))
         return r->retry_after_s = 5,
                reply_error(conn, r, 503, "shutting_down", "the server is shutting down");
@@ -316,7 +339,8 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     }
     size_t declared = 0;
     job *b = NULL;
-    if (declared_length(j, conn, r, &declared) != 0 || take_slot(j, conn, r, declared, &b) != 0)
+    if (declared_length(j, conn, r, &declared) != 0 ||
+        take_slot(j, conn, r, declared, upscale, &b) != 0)
         return MHD_YES; /* answered */
     ag_job_upload *up = ag_malloc(sizeof *up);
     char path[4096];
@@ -364,12 +388,14 @@ static int upload_chunk(ag_jobs *j, ag_request *r, const char *data, size_t n) {
         r->closed_by_us = 1;
         return MHD_NO;
     }
-    /* The quota from what arrives: twice the bytes (the upload and its result). */
+    /* The quota from what arrives: the upload and its result (twice the bytes, or more
+     * with upscale=N). */
     pthread_mutex_lock(&j->lock);
-    int full = j->spool_bytes + 2 * n > j->c->quota_bytes;
+    size_t reserve = upload_reserve(up->slot->upscale, n);
+    int full = j->spool_bytes + reserve > j->c->quota_bytes;
     if (!full) {
-        j->spool_bytes += 2 * n;
-        up->slot->reserved_bytes += 2 * n;
+        j->spool_bytes += reserve;
+        up->slot->reserved_bytes += reserve;
     }
     pthread_mutex_unlock(&j->lock);
     if (full) {
@@ -491,14 +517,16 @@ static int delete_job(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, jo
 
 /* What the page needs to know before offering video: the limits. */
 static int jobs_limits(ag_jobs *j, struct MHD_Connection *conn, ag_request *r) {
-    char *body = ag_malloc(320);
-    int n = body ? snprintf(body, 320,
+    const ag_server *s = j->server;
+    char *body = ag_malloc(400);
+    int n = body ? snprintf(body, 400,
                             "{\"max_video_bytes\":%zu,\"max_video_seconds\":%.0f,"
                             "\"max_video_frames\":%lld,\"max_job_megapixels\":%zu,"
                             "\"max_jobs\":%d,\"formats\":[\"mp4\",\"webm\",\"mkv\",\"mov\","
-                            "\"webp\",\"gif\"]}\n",
+                            "\"webp\",\"gif\"],\"upscale\":%s,\"max_output_pixels\":%zu}\n",
                             j->c->max_bytes, j->c->max_seconds, (long long)j->c->max_frames,
-                            j->c->max_work_mpx, j->c->max_jobs)
+                            j->c->max_work_mpx, j->c->max_jobs, s->upscalers[0] ? "[0,2,4]" : "[0]",
+                            s->config.max_output_pixels)
                  : 0;
     return reply(conn, r, 200, body, (size_t)n, NULL);
 }

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -77,11 +78,53 @@ static int copy_field(ag_request *r, ag_job_upload *up, const char *upath, const
     return 0;
 }
 
-/* Output pixels of one frame: the input's, scaled down to fit max_side. */
-static double output_pixels(const ag_video_info *info, int max_side) {
+/* The size of a job's result frames as the video pipeline plans them (src/video/video.c,
+ * plan_sizes): the input's display size fitted to max_side (even sides, at least
+ * AG_MIN_SIDE), twice as wide side by side, then `upscale` times. */
+static void output_size(int width, int height, int max_side, int side_by_side, int upscale,
+                        int *out_width, int *out_height) {
+    int longest = width > height ? width : height;
+    if (max_side > 0 && longest > max_side) {
+        double scale = (double)max_side / longest;
+        width = (int)lround(width * scale);
+        height = (int)lround(height * scale);
+    }
+    width = (width & ~1) < AG_MIN_SIDE ? AG_MIN_SIDE : width & ~1;
+    height = (height & ~1) < AG_MIN_SIDE ? AG_MIN_SIDE : height & ~1;
+    int n = upscale > 1 ? upscale : 1;
+    *out_width = (side_by_side ? 2 : 1) * width * n;
+    *out_height = height * n;
+}
+
+/* Output pixels of one frame: the input's, scaled down to fit max_side, then upscale=N
+ * times (the upscaler's frames are what the worker and the encoder go through). */
+static double output_pixels(const ag_video_info *info, int max_side, int upscale) {
     int side = info->width > info->height ? info->width : info->height;
     double scale = max_side > 0 && side > max_side ? (double)max_side / side : 1.0;
-    return (double)info->width * scale * (double)info->height * scale;
+    double n = upscale > 1 ? upscale : 1;
+    return (double)info->width * scale * n * (double)info->height * scale * n;
+}
+
+/* The result's frames within --max-output-pixels (upscale=N, as convert's upscale_fits
+ * words it) and the encoders' 16384 px a side; 0, or -1 with the 413 prepared in r. */
+static int output_fits(ag_jobs *j, ag_request *r, const job *b, int out_w, int out_h) {
+    const ag_server_config *c = &j->server->config;
+    double pixels = (double)out_w * out_h;
+    if (b->upscale > 1 && pixels > (double)c->max_output_pixels) {
+        ag_jobs_prepare_error(r, 413, "output_too_large",
+                              "upscale=%d gives %.1f megapixels; the limit is %.1f "
+                              "(--max-output-pixels): ask for a smaller max_side or scale",
+                              b->upscale, pixels / 1e6, (double)c->max_output_pixels / 1e6);
+        return -1;
+    }
+    if (out_w > AG_JOB_MAX_OUT_SIDE || out_h > AG_JOB_MAX_OUT_SIDE) {
+        ag_jobs_prepare_error(r, 413, "output_too_large",
+                              "the result's frames would be %dx%d; the video encoders take at "
+                              "most %d px a side: ask for a smaller max_side or scale",
+                              out_w, out_h, AG_JOB_MAX_OUT_SIDE);
+        return -1;
+    }
+    return 0;
 }
 
 /* The probe's refusal as a reply: the limit (413), not a video we take (415), damaged (422). */
@@ -127,8 +170,14 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
         unlink(inpath);
         return refuse_probe(j, r, &err);
     }
+    int out_w = 0, out_h = 0;
+    output_size(info.width, info.height, b->max_side, b->side_by_side, b->upscale, &out_w, &out_h);
+    if (output_fits(j, r, b, out_w, out_h) != 0) {
+        unlink(inpath);
+        return -1;
+    }
     /* The work: frames x output pixels, what the runner's time goes by. */
-    double px = output_pixels(&info, b->max_side);
+    double px = output_pixels(&info, b->max_side, b->upscale);
     double work_mpx = (double)info.frames * px / 1e6;
     double bound_mpx = (double)j->c->max_work_mpx;
     if (bound_mpx > 0 && work_mpx > bound_mpx) {
@@ -136,8 +185,8 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
         ag_jobs_prepare_error(
             r, 413, "too_large",
             "%lld frames of %.0f pixels = %.0f megapixels of work; the limit is %.0f "
-            "(--max-job-megapixels; a smaller max_side or a shorter clip fits)",
-            (long long)info.frames, px, work_mpx, bound_mpx);
+            "(--max-job-megapixels; a smaller max_side%s or a shorter clip fits)",
+            (long long)info.frames, px, work_mpx, bound_mpx, b->upscale > 1 ? ", upscale" : "");
         return -1;
     }
     int64_t by_work = bound_mpx > 0 && px > 0 ? (int64_t)(bound_mpx * 1e6 / px) : 0;
@@ -149,10 +198,14 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
     b->created_unix = ag_jobs_now_unix();
     b->seq = j->next_seq++;
     b->state = JOB_QUEUED;
-    /* The reservation now: the input as it is, plus as much again for the result. */
+    b->out_width = out_w;
+    b->out_height = out_h;
+    /* The reservation now: the input as it is, plus as much again for the result (N^2
+     * times with upscale=N): at most what the upload reserved (upload_chunk), since the
+     * input is the upload or a field of it. */
     size_t in_bytes = ag_jobs_file_size(inpath);
     j->spool_bytes -= b->reserved_bytes;
-    b->reserved_bytes = in_bytes;
+    b->reserved_bytes = in_bytes * ag_jobs_result_factor(b->upscale);
     b->file_bytes = in_bytes;
     j->spool_bytes += b->reserved_bytes + b->file_bytes;
     ag_jobs_save_state(j, b);

@@ -27,6 +27,9 @@
 #define AG_JOB_ID_MAX (6 + AG_JOB_SECRET_HEX)
 #define AG_JOB_STATE_JSON_MAX 4096
 #define AG_JOB_CLIENT_MAX 48
+/* The widest frames the video encoders take (src/video/video.c refuses wider ones before
+ * decoding; the intake says so at submission). */
+#define AG_JOB_MAX_OUT_SIDE 16384
 
 typedef enum job_state {
     JOB_FREE = 0,  /* slot unused */
@@ -48,7 +51,9 @@ typedef struct job {
     int model;
     int max_side;
     int side_by_side;
-    uint64_t seq; /* FIFO order */
+    int upscale;               /* upscale=N: the frames N times larger (2, 4); 1 none */
+    int out_width, out_height; /* the result's frames (after max_side, side_by_side, upscale) */
+    uint64_t seq;              /* FIFO order */
     double created_unix, finished_unix;
     uint64_t started_us, finished_us;
     int64_t frames_done, frames_total;
@@ -79,7 +84,7 @@ typedef struct ag_job_upload {
 struct ag_frame_task {
     const ag_image *in;
     ag_image *out;
-    int side_by_side, model, rc, done;
+    int side_by_side, model, upscale, rc, done; /* upscale: 1 none, else the worker's N */
     ag_error err;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -105,6 +110,12 @@ struct ag_jobs {
     atomic_uint_fast64_t duration_buckets[AG_JOB_DURATION_BUCKETS + 1], duration_count;
     _Atomic double duration_sum_s;
 };
+
+/* The result's bytes against the input's, for the spool's reservations: an upscaled video
+ * has N^2 times the pixels (1 when not upscaled). */
+static inline size_t ag_jobs_result_factor(int upscale) {
+    return upscale > 1 ? (size_t)upscale * (size_t)upscale : 1;
+}
 
 /* ---- jobs_spool.c ---- */
 int ag_jobs_set_error(ag_error *err, int code, const char *fmt, ...)

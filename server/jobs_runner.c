@@ -30,9 +30,10 @@ const double ag_job_duration_le_s[AG_JOB_DURATION_BUCKETS] = {1,   5,   15,  30,
 static int stylize_via_workers(void *user, const ag_image *in, int side_by_side, ag_image *out,
                                ag_error *err) {
     ag_jobs *j = user;
-    ag_frame_task task = {.in = in, .out = out, .side_by_side = side_by_side};
+    ag_frame_task task = {.in = in, .out = out, .side_by_side = side_by_side, .upscale = 1};
     pthread_mutex_lock(&j->lock);
     task.model = j->current ? j->current->model : 0;
+    task.upscale = j->current ? j->current->upscale : 1;
     pthread_mutex_unlock(&j->lock);
     pthread_mutex_init(&task.lock, NULL);
     pthread_cond_init(&task.cond, NULL);
@@ -53,14 +54,32 @@ static int stylize_via_workers(void *user, const ag_image *in, int side_by_side,
     return rc;
 }
 
+/* The frame's steps on the worker: the style, then upscale=N as convert does it (the
+ * worker's upscaler, its window within --upscale-max-mb, animegan_upscaled_total). The
+ * stylised frame is handed over to the upscaled one and freed there: task->out is the one
+ * image the runner owns, whatever the outcome (empty on failure). */
+static int frame_steps(ag_worker *w, ag_frame_task *task) {
+    int rc =
+        ag_stylize(w->engines[task->model], task->in, task->side_by_side, task->out, &task->err);
+    if (rc != AG_OK || task->upscale <= 1)
+        return rc;
+    ag_error err = {0};
+    rc = ag_worker_upscale(w, task->upscale, task->out, &err);
+    if (rc != AG_OK) {
+        ag_image_fini(task->out);
+        ag_jobs_set_error(&task->err, rc, "upscale: %s",
+                          err.message[0] ? err.message : ag_error_name(rc));
+    }
+    return rc;
+}
+
 void ag_jobs_run_frame(ag_worker *w, ag_frame_task *task) {
     ag_server *s = w->server;
     atomic_fetch_add(&s->busy_workers, 1);
     atomic_store(&w->busy_since_us, ag_now_us());
     ag_worker_use_models(w, task->model, -1); /* the budget's one arena (worker.c) */
-    int rc =
-        ag_stylize(w->engines[task->model], task->in, task->side_by_side, task->out, &task->err);
-    size_t arena = 0;
+    int rc = frame_steps(w, task);
+    size_t arena = ag_worker_upscaler_arena_bytes(w);
     for (int i = 0; i < s->model_count; i++)
         arena += ag_engine_arena_bytes(w->engines[i]);
     atomic_store(&w->arena_bytes, arena);
@@ -143,6 +162,8 @@ static int record_outcome(ag_jobs *j, job *b, int rc, const ag_video_result *res
         b->state = JOB_DONE;
         b->file_bytes = ag_jobs_file_size(out);
         b->frames_done = b->frames_total = res->frames;
+        b->out_width = res->width;
+        b->out_height = res->height;
         snprintf(b->audio_note, sizeof b->audio_note, "%s", res->audio_note);
         return 0;
     }
@@ -170,6 +191,7 @@ static void run_job(ag_jobs *j, job *b, size_t allowance) {
     o.limits.max_frames = b->max_frames;
     o.max_side = b->max_side;
     o.side_by_side = b->side_by_side;
+    o.out_scale = b->upscale; /* the worker upscales each stylised frame (frame_steps) */
     o.progress = on_progress;
     o.progress_user = j;
     o.stylize = stylize_via_workers;

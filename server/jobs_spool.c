@@ -116,10 +116,12 @@ void ag_jobs_save_state(ag_jobs *j, const job *b) {
     ag_text_init(&t, AG_JOB_STATE_JSON_MAX);
     ag_text_printf(&t,
                    "{\"id\":\"%s\",\"state\":\"%s\",\"ext\":\"%s\",\"model\":%d,\"max_side\":%d,"
-                   "\"side_by_side\":%d,\"created\":%.3f,\"finished\":%.3f,\"frames_done\":%lld,"
+                   "\"side_by_side\":%d,\"upscale\":%d,\"width\":%d,\"height\":%d,"
+                   "\"created\":%.3f,\"finished\":%.3f,\"frames_done\":%lld,"
                    "\"frames_total\":%lld,\"error_code\":",
                    b->id, ag_job_state_names[b->state], b->ext, b->model, b->max_side,
-                   b->side_by_side, b->created_unix, b->finished_unix, (long long)b->frames_done,
+                   b->side_by_side, b->upscale > 1 ? b->upscale : 1, b->out_width, b->out_height,
+                   b->created_unix, b->finished_unix, (long long)b->frames_done,
                    (long long)b->frames_total);
     ag_text_json_string(&t, b->error_code);
     ag_text_append(&t, ",\"error\":", 9);
@@ -149,6 +151,14 @@ static int state_from_name(const char *name) {
     return -1;
 }
 
+/* A frame side from a state file: 1 to AG_JOB_MAX_OUT_SIDE, else 0 (absent or not one). */
+static int side_of(const cJSON *root, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    return cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= AG_JOB_MAX_OUT_SIDE
+               ? (int)v->valuedouble
+               : 0;
+}
+
 /* Read a state file of a previous run into a free slot; 0 when loaded. */
 static int load_state(const char *path, job *b) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -174,7 +184,15 @@ static int load_state(const char *path, job *b) {
         snprintf(b->id, sizeof b->id, "%s", id->valuestring);
         snprintf(b->ext, sizeof b->ext, "%s", ext->valuestring);
         b->state = (job_state)state_from_name(state->valuestring);
+        b->upscale = 1; /* state files from before upscale=N: not upscaled */
         const cJSON *v;
+        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(root, "upscale")) &&
+            ag_server_upscale_slot((int)v->valuedouble) >= 0)
+            b->upscale = (int)v->valuedouble;
+        b->out_width = side_of(root, "width");
+        b->out_height = side_of(root, "height");
+        if (!b->out_width || !b->out_height)
+            b->out_width = b->out_height = 0; /* unknown: not reported */
         if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(root, "created")))
             b->created_unix = v->valuedouble;
         if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(root, "finished")))

@@ -147,7 +147,8 @@ int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **bu
             load(&m->restorations));
     counter(&t, "animegan_faces_restored_total", "Faces restored by a --restore-model.",
             load(&m->faces_restored));
-    counter(&t, "animegan_upscaled_total", "Images upscaled (upscale=N, /api/v1/upscale).",
+    counter(&t, "animegan_upscaled_total",
+            "Images and video job frames upscaled (upscale=N, /api/v1/upscale).",
             load(&m->upscaled));
     counter(&t, "animegan_fuse_cache_hits_total",
             "Fusion uploads whose faces were known (the detector skipped).",

@@ -466,7 +466,7 @@ typedef struct ag_metrics {
     atomic_uint_fast64_t faces_detected;  /* faces found by the detector, all routes */
     atomic_uint_fast64_t faces_restored;  /* faces restored (restore=K, /api/v1/restore) */
     atomic_uint_fast64_t restorations;    /* images that went through restoration */
-    atomic_uint_fast64_t upscaled;        /* images upscaled (upscale=N, /api/v1/upscale) */
+    atomic_uint_fast64_t upscaled;        /* images and job frames upscaled (upscale=N) */
     atomic_uint_fast64_t fuse_cache_hits; /* /api/v1/fuse images whose faces were known */
     atomic_uint_fast64_t fuse_cache_misses;
     atomic_uint_fast64_t fuse_cache_evictions; /* over a bound, or past the TTL */
@@ -631,6 +631,12 @@ typedef struct ag_worker {
 /* Before running `model` (and `face_model`, -1 for none) on w: the worker's other engines
  * give back their arenas (ag_engine_release), so at most two are planned at once. */
 void ag_worker_use_models(ag_worker *w, int model, int face_model);
+/* upscale=N on w: *image (owned by the caller) replaced by itself `scale` (2 or 4) times
+ * larger with w's upscaler, tile by tile within --upscale-max-mb, and counted in
+ * animegan_upscaled_total. On failure *image is left as it was. Worker thread only. */
+int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err);
+/* The arenas of w's upscaler engines (one when both scales share a file). */
+size_t ag_worker_upscaler_arena_bytes(const ag_worker *w);
 
 /* ---- POST /api/v1/fuse (fuse.c) ---- */
 /* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,

@@ -185,20 +185,18 @@ static int upscale_fits(ag_server *s, ag_request *r, int width, int height) {
     return 0;
 }
 
-/* upscale=N: *out replaced by itself N times larger, tile by tile within the window. */
-static int upscale_result(ag_worker *w, ag_request *r, ag_image *out, ag_error *err) {
+int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err) {
     ag_server *s = w->server;
     ag_upscale_options uo;
     ag_upscale_options_init(&uo);
-    uo.scale = r->options.upscale;
+    uo.scale = scale;
     uo.max_bytes = s->config.upscale_max_bytes;
     ag_image big;
-    int rc =
-        ag_upscale(w->upscalers[ag_server_upscale_slot(r->options.upscale)], out, &uo, &big, err);
+    int rc = ag_upscale(w->upscalers[ag_server_upscale_slot(scale)], image, &uo, &big, err);
     if (rc != AG_OK)
         return rc;
-    ag_image_fini(out);
-    *out = big;
+    ag_image_fini(image);
+    *image = big;
     atomic_fetch_add(&s->metrics.upscaled, 1);
     return AG_OK;
 }
@@ -330,7 +328,7 @@ static int convert(ag_worker *w, ag_request *r) {
     ag_image_fini(&in);
     const char *stage = "stylize";
     if (rc == AG_OK && o->upscale)
-        rc = upscale_result(w, r, &out, &err), stage = "upscale";
+        rc = ag_worker_upscale(w, o->upscale, &out, &err), stage = "upscale";
     if (rc != 0) {
         ag_image_fini(&out);
         job_error(s, r, &err, stage);
@@ -353,6 +351,14 @@ static int convert(ag_worker *w, ag_request *r) {
     r->out = data;
     r->out_size = size;
     return 1;
+}
+
+size_t ag_worker_upscaler_arena_bytes(const ag_worker *w) {
+    size_t arena = 0;
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++)
+        if (w->upscalers[i] && (i == 0 || w->upscalers[i] != w->upscalers[0]))
+            arena += ag_engine_arena_bytes(w->upscalers[i]);
+    return arena;
 }
 
 static void set_current(ag_worker *w, const char *id, int keyed) {
@@ -386,9 +392,7 @@ static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
         arena += ag_engine_arena_bytes(w->engines[i]);
     for (int i = 0; i < s->restorer_count; i++)
         arena += ag_engine_arena_bytes(w->restorers[i]);
-    for (int i = 0; i < AG_SERVER_UPSCALES; i++)
-        if (w->upscalers[i] && (i == 0 || w->upscalers[i] != w->upscalers[0]))
-            arena += ag_engine_arena_bytes(w->upscalers[i]);
+    arena += ag_worker_upscaler_arena_bytes(w);
     atomic_store(&w->arena_bytes, arena);
     set_current(w, "", 0);
     atomic_fetch_sub(&s->busy_workers, 1);

@@ -331,6 +331,42 @@ static int budget_formula(void) {
     return 0;
 }
 
+/* The video jobs' term: the largest frames in flight, at upscale=N too when the server
+ * has an upscaler (bounded by --max-output-pixels, side by side counted). */
+static int jobs_budget_upscale(void) {
+    ag_server_config c;
+    ag_config_defaults(&c, 4);
+    CHECK(ag_jobs_budget_bytes(&c) == 0); /* no --jobs-dir */
+    c.jobs.dir = "/spool";
+    c.jobs.max_pixels = (size_t)4096 * 2160;
+    c.max_output_pixels = (size_t)2048 * 2048;
+    size_t none = ag_jobs_budget_bytes(&c);
+    c.upscale_model = "none";
+    CHECK(ag_jobs_budget_bytes(&c) == none);
+    ag_video_options o;
+    ag_video_options_init(&o);
+    o.side_by_side = 1;
+    size_t rest = none - ag_video_frame_bytes(1024, 1024, &o);
+    CHECK(rest == (size_t)4096 * 2160 * 3 / 2 * 18 + ((size_t)32 << 20));
+    c.upscale_model = "esrgan-slim";
+    size_t up = ag_jobs_budget_bytes(&c);
+    /* 4.2 M output pixels: 1024^2 frames at upscale=2 are the largest (side by side they
+     * fit 725^2, at upscale=4 512^2) */
+    o.side_by_side = 0;
+    o.out_scale = 2;
+    printf("  jobs term %zu bytes, with an upscaler %zu\n", none, up);
+    CHECK(up == rest + ag_video_frame_bytes(1024, 1024, &o) && up > none);
+    /* a larger --max-output-pixels: upscale=4 of the whole 1024^2 frame */
+    c.max_output_pixels = (size_t)1 << 30;
+    o.side_by_side = 1;
+    o.out_scale = 4;
+    CHECK(ag_jobs_budget_bytes(&c) == rest + ag_video_frame_bytes(1024, 1024, &o));
+    /* a tiny one: the frames fit no more than without upscaling */
+    c.max_output_pixels = 64;
+    CHECK(ag_jobs_budget_bytes(&c) == none);
+    return 0;
+}
+
 /* budget.c needs the config defaults: a copy-free stand-in of config.c's. */
 void ag_config_defaults(ag_server_config *c, int cpu_count) {
     memset(c, 0, sizeof *c);
@@ -354,4 +390,5 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
 
 TEST_MAIN(TEST(queue_fifo_and_bounds), TEST(queue_expire_cancel_position), TEST(queue_threads),
           TEST(siphash_vectors), TEST(cache_lru_and_bound), TEST(text_builder),
-          TEST(metrics_render), TEST(budget_formula), TEST(fuse_cache_bounds))
+          TEST(metrics_render), TEST(budget_formula), TEST(fuse_cache_bounds),
+          TEST(jobs_budget_upscale))

@@ -5,7 +5,8 @@ download (frames, timestamps and audio checked with ffprobe), bad inputs with th
 cancel, --max-jobs, the quota, the TTL, a photo request while a job runs (it waits for at most
 one frame), kill -9 during a job and restart, metrics and the memory bound; and issue 17's
 findings (bombs from tools/make_video_bombs.py, the work bound, clients in turn, watched
-uploads, SIGTERM during a job, two instances behind nginx). Reuses the
+uploads, SIGTERM during a job, two instances behind nginx); and upscale=N (issue 20: sizes,
+frames, refusals at submission, recovery). Reuses the
 helpers of tests/server/driver.py. Prints "N passed, N failed".
 """
 
@@ -523,6 +524,205 @@ def result_private_and_upload_logged():
     lines = s.log_for(headers.get("x-request-id"))
     check(lines and lines[0].get("bytes_in") == str(len(body)), "log %s" % lines)
     s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+# ---- issue 20: upscale=N -------------------------------------------------------------------
+
+def size_of(path):
+    return ffprobe(path, "-select_streams", "v", "-show_entries", "stream=width,height", "-of",
+                   "csv=s=x:p=0")
+
+
+def result_file(s, done, name):
+    status, _, payload = s.request("GET", done["result_url"])
+    check(status == 200 and payload, "result %d" % status)
+    path = os.path.join(TMP, name)
+    with open(path, "wb") as f:
+        f.write(payload)
+    return path
+
+
+def state_file(spool, job_id):
+    with open(os.path.join(spool, job_id + ".json")) as f:
+        return json.load(f)
+
+
+@test
+def upscale_doubles_the_frames():
+    """upscale=2: the result's frames are twice the max_side-scaled stylised ones, as many of
+    them, each through the worker's upscaler (animegan_upscaled_total); the status says the
+    factor and the size from the submission on, the state file keeps it."""
+    s = server()
+    status, _, plain = submit(s, clip("clip.mp4"), "?max_side=64&format=mkv")
+    check(status == 202 and plain["upscale"] == 1, "plain: %d %s" % (status, plain))
+    _, plain_done = wait_state(s, plain["id"], ("done", "failed"))
+    check(plain_done["state"] == "done", str(plain_done))
+    plain_path = result_file(s, plain_done, "plain.mkv")
+    before = s.metrics().get("animegan_upscaled_total", 0)
+    status, _, doc = submit(s, clip("clip.mp4"), "?max_side=64&upscale=2&format=mkv")
+    check(status == 202, "upscale=2: %d %s" % (status, doc))
+    check(doc["upscale"] == 2 and (doc.get("width"), doc.get("height")) == (128, 96),
+          "submitted: %s" % doc)
+    check(state_file(SPOOL, doc["id"])["upscale"] == 2, "state file %s"
+          % state_file(SPOOL, doc["id"]))
+    _, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "done" and done["frames_done"] == 50, str(done))
+    check((done["upscale"], done["width"], done["height"]) == (2, 128, 96), str(done))
+    path = result_file(s, done, "upscaled.mkv")
+    pw, ph = (int(v) for v in size_of(plain_path).split("x"))
+    uw, uh = (int(v) for v in size_of(path).split("x"))
+    check((pw, ph) == (64, 48), "plain frames %dx%d" % (pw, ph))
+    check((uw, uh) == (2 * pw, 2 * ph), "upscaled %dx%d, plain %dx%d" % (uw, uh, pw, ph))
+    check(frame_count(path) == frame_count(plain_path) == "50",
+          "frames %s vs %s" % (frame_count(path), frame_count(plain_path)))
+    after = s.metrics().get("animegan_upscaled_total", 0)
+    check(after - before == 50, "animegan_upscaled_total grew by %g, not 50" % (after - before))
+    # side_by_side: the pair upscaled, twice as wide again
+    status, _, sbs = submit(s, clip("clip.mp4"), "?max_side=32&upscale=2&side_by_side=1")
+    check(status == 202 and (sbs["width"], sbs["height"]) == (128, 48), "sbs: %s" % sbs)
+    _, sbs_done = wait_state(s, sbs["id"], ("done", "failed"))
+    check(sbs_done["state"] == "done", str(sbs_done))
+    check(size_of(result_file(s, sbs_done, "sbs.mp4")) == "128x48", "side by side size")
+    for i in (plain["id"], doc["id"], sbs["id"]):
+        s.request("DELETE", "/api/v1/jobs/" + i)
+
+
+@test
+def upscale_bad_values_refused():
+    """upscale takes convert's values (0, 2, 4), once; anything else is 400 from the
+    headers, and nothing reaches the spool."""
+    s = server()
+    before = spool_files()
+    for q in ("?upscale=3", "?upscale=1", "?upscale=8", "?upscale=x", "?upscale=-2",
+              "?upscale=2&upscale=2"):
+        status, _, doc = submit(s, clip("clip.mp4"), q)
+        error_of(status, doc, 400, "bad_option")
+        check("upscale" in doc["error"]["message"], "%s: %s" % (q, doc))
+    status, _, doc = submit(s, clip("clip.mp4"), "?upscale=3")
+    check(doc["error"]["message"] == "upscale must be 0, 2 or 4, not '3'", str(doc))
+    check(spool_files() == before, "left in the spool: %s" % (set(spool_files()) - set(before)))
+    status, limits = s.get_json("/api/v1/jobs")
+    check(status == 200 and limits.get("upscale") == [0, 2, 4], "limits %s" % limits)
+
+
+@test
+def upscale_bounded_at_submission():
+    """An upscaled result over --max-output-pixels (side by side counted) or over 16384 px a
+    side is 413 at submission, with convert's words: no job, no file; one that fits runs.
+    Its result's share of the spool (N^2 times the upload) is checked from the headers."""
+    spool = os.path.join(TMP, "spool_upscale")
+    s = new_server("--max-output-pixels", "20000", spool=spool)
+    try:
+        # 256x192 = 49152 pixels, and 2 x 128 x 96 = 24576 side by side: over 20000
+        for q, n in (("?max_side=64&upscale=4", 4), ("?max_side=64&upscale=2&side_by_side=1", 2)):
+            status, _, doc = submit(s, clip("clip.mp4"), q)
+            error_of(status, doc, 413, "output_too_large")
+            msg = doc["error"]["message"]
+            check(msg.startswith("upscale=%d gives 0.0 megapixels; the limit is 0.0 "
+                                 "(--max-output-pixels)" % n), "%s: %s" % (q, msg))
+        check(not os.listdir(spool), "spool after 413: %s" % os.listdir(spool))
+        m = s.metrics()
+        held = sum(v for k, v in m.items() if k.startswith("animegan_jobs{"))
+        check(held == 0, "jobs held after 413: %s" % held)
+        status, _, doc = submit(s, clip("clip.mp4"), "?max_side=64&upscale=2")  # 12288 px
+        check(status == 202 and doc["width"] * doc["height"] == 12288, "fits: %d %s"
+              % (status, doc))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    finally:
+        s.stop()
+    # 16384 px a side: a 2100 px wide clip side by side at upscale=4 is 16800 wide.
+    wide = os.path.join(TMP, "wide.mp4")
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    "color=c=red:s=2100x16:d=0.2:r=25", "-c:v", "libx264", "-pix_fmt",
+                    "yuv420p", wide], check=True)
+    s = new_server("--max-side", "2100", "--max-output-pixels", "1000M", "--max-memory-mb",
+                   "16000000", spool=os.path.join(TMP, "spool_upscale_wide"))
+    try:
+        with open(wide, "rb") as f:
+            body = f.read()
+        status, _, doc = submit(s, body, "?upscale=4&side_by_side=1")
+        error_of(status, doc, 413, "output_too_large")
+        check("16800x64" in doc["error"]["message"] and "16384" in doc["error"]["message"],
+              str(doc))
+        check(not os.listdir(os.path.join(TMP, "spool_upscale_wide")), "spool not empty")
+    finally:
+        s.stop()
+    # The spool: an upscale=4 job holds 1 + 16 times its upload, refused from the headers
+    # where the same clip without it fits.
+    spool = os.path.join(TMP, "spool_upscale_quota")
+    s = new_server("--jobs-quota-mb", "1", spool=spool)
+    try:
+        body = clip("long.mp4")
+        check(17 * len(body) > (1 << 20) > 2 * len(body), "long.mp4 is %d bytes" % len(body))
+        status, _, doc = submit(s, body, "?max_side=32&upscale=4")
+        error_of(status, doc, 507, "spool_full")
+        check("an upscale=4 job holds 17 times its upload" in doc["error"]["message"], str(doc))
+        check(not os.listdir(spool), "spool after 507: %s" % os.listdir(spool))
+        status, _, doc = submit(s, body, "?max_side=32")
+        check(status == 202, "without upscale: %d %s" % (status, doc))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    finally:
+        s.stop()
+
+
+@test
+def upscale_unavailable_without_upscaler():
+    """--upscale-model none: upscale=2 is 503 upscale_unavailable, as convert says it."""
+    s = new_server("--upscale-model", "none", spool=os.path.join(TMP, "spool_noup"))
+    try:
+        status, _, doc = submit(s, clip("clip.mp4"), "?upscale=2")
+        error_of(status, doc, 503, "upscale_unavailable")
+        status, limits = s.get_json("/api/v1/jobs")
+        check(limits.get("upscale") == [0], "limits %s" % limits)
+        status, _, doc = submit(s, clip("clip.mp4"), "?max_side=32&upscale=0")
+        check(status == 202 and doc["upscale"] == 1, "upscale=0: %d %s" % (status, doc))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    finally:
+        s.stop()
+
+
+@test
+def upscale_kept_across_restart():
+    """The state file keeps upscale: a finished upscaled job is done after a restart with
+    its factor and size (result intact), one killed while running is failed 'interrupted'
+    with its factor, and a state file from before upscale=N reads as 1."""
+    spool = os.path.join(TMP, "spool_upscale_restart")
+    s = new_server(spool=spool)
+    old_id = "%d-%s" % (s.port, "ab" * 16)
+    try:
+        status, _, doc = submit(s, clip("clip.mp4"), "?max_side=64&upscale=2&format=mkv")
+        check(status == 202, str(doc))
+        _, done = wait_state(s, doc["id"], ("done", "failed"))
+        check(done["state"] == "done", str(done))
+        status, _, run = submit(s, clip("long.mp4"), "?max_side=64&upscale=4")
+        check(status == 202 and (run["width"], run["height"]) == (256, 192), str(run))
+        wait_state(s, run["id"], ("running",))
+        time.sleep(0.5)
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait()
+    finally:
+        s.stop()
+    with open(os.path.join(spool, old_id + ".json"), "w") as f:
+        json.dump({"id": old_id, "state": "failed", "ext": "mp4", "model": 0, "max_side": 64,
+                   "side_by_side": 0, "created": time.time(), "finished": time.time(),
+                   "frames_done": 0, "frames_total": 50, "error_code": "internal",
+                   "error": "old"}, f)
+    s = new_server(spool=spool)
+    try:
+        status, again = job(s, doc["id"])
+        check(status == 200 and again["state"] == "done", "done job after restart: %s" % again)
+        check((again["upscale"], again["width"], again["height"]) == (2, 128, 96), str(again))
+        check(size_of(result_file(s, again, "restarted.mkv")) == "128x96", "result size")
+        status, failed = job(s, run["id"])
+        check(status == 200 and failed["state"] == "failed" and
+              failed["error"]["code"] == "interrupted", "killed job: %s" % failed)
+        check(failed["upscale"] == 4 and state_file(spool, run["id"])["upscale"] == 4,
+              "killed job's upscale: %s" % failed)
+        status, old = job(s, old_id)
+        check(status == 200 and old["upscale"] == 1 and "width" not in old,
+              "old state file: %d %s" % (status, old))
+    finally:
+        s.stop()
 
 
 def slow_upload(port, declared, chunked=False):
