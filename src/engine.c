@@ -10,7 +10,8 @@
  *
  * Two backends share the graph and its shapes:
  *   onednn     convs on oneDNN, each reading its padded input rows band by band, built on
- *              the fly from the group it reads (norm, residual, activation, padding, resize);
+ *              the fly from the group it reads (norm, residual, activation, padding, resize,
+ *              or the concatenation of several groups' maps);
  *              the other ops on whole maps (kernels/ops.c).
  *   reference  every node on its own with the plain kernels (graph/interpret.c): the oracle.
  */
@@ -45,6 +46,7 @@ typedef struct lowering {
     int consumers[AG_GRAPH_MAX_NODES];
     int group_of[AG_GRAPH_MAX_NODES]; /* group whose chain holds the node; -1: none */
     int virtual_resize[AG_GRAPH_MAX_NODES];
+    int virtual_concat[AG_GRAPH_MAX_NODES];
 } lowering;
 
 static void count_consumers(lowering *lw) {
@@ -132,6 +134,66 @@ static int absorbable_resize(const ag_engine *e, const lowering *lw, int i) {
     return 0;
 }
 
+/* The only reader of node i, -1 if it has several or none. */
+static int only_reader(const lowering *lw, int i) {
+    if (lw->consumers[i] != 1)
+        return -1;
+    for (int j = i + 1; j < lw->g->count; j++)
+        for (int k = 0; k < AG_NODE_MAX_SRC; k++)
+            if (lw->g->nodes[j].src[k] == i)
+                return j;
+    return -1;
+}
+
+/* Whether node i is a concat its parts can be gathered from (structurally: the image is no
+ * part), adding its parts to *parts, nested concats read only by it flattened. */
+static int gatherable_concat(const ag_engine *e, const lowering *lw, int i, int *parts) {
+    const ag_node *n = &lw->g->nodes[i];
+    if (n->op != AG_OP_CONCAT || e->int8 || e->bf16 || e->gemm_bf16)
+        return 0;
+    for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++) {
+        int s = n->src[j];
+        if (s == 0)
+            return 0;
+        if (!(only_reader(lw, s) == i && gatherable_concat(e, lw, s, parts)))
+            ++*parts;
+    }
+    return 1;
+}
+
+/*
+ * Whether node i (a concat read only by a conv, as its input, or by such a concat) is
+ * gathered into the conv's bands from its parts' maps instead of being a map of its own: in
+ * fp32 engines only (u8 and bf16 bands read one map each). Its readers are later nodes, so
+ * this is decided on the graph alone, before the groups exist.
+ */
+static int absorbable_concat(const ag_engine *e, const lowering *lw, int i) {
+    int parts = 0, reader = only_reader(lw, i);
+    if (reader < 0 || !gatherable_concat(e, lw, i, &parts))
+        return 0;
+    const ag_node *r = &lw->g->nodes[reader];
+    if (r->op == AG_OP_CONCAT)
+        return absorbable_concat(e, lw, reader);
+    return parts <= AG_BAND_MAX_PARTS && fusion_of(r) == AG_FUSE_CONV && r->src[0] == i;
+}
+
+/* Append the groups whose values make up concat node i, in channel order, nested concats
+ * flattened; returns the new count, -1 past AG_BAND_MAX_PARTS or for a part that is no
+ * group's value (lower_graph refuses the model then: a lowering bug, not a model's). */
+static int concat_parts(const ag_engine *e, const lowering *lw, int i, int *parts, int count) {
+    const ag_node *n = &lw->g->nodes[i];
+    for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0 && count >= 0; j++) {
+        int gi = group_valued(e, lw, n->src[j]);
+        if (lw->virtual_concat[n->src[j]])
+            count = concat_parts(e, lw, n->src[j], parts, count);
+        else if (count < AG_BAND_MAX_PARTS && gi >= 0)
+            parts[count++] = gi;
+        else
+            count = -1;
+    }
+    return count;
+}
+
 /* The source of each conv group, and which values must be materialised. */
 static void resolve_sources(ag_engine *e, lowering *lw) {
     const ag_graph *g = lw->g;
@@ -144,6 +206,9 @@ static void resolve_sources(ag_engine *e, lowering *lw) {
         int padded = head->pad[0] || head->pad[1] || head->pad[2] || head->pad[3];
         if (x == 0) {
             gr->kind = AG_BAND_IMAGE;
+        } else if (lw->virtual_concat[x]) {
+            gr->kind = AG_BAND_CONCAT;
+            gr->part_count = concat_parts(e, lw, x, gr->parts, 0);
         } else if (lw->virtual_resize[x]) {
             gr->kind = AG_BAND_RESIZE;
             gr->resize = x;
@@ -183,6 +248,8 @@ static void plan_liveness(ag_engine *e, const lowering *lw) {
         const ag_node *head = &g->nodes[gr->head];
         if (gr->src >= 0)
             e->groups[gr->src].last_use = h;
+        for (int j = 0; j < gr->part_count; j++)
+            e->groups[gr->parts[j]].last_use = h;
         if (fusion_of(head) != AG_FUSE_CONV)
             for (int j = 0; j < AG_NODE_MAX_SRC; j++) {
                 int src = head->src[j] > 0 ? group_valued(e, lw, head->src[j]) : -1;
@@ -284,6 +351,8 @@ static int lower_graph(ag_engine *e, ag_error *err) {
             extend(e, lw, gb, i, a);
         } else if (absorbable_resize(e, lw, i)) {
             lw->virtual_resize[i] = 1;
+        } else if (absorbable_concat(e, lw, i)) {
+            lw->virtual_concat[i] = 1;
         } else {
             new_group(e, lw, i);
         }
@@ -317,7 +386,8 @@ static int lower_graph(ag_engine *e, ag_error *err) {
     int rc = AG_OK;
     for (int gi = 0; gi < e->group_count && rc == AG_OK; gi++) {
         const ag_group *gr = &e->groups[gi];
-        if (gr->kind != AG_BAND_IMAGE && g->nodes[gr->head].op == AG_OP_CONV && gr->src < 0)
+        if (gr->kind != AG_BAND_IMAGE && g->nodes[gr->head].op == AG_OP_CONV && gr->src < 0 &&
+            gr->part_count <= 0)
             rc = ag_error_set(err, AG_E_INTERNAL, "conv \"%s\" reads no group",
                               g->nodes[gr->head].name);
         for (int j = 0; j < AG_NODE_MAX_SRC && g->nodes[gr->head].op != AG_OP_CONV; j++)
@@ -933,6 +1003,12 @@ static ag_band_source band_source(ag_engine *e, int gi, const ag_io *io) {
     s.kind = gr->kind;
     if (gr->kind == AG_BAND_IMAGE) {
         s.u8 = io->in_u8, s.f32 = io->in_f32, s.bands = io->bands;
+    } else if (gr->kind == AG_BAND_CONCAT) {
+        s.part_count = gr->part_count;
+        for (int j = 0; j < gr->part_count; j++) {
+            s.parts[j] = y_map(e, gr->parts[j]);
+            s.part_c[j] = e->exec[gr->parts[j]].out.c;
+        }
     } else if (gr->kind == AG_BAND_RESIZE) {
         s.a = y_map(e, gr->src);
         s.a_q = e->exec[gr->src].row_q;

@@ -49,8 +49,10 @@ typedef struct ag_group {
     int materialize; /* chain applied in place after the step */
     /* a conv head's input */
     ag_band_kind kind;
-    int src;      /* group read (RAW, RESIZE), -1 for the image */
-    int resize;   /* the RESIZE node between src and this conv, -1 */
+    int src;                      /* group read (RAW, RESIZE), -1 for the image */
+    int resize;                   /* the RESIZE node between src and this conv, -1 */
+    int parts[AG_BAND_MAX_PARTS]; /* CONCAT: the groups whose values the band gathers */
+    int part_count;
     int banded;   /* input rows built band by band; else oneDNN reads src's map whole */
     int last_use; /* last step that reads this group's buffer; group count = the output */
     int f32;      /* kept in fp32 even in bf16 mode (the output, generic readers) */

@@ -75,6 +75,8 @@ static int window_for_budget(const ag_engine *e, size_t budget, int multiple) {
     double per_px = (fb - fa) / (b * b - a * a), fixed = fa - per_px * a * a;
     if (per_px <= 0)
         return 4096;
+    if ((double)budget <= fixed) /* not even an empty window: no side at all */
+        return 0;
     double side = sqrt(((double)budget - fixed) / per_px);
     int w = side > 4096 ? 4096 : side < 0 ? 0 : (int)side;
     return w / multiple * multiple;

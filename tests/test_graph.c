@@ -376,6 +376,64 @@ static int test_late_residual_and_chain_sized_resize(void) {
     return 0;
 }
 
+/* Dense blocks (an RDN's): concats read by a conv are gathered into its bands, a nested one
+ * flattened, under reflected and zero padding; a concat with two readers stays a map. */
+static int test_concat_bands(void) {
+    const char *json =
+        "{\"outputs\": [\"out\"], \"nodes\": ["
+        "{\"op\": \"conv\", \"name\": \"e0\", \"in\": [\"input\"], \"weight\": \"w0\","
+        " \"pad\": [1, 1, 1, 1]},"
+        "{\"op\": \"relu\", \"name\": \"e0.a\", \"in\": [\"e0\"]},"
+        "{\"op\": \"conv\", \"name\": \"a\", \"in\": [\"e0.a\"], \"weight\": \"w1\","
+        " \"pad\": [1, 1, 1, 1]},"
+        "{\"op\": \"lrelu\", \"name\": \"a.a\", \"in\": [\"a\"], \"alpha\": 0.2},"
+        "{\"op\": \"concat\", \"name\": \"c1\", \"in\": [\"e0.a\", \"a.a\"]},"
+        "{\"op\": \"conv\", \"name\": \"b\", \"in\": [\"c1\"], \"weight\": \"w2\","
+        " \"pad\": [1, 1, 1, 1]},"
+        "{\"op\": \"relu\", \"name\": \"b.a\", \"in\": [\"b\"]},"
+        "{\"op\": \"concat\", \"name\": \"inner\", \"in\": [\"e0.a\", \"a.a\"]},"
+        "{\"op\": \"concat\", \"name\": \"outer\", \"in\": [\"inner\", \"b.a\", \"e0.a\"]},"
+        "{\"op\": \"conv\", \"name\": \"f\", \"in\": [\"outer\"], \"weight\": \"w3\"},"
+        "{\"op\": \"add\", \"name\": \"r\", \"in\": [\"f\", \"e0.a\"]},"
+        "{\"op\": \"concat\", \"name\": \"two\", \"in\": [\"r\", \"b.a\"]},"
+        "{\"op\": \"conv\", \"name\": \"g\", \"in\": [\"two\"], \"weight\": \"w4\","
+        " \"pad\": [1, 1, 1, 1], \"pad_mode\": \"zero\"},"
+        "{\"op\": \"conv\", \"name\": \"h\", \"in\": [\"two\"], \"weight\": \"w5\"},"
+        "{\"op\": \"add\", \"name\": \"gh\", \"in\": [\"g\", \"h\"]},"
+        "{\"op\": \"tanh\", \"name\": \"out\", \"in\": [\"gh\"]}]}";
+    tensors t = {0};
+    t.seed = 4242;
+    conv_weight(&t, "w0", 8, 3, 3);
+    conv_weight(&t, "w1", 12, 8, 3);
+    conv_weight(&t, "w2", 8, 20, 3);
+    conv_weight(&t, "w3", 8, 36, 1);
+    conv_weight(&t, "w4", 3, 16, 3);
+    conv_weight(&t, "w5", 3, 16, 1);
+    ag_model *model;
+    ag_error err;
+    CHECK_OK(build(json, &t, &model, &err), &err);
+    ag_engine_options opt = {.backend = AG_BACKEND_ONEDNN, .precision = AG_PRECISION_FP32};
+    ag_engine *e;
+    CHECK_OK(ag_engine_create(model, &opt, &e, &err), &err);
+    int gathered = 0, parts = 0;
+    for (int gi = 0; gi < e->group_count; gi++)
+        if (e->groups[gi].kind == AG_BAND_CONCAT)
+            gathered++, parts += e->groups[gi].part_count;
+    ag_engine_destroy(e);
+    printf("  %d convs gather their concat (%d parts), the two-reader concat kept\n", gathered,
+           parts);
+    CHECK_MSG(gathered == 2 && parts == 2 + 4, "%d gathered, %d parts", gathered, parts);
+    int sizes[][2] = {{9, 8}, {23, 17}};
+    for (int i = 0; i < 2; i++) {
+        float worst;
+        CHECK(run_both(model, sizes[i][0], sizes[i][1], 0, &worst) == 0);
+        CHECK_MSG(worst <= 1e-4f, "%dx%d: %g", sizes[i][0], sizes[i][1], (double)worst);
+    }
+    ag_model_destroy(model);
+    tensors_fini(&t);
+    return 0;
+}
+
 /* An engine asked for `auto` resolves it itself (as the front ends do before it). */
 static int test_auto_precision_resolved(void) {
     tensors t = {0};
@@ -405,4 +463,4 @@ static int test_no_leak(void) {
 TEST_MAIN(TEST(test_mixed_graph_equals_reference), TEST(test_bf16_refused_for_generic_ops),
           TEST(test_bad_graphs_refused), TEST(test_shape_mismatch_named), TEST(test_raw_outputs),
           TEST(test_auto_precision_resolved), TEST(test_late_residual_and_chain_sized_resize),
-          TEST(test_no_leak))
+          TEST(test_concat_bands), TEST(test_no_leak))

@@ -323,7 +323,9 @@ static int budget_bounds_the_tile(void) {
                budgets[i] >> 20, p.tile_px, p.pad_px, (int)(p.bytes >> 20));
         CHECK(p.bytes <= budgets[i] && p.bytes > budgets[i] / 2);
     }
-    u.max_bytes = (size_t)1 << 20;
+    u.max_bytes = (size_t)256 << 10; /* under the smallest tile's window */
+    CHECK(ag_upscale_plan_for(engine, 4000, 3000, &u, &p, &err) == AG_E_LIMIT);
+    u.max_bytes = 1; /* under the arena's fixed part: refused too, not a wrapped-around side */
     CHECK(ag_upscale_plan_for(engine, 4000, 3000, &u, &p, &err) == AG_E_LIMIT);
     ag_engine_destroy(engine);
     ag_model_destroy(model);

@@ -563,14 +563,24 @@ void ag_run_upfirdn(const ag_node *n, const ag_op_io *io) {
         }
 }
 
+/* Memory-bound: each thread copies every input's channels for its own rows, so the output
+ * is written once, in order, on both cores' bandwidth (the oneDNN backend gathers a concat
+ * read only by a conv into its bands instead: engine.c, absorbable_concat). */
 void ag_run_concat(const ag_node *n, const ag_op_io *io) {
-    size_t N = (size_t)io->o.h * io->o.w;
-    int at = 0;
-    for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++) {
-        int c = io->in[j].c;
-        for (size_t p = 0; p < N; p++)
-            memcpy(io->out + p * io->o.c + at, io->src[j] + p * c, sizeof(float) * (size_t)c);
-        at += c;
+    int W = io->o.w, srcs = 0;
+    while (srcs < AG_NODE_MAX_SRC && n->src[srcs] >= 0)
+        srcs++;
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (int y = 0; y < io->o.h; y++) {
+        int at = 0;
+        for (int j = 0; j < srcs; j++) {
+            int c = io->in[j].c;
+            const float *src = io->src[j] + (size_t)y * W * c;
+            float *dst = io->out + (size_t)y * W * io->o.c + at;
+            for (int x = 0; x < W; x++)
+                memcpy(dst + (size_t)x * io->o.c, src + (size_t)x * c, sizeof(float) * (size_t)c);
+            at += c;
+        }
     }
 }
 

@@ -173,7 +173,11 @@ typedef enum ag_band_kind {
     AG_BAND_IMAGE,  /* the input image, scaled to [-1, 1] */
     AG_BAND_RAW,    /* the previous conv's raw output: norm, residual, activation on the fly */
     AG_BAND_RESIZE, /* bilinear resize of the previous layer's activated output */
+    AG_BAND_CONCAT, /* the channel concatenation of materialised maps (fp32 engines) */
 } ag_band_kind;
+
+/* Maps one concatenation band may gather (a dense network's nested concats, flattened). */
+#define AG_BAND_MAX_PARTS 16
 
 typedef struct ag_band_source {
     ag_band_kind kind;
@@ -194,6 +198,10 @@ typedef struct ag_band_source {
     const void *a;
     int HI, WI;
     const ag_resize_tap *row_taps, *col_taps;
+    /* AG_BAND_CONCAT: parts (H, W, part_c[j]), their channels adding up to C */
+    const void *parts[AG_BAND_MAX_PARTS];
+    int part_c[AG_BAND_MAX_PARTS];
+    int part_count;
     /* int8's u8 maps: x, residual or a stored as u8 (fp32 bands only, not bf16), each row r
      * with C scales then C offsets at [2Cr]: value = u8 * scale[c] + lo[c]; NULL: fp32 */
     const float *x_q, *residual_q, *a_q;
