@@ -3,9 +3,9 @@
  * two faces' FaceMesh landmarks, as the classical face-fusion tools do, in stages:
  *
  *   geometry  the source's landmarks similarity-aligned onto the target's, interpolated with
- *             them by shape_ratio; a ring of fixed points round the union of both face ovals
- *             (plus a feather), so the warp is the identity on and beyond it; a Delaunay
- *             triangulation of the fused landmarks and the ring (fuse_geometry.c)
+ *             them by shape_ratio; a ring of fixed points two feathers round the convex hull
+ *             of both (the face region), so the warp is the identity on and beyond it;
+ *             a Delaunay triangulation of the fused landmarks and the ring (fuse_geometry.c)
  *   warp      both images onto the fused geometry, per triangle (fuse_warp.c)
  *   colour    in Lab: the warped source's skin given the warped target's mean and spread,
  *             textures mixed by texture_ratio, adjustments, smoothing (fuse_color.c)
@@ -119,13 +119,22 @@ static void plan_geometry(fuse_work *wk, const ag_face *sf, const ag_face *tf, f
         cx += oval[k].x / AG_FUSE_RING, cy += oval[k].y / AG_FUSE_RING;
     }
     *feather = (float)fmax(4.0, 0.06 * sqrt(polygon_area(oval, AG_FUSE_RING)));
+    /* The face region: the convex hull of the target's and the fused landmarks. Each ring
+     * point is two feathers past where the ray from the oval's centre through its oval
+     * landmark leaves that hull, so the ring's hull (all the warp covers) lies within the
+     * face region plus two feathers. */
+    ag_fuse_point both[2 * AG_FACE_LANDMARKS], hull[2 * AG_FACE_LANDMARKS + 1];
+    memcpy(both, lt, sizeof lt);
+    memcpy(both + AG_FACE_LANDMARKS, fused, sizeof lt);
+    int nh = ag_fuse_hull(both, 2 * AG_FACE_LANDMARKS, hull);
     double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
     for (int k = 0; k < AG_FUSE_RING; k++) {
-        ag_fuse_point t = lt[ag_face_oval[k]], f = fused[ag_face_oval[k]];
+        ag_fuse_point t = lt[ag_face_oval[k]];
         double tx = t.x - cx, ty = t.y - cy, len = hypot(tx, ty);
-        double r = fmax(len, hypot(f.x - cx, f.y - cy)) + 2 * (double)*feather;
-        len = len > 0 ? len : 1;
-        ag_fuse_point q = {cx + tx / len * r, cy + ty / len * r};
+        ag_fuse_point u = len > 0 ? (ag_fuse_point){tx / len, ty / len} : (ag_fuse_point){0, 0};
+        double r = fmax(len, ag_fuse_ray_exit(hull, nh, (ag_fuse_point){cx, cy}, u)) +
+                   2 * (double)*feather;
+        ag_fuse_point q = {cx + u.x * r, cy + u.y * r};
         fused[AG_FACE_LANDMARKS + k] = wk->tgt[AG_FACE_LANDMARKS + k] = q;
         wk->src[AG_FACE_LANDMARKS + k] = ag_fuse_apply(&inv, q);
         x0 = fmin(x0, q.x), x1 = fmax(x1, q.x), y0 = fmin(y0, q.y), y1 = fmax(y1, q.y);

@@ -8,6 +8,7 @@
 #include "fuse_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 ag_affine ag_fuse_similarity(const ag_fuse_point *from, const ag_fuse_point *to, int n) {
     double fx = 0, fy = 0, tx = 0, ty = 0;
@@ -29,6 +30,48 @@ ag_affine ag_fuse_similarity(const ag_fuse_point *from, const ag_fuse_point *to,
 
 ag_fuse_point ag_fuse_apply(const ag_affine *m, ag_fuse_point p) {
     return (ag_fuse_point){m->a * p.x + m->b * p.y + m->c, m->d * p.x + m->e * p.y + m->f};
+}
+
+static int by_xy(const void *pa, const void *pb) {
+    const ag_fuse_point *a = pa, *b = pb;
+    return a->x < b->x ? -1 : a->x > b->x ? 1 : (a->y > b->y) - (a->y < b->y);
+}
+
+static double cross3(ag_fuse_point o, ag_fuse_point a, ag_fuse_point b) {
+    return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
+}
+
+int ag_fuse_hull(ag_fuse_point *pt, int n, ag_fuse_point *hull) {
+    if (n < 3) {
+        for (int i = 0; i < n; i++)
+            hull[i] = pt[i];
+        return n;
+    }
+    qsort(pt, (size_t)n, sizeof *pt, by_xy); /* Andrew's monotone chain */
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        while (k >= 2 && cross3(hull[k - 2], hull[k - 1], pt[i]) <= 0)
+            k--;
+        hull[k++] = pt[i];
+    }
+    for (int i = n - 2, lower = k + 1; i >= 0; i--) {
+        while (k >= lower && cross3(hull[k - 2], hull[k - 1], pt[i]) <= 0)
+            k--;
+        hull[k++] = pt[i];
+    }
+    return k - 1; /* the last is the first again */
+}
+
+double ag_fuse_ray_exit(const ag_fuse_point *hull, int n, ag_fuse_point c, ag_fuse_point u) {
+    double best = INFINITY;
+    for (int i = 0; i < n; i++) {
+        ag_fuse_point a = hull[i], b = hull[(i + 1) % n];
+        double nx = b.y - a.y, ny = a.x - b.x; /* the edge's outward normal */
+        double along = nx * u.x + ny * u.y;
+        if (along > 0)
+            best = fmin(best, (nx * (a.x - c.x) + ny * (a.y - c.y)) / along);
+    }
+    return isfinite(best) && best > 0 ? best : 0;
 }
 
 /* A triangle of the working set with its circumcircle. */

@@ -31,6 +31,17 @@ ag_affine ag_fuse_similarity(const ag_fuse_point *from, const ag_fuse_point *to,
 ag_fuse_point ag_fuse_apply(const ag_affine *m, ag_fuse_point p);
 
 /*
+ * The convex hull of pt[0..n) (sorted in place) into hull[0..count), count returned;
+ * hull needs n + 1 entries. Counter-clockwise with y up: each edge has the hull on its
+ * left, cross(b - a, p - a) >= 0 for every point p.
+ */
+int ag_fuse_hull(ag_fuse_point *pt, int n, ag_fuse_point *hull);
+
+/* How far the ray from c along the unit vector u runs inside the convex polygon hull[0..n)
+ * (as ag_fuse_hull makes it; c inside): the distance to where it leaves. */
+double ag_fuse_ray_exit(const ag_fuse_point *hull, int n, ag_fuse_point c, ag_fuse_point u);
+
+/*
  * Delaunay triangulation (Bowyer-Watson) of pt[0..n), n <= AG_FUSE_POINTS: tri[0..*count)
  * index pt, counter-clockwise in image coordinates (y down: clockwise on screen). Points
  * within 1e-3 of one already inserted are skipped (a closed mouth's two lip lines): they
