@@ -2,7 +2,8 @@
 # `animegan fuse` end to end (issue 16) on the suite's photos: astronaut.png as the target,
 # tools/make_fuse_images.py's reshaped, recoloured copy as the source. Ratio 0 gives the
 # target pixel for pixel; the output has the target's size (or --size); every mode runs;
-# bad input gives one precise line, exit 1 or 2, and no output file. The stage checks and
+# --target-face picks the face; --style stylises after fusing, with --anime-template the
+# source before; bad input gives one precise line, exit 1 or 2, and no output file. The stage checks and
 # the shape and seam measurements are in tests/test_fuse.c. Prints "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -62,6 +63,58 @@ done
     d=$(mean_diff "$tmp/same.png" "$TGT") &&
     /usr/bin/python3 -c "import sys; sys.exit(not float(sys.argv[1]) < 0.3)" "$d" &&
     ok "identical_source_and_target ($d)" || bad identical_source_and_target
+
+# --target-face N picks that face ('animegan faces' order: 1 is the right-hand face of
+# mirrored.jpg, 2 the left-hand one): the changed pixels' mean x is on that side.
+changed_x() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys
+import numpy as np
+from PIL import Image
+a = np.asarray(Image.open(sys.argv[1]).convert("RGB")).astype(np.int32)
+b = np.asarray(Image.open(sys.argv[2]).convert("RGB")).astype(np.int32)
+ys, xs = np.nonzero((a != b).any(axis=2))
+print("%d %d" % (xs.mean() if len(xs) else -1, len(xs)))
+PY
+}
+TWO=$GEN/faces/mirrored.jpg # 900x500: faces round x 646 (1) and x 250 (2)
+for n in 1 2; do
+    if "$BIN" fuse -s "$SRC" -T $TWO -o "$tmp/face$n.png" --target-face $n 2>"$tmp/err"; then
+        set -- $(changed_x "$tmp/face$n.png" $TWO)
+        if { [ $n = 1 ] && [ "$1" -gt 550 ]; } || { [ $n = 2 ] && [ "$1" -ge 0 ] && [ "$1" -lt 350 ]; }; then
+            ok "target_face_$n (changed pixels' mean x $1, $2 of them)"
+        else
+            bad "target_face_$n (changed pixels' mean x $1, $2 of them)"
+        fi
+    else
+        bad "target_face_$n ($(cat "$tmp/err"))"
+    fi
+done
+
+# --style: fuse, then the whole result stylised (far from the plain fusion); with
+# --anime-template the source is stylised first and then fused, so only the face region
+# differs from the target (and the face from the plain fusion's).
+"$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/plain.png" -t 2 2>"$tmp/err" || bad plain_fusion
+if "$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/styled.png" --style hayao --precision fp32 -t 2 \
+    2>"$tmp/err" && [ "$(size_of "$tmp/styled.png")" = 512x512 ]; then
+    d=$(mean_diff "$tmp/styled.png" "$tmp/plain.png")
+    /usr/bin/python3 -c "import sys; sys.exit(not float(sys.argv[1]) > 10)" "$d" &&
+        ok "style_after_fusion (mean change from the plain fusion $d)" ||
+        bad "style_after_fusion (mean change from the plain fusion $d)"
+else
+    bad "style_after_fusion ($(cat "$tmp/err"))"
+fi
+if "$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/tmpl.png" --style hayao --anime-template -t 2 \
+    2>"$tmp/err" && [ "$(size_of "$tmp/tmpl.png")" = 512x512 ]; then
+    dt=$(mean_diff "$tmp/tmpl.png" "$TGT") dp=$(mean_diff "$tmp/tmpl.png" "$tmp/plain.png")
+    set -- $(changed_x "$tmp/tmpl.png" "$TGT")
+    /usr/bin/python3 -c "import sys; sys.exit(not (float(sys.argv[1]) < 3 and float(sys.argv[2]) > 0.05
+        and 0 < int(sys.argv[3]) < 512 * 512 // 10))" "$dt" "$dp" "$2" &&
+        ok "anime_template_stylises_source ($2 pixels changed)" ||
+        bad "anime_template_stylises_source (from the target $dt, the plain fusion $dp, $2 changed)"
+else
+    bad "anime_template_stylises_source ($(cat "$tmp/err"))"
+fi
 
 # fails NAME PATTERN STATUS ARGS...: exit STATUS, PATTERN on stderr, no output file.
 fails() {
@@ -161,6 +214,11 @@ st, body = post("", [("source", src), ("target", "tests/data/coffee.png")])
 check("api_no_face_target_422", st == 422 and "target" in err(body), "%s %s" % (st, err(body)))
 st, body = post("", [("source", src), ("target", "tests/data/generated/huge_header.png")])
 check("api_huge_413", st == 413 and "target" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", "tests/data/generated/huge_header.png"), ("target", tgt)])
+check("api_huge_source_413", st == 413 and "source" in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", src), ("target", "tests/data/generated/fuse/small.jpg")])
+check("api_face_too_small_422", st == 422 and "target face is too small" in err(body),
+      "%s %s" % (st, err(body)))
 st, body = post("", [("source", src)])
 check("api_missing_target_400", st == 400 and "target" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?ratio=2", [("source", src), ("target", tgt)])
