@@ -422,7 +422,8 @@ async function main() {
     }],
     ["face_fusion_tab", async () => {
       // Two photos into the fusion tab, the ratio slider moved: the preview changes (a new
-      // request per position), ratio 0 gives the target's pixels, the download is the result.
+      // request per position, the faces from the server's cache), ratio 0 gives the target's
+      // pixels, the download is the result.
       // (Playwright hands back an empty body for the page's multipart fetch, so the pixels
       // of each URL the page asked are fetched again here, the same bytes posted.)
       const direct = async (url, target) => {
@@ -451,10 +452,19 @@ async function main() {
       await pageWait(page, () => !document.getElementById("fuse-view").hidden &&
                      document.getElementById("fuse-after").naturalWidth === 512, 20000, "preview");
       const src1 = await page.getAttribute("#fuse-after", "src");
+      // The slider only re-blends: both images' faces come from the server's cache.
+      const metric = async (name) => {
+        const m = (await request(server.port, "GET", "/metrics")).body.toString().match(new RegExp("^" + name + " (\\S+)$", "m"));
+        return m ? Number(m[1]) : NaN;
+      };
+      const hits = await metric("animegan_fuse_cache_hits_total"), detections = await metric("animegan_face_detect_seconds_count");
       response = fused();
       await page.fill("#fuse-ratio", "0");
       r = await response;
       check(r.url().includes("ratio=0.00"), "slider did not re-ask: " + r.url());
+      const hits2 = await metric("animegan_fuse_cache_hits_total"), detections2 = await metric("animegan_face_detect_seconds_count");
+      check(hits2 === hits + 2 && detections2 === detections,
+            `the slider's fusion was not from cached faces: hits ${hits} -> ${hits2}, detections ${detections} -> ${detections2}`);
       const zero = pngDecode(await direct(r.url(), "astronaut.png"));
       const target = pngDecode(ASTRONAUT);
       check(zero.pixels.equals(target.pixels), "ratio 0 is not the target");
@@ -465,6 +475,12 @@ async function main() {
       const download = await page.getAttribute("#fuse-download", "href");
       check(!(await page.isHidden("#fuse-download")) && download === (await page.getAttribute("#fuse-after", "src")),
             "download is not the result");
+      // The download itself: a file named fusion.png holding the result (ratio 0: the target).
+      const [saved] = await Promise.all([page.waitForEvent("download", { timeout: 20000 }), page.click("#fuse-download")]);
+      check(saved.suggestedFilename() === "fusion.png", "download name " + saved.suggestedFilename());
+      const file = pngDecode(fs.readFileSync(await saved.path()));
+      check(file.width === 512 && file.height === 512 && file.pixels.equals(target.pixels),
+            "the downloaded file is not the fusion at ratio 0");
       // No face in the target: the server's message in plain words.
       response = fused();
       await page.setInputFiles("#fuse-target", CHELSEA);
