@@ -247,18 +247,35 @@ static int check_dnnl_conv(ag_dnnl *dnnl, int H, int W, int IC, int OC, int K, i
     return 0;
 }
 
-/* Every convolution shape of the generator, on small odd-sized maps. */
+/* Every convolution shape of the generators (and an upscaler's narrow outputs), on small
+ * odd-sized maps. */
 static int test_onednn_conv_shapes(void) {
     ag_dnnl *dnnl = NULL;
     ag_error err = {0};
     CHECK_OK(ag_dnnl_create(&dnnl, &err), &err);
     static const int shapes[][6] = {
         /* IC, OC, K, stride, groups, bias */
-        {3, 32, 7, 1, 1, 0},      {32, 64, 3, 2, 1, 0},     {64, 64, 3, 1, 1, 0},
-        {64, 128, 3, 2, 1, 0},    {128, 128, 3, 1, 1, 0},   {128, 256, 1, 1, 1, 0},
-        {256, 256, 3, 1, 256, 1}, {512, 512, 3, 1, 512, 1}, {256, 512, 1, 1, 1, 0},
-        {512, 256, 1, 1, 1, 0},   {256, 128, 3, 1, 1, 0},   {128, 64, 3, 1, 1, 0},
-        {64, 32, 7, 1, 1, 0},     {32, 3, 1, 1, 1, 0},
+        {3, 32, 7, 1, 1, 0},
+        {32, 64, 3, 2, 1, 0},
+        {64, 64, 3, 1, 1, 0},
+        {64, 128, 3, 2, 1, 0},
+        {128, 128, 3, 1, 1, 0},
+        {128, 256, 1, 1, 1, 0},
+        {256, 256, 3, 1, 256, 1},
+        {512, 512, 3, 1, 512, 1},
+        {256, 512, 1, 1, 1, 0},
+        {512, 256, 1, 1, 1, 0},
+        {256, 128, 3, 1, 1, 0},
+        {128, 64, 3, 1, 1, 0},
+        {64, 32, 7, 1, 1, 0},
+        {32, 3, 1, 1, 1, 0},
+        /* narrow (OC <= 4): kernel-row runs of 36 (a tail vector), 9 (shorter than one),
+         * 48 (whole vectors) and 21 floats */
+        {12, 3, 3, 1, 1, 1},
+        {3, 3, 3, 1, 1, 0},
+        {16, 4, 3, 1, 1, 1},
+        {7, 1, 3, 1, 1, 0},
+        {12, 2, 5, 1, 1, 1},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

@@ -691,7 +691,7 @@ static inline float sum16(v16f v) {
 __attribute__((always_inline, optimize("fp-contract=fast"))) static inline void
 narrow_block(float *out, const float *src, const float *w, const float *bias, size_t row, int IC,
              int K, int P, int OC) {
-    size_t L = (size_t)K * IC, LV = L - L % 16;
+    size_t L = (size_t)K * IC, LV = L - L % 16, run = (size_t)ag_narrow_run(K, IC);
     v16f acc[NARROW_PIXELS][AG_NARROW_OC];
 #pragma GCC unroll 16
     for (int p = 0; p < P; p++)
@@ -700,24 +700,26 @@ narrow_block(float *out, const float *src, const float *w, const float *bias, si
             acc[p][o] = vsplat(0.0f);
     float tail[NARROW_PIXELS][AG_NARROW_OC] = {{0.0f}};
     for (int ky = 0; ky < K; ky++) {
-        const float *in = src + (size_t)ky * row, *wk = w + (size_t)ky * L;
-        for (size_t j = 0; j < LV; j += 16) {
+        const float *in = src + (size_t)ky * row, *wk = w + (size_t)ky * run;
+        /* j: where the weights' vector starts; the input's is j, or L - 16 for the tail */
+        for (size_t j = 0; j < run - (run == L ? L % 16 : 0); j += 16) {
+            size_t at = j < LV ? j : L - 16;
             v16f wv[AG_NARROW_OC];
 #pragma GCC unroll 16
             for (int o = 0; o < OC; o++)
-                wv[o] = vload_f32(wk + (size_t)o * K * L + j);
+                wv[o] = vload_f32(wk + (size_t)o * K * run + j);
 #pragma GCC unroll 16
             for (int p = 0; p < P; p++) {
-                v16f a = vload_f32(in + (size_t)p * IC + j);
+                v16f a = vload_f32(in + (size_t)p * IC + at);
 #pragma GCC unroll 16
                 for (int o = 0; o < OC; o++)
                     acc[p][o] += a * wv[o];
             }
         }
-        for (size_t j = LV; j < L; j++)
+        for (size_t j = LV; j < L && run == L; j++) /* a run shorter than a vector */
             for (int p = 0; p < P; p++)
                 for (int o = 0; o < OC; o++)
-                    tail[p][o] += in[(size_t)p * IC + j] * wk[(size_t)o * K * L + j];
+                    tail[p][o] += in[(size_t)p * IC + j] * wk[(size_t)o * K * run + j];
     }
     for (int p = 0; p < P; p++)
         for (int o = 0; o < OC; o++)

@@ -164,7 +164,8 @@ int ag_dnnl_conv_create(ag_dnnl *dnnl, const ag_conv_shape *shape, ag_dnnl_conv 
     if (is_narrow(shape)) { /* weights (OC, K, K, IC): each kernel row's runs contiguous */
         c->narrow = 1;
         *scratch_bytes = 0;
-        *weight_bytes = sizeof(float) * (size_t)shape->OC * shape->K * shape->K * shape->IC;
+        *weight_bytes =
+            sizeof(float) * (size_t)shape->OC * shape->K * ag_narrow_run(shape->K, shape->IC);
         *out = c;
         return AG_OK;
     }
@@ -213,12 +214,21 @@ int ag_dnnl_conv_prepare_weights(ag_dnnl_conv *c, const float *weight, void *pre
     const ag_conv_shape *s = &c->shape;
     if (c->narrow) {
         float *w = prepared;
+        int L = s->K * s->IC, run = ag_narrow_run(s->K, s->IC), whole = L - L % 16;
+        memset(w, 0, sizeof(float) * (size_t)s->OC * s->K * run);
         for (int o = 0; o < s->OC; o++)
-            for (int i = 0; i < s->IC; i++)
-                for (int ky = 0; ky < s->K; ky++)
-                    for (int kx = 0; kx < s->K; kx++)
-                        w[(((size_t)o * s->K + ky) * s->K + kx) * s->IC + i] =
-                            weight[(((size_t)o * s->IC + i) * s->K + ky) * s->K + kx];
+            for (int ky = 0; ky < s->K; ky++) {
+                float *r = w + ((size_t)o * s->K + ky) * run;
+                for (int kx = 0; kx < s->K; kx++)
+                    for (int i = 0; i < s->IC; i++) {
+                        float v = weight[(((size_t)o * s->IC + i) * s->K + ky) * s->K + kx];
+                        int j = kx * s->IC + i;
+                        if (run == L || j < whole)
+                            r[j] = v;
+                        else /* the tail vector: lane l reads run element L - 16 + l */
+                            r[whole + j - (L - 16)] = v;
+                    }
+            }
         return AG_OK;
     }
     dnnl_memory_desc_t user_md;
