@@ -17,6 +17,7 @@
  */
 #include "engine_internal.h"
 #include "graph/ops.h"
+#include "util/util_internal.h"
 
 #include <limits.h>
 #include <math.h>
@@ -932,6 +933,7 @@ static int allocate_arena(ag_engine *e, size_t bytes, ag_error *err) {
     e->arena = (uint8_t *)(((uintptr_t)e->arena_block + AG_ARENA_ALIGN - 1) &
                            ~(uintptr_t)(AG_ARENA_ALIGN - 1));
     e->arena_bytes = bytes;
+    ag_advise_huge_pages(e->arena, bytes);
     return AG_OK;
 }
 
@@ -1335,6 +1337,7 @@ static void run_generic(ag_engine *e, int gi) {
 static int run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
     void *scratch = ag_engine_buffer(e, e->scratch_id);
     init_affines(e);
+    e->profile_runs += e->profile_ms != NULL;
     for (int gi = 0; gi < e->group_count; gi++) {
         double start = e->profile_ms ? omp_get_wtime() : 0.0;
         if (head_of(e, gi)->op == AG_OP_CONV) {
@@ -1348,11 +1351,32 @@ static int run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
         if (e->groups[gi].materialize)
             materialize(e, gi);
         if (e->profile_ms) {
-            e->profile_ms[head_of(e, gi)->op] += (omp_get_wtime() - start) * 1000.0;
+            double ms = (omp_get_wtime() - start) * 1000.0;
+            e->profile_ms[head_of(e, gi)->op] += ms;
             e->profile_steps[head_of(e, gi)->op]++;
+            if (e->profile_group_ms)
+                e->profile_group_ms[gi] += ms;
         }
     }
     return AG_OK;
+}
+
+/* AG_PROFILE=2's lines: each step's time per run and its head's rate (tuning only). */
+static void print_group_profile(const ag_engine *e) {
+    int runs = e->profile_runs > 0 ? e->profile_runs : 1;
+    for (int gi = 0; gi < e->group_count; gi++) {
+        const ag_node *n = head_of(e, gi);
+        const ag_op_desc *d = ag_op_desc_of(n->op);
+        ag_shape in[AG_NODE_MAX_SRC] = {{0, 0, 0}}, out = e->shapes[e->groups[gi].head];
+        for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++)
+            in[j] = e->shapes[n->src[j]];
+        double flop = d->flops ? d->flops(n, in, out) : 0.0;
+        double ms = e->profile_group_ms[gi] / runs;
+        fprintf(stderr,
+                "step %4d %-10s k%d s%d %4dx%-4d %4d -> %4dx%-4d %4d %8.2f ms %6.1f GFLOP/s\n", gi,
+                d->name, n->k, n->stride, in[0].w, in[0].h, in[0].c, out.w, out.h, out.c, ms,
+                ms > 0 ? flop / ms / 1e6 : 0.0);
+    }
 }
 
 /* AG_PROFILE's table: each op's share of the steps' time. */
@@ -1508,6 +1532,8 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     if (profile && atoi(profile) > 0) {
         e->profile_ms = ag_calloc(AG_OP_COUNT, sizeof *e->profile_ms);
         e->profile_steps = ag_calloc(AG_OP_COUNT, sizeof *e->profile_steps);
+        if (atoi(profile) > 1)
+            e->profile_group_ms = ag_calloc(AG_GRAPH_MAX_NODES, sizeof *e->profile_group_ms);
     }
     int rc = engine_alloc(e, err);
     if (rc == AG_OK && o->backend == AG_BACKEND_ONEDNN)
@@ -1529,8 +1555,11 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
 void ag_engine_destroy(ag_engine *e) {
     if (!e)
         return;
+    if (e->profile_group_ms && e->profile_runs)
+        print_group_profile(e);
     if (e->profile_ms && e->profile_steps)
         print_profile(e);
+    ag_free(e->profile_group_ms);
     ag_free(e->profile_ms);
     ag_free(e->profile_steps);
     destroy_convs(e);

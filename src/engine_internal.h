@@ -132,6 +132,8 @@ struct ag_engine {
     /* AG_PROFILE=1 (tuning runs only): milliseconds and steps per op, printed at destroy. */
     double *profile_ms;
     int *profile_steps;
+    double *profile_group_ms; /* AG_PROFILE=2: per group (AG_GRAPH_MAX_NODES entries) */
+    int profile_runs;
 
     /* oneDNN state: primitives per group and their prepared weights (one allocation). */
     ag_dnnl *dnnl;

@@ -48,6 +48,9 @@ static inline int ag_reflect_index(int i, int n) {
  * value exact, subnormals, infinities and NaN included. */
 float ag_f16_to_f32(uint16_t h);
 
+/* Ask for transparent huge pages over [p, p + bytes) (alloc.c): for the arena. */
+void ag_advise_huge_pages(void *p, size_t bytes);
+
 /* Read a whole file into an ag_malloc'ed buffer, refusing files over max_bytes. */
 int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, ag_error *err);
 
