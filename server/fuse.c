@@ -5,7 +5,8 @@
  * image's header is checked against --max-pixels before either is decoded, and both faces
  * are found before any fusing, so a request with no face in one of them (422 naming which)
  * costs two detections and no more. Options are query parameters or text fields of the
- * multipart body (a browser form posts them so), never both for one key.
+ * multipart body (a browser form posts them so), never both for one key; convert's options
+ * that a fusion does not apply (model, portrait, restore, ...) are refused, not ignored.
  */
 #include "server.h"
 
@@ -96,6 +97,25 @@ static int upload_field(const ag_request *r, const char *field, const uint8_t **
     return 0;
 }
 
+/* Convert's options that a fusion does not apply: refused (400), never silently ignored.
+ * A style is two requests: fuse, then POST the result to /api/v1/convert (the CLI's
+ * --style); for an anime template, convert the source first, then fuse. */
+static const char *const not_applied[] = {"model",    "portrait",    "side_by_side",
+                                          "max_side", "paste_faces", "face_model",
+                                          "face",     "restore",     "upscale"};
+
+static int refuse_not_applied(const char *key, ag_reply_error *err) {
+    for (size_t i = 0; i < sizeof not_applied / sizeof not_applied[0]; i++)
+        if (!strcmp(key, not_applied[i])) {
+            ag_reply_error_set(err, 400, "bad_option",
+                               "'%s' does not apply to /api/v1/fuse (to stylise, POST its "
+                               "result to /api/v1/convert)",
+                               key);
+            return -1;
+        }
+    return 0;
+}
+
 /* The text fields of a fuse body: each an option, as its query parameter would be. */
 typedef struct field_walk {
     ag_server *s;
@@ -122,6 +142,8 @@ static int option_field(void *user, const ag_multipart_part *part) {
                            "'%s' is both a query parameter and a form field", part->name);
         return -1;
     }
+    if (refuse_not_applied(part->name, w->err))
+        return -1;
     memcpy(value, part->data, part->size);
     value[part->size] = '\0';
     ag_convert_options *o = &w->r->options;
@@ -138,6 +160,10 @@ int ag_fuse_uploads(ag_server *s, ag_request *r, ag_reply_error *err) {
                            "fuse takes multipart/form-data with 'source' and 'target' images");
         return -1;
     }
+    for (size_t i = 0; i < sizeof not_applied / sizeof not_applied[0]; i++)
+        if (MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, not_applied[i]) &&
+            refuse_not_applied(not_applied[i], err))
+            return -1;
     if (upload_field(r, "source", &r->image, &r->image_size, err) ||
         upload_field(r, "target", &r->image2, &r->image2_size, err))
         return -1;

@@ -235,6 +235,12 @@ st, body = post("", pair, [("ratio", "7")])
 check("api_form_field_bad_400", st == 400 and "ratio" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?ratio=0.4", pair, [("ratio", "0.5")])
 check("api_form_field_and_query_400", st == 400 and "both" in err(body), "%s %s" % (st, err(body)))
+# convert's options that a fusion does not apply are refused, not silently ignored
+st, body = post("?model=hayao", pair)
+check("api_model_refused_400", st == 400 and "does not apply" in err(body) and "convert" in err(body),
+      "%s %s" % (st, err(body)))
+st, body = post("", pair, [("portrait", "face")])
+check("api_portrait_field_refused_400", st == 400 and "portrait" in err(body), "%s %s" % (st, err(body)))
 st, body = post("", pair, [("colour", "red")])
 check("api_form_field_unknown_400", st == 400 and "colour" in err(body), "%s %s" % (st, err(body)))
 # The face cache: the same two uploads again (the page's slider) skip the detector, and the
