@@ -12,7 +12,8 @@
  *     the photos none beyond two feathers of the hull of the target's and fused landmarks;
  *   - FaceMesh on the output at ratio 1 finds an inner face nearer the source's shape than
  *     the target's, at 0.5 in between; no seam at the blend's edge (and the measure does
- *     see a 4-level one); bad inputs.
+ *     see a 4-level one); the eyes and the mouth's inside taken whole from one face (never
+ *     cross-dissolved); bad inputs.
  */
 #include "test.h"
 
@@ -640,6 +641,109 @@ static int test_photo_region(void) {
     return 0;
 }
 
+/* FaceMesh's inner lip line and eye openings (as src/face/fuse.c takes them), in order. */
+static const int inner_lips[20] = {78,  191, 80,  81,  82,  13, 312, 311, 310, 415,
+                                   308, 324, 318, 402, 317, 14, 87,  178, 88,  95};
+static const int eye_right[16] = {33,  246, 161, 160, 159, 158, 157, 173,
+                                  133, 155, 154, 153, 145, 144, 163, 7};
+static const int eye_left[16] = {362, 398, 384, 385, 386, 387, 388, 466,
+                                 263, 249, 390, 373, 374, 380, 381, 382};
+
+/* Whether (x, y) is inside the polygon p[0..n) (even-odd); *edge its distance to the
+ * nearest edge. */
+static int in_polygon(const ag_fuse_point *p, int n, double x, double y, double *edge) {
+    int in = 0;
+    *edge = 1e300;
+    for (int k = 0; k < n; k++) {
+        ag_fuse_point a = p[k], b = p[(k + 1) % n];
+        if ((a.y <= y) != (b.y <= y) && x < a.x + (y - a.y) / (b.y - a.y) * (b.x - a.x))
+            in = !in;
+        double vx = b.x - a.x, vy = b.y - a.y, wx = x - a.x, wy = y - a.y;
+        double len2 = vx * vx + vy * vy;
+        double u = len2 > 0 ? fmax(0, fmin(1, (vx * wx + vy * wy) / len2)) : 0;
+        *edge = fmin(*edge, hypot(wx - u * vx, wy - u * vy));
+    }
+    return in;
+}
+
+/* The eyes and the mouth's inside are taken whole from the face the fused geometry is
+ * nearer, never cross-dissolved (no doubled teeth or irises): in `blend` mode (no Poisson
+ * correction), at shape ratio 1 the features are the same at texture ratios 0.5 and 1
+ * while the skin is not; at shape ratio 0.3, the same at texture ratios 0.5 and 0 (the
+ * target's). */
+static int test_features_whole(void) {
+    ag_error err;
+    ag_image s = {0}, t = {0}, out[2] = {{0}, {0}};
+    ag_decode_options d = {0};
+    CHECK_OK(ag_image_decode_file(DATA "generated/fuse/source.jpg", &d, &s, &err), &err);
+    CHECK_OK(ag_image_decode_file(DATA "astronaut.png", &d, &t, &err), &err);
+    ag_face *f = ag_malloc(sizeof *f * 2);
+    ag_fuse_point *ls = ag_malloc(sizeof *ls * AG_FACE_LANDMARKS * 3), *lt = ls + AG_FACE_LANDMARKS;
+    ag_fuse_point *fused = lt + AG_FACE_LANDMARKS;
+    CHECK(f && ls);
+    CHECK(detect(&s, &f[0]) == 0 && detect(&t, &f[1]) == 0);
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        ls[i] = (ag_fuse_point){f[0].landmarks[i][0], f[0].landmarks[i][1]};
+        lt[i] = (ag_fuse_point){f[1].landmarks[i][0], f[1].landmarks[i][1]};
+    }
+    ag_affine m = ag_fuse_similarity(ls, lt, AG_FACE_LANDMARKS);
+    const float shapes[2] = {1, 0.3f}, textures[2][2] = {{0.5f, 1}, {0.5f, 0}};
+    for (int c = 0; c < 2; c++) {
+        for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+            ag_fuse_point q = ag_fuse_apply(&m, ls[i]);
+            fused[i] = (ag_fuse_point){lt[i].x + (double)shapes[c] * (q.x - lt[i].x),
+                                       lt[i].y + (double)shapes[c] * (q.y - lt[i].y)};
+        }
+        ag_fuse_point poly[4][AG_FACE_OVAL_COUNT];
+        const int *sets[4] = {inner_lips, eye_right, eye_left, ag_face_oval};
+        const int sizes[4] = {20, 16, 16, AG_FACE_OVAL_COUNT};
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < sizes[k]; i++)
+                poly[k][i] = fused[sets[k][i]];
+        for (int k = 0; k < 2; k++) {
+            ag_fuse_options o;
+            ag_fuse_options_init(&o);
+            o.shape_ratio = shapes[c], o.texture_ratio = textures[c][k], o.mode = AG_FUSE_BLEND;
+            CHECK_OK(ag_face_fuse(&s, &f[0], &t, &f[1], &o, &out[k], NULL, &err), &err);
+        }
+        double feat = 0, skin = 0;
+        size_t nf = 0, ns = 0;
+        for (int y = 0; y < t.height; y++)
+            for (int x = 0; x < t.width; x++) {
+                double px = x + 0.5, py = y + 0.5, diff = 0;
+                int in_feature = 0, near_feature = 0; /* inside by 1.5 px; within 3 px */
+                double e;
+                for (int k = 0; k < 3; k++) {
+                    int in = in_polygon(poly[k], sizes[k], px, py, &e);
+                    in_feature |= in && e >= 1.5;
+                    near_feature |= in || e < 3;
+                }
+                int in_face = in_polygon(poly[3], sizes[3], px, py, &e) && e >= 6;
+                size_t i = ((size_t)y * t.width + x) * t.bands;
+                for (int b = 0; b < 3; b++)
+                    diff += fabs((double)out[0].pixels[i + b] - out[1].pixels[i + b]) / 3;
+                if (in_feature)
+                    feat += diff, nf++;
+                else if (!near_feature && in_face)
+                    skin += diff, ns++;
+            }
+        feat /= nf ? (double)nf : 1, skin /= ns ? (double)ns : 1;
+        printf("  shape %.1f, texture %.1f vs %.1f: features (%zu px) differ by %.3f, skin "
+               "(%zu px) by %.3f grey levels\n",
+               (double)shapes[c], (double)textures[c][0], (double)textures[c][1], nf, feat, ns,
+               skin);
+        CHECK(nf > 40 && ns > 2000);
+        CHECK(feat < 0.1 && skin > 2);
+        ag_image_fini(&out[0]);
+        ag_image_fini(&out[1]);
+    }
+    ag_free(ls);
+    ag_free(f);
+    ag_image_fini(&t);
+    ag_image_fini(&s);
+    return 0;
+}
+
 /* PSNR of a against b over the pixels where either differs from t (the fused region). */
 static double region_psnr(const ag_image *a, const ag_image *b, const ag_image *t) {
     double sq = 0;
@@ -739,9 +843,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     static const test_case tests[] = {
-        TEST(test_procrustes),       TEST(test_triangulation), TEST(test_warp_identity),
-        TEST(test_poisson),          TEST(test_color),         TEST(test_synthetic),
-        TEST(test_photos),           TEST(test_photo_region),  TEST(test_speed),
+        TEST(test_procrustes),
+        TEST(test_triangulation),
+        TEST(test_warp_identity),
+        TEST(test_poisson),
+        TEST(test_color),
+        TEST(test_synthetic),
+        TEST(test_photos),
+        TEST(test_photo_region),
+        TEST(test_features_whole),
+        TEST(test_speed),
         TEST(test_source_prefilter),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
