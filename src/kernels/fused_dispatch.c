@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 
 static const ag_fused_ops *active;
 static pthread_once_t active_once = PTHREAD_ONCE_INIT;
@@ -133,4 +134,22 @@ void ag_fused_bias_lrelu(float *out, const float *x, const float *bias, size_t N
 void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, int WO,
                       const float *k2, int K, int up, int down, const int *pad, int threads) {
     ag_fused_ops_active()->upfirdn(out, in, H, W, C, HO, WO, k2, K, up, down, pad, threads);
+}
+
+void ag_narrow_pack(float *packed, const float *weight, int OC, int IC, int K) {
+    int L = K * IC, run = ag_narrow_run(K, IC), whole = L - L % 16;
+    memset(packed, 0, sizeof(float) * (size_t)OC * K * run);
+    for (int o = 0; o < OC; o++)
+        for (int ky = 0; ky < K; ky++) {
+            float *r = packed + ((size_t)o * K + ky) * run;
+            for (int kx = 0; kx < K; kx++)
+                for (int i = 0; i < IC; i++) {
+                    float v = weight[(((size_t)o * IC + i) * K + ky) * K + kx];
+                    int j = kx * IC + i;
+                    if (run == L || j < whole)
+                        r[j] = v;
+                    else /* the tail vector: lane l reads run element L - 16 + l */
+                        r[whole + j - (L - 16)] = v;
+                }
+        }
 }

@@ -181,8 +181,8 @@ typedef enum ag_band_kind {
 
 typedef struct ag_band_source {
     ag_band_kind kind;
-    int bf16;    /* activations (x, residual, a) and the band are bf16, else fp32 */
-    int H, W, C; /* the interior of the padded map the band is cut from */
+    int bf16;      /* activations (x, residual, a) and the band are bf16, else fp32 */
+    int H, W, C;   /* the interior of the padded map the band is cut from */
     ag_pad pad;
     int zero_pad; /* the border is zeros; else reflected */
     /* AG_BAND_IMAGE: u8 (H, W, bands) or f32 (H, W, 3) */
@@ -300,6 +300,10 @@ static inline int ag_narrow_run(int K, int IC) {
     int L = K * IC;
     return L % 16 && L > 16 ? L - L % 16 + 16 : L;
 }
+
+/* Pack weight (OC, IC, K, K) into ag_fused_conv_narrow's layout: (OC, K) runs of
+ * ag_narrow_run(K, IC) floats, OC * K * ag_narrow_run(K, IC) in all. */
+void ag_narrow_pack(float *packed, const float *weight, int OC, int IC, int K);
 
 /* [tanh of] y (H, W, 3) to f32 out (H, W, 3) and/or u8 out (H, W, bands) (alpha untouched). */
 void ag_fused_output(float *out_f32, uint8_t *out_u8, int bands, const float *y, int apply_tanh,

@@ -213,22 +213,7 @@ int ag_dnnl_conv_prepare_weights(ag_dnnl_conv *c, const float *weight, void *pre
                                  ag_error *err) {
     const ag_conv_shape *s = &c->shape;
     if (c->narrow) {
-        float *w = prepared;
-        int L = s->K * s->IC, run = ag_narrow_run(s->K, s->IC), whole = L - L % 16;
-        memset(w, 0, sizeof(float) * (size_t)s->OC * s->K * run);
-        for (int o = 0; o < s->OC; o++)
-            for (int ky = 0; ky < s->K; ky++) {
-                float *r = w + ((size_t)o * s->K + ky) * run;
-                for (int kx = 0; kx < s->K; kx++)
-                    for (int i = 0; i < s->IC; i++) {
-                        float v = weight[(((size_t)o * s->IC + i) * s->K + ky) * s->K + kx];
-                        int j = kx * s->IC + i;
-                        if (run == L || j < whole)
-                            r[j] = v;
-                        else /* the tail vector: lane l reads run element L - 16 + l */
-                            r[whole + j - (L - 16)] = v;
-                    }
-            }
+        ag_narrow_pack(prepared, weight, s->OC, s->IC, s->K);
         return AG_OK;
     }
     dnnl_memory_desc_t user_md;
