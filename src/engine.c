@@ -225,6 +225,10 @@ static void resolve_sources(ag_engine *e, lowering *lw) {
             gr->int8 = gr->banded = 1;
         if (e->int8) /* its source may be a u8 map (decide_q8), which only bands read */
             gr->banded = 1;
+        /* StyleGAN graphs in bf16: every plain conv's products bf16 too, on a bf16 band of
+         * its fp32 source (the band is where the conversion costs no extra pass) */
+        if (e->gemm_bf16 && head->groups == 1)
+            gr->bf16_band = gr->banded = 1;
     }
     /* A value is applied on the fly only by a single banded conv reading it directly. */
     for (int gi = 0; gi < e->group_count; gi++) {
@@ -579,7 +583,7 @@ static void plan_outputs(ag_engine *e) {
 
 /* Bytes of one element of group gi's band: fp32, bf16, or u8 for an int8 conv. */
 static size_t band_elem_bytes(const ag_engine *e, int gi) {
-    return e->groups[gi].int8 ? 1 : e->bf16 ? 2 : sizeof(float);
+    return e->groups[gi].int8 ? 1 : e->bf16 || e->groups[gi].bf16_band ? 2 : sizeof(float);
 }
 
 /* Rows per band for group gi: the band buffer stays near AG_BAND_BYTES. */
@@ -659,7 +663,7 @@ static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
                        head->stride,
                        head->groups,
                        head->bias != NULL,
-                       e->bf16,
+                       e->bf16 || gr->bf16_band,
                        elem_bytes(e, gi) == 2};
     size_t scratch = 0;
     int rc;
@@ -702,6 +706,7 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv *
     e->weights_block = ag_malloc(total + AG_ARENA_ALIGN);
     if (!e->weights_block)
         return ag_error_set(err, AG_E_NOMEM, "out of memory for %zu bytes of weights", total);
+    ag_advise_huge_pages(e->weights_block, total + AG_ARENA_ALIGN);
     uint8_t *aligned = (uint8_t *)(((uintptr_t)e->weights_block + AG_ARENA_ALIGN - 1) &
                                    ~(uintptr_t)(AG_ARENA_ALIGN - 1));
     for (int gi = 0; gi < e->group_count; gi++) {
@@ -995,6 +1000,7 @@ static ag_band_source band_source(ag_engine *e, int gi, const ag_io *io) {
     const ag_group *gr = &e->groups[gi];
     const ag_group_exec *x = &e->exec[gi];
     ag_band_source s = {.bf16 = e->bf16,
+                        .band_bf16 = gr->bf16_band,
                         .H = x->in.h,
                         .W = x->in.w,
                         .C = x->in.c,

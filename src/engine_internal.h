@@ -53,11 +53,12 @@ typedef struct ag_group {
     int resize;                   /* the RESIZE node between src and this conv, -1 */
     int parts[AG_BAND_MAX_PARTS]; /* CONCAT: the groups whose values the band gathers */
     int part_count;
-    int banded;   /* input rows built band by band; else oneDNN reads src's map whole */
-    int last_use; /* last step that reads this group's buffer; group count = the output */
-    int f32;      /* kept in fp32 even in bf16 mode (the output, generic readers) */
-    int int8;     /* int8 mode: the conv runs u8 x s8 on a quantised copy of its band */
-    int q8;       /* int8 mode: the head's output stored as a u8 map, a (scale, lo) per row */
+    int banded;    /* input rows built band by band; else oneDNN reads src's map whole */
+    int last_use;  /* last step that reads this group's buffer; group count = the output */
+    int f32;       /* kept in fp32 even in bf16 mode (the output, generic readers) */
+    int bf16_band; /* gemm_bf16 mode: the conv's band and weights bf16, its output fp32 */
+    int int8;      /* int8 mode: the conv runs u8 x s8 on a quantised copy of its band */
+    int q8;        /* int8 mode: the head's output stored as a u8 map, a (scale, lo) per row */
 } ag_group;
 
 /* A group's plan at the planned image size. */

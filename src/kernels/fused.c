@@ -226,6 +226,27 @@ static ag_norm_affine fold_dq(float *out, ag_norm_affine a, row_dq d, int C) {
 #undef VSTORE
 #undef AG_ROWS_MOMENTS
 
+/* fp32 sources into bf16 bands (a StyleGAN graph's convs in bf16: its maps stay fp32). */
+#define T float
+#define TO uint16_t
+#define SFX f32bf16
+#define LOAD(p, i, d, c) ((void)(d), (void)(c), (p)[i])
+#define STORE(p, i, v, q) ((void)(q), bf16_store((p), (i), (v)))
+#define VLOAD(p, d, c) vload_f32(p)
+#define LOAD_RAW(p, i) ((p)[i])
+#define VLOAD_RAW vload_f32
+#define VSTORE(p, v, q) vstore_bf16(p, v)
+#include "fused_rows.inc"
+#undef T
+#undef TO
+#undef SFX
+#undef LOAD
+#undef LOAD_RAW
+#undef VLOAD_RAW
+#undef STORE
+#undef VLOAD
+#undef VSTORE
+
 /* int8: fp32 sources, u8 bands quantised in registers (no fp32 band). */
 #define T float
 #define TO uint8_t
@@ -312,7 +333,7 @@ void ag_fused_norm_stats(ag_norm_affine affine, double *partials, const float *x
 /* Row i of a band from `first`: fp32 or bf16 (s->bf16), or u8 with q when `u8`. */
 static void band_row(void *out, const ag_band_source *s, int first, int i, int u8, band_quant q) {
     size_t row_elems = (size_t)(s->W + s->pad.left + s->pad.right) * s->C;
-    size_t elem = u8 ? 1 : s->bf16 ? 2 : 4;
+    size_t elem = u8 ? 1 : s->bf16 || s->band_bf16 ? 2 : 4;
     int y = first + i - s->pad.top;
     if (s->zero_pad && (y < 0 || y >= s->H)) {
         memset((uint8_t *)out + (size_t)i * row_elems * elem, u8 ? q.zero : 0, row_elems * elem);
@@ -326,6 +347,8 @@ static void band_row(void *out, const ag_band_source *s, int first, int i, int u
         band_row_u8f32((float *)out + (size_t)i * row_elems, s, y, q);
     else if (s->bf16)
         band_row_bf16((uint16_t *)out + (size_t)i * row_elems, s, y, q);
+    else if (s->band_bf16)
+        band_row_f32bf16((uint16_t *)out + (size_t)i * row_elems, s, y, q);
     else
         band_row_f32((float *)out + (size_t)i * row_elems, s, y, q);
 }

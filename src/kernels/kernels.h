@@ -182,6 +182,7 @@ typedef enum ag_band_kind {
 typedef struct ag_band_source {
     ag_band_kind kind;
     int bf16;      /* activations (x, residual, a) and the band are bf16, else fp32 */
+    int band_bf16; /* fp32 activations (bf16 == 0) into a bf16 band: a StyleGAN graph's convs */
     int H, W, C;   /* the interior of the padded map the band is cut from */
     ag_pad pad;
     int zero_pad; /* the border is zeros; else reflected */

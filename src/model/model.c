@@ -12,6 +12,7 @@
 #include "model_internal.h"
 
 #include "../graph/ops.h"
+#include "../util/util_internal.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -180,6 +181,7 @@ static int bind_graph(ag_model *m, const ag_tensor_set *set, const char *path, a
     m->weights = ag_malloc((total ? total : 1) * sizeof(float));
     if (!m->weights)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory for %zu weights", path, total);
+    ag_advise_huge_pages(m->weights, total * sizeof(float)); /* read whole on every run */
     m->info.weight_bytes = total * sizeof(float);
     /* Parameters count each tensor once, however many nodes read it (attention's matrix). */
     for (int t = 0; t < set->count; t++) {
@@ -626,6 +628,7 @@ static int make_bf16(ag_model *m, ag_error *err) {
     for (int i = 0; i < g->count; i++)
         total += has_bf16_copy(&g->nodes[i]) ? bf16_bytes(&g->nodes[i]) : 0;
     m->bf16_block = ag_malloc(total);
+    ag_advise_huge_pages(m->bf16_block, m->bf16_block ? total : 0);
     const uint16_t **of = ag_calloc((size_t)g->count, sizeof *of);
     const float **sq_of = ag_calloc((size_t)g->count, sizeof *sq_of);
     if (!m->bf16_block || !of || !sq_of) {
@@ -683,6 +686,7 @@ static int drop_fp32(ag_model *m, ag_error *err) {
     if (!block)
         return ag_error_set(err, AG_E_NOMEM, "out of memory for %zu MB of weights",
                             (keep * sizeof(float)) >> 20);
+    ag_advise_huge_pages(block, keep * sizeof(float));
     float *at = block + keep;
     next = end;
     for (int i = g->count - 1; i >= 0; i--)
