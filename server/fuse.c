@@ -7,6 +7,8 @@
  * costs two detections and no more. Options are query parameters or text fields of the
  * multipart body (a browser form posts them so), never both for one key; convert's options
  * that a fusion does not apply (model, portrait, restore, ...) are refused, not ignored.
+ * style=NAME (the CLI's --style) stylises the fusion with that model as convert would (at
+ * most --max-side), anime_template=1 the source before fusing (--anime-template).
  */
 #include "server.h"
 
@@ -17,7 +19,7 @@
 
 /* One fusion query parameter: 0 set, -1 bad value (err filled), 1 not a fusion key. */
 int ag_fuse_option_set(ag_convert_options *o, const char *key, const char *value,
-                       ag_reply_error *err) {
+                       const char *const *names, int name_count, ag_reply_error *err) {
     static const struct {
         const char *key;
         float lo, hi;
@@ -51,6 +53,29 @@ int ag_fuse_option_set(ag_convert_options *o, const char *key, const char *value
             if (value && !strcmp(value, modes[i]))
                 return f->mode = (ag_fuse_mode)i, 0;
         ag_reply_error_set(err, 400, "bad_option", "mode must be normal, blend or overlay");
+        return -1;
+    }
+    if (!strcmp(key, "style")) { /* the CLI's --style; a loaded model, as convert's model= */
+        for (int i = 0; i < name_count; i++)
+            if (value && !strcmp(value, names[i]))
+                return o->style = i, 0;
+        char vq[48];
+        size_t j = 0;
+        for (; value && value[j] && j < sizeof vq - 1; j++)
+            vq[j] = value[j] >= 0x20 && value[j] < 0x7f && value[j] != '"' && value[j] != '\\'
+                        ? value[j]
+                        : '?';
+        vq[j] = '\0';
+        ag_reply_error_set(err, 404, "model_not_found",
+                           "unknown style '%s' (GET /api/v1/models lists them)", vq);
+        return -1;
+    }
+    if (!strcmp(key, "anime_template")) { /* the CLI's --anime-template */
+        if (value && (!strcmp(value, "1") || !strcmp(value, "true")))
+            return o->anime_template = 1, 0;
+        if (value && (!strcmp(value, "0") || !strcmp(value, "false")))
+            return o->anime_template = 0, 0;
+        ag_reply_error_set(err, 400, "bad_option", "anime_template must be 0 or 1");
         return -1;
     }
     int *ints[3] = {&f->size, &o->source_face, &o->target_face};
@@ -98,8 +123,8 @@ static int upload_field(const ag_request *r, const char *field, const uint8_t **
 }
 
 /* Convert's options that a fusion does not apply: refused (400), never silently ignored.
- * A style is two requests: fuse, then POST the result to /api/v1/convert (the CLI's
- * --style); for an anime template, convert the source first, then fuse. */
+ * The fusion's style is style=NAME (the CLI's --style), not convert's model=: `model` is
+ * refused with a message naming it. */
 static const char *const not_applied[] = {"model",    "portrait",    "side_by_side",
                                           "max_side", "paste_faces", "face_model",
                                           "face",     "restore",     "upscale"};
@@ -107,10 +132,15 @@ static const char *const not_applied[] = {"model",    "portrait",    "side_by_si
 static int refuse_not_applied(const char *key, ag_reply_error *err) {
     for (size_t i = 0; i < sizeof not_applied / sizeof not_applied[0]; i++)
         if (!strcmp(key, not_applied[i])) {
-            ag_reply_error_set(err, 400, "bad_option",
-                               "'%s' does not apply to /api/v1/fuse (to stylise, POST its "
-                               "result to /api/v1/convert)",
-                               key);
+            if (!strcmp(key, "model"))
+                ag_reply_error_set(err, 400, "bad_option",
+                                   "'model' does not apply to /api/v1/fuse: its style is "
+                                   "style=NAME (the CLI's --style)");
+            else
+                ag_reply_error_set(err, 400, "bad_option",
+                                   "'%s' does not apply to /api/v1/fuse (to stylise the fusion, "
+                                   "style=NAME)",
+                                   key);
             return -1;
         }
     return 0;
@@ -147,7 +177,7 @@ static int option_field(void *user, const ag_multipart_part *part) {
     memcpy(value, part->data, part->size);
     value[part->size] = '\0';
     ag_convert_options *o = &w->r->options;
-    int rc = ag_fuse_option_set(o, part->name, value, w->err);
+    int rc = ag_fuse_option_set(o, part->name, value, w->s->model_names, w->s->model_count, w->err);
     if (rc == 1)
         rc = ag_convert_option_set(o, &w->seen, part->name, value, w->s->model_names,
                                    w->s->model_count, w->s->config.max_side, w->err);
@@ -170,6 +200,10 @@ int ag_fuse_uploads(ag_server *s, ag_request *r, ag_reply_error *err) {
     field_walk w = {s, r, 0, err};
     if (ag_multipart_walk(r->body, r->body_size, r->boundary, option_field, &w) != 0)
         return -1; /* the body parsed once already: the error is the field's */
+    if (r->options.anime_template && r->options.style < 0) {
+        ag_reply_error_set(err, 400, "bad_option", "anime_template applies only with style");
+        return -1;
+    }
     return ag_convert_options_check(&r->options, err);
 }
 
@@ -252,6 +286,50 @@ static int pick_face(ag_worker *w, ag_request *r, const ag_image *im, const uint
     return 0;
 }
 
+/* *im (owned) replaced by itself downscaled as convert decodes an upload (ag_image_shape at
+ * `max_side`, Lanczos) and stylised with `engine`; k[2] the downscale in x and y (1 when none).
+ * The larger image is freed before the engine runs, so a worker holds what convert does:
+ * at most the image, its downscaled copy, then the engine's tensors and result. */
+static int stylize_image(ag_engine *engine, int max_side, ag_image *im, double k[2],
+                         ag_error *err) {
+    ag_image shaped = {0}, styled = {0};
+    k[0] = k[1] = 1.0;
+    if (im->width > max_side || im->height > max_side) {
+        ag_decode_options d = {.max_side = max_side};
+        int rc = ag_image_shape(im, &d, "fusion", &shaped, err);
+        if (rc != AG_OK)
+            return rc;
+        k[0] = (double)shaped.width / im->width, k[1] = (double)shaped.height / im->height;
+        ag_image_fini(im);
+        *im = shaped;
+    }
+    int rc = ag_stylize(engine, im, 0, &styled, err);
+    if (rc != AG_OK)
+        return rc;
+    ag_image_fini(im);
+    *im = styled;
+    return AG_OK;
+}
+
+/* A face's coordinates in an image resized by k[0] x k[1] (pixel i spans [i, i + 1)). */
+static void scale_face(ag_face *f, const double k[2]) {
+    float x = (float)k[0], y = (float)k[1];
+    f->box[0] *= x, f->box[2] *= x, f->box[1] *= y, f->box[3] *= y;
+    for (int i = 0; i < 6; i++)
+        f->keypoints[i][0] *= x, f->keypoints[i][1] *= y;
+    for (int i = 0; i < 4; i++)
+        f->quad[i][0] *= x, f->quad[i][1] *= y;
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++)
+        f->landmarks[i][0] *= x, f->landmarks[i][1] *= y;
+}
+
+static void fail_stylize(ag_server *s, ag_request *r, const ag_error *err) {
+    char msg[AG_ERROR_MESSAGE_BYTES + 32];
+    snprintf(msg, sizeof msg, "stylize: %s", err->message[0] ? err->message : "failed");
+    ag_job_fail(s, r, err->code == AG_E_NOMEM ? 503 : 500,
+                err->code == AG_E_NOMEM ? "out_of_memory" : "internal", msg);
+}
+
 int ag_worker_fuse(ag_worker *w, ag_request *r) {
     ag_server *s = w->server;
     const ag_convert_options *o = &r->options;
@@ -291,6 +369,20 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
         pick_face(w, r, &tgt, r->image2, r->image2_size, "target", o->target_face, faces, tf))
         goto done;
     r->faces = 2;
+    /* style=NAME: only that model's engine keeps its arena (convert's rule). With
+     * anime_template the source is stylised before fusing, as the CLI does, but downscaled
+     * to --max-side first like a convert upload (its face's coordinates with it). */
+    ag_engine *style = o->style >= 0 ? w->engines[o->style] : NULL;
+    if (style)
+        ag_worker_use_models(w, o->style, -1);
+    if (style && o->anime_template) {
+        double shrink[2];
+        if (stylize_image(style, s->config.max_side, &src, shrink, &err) != AG_OK) {
+            fail_stylize(s, r, &err);
+            goto done;
+        }
+        scale_face(sf, shrink);
+    }
     ag_fuse_timing tm;
     if (ag_face_fuse(&src, sf, &tgt, tf, &o->fusion, &out, &tm, &err) != 0) {
         ag_job_fail(s, r,
@@ -299,6 +391,17 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
                                              : 500,
                     err.code == AG_E_ARG ? "bad_face" : "internal", err.message);
         goto done;
+    }
+    /* The fusion stylised as convert would stylise it, both inputs freed first (budget.c's
+     * ag_budget_fuse_style_bytes). */
+    if (style && !o->anime_template) {
+        ag_image_fini(&src);
+        ag_image_fini(&tgt);
+        double shrink[2];
+        if (stylize_image(style, s->config.max_side, &out, shrink, &err) != AG_OK) {
+            fail_stylize(s, r, &err);
+            goto done;
+        }
     }
     void *data = NULL;
     size_t size = 0;

@@ -767,7 +767,9 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
                                    const char *value) {
     (void)kind;
     option_walk *w = cls;
-    int fuse = w->opts->fuse ? ag_fuse_option_set(w->opts, key, value, &w->err) : 1;
+    int fuse = w->opts->fuse ? ag_fuse_option_set(w->opts, key, value, w->s->model_names,
+                                                  w->s->model_count, &w->err)
+                             : 1;
     if (fuse < 0) {
         w->failed = 1;
         return MHD_NO;

@@ -28,6 +28,7 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
     opts->face_model = -1;
     ag_fuse_options_init(&opts->fusion); /* POST /api/v1/fuse */
     opts->source_face = opts->target_face = 1;
+    opts->style = -1;
 }
 
 /* A decimal integer with no sign (ag_parse_int64, the one parser), at most 9 digits. */

@@ -154,6 +154,9 @@ typedef struct ag_convert_options {
     int fuse;
     ag_fuse_options fusion;
     int source_face, target_face; /* 1 = the largest */
+    int style;          /* style=NAME: index of the model that stylises the fusion; -1 none */
+    int anime_template; /* with style: the source is stylised first, then fused (the CLI's
+                           --anime-template) */
 } ag_convert_options;
 
 #define AG_DEFAULT_QUALITY 90
@@ -581,6 +584,11 @@ void ag_budget_add_faces(ag_budget *b, size_t face_bytes_per_worker);
 size_t ag_budget_face_bytes(const ag_server_config *config, const ag_model *detect,
                             const ag_model *mesh);
 
+/* One worker's images while POST /api/v1/fuse stylises (style=NAME), arenas excepted: the
+ * fused image (up to --max-pixels) downscaled to --max-side, or with anime_template the
+ * target held while the source is; never more than convert's decode + images (budget.c). */
+size_t ag_budget_fuse_style_bytes(const ag_server_config *config);
+
 /* Per-worker arena bytes at the largest image for each model, from the engine options. */
 void ag_budget_compute(ag_budget *b, const ag_server_config *config, const ag_model *const *models,
                        int model_count, size_t base_rss_bytes);
@@ -640,9 +648,11 @@ size_t ag_worker_upscaler_arena_bytes(const ag_worker *w);
 
 /* ---- POST /api/v1/fuse (fuse.c) ---- */
 /* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,
- * contrast, saturation, size, source_face, target_face): 0 set, -1 bad (err), 1 not one. */
+ * contrast, saturation, size, source_face, target_face, style, anime_template): 0 set, -1
+ * bad (err), 1 not one. `names` are the loaded models (style=NAME picks one, 404
+ * model_not_found otherwise, as convert's model=). */
 int ag_fuse_option_set(ag_convert_options *opts, const char *key, const char *value,
-                       ag_reply_error *err);
+                       const char *const *names, int name_count, ag_reply_error *err);
 /* r->image, r->image2 <- the `source` and `target` parts of the multipart body, and its
  * other parts as options (text fields, as query parameters would be; a key may not be
  * both); 0 or -1 with `err`. */
