@@ -21,6 +21,8 @@
  *             + stylize                     float in/out (2 x S^2 x 3 x 4) + 8-bit result
  *                                           (side by side: 2 x S^2 x 4)
  *             + encode                      encoder working copy (2 x S^2 x 4)
+ *               (or a fusion with style=NAME, ag_budget_fuse_style_bytes, when larger:
+ *               never with these terms; the fusion's own work buffers are not counted)
  *             + upscale                     with an upscaler: the tile window
  *                                           (--upscale-max-mb), the upscaled image and
  *                                           the encoder's copy (3 x O x 4)
@@ -86,7 +88,15 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     b->decode_bytes = add_sat(mul_sat(c->max_pixels, 8), px * 4 * 2);
     size_t stylize = px * 3 * 4 * 2 + px * 4 * 2;
     size_t encode = px * 4 * 2;
-    b->worker_bytes = add_sat(add_sat(b->arena_bytes, b->decode_bytes), stylize + encode);
+    size_t images = add_sat(b->decode_bytes, stylize + encode);
+    /* A fusion's style=NAME stylises at most S too (server/fuse.c); the images it holds
+     * then fit in convert's terms, but the larger is counted should that ever change. */
+    size_t fuse_style = ag_budget_fuse_style_bytes(c);
+    if (fuse_style > images) {
+        b->decode_bytes = add_sat(b->decode_bytes, fuse_style - images);
+        images = fuse_style;
+    }
+    b->worker_bytes = add_sat(b->arena_bytes, images);
 
     size_t response = px * 4 * 2 + px * 4 * 2 / 100 + 64 * 1024;
     b->upload_bytes = c->max_upload_bytes + 4096;
@@ -122,6 +132,25 @@ void ag_budget_format(const ag_budget *b, char *buf, size_t cap) {
              (double)b->face_bytes / m, (double)b->upscale_bytes / m, b->admitted,
              (double)b->request_bytes / m, b->connections, (double)b->connection_bytes / m,
              (double)b->cache_bytes / m, (double)b->video_bytes / m);
+}
+
+size_t ag_budget_fuse_style_bytes(const ag_server_config *c) {
+    size_t side = (size_t)(c->max_side > c->portrait_size ? c->max_side : c->portrait_size);
+    size_t px = side * side, image = mul_sat(c->max_pixels, 4); /* 8-bit, up to 4 bands */
+    /* After fusing (source and target freed): the fused image and its copy at --max-side;
+     * then that copy, the engine's float tensors in and out and its 8-bit result; then the
+     * result and the encoder's copy. anime_template stylises the source first while the
+     * target is held: both images and the source's copy, then the target, the copy, the
+     * tensors and the result. */
+    size_t shape = add_sat(image, px * 4);
+    size_t stylize = px * 4 + px * 3 * 4 * 2 + px * 4;
+    size_t encode = px * 4 + px * 4 * 2;
+    size_t tmpl_shape = add_sat(mul_sat(image, 2), px * 4);
+    size_t tmpl_stylize = add_sat(image, stylize);
+    size_t most = shape > stylize ? shape : stylize;
+    most = encode > most ? encode : most;
+    most = tmpl_shape > most ? tmpl_shape : most;
+    return tmpl_stylize > most ? tmpl_stylize : most;
 }
 
 size_t ag_budget_face_bytes(const ag_server_config *c, const ag_model *detect,

@@ -331,6 +331,43 @@ static int budget_formula(void) {
     return 0;
 }
 
+/* A fusion with style=NAME (server/fuse.c): the fused image up to --max-pixels, its copy
+ * at --max-side, the engine's tensors; with anime_template the target held meanwhile. It
+ * fits in convert's images at any setting (the worker term counts the larger). */
+static int budget_fuse_style(void) {
+    static const struct {
+        size_t max_pixels;
+        int max_side;
+    } cases[] = {{(size_t)4096 * 4096, 1024},
+                 {(size_t)4096 * 4096, 64},
+                 {(size_t)64 * 64, 4096},
+                 {(size_t)100000000, 512},
+                 {(size_t)1024 * 1024, 1024}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ag_server_config c;
+        ag_config_defaults(&c, 2);
+        c.max_pixels = cases[i].max_pixels, c.max_side = cases[i].max_side;
+        ag_budget b;
+        ag_budget_compute(&b, &c, NULL, 0, 0);
+        size_t side = (size_t)(c.max_side > c.portrait_size ? c.max_side : c.portrait_size);
+        size_t px = side * side, image = c.max_pixels * 4;
+        /* the steps, as fuse.c runs them */
+        size_t steps[5] = {image + px * 4,            /* fused + its copy at S */
+                           px * 4 + px * 24 + px * 4, /* copy + tensors + result */
+                           px * 4 + px * 8,           /* result + encoder's copy */
+                           image * 2 + px * 4,        /* template: target, source, copy */
+                           image + px * 32};          /* template: target + its stylise */
+        size_t most = 0;
+        for (int k = 0; k < 5; k++)
+            most = steps[k] > most ? steps[k] : most;
+        CHECK(ag_budget_fuse_style_bytes(&c) == most);
+        CHECK(b.worker_bytes - b.arena_bytes >= most);
+        /* convert's own images (decode + tensors + encode) already cover it */
+        CHECK(b.decode_bytes == c.max_pixels * 8 + px * 8);
+    }
+    return 0;
+}
+
 /* The video jobs' term: the largest frames in flight, at upscale=N too when the server
  * has an upscaler (bounded by --max-output-pixels, side by side counted). */
 static int jobs_budget_upscale(void) {
@@ -386,9 +423,10 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
     opts->max_side = server_max_side;
     opts->format = AG_FORMAT_PNG;
     opts->quality = AG_DEFAULT_QUALITY;
+    opts->style = -1;
 }
 
 TEST_MAIN(TEST(queue_fifo_and_bounds), TEST(queue_expire_cancel_position), TEST(queue_threads),
           TEST(siphash_vectors), TEST(cache_lru_and_bound), TEST(text_builder),
-          TEST(metrics_render), TEST(budget_formula), TEST(fuse_cache_bounds),
-          TEST(jobs_budget_upscale))
+          TEST(metrics_render), TEST(budget_formula), TEST(budget_fuse_style),
+          TEST(fuse_cache_bounds), TEST(jobs_budget_upscale))
