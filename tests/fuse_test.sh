@@ -3,7 +3,8 @@
 # tools/make_fuse_images.py's reshaped, recoloured copy as the source. Ratio 0 gives the
 # target pixel for pixel; the output has the target's size (or --size); every mode runs;
 # --target-face picks the face; --style stylises after fusing, with --anime-template the
-# source before; bad input gives one precise line, exit 1 or 2, and no output file. The stage checks and
+# source before (and the API's style=, anime_template= equal them); bad input gives one
+# precise line, exit 1 or 2, and no output file. The stage checks and
 # the shape and seam measurements are in tests/test_fuse.c. Prints "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -164,6 +165,15 @@ serve_on() {
     done
 }
 
+# The CLI's styled fusions, for the API's style=hayao to equal (the server's precision and
+# --threads 1, so bit for bit): fused then stylised, the source stylised first, and at ratio 0
+# the stylised target.
+"$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/cli_style.png" --style hayao -t 1 2>"$tmp/err" &&
+    "$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/cli_tmpl.png" --style hayao --anime-template -t 1 \
+        2>>"$tmp/err" &&
+    "$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/cli_style0.png" --style hayao --ratio 0 -t 1 \
+        2>>"$tmp/err" || bad "cli_styled_references ($(cat "$tmp/err"))"
+
 # The service: POST /api/v1/fuse (multipart source + target), its options and refusals.
 serve_on "$tmp/serve.log" --queue 4 --max-pixels 8M
 if [ -z "$port" ]; then
@@ -235,10 +245,65 @@ st, body = post("", pair, [("ratio", "7")])
 check("api_form_field_bad_400", st == 400 and "ratio" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?ratio=0.4", pair, [("ratio", "0.5")])
 check("api_form_field_and_query_400", st == 400 and "both" in err(body), "%s %s" % (st, err(body)))
-# convert's options that a fusion does not apply are refused, not silently ignored
+# convert's options that a fusion does not apply are refused, not silently ignored; model=
+# names the fusion's own option, style=
 st, body = post("?model=hayao", pair)
-check("api_model_refused_400", st == 400 and "does not apply" in err(body) and "convert" in err(body),
+check("api_model_refused_400", st == 400 and "does not apply" in err(body) and "style=" in err(body),
       "%s %s" % (st, err(body)))
+# style=NAME: the CLI's --style NAME, bit for bit (query or form field); anime_template=1 its
+# --anime-template; at ratio 0 the stylised target, as /api/v1/convert?model=hayao gives it
+def pixels(data):
+    return np.asarray(Image.open(io.BytesIO(data) if isinstance(data, bytes) else data).convert("RGB"))
+def same(data, path):
+    a, b = pixels(data), pixels(path)
+    return a.shape == b.shape and (a == b).all()
+def levels(data, path):
+    a, b = pixels(data).astype(int), pixels(path).astype(int)
+    return "size" if a.shape != b.shape else "max %d" % abs(a - b).max()
+tmp = sys.argv[4]
+st, body = post("?style=hayao", pair)
+check("api_style_equals_cli", st == 200 and same(body, tmp + "/cli_style.png"),
+      "%s %s" % (st, levels(body, tmp + "/cli_style.png") if st == 200 else err(body)))
+st_f, by_form = post("", pair, [("style", "hayao")])
+check("api_style_form_field", st_f == 200 and by_form == body, st_f)
+st, body = post("?style=hayao&anime_template=1", pair)
+check("api_anime_template_equals_cli", st == 200 and same(body, tmp + "/cli_tmpl.png"),
+      "%s %s" % (st, levels(body, tmp + "/cli_tmpl.png") if st == 200 else err(body)))
+st, body = post("?style=hayao&ratio=0", pair)
+req = urllib.request.Request(base + "/api/v1/convert?model=hayao", data=open(tgt, "rb").read(),
+                             method="POST", headers={"Content-Type": "image/png"})
+with urllib.request.urlopen(req, timeout=300) as r:
+    converted = r.read()
+check("api_style_ratio_zero_is_stylised_target", st == 200 and
+      same(body, tmp + "/cli_style0.png") and same(body, io.BytesIO(converted)),
+      "%s %s" % (st, levels(body, tmp + "/cli_style0.png") if st == 200 else err(body)))
+st, body = post("?style=nosuch", pair)
+req = urllib.request.Request(base + "/api/v1/convert?model=nosuch", data=open(tgt, "rb").read(),
+                             method="POST", headers={"Content-Type": "image/png"})
+try:
+    urllib.request.urlopen(req, timeout=60)
+    conv_st, conv_code = 200, ""
+except urllib.error.HTTPError as e:
+    conv_st, conv_code = e.code, json.loads(e.read())["error"]["code"]
+check("api_unknown_style_as_convert", st == conv_st == 404 and
+      json.loads(body)["error"]["code"] == conv_code == "model_not_found" and "nosuch" in err(body),
+      "%s %s, convert %s %s" % (st, err(body), conv_st, conv_code))
+st, body = post("", pair, [("style", "nosuch")])
+check("api_unknown_style_field_404", st == 404 and "nosuch" in err(body), "%s %s" % (st, err(body)))
+st, body = post("?anime_template=1", pair)
+check("api_anime_template_alone_400", st == 400 and "only with style" in err(body),
+      "%s %s" % (st, err(body)))
+# A fusion larger than --max-side (1024) is stylised as convert stylises it: downscaled to
+# 1024 first, so it equals the plain fusion at that size POSTed to convert?model=hayao.
+st1, big = post("?size=1536", pair)
+st2, body = post("?size=1536&style=hayao", pair)
+req = urllib.request.Request(base + "/api/v1/convert?model=hayao", data=big, method="POST",
+                             headers={"Content-Type": "image/png"})
+with urllib.request.urlopen(req, timeout=300) as r:
+    converted = r.read()
+check("api_style_at_max_side_as_convert", st1 == st2 == 200 and
+      Image.open(io.BytesIO(body)).size == (1024, 1024) and pixels(body).tolist() == pixels(converted).tolist(),
+      "%s %s %s" % (st1, st2, Image.open(io.BytesIO(body)).size if st2 == 200 else err(body)))
 st, body = post("", pair, [("portrait", "face")])
 check("api_portrait_field_refused_400", st == 400 and "portrait" in err(body), "%s %s" % (st, err(body)))
 st, body = post("", pair, [("colour", "red")])
