@@ -598,6 +598,7 @@
     sourceImg: $("fuse-source-img"), targetImg: $("fuse-target-img"),
     sourceDrop: $("fuse-source-drop"), targetDrop: $("fuse-target-drop"),
     ratio: $("fuse-ratio"), ratioValue: $("fuse-ratio-value"), mode: $("fuse-mode"),
+    style: $("fuse-style"),
     smooth: $("fuse-smooth"), brightness: $("fuse-brightness"), contrast: $("fuse-contrast"),
     saturation: $("fuse-saturation"), status: $("fuse-status"), error: $("fuse-error"),
     view: $("fuse-view"), before: $("fuse-before"), after: $("fuse-after"),
@@ -632,7 +633,8 @@
     el.ratioValue.textContent = v(el.ratio);
     return "?ratio=" + v(el.ratio) + "&mode=" + el.mode.value + "&smooth=" + v(el.smooth) +
       "&brightness=" + v(el.brightness) + "&contrast=" + v(el.contrast) +
-      "&saturation=" + v(el.saturation);
+      "&saturation=" + v(el.saturation) +
+      (el.style.value ? "&style=" + encodeURIComponent(el.style.value) : "");
   }
 
   function schedule(delayMs) {
@@ -694,4 +696,16 @@
   for (const input of [el.ratio, el.smooth, el.brightness, el.contrast, el.saturation])
     input.addEventListener("input", () => schedule(250));
   el.mode.addEventListener("change", () => schedule(0));
+  el.style.addEventListener("change", () => schedule(0));
+  // The styles: the server's models, as the photo tab lists them (style=NAME stylises the
+  // fusion after fusing, at most --max-side, as convert does).
+  fetch("/api/v1/models").then((r) => r.json()).then((models) => {
+    for (const m of models.models) {
+      const opt = document.createElement("option");
+      const same = m.style && m.style.toLowerCase() === m.name.toLowerCase();
+      opt.value = m.name;
+      opt.textContent = !m.style || same ? m.style || m.name : `${m.style} (${m.name})`;
+      el.style.appendChild(opt);
+    }
+  }).catch(() => { /* no list: the fusion still works without a style */ });
 })();

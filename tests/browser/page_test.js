@@ -481,6 +481,19 @@ async function main() {
       const file = pngDecode(fs.readFileSync(await saved.path()));
       check(file.width === 512 && file.height === 512 && file.pixels.equals(target.pixels),
             "the downloaded file is not the fusion at ratio 0");
+      // A style: the fusion stylised (style=NAME), a new preview; back to none.
+      await page.waitForSelector("#fuse-style option[value='hayao']", { state: "attached", timeout: 20000 });
+      response = fused();
+      await page.selectOption("#fuse-style", "hayao");
+      r = await response;
+      check(r.status() === 200 && r.url().includes("style=hayao"), "styled fusion " + r.status() + " " + r.url());
+      const styled = pngDecode(await direct(r.url(), "astronaut.png"));
+      check(styled.width === 512 && !styled.pixels.equals(target.pixels), "style=hayao did not stylise the fusion");
+      await pageWait(page, () => document.getElementById("fuse-status").textContent.startsWith("Fused"), 60000, "styled status");
+      response = fused();
+      await page.selectOption("#fuse-style", "");
+      r = await response;
+      check(!r.url().includes("style="), "style not cleared: " + r.url());
       // No face in the target: the server's message in plain words.
       response = fused();
       await page.setInputFiles("#fuse-target", CHELSEA);
