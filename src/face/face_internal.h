@@ -44,6 +44,11 @@ typedef enum ag_warp_filter {
 int ag_face_warp(const ag_image *src, const ag_affine *m, int ow, int oh, ag_warp_border border,
                  ag_warp_filter filter, uint8_t *out_u8, float *out_f32, ag_error *err);
 
+/* The most ag_face_warp allocates for a source of at most `pixels` pixels (any bands), no
+ * side over `side`, and an output of ow x oh: its box-shrunk window, row sums and scratch
+ * (the fusion's memory term, ag_face_fuse_bytes). */
+size_t ag_face_warp_bytes(size_t pixels, size_t side, size_t ow, size_t oh);
+
 /* The inverse of an affine map (the maps here are similarities: never singular). */
 ag_affine ag_affine_invert(const ag_affine *m);
 

@@ -155,10 +155,21 @@ static void plan_geometry(fuse_work *wk, const ag_face *sf, const ag_face *tf, f
     }
 }
 
+/* The work block's bytes for a window of n pixels and h rows (alloc_work). */
+static size_t work_bytes(size_t n, size_t h) {
+    return n * (3 * 3 * sizeof(float) + sizeof(float) + sizeof(int16_t) + 5) + h * sizeof(float) +
+           64;
+}
+
+/* The Poisson solver's grids for a box of n pixels (ag_fuse_laplace): every coarser level
+ * (at most a quarter of the one above, 6 floats a pixel: 2 n floats in all) and the masks of
+ * all levels (n + n / 3 bytes). */
+static size_t laplace_bytes(size_t n) {
+    return 2 * n * sizeof(float) + n + n / 3 + 16;
+}
+
 static int alloc_work(fuse_work *wk, ag_error *err) {
-    size_t n = (size_t)wk->w * wk->h;
-    size_t bytes = n * (3 * 3 * sizeof(float) + sizeof(float) + sizeof(int16_t) + 5) +
-                   (size_t)wk->h * sizeof(float) + 64;
+    size_t n = (size_t)wk->w * wk->h, bytes = work_bytes(n, (size_t)wk->h);
     uint8_t *b = wk->block = ag_malloc(bytes);
     if (!b)
         return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory (%zu bytes)", bytes);
@@ -466,6 +477,24 @@ static int fuse_filtered(const ag_image *source, const ag_face *source_face, con
     ag_image_fini(&small);
     ag_free(face);
     return rc;
+}
+
+size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side) {
+    size_t tgt = target_pixels * 4, side = longest_side;
+    /* Held through the fusion: the resized target (size=N, at most target_pixels), the
+     * shrunk source (a window of at most the source, each side max(8, ceil(side x r)),
+     * r < PREFILTER_TO / PREFILTER_ABOVE = 5/8: (5/8 w + 9) (5/8 h + 9) pixels at most)
+     * and the output (a copy of the target fused); their two face structs. */
+    size_t small = (source_pixels * 25 / 64 + 12 * side + 81) * 4;
+    size_t held = tgt + small + tgt + 2 * sizeof(ag_face);
+    /* Then, one at a time: a warp (the resize or the source's shrink, every image's side at
+     * most longest_side), or fuse_sized's work block over its window (at most the target)
+     * with its bookkeeping and the Poisson grids over the face's box (at most the window). */
+    size_t inputs = source_pixels > target_pixels ? source_pixels : target_pixels;
+    size_t warp = ag_face_warp_bytes(inputs, side, side, side);
+    size_t fuse =
+        sizeof(fuse_work) + work_bytes(target_pixels, side) + laplace_bytes(target_pixels);
+    return held + (warp > fuse ? warp : fuse);
 }
 
 int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_image *target,

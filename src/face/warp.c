@@ -284,6 +284,16 @@ static size_t warp_scratch_bytes(int win_w, int bands, int ow, int oh, int n) {
            (size_t)ow + oh;
 }
 
+size_t ag_face_warp_bytes(size_t pixels, size_t side, size_t ow, size_t oh) {
+    /* ag_face_warp's one allocation at most, for a source of w x h <= pixels, w, h <= side:
+     * the box-shrunk window (f >= 2: ceil(w / 2) ceil(h / 2) <= (pixels + 2 side + 1) / 4
+     * pixels of at most 4 bands), its row sums (win.w f <= w + f - 1, f < 65536) and the
+     * separable scratch (win.w <= w, MAX_TAPS taps) */
+    size_t shrunk = pixels + 2 * side + 4;
+    size_t sums = sizeof(uint32_t) * (side + 65536) * 4;
+    return shrunk + sums + warp_scratch_bytes((int)side, 4, (int)ow, (int)oh, MAX_TAPS);
+}
+
 int ag_face_warp(const ag_image *src, const ag_affine *m, int ow, int oh, ag_warp_border border,
                  ag_warp_filter filter, uint8_t *out_u8, float *out_f32, ag_error *err) {
     if (!src || !src->pixels || src->width < 1 || src->height < 1 || src->bands < 1 ||
