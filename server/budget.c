@@ -21,8 +21,9 @@
  *             + stylize                     float in/out (2 x S^2 x 3 x 4) + 8-bit result
  *                                           (side by side: 2 x S^2 x 4)
  *             + encode                      encoder working copy (2 x S^2 x 4)
- *               (or a fusion with style=NAME, ag_budget_fuse_style_bytes, when larger:
- *               never with these terms; the fusion's own work buffers are not counted)
+ *               (or, with the face models, a fusion when larger: ag_budget_fuse_bytes,
+ *               the "fusion" term, its inputs, output and work buffers at --max-pixels,
+ *               and its style=NAME steps, ag_budget_fuse_style_bytes)
  *             + upscale                     with an upscaler: the tile window
  *                                           (--upscale-max-mb), the upscaled image and
  *                                           the encoder's copy (3 x O x 4)
@@ -66,6 +67,7 @@ void ag_budget_compute(ag_budget *b, const ag_server_config *c, const ag_model *
     b->workers = c->workers;
     b->face_bytes = 0;    /* ag_budget_add_faces */
     b->upscale_bytes = 0; /* ag_budget_add_upscale */
+    b->fuse_bytes = 0;    /* ag_budget_add_fuse */
     b->admitted = c->queue + c->workers;
     b->connections = c->max_connections;
     b->base_bytes = base_rss_bytes;
@@ -120,18 +122,20 @@ void ag_budget_format(const ag_budget *b, char *buf, size_t cap) {
     double m = (double)MIB;
     snprintf(buf, cap,
              "%.1f MiB = base %.1f + runtime %.1f + %d workers x %.1f (arena %.1f + decode %.1f "
-             "+ images %.1f + faces %.1f + upscale %.1f) + %d admitted x %.1f (upload + "
+             "+ images %.1f + fusion %.1f + faces %.1f + upscale %.1f) + %d admitted x %.1f "
+             "(upload + "
              "response) + %d "
              "connections x %.2f + cache %.1f + video jobs %.1f",
              (double)b->total_bytes / m, (double)b->base_bytes / m, (double)b->runtime_bytes / m,
              b->workers, (double)b->worker_bytes / m, (double)b->arena_bytes / m,
              (double)b->decode_bytes / m,
              (double)(b->worker_bytes - b->arena_bytes - b->decode_bytes - b->face_bytes -
-                      b->upscale_bytes) /
+                      b->upscale_bytes - b->fuse_bytes) /
                  m,
-             (double)b->face_bytes / m, (double)b->upscale_bytes / m, b->admitted,
-             (double)b->request_bytes / m, b->connections, (double)b->connection_bytes / m,
-             (double)b->cache_bytes / m, (double)b->video_bytes / m);
+             (double)b->fuse_bytes / m, (double)b->face_bytes / m, (double)b->upscale_bytes / m,
+             b->admitted, (double)b->request_bytes / m, b->connections,
+             (double)b->connection_bytes / m, (double)b->cache_bytes / m,
+             (double)b->video_bytes / m);
 }
 
 size_t ag_budget_fuse_style_bytes(const ag_server_config *c) {
@@ -151,6 +155,30 @@ size_t ag_budget_fuse_style_bytes(const ag_server_config *c) {
     most = encode > most ? encode : most;
     most = tmpl_shape > most ? tmpl_shape : most;
     return tmpl_stylize > most ? tmpl_stylize : most;
+}
+
+size_t ag_budget_fuse_bytes(const ag_server_config *c) {
+    size_t px = c->max_pixels, image = mul_sat(px, 4); /* 8-bit, up to 4 bands */
+    /* Every image of a fusion has a short side of at least 64 px (server/fuse.c refuses a
+     * smaller one: no face of 64 px fits), so a side of at most max_pixels / 64; the
+     * resized target (size=N) has a long side of at most 4096. */
+    size_t side = px / 64 > 4096 ? px / 64 : 4096;
+    /* Decoding the target with the source held: the loader's frame and the upright copy
+     * (convert's decode term) and the decoded image. */
+    size_t decode = mul_sat(image, 4);
+    /* Detecting, then fusing: both inputs (the worker's), the faces array, the detector's
+     * 192 x 192 view (its warp is no larger than the fusion's, within the next term), and
+     * what ag_face_fuse allocates (the output among it) for images of at most max_pixels
+     * and that side: the worker's size check holds the resized target to max_pixels too. */
+    size_t fuse =
+        add_sat(mul_sat(image, 2), sizeof(ag_face) * (AG_FACE_MAX + 2) + (size_t)192 * 192 * 4);
+    fuse = add_sat(fuse, ag_face_fuse_bytes(px, px, side));
+    /* Encoding, the inputs freed: the output and the encoder's working copy. */
+    size_t encode = mul_sat(image, 3);
+    size_t most = fuse > decode ? fuse : decode;
+    most = encode > most ? encode : most;
+    size_t style = ag_budget_fuse_style_bytes(c);
+    return style > most ? style : most;
 }
 
 size_t ag_budget_face_bytes(const ag_server_config *c, const ag_model *detect,
@@ -197,6 +225,19 @@ void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixe
 void ag_budget_add_fuse_cache(ag_budget *b, size_t bytes) {
     b->cache_bytes = add_sat(b->cache_bytes, bytes);
     b->total_bytes = add_sat(b->total_bytes, bytes);
+}
+
+void ag_budget_add_fuse(ag_budget *b, size_t fuse_bytes) {
+    /* A worker runs a conversion or a fusion: its images are the larger of the two. */
+    size_t images =
+        b->worker_bytes - b->arena_bytes - b->face_bytes - b->upscale_bytes - b->fuse_bytes;
+    size_t more = fuse_bytes > images ? fuse_bytes - images : 0;
+    if (more <= b->fuse_bytes)
+        return;
+    size_t grow = more - b->fuse_bytes;
+    b->fuse_bytes = more;
+    b->worker_bytes = add_sat(b->worker_bytes, grow);
+    b->total_bytes = add_sat(b->total_bytes, mul_sat((size_t)b->workers, grow));
 }
 
 void ag_budget_add_faces(ag_budget *b, size_t face_bytes) {

@@ -12,6 +12,7 @@
  */
 #include "server.h"
 
+#include <math.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +219,14 @@ static int check_header(ag_server *s, ag_request *r, const uint8_t *data, size_t
         ag_job_fail(s, r, 422, "undecodable_image", msg);
         return -1;
     }
+    if (w > 0 && h > 0 && (w < 64 || h < 64)) { /* so no side is over max_pixels / 64 (budget.c) */
+        snprintf(msg, sizeof msg,
+                 "the %s image is %dx%d: a fusion needs a face of at least 64 px, so an image "
+                 "of at least 64 px a side",
+                 which, w, h);
+        ag_job_fail(s, r, 422, "bad_face", msg);
+        return -1;
+    }
     if (w <= 0 || h <= 0 || (size_t)w * (size_t)h > s->config.max_pixels) {
         snprintf(msg, sizeof msg,
                  "the %s image is %dx%d = %.1f megapixels; the limit is %.1f (--max-pixels)", which,
@@ -356,7 +365,9 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
     r->in_width = tgt.width, r->in_height = tgt.height;
     int longest = tgt.width > tgt.height ? tgt.width : tgt.height, side = o->fusion.size;
     double k = side ? (double)side / longest : 1.0;
-    if ((double)tgt.width * k * (double)tgt.height * k > (double)s->config.max_pixels) {
+    /* the resized target's size as ag_face_fuse rounds it: within --max-pixels (budget.c) */
+    if (fmax(1, round(tgt.width * k)) * fmax(1, round(tgt.height * k)) >
+        (double)s->config.max_pixels) {
         ag_job_fail(s, r, 413, "too_many_pixels",
                     "size: the output would be over the --max-pixels limit");
         goto done;
@@ -392,11 +403,11 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
                     err.code == AG_E_ARG ? "bad_face" : "internal", err.message);
         goto done;
     }
-    /* The fusion stylised as convert would stylise it, both inputs freed first (budget.c's
-     * ag_budget_fuse_style_bytes). */
+    /* Both inputs freed before the fusion is stylised (budget.c's
+     * ag_budget_fuse_style_bytes) or encoded (ag_budget_fuse_bytes). */
+    ag_image_fini(&src);
+    ag_image_fini(&tgt);
     if (style && !o->anime_template) {
-        ag_image_fini(&src);
-        ag_image_fini(&tgt);
         double shrink[2];
         if (stylize_image(style, s->config.max_side, &out, shrink, &err) != AG_OK) {
             fail_stylize(s, r, &err);

@@ -482,6 +482,8 @@ static void budget_compute(ag_server *s) {
                  2 * side * side * 4;
     }
     ag_budget_add_faces(&s->budget, faces);
+    if (s->face_detect) /* POST /api/v1/fuse runs only with the face models (503) */
+        ag_budget_add_fuse(&s->budget, ag_budget_fuse_bytes(c));
     if (s->upscalers[0])
         ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels);
     if (c->fuse_cache_entries)

@@ -567,6 +567,7 @@ typedef struct ag_budget {
     size_t video_bytes;   /* the job runner's frames and codec state (0 without --jobs-dir) */
     size_t face_bytes;    /* part of worker_bytes: detector engines and buffers, face crops */
     size_t upscale_bytes; /* part of worker_bytes: the tile window, the upscaled image */
+    size_t fuse_bytes;    /* part of worker_bytes: a fusion's images beyond convert's */
     size_t upload_bytes;  /* part of request_bytes */
     int workers, admitted, connections;
     size_t total_bytes;
@@ -588,6 +589,16 @@ size_t ag_budget_face_bytes(const ag_server_config *config, const ag_model *dete
  * fused image (up to --max-pixels) downscaled to --max-side, or with anime_template the
  * target held while the source is; never more than convert's decode + images (budget.c). */
 size_t ag_budget_fuse_style_bytes(const ag_server_config *config);
+
+/* One worker's images while POST /api/v1/fuse runs, arenas excepted (the detector's are in
+ * the faces term): the larger of decoding the target with the source held, fusing (both
+ * inputs, ag_face_fuse_bytes at --max-pixels: the output, the resized target, the shrunk
+ * source, the work over the face's window and the Poisson grids), encoding, and
+ * ag_budget_fuse_style_bytes. */
+size_t ag_budget_fuse_bytes(const ag_server_config *config);
+/* Raise a computed budget's worker term to cover a fusion (ag_budget_fuse_bytes) where its
+ * images exceed convert's: the excess is fuse_bytes. */
+void ag_budget_add_fuse(ag_budget *b, size_t fuse_bytes);
 
 /* Per-worker arena bytes at the largest image for each model, from the engine options. */
 void ag_budget_compute(ag_budget *b, const ag_server_config *config, const ag_model *const *models,

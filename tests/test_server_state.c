@@ -12,6 +12,9 @@
 #include "../server/json.c"
 #include "../server/metrics.c"
 #include "../server/queue.c"
+#include "../src/face/face_internal.h" /* ag_face_oval */
+
+#include <math.h>
 
 /* fuse_cache.c's clock (http.c's in the server): set by the tests. */
 static uint64_t fake_now_us = 1000000;
@@ -368,6 +371,108 @@ static int budget_fuse_style(void) {
     return 0;
 }
 
+/* A face of landmarks in a disc at (cx, cy): the oval on its rim, the rest inside. */
+static void disc_face(ag_face *f, double cx, double cy, double r) {
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        double q = 0.8 * r * sqrt((i * 0.618034) - floor(i * 0.618034)), t = i * 2.399963;
+        f->landmarks[i][0] = (float)(cx + q * cos(t)),
+        f->landmarks[i][1] = (float)(cy + q * sin(t));
+    }
+    for (int k = 0; k < AG_FACE_OVAL_COUNT; k++) {
+        double t = 2 * M_PI * k / AG_FACE_OVAL_COUNT;
+        f->landmarks[ag_face_oval[k]][0] = (float)(cx + r * cos(t));
+        f->landmarks[ag_face_oval[k]][1] = (float)(cy + r * sin(t));
+    }
+    f->has_landmarks = 1, f->score = f->presence = 1;
+    f->box[0] = (float)(cx - r), f->box[1] = (float)(cy - r);
+    f->box[2] = (float)(cx + r), f->box[3] = (float)(cy + r);
+}
+
+/* The fusion's term covers a real fusion at the largest images a small config allows
+ * (--max-pixels 256^2): both inputs at the limit, RGBA, the target's face filling it (the
+ * work window is the whole target), resized by size=255 (a second target of ~the limit),
+ * the source's face over twice the target's (shrunk first), Poisson on. The allocator's
+ * peak over the fusion, with the worker's inputs and faces array, is at most the term's
+ * fusing step, and more than that step without its Poisson grids (or any larger buffer):
+ * a term that left one out fails here. Runs first: the peak must be this test's. */
+static int budget_fuse_covers_peak(void) {
+    ag_server_config c;
+    ag_config_defaults(&c, 2);
+    c.max_pixels = (size_t)256 * 256;
+    size_t before = ag_allocated_bytes(), peak_before = ag_allocated_peak_bytes();
+    ag_face *faces = ag_malloc(sizeof *faces * (AG_FACE_MAX + 2));
+    ag_image src = {256, 256, 4, ag_malloc((size_t)256 * 256 * 4)};
+    ag_image tgt = {256, 256, 4, ag_malloc((size_t)256 * 256 * 4)};
+    CHECK(faces && src.pixels && tgt.pixels);
+    for (size_t i = 0; i < (size_t)256 * 256 * 4; i++)
+        src.pixels[i] = (uint8_t)(i * 7 % 251), tgt.pixels[i] = (uint8_t)(i * 13 % 241);
+    ag_face *sf = faces + AG_FACE_MAX, *tf = sf + 1;
+    disc_face(sf, 128, 128, 240); /* 2.2x the target's: shrunk */
+    disc_face(tf, 128, 128, 110);
+    ag_fuse_options o;
+    ag_fuse_options_init(&o);
+    o.shape_ratio = o.texture_ratio = 1, o.size = 255, o.smooth = 0.5f;
+    ag_image out;
+    ag_error err = {0};
+    ag_fuse_timing tm;
+    CHECK_OK(ag_face_fuse(&src, sf, &tgt, tf, &o, &out, &tm, &err), &err);
+    size_t peak = ag_allocated_peak_bytes();
+    CHECK(peak > peak_before); /* this fusion's peak, not an earlier test's */
+    size_t used = peak - before, side = 4096, px = c.max_pixels;
+    size_t term = ag_budget_fuse_bytes(&c);
+    size_t fusing = px * 4 * 2 + sizeof(ag_face) * (AG_FACE_MAX + 2) + 192 * 192 * 4 +
+                    ag_face_fuse_bytes(px, px, side);
+    size_t poisson = 2 * px * 4 + px + px / 3 + 16;
+    printf("  fusion at 256^2 (window %d px, shrink %.2f, %d cycles): peak %zu bytes, term %zu "
+           "(fusing %zu, its Poisson grids %zu)\n",
+           tm.region_px, (double)tm.source_shrink, tm.cycles, used, term, fusing, poisson);
+    CHECK(tm.region_px == 255 * 255 && tm.source_shrink < 1 && tm.cycles > 0);
+    CHECK(used <= fusing && fusing <= term);
+    CHECK(used > fusing - poisson); /* tight enough to miss no buffer */
+    ag_image_fini(&out);
+    ag_image_fini(&src);
+    ag_image_fini(&tgt);
+    ag_free(faces);
+    CHECK(ag_allocated_bytes() == before);
+    return 0;
+}
+
+/* The fusion's term grows with --max-pixels, covers the style step, and raises the worker
+ * term (never lowers it) where it exceeds convert's images; at the default settings it is
+ * the larger. */
+static int budget_fuse_monotonic(void) {
+    static const size_t pixels[] = {4096, 65536, 1u << 20, (size_t)4096 * 4096, 100000000};
+    size_t last = 0;
+    for (size_t i = 0; i < sizeof pixels / sizeof pixels[0]; i++) {
+        ag_server_config c;
+        ag_config_defaults(&c, 2);
+        c.max_pixels = pixels[i];
+        size_t t = ag_budget_fuse_bytes(&c);
+        CHECK(t > last && t >= ag_budget_fuse_style_bytes(&c) && t >= c.max_pixels * 4 * 3);
+        last = t;
+        ag_budget b;
+        ag_budget_compute(&b, &c, NULL, 0, 0);
+        ag_budget_add_faces(&b, 1000);
+        size_t worker = b.worker_bytes, total = b.total_bytes;
+        size_t images = worker - b.arena_bytes - b.face_bytes - b.upscale_bytes;
+        ag_budget_add_fuse(&b, t);
+        CHECK(b.worker_bytes - b.arena_bytes - b.face_bytes - b.upscale_bytes ==
+              (t > images ? t : images));
+        CHECK(b.total_bytes - total == (b.worker_bytes - worker) * (size_t)c.workers);
+        ag_budget_add_fuse(&b, t / 2); /* a smaller one changes nothing */
+        CHECK(b.fuse_bytes == (t > images ? t - images : 0));
+        char line[640];
+        ag_budget_format(&b, line, sizeof line);
+        if (pixels[i] == (size_t)4096 * 4096) {
+            CHECK(b.fuse_bytes > 0);
+            printf("  default --max-pixels: fusion %.1f MiB, convert's images %.1f MiB\n  %s\n",
+                   t / 1048576.0, images / 1048576.0, line);
+        }
+    }
+    return 0;
+}
+
 /* The video jobs' term: the largest frames in flight, at upscale=N too when the server
  * has an upscaler (bounded by --max-output-pixels, side by side counted). */
 static int jobs_budget_upscale(void) {
@@ -426,7 +531,8 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
     opts->style = -1;
 }
 
-TEST_MAIN(TEST(queue_fifo_and_bounds), TEST(queue_expire_cancel_position), TEST(queue_threads),
-          TEST(siphash_vectors), TEST(cache_lru_and_bound), TEST(text_builder),
-          TEST(metrics_render), TEST(budget_formula), TEST(budget_fuse_style),
-          TEST(fuse_cache_bounds), TEST(jobs_budget_upscale))
+TEST_MAIN(TEST(budget_fuse_covers_peak), TEST(queue_fifo_and_bounds),
+          TEST(queue_expire_cancel_position), TEST(queue_threads), TEST(siphash_vectors),
+          TEST(cache_lru_and_bound), TEST(text_builder), TEST(metrics_render), TEST(budget_formula),
+          TEST(budget_fuse_style), TEST(budget_fuse_monotonic), TEST(fuse_cache_bounds),
+          TEST(jobs_budget_upscale))
