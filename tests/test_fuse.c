@@ -641,14 +641,6 @@ static int test_photo_region(void) {
     return 0;
 }
 
-/* FaceMesh's inner lip line and eye openings (as src/face/fuse.c takes them), in order. */
-static const int inner_lips[20] = {78,  191, 80,  81,  82,  13, 312, 311, 310, 415,
-                                   308, 324, 318, 402, 317, 14, 87,  178, 88,  95};
-static const int eye_right[16] = {33,  246, 161, 160, 159, 158, 157, 173,
-                                  133, 155, 154, 153, 145, 144, 163, 7};
-static const int eye_left[16] = {362, 398, 384, 385, 386, 387, 388, 466,
-                                 263, 249, 390, 373, 374, 380, 381, 382};
-
 /* Whether (x, y) is inside the polygon p[0..n) (even-odd); *edge its distance to the
  * nearest edge. */
 static int in_polygon(const ag_fuse_point *p, int n, double x, double y, double *edge) {
@@ -695,7 +687,8 @@ static int test_features_whole(void) {
                                        lt[i].y + (double)shapes[c] * (q.y - lt[i].y)};
         }
         ag_fuse_point poly[4][AG_FACE_OVAL_COUNT];
-        const int *sets[4] = {inner_lips, eye_right, eye_left, ag_face_oval};
+        const int *sets[4] = {ag_fuse_inner_lips, ag_fuse_eye_right, ag_fuse_eye_left,
+                              ag_face_oval};
         const int sizes[4] = {20, 16, 16, AG_FACE_OVAL_COUNT};
         for (int k = 0; k < 4; k++)
             for (int i = 0; i < sizes[k]; i++)

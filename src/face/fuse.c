@@ -24,12 +24,12 @@
 #define MIN_FACE_PX 64 /* a face's box side under this is refused: too few pixels to fuse */
 
 /* FaceMesh's inner lip line (the mouth's inside) and the eye openings, in order round each. */
-static const int inner_lips[20] = {78,  191, 80,  81,  82,  13, 312, 311, 310, 415,
-                                   308, 324, 318, 402, 317, 14, 87,  178, 88,  95};
-static const int eye_right[16] = {33,  246, 161, 160, 159, 158, 157, 173,
-                                  133, 155, 154, 153, 145, 144, 163, 7};
-static const int eye_left[16] = {362, 398, 384, 385, 386, 387, 388, 466,
-                                 263, 249, 390, 373, 374, 380, 381, 382};
+const int ag_fuse_inner_lips[20] = {78,  191, 80,  81,  82,  13, 312, 311, 310, 415,
+                                    308, 324, 318, 402, 317, 14, 87,  178, 88,  95};
+const int ag_fuse_eye_right[16] = {33,  246, 161, 160, 159, 158, 157, 173,
+                                   133, 155, 154, 153, 145, 144, 163, 7};
+const int ag_fuse_eye_left[16] = {362, 398, 384, 385, 386, 387, 388, 466,
+                                  263, 249, 390, 373, 374, 380, 381, 382};
 
 void ag_fuse_options_init(ag_fuse_options *o) {
     memset(o, 0, sizeof *o);
@@ -217,7 +217,7 @@ static void make_masks(fuse_work *wk, float feather, int wide) {
     for (int k = 0; k < AG_FUSE_RING; k++)
         p[k] = wk->fused[ag_face_oval[k]];
     ag_fuse_fill_polygon(wk->face, w, h, p, AG_FUSE_RING, 1);
-    const int *sets[3] = {inner_lips, eye_right, eye_left};
+    const int *sets[3] = {ag_fuse_inner_lips, ag_fuse_eye_right, ag_fuse_eye_left};
     const int sizes[3] = {20, 16, 16};
     for (int s = 0; s < 3; s++) {
         for (int k = 0; k < sizes[s]; k++)

@@ -105,4 +105,8 @@ void ag_fuse_smooth(float *lab, const uint8_t *mask, int w, int h, int r, float 
 int ag_fuse_laplace(float *d, const uint8_t *free_px, int w, int h, float tol, int max_cycles,
                     int *cycles, float *residual, ag_error *err);
 
+/* FaceMesh's inner lip line and eye openings, in order round each (fuse.c takes them whole
+ * from one face; test_fuse checks it). */
+extern const int ag_fuse_inner_lips[20], ag_fuse_eye_right[16], ag_fuse_eye_left[16];
+
 #endif
