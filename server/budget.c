@@ -28,8 +28,12 @@
  *                                           (--upscale-max-mb), the upscaled image and
  *                                           the encoder's copy (3 x O x 4)
  *         + (queue + W) x request         admitted requests: upload (max_upload) + encoded
- *                                         response (2 x S^2 x 4 + 1%, or O x 4 + 1% with
- *                                         an upscaler when larger) + bookkeeping
+ *                                         response, the largest a request can be answered
+ *                                         with: convert's (2 x S^2 x 4 + 1%), O x 4 + 1%
+ *                                         with an upscaler, and with the face models a
+ *                                         fusion's (max_pixels x 4 + 1%: the fused image
+ *                                         has the target's size, ag_budget_fuse_response_
+ *                                         bytes) + bookkeeping
  *         + connections x pool            MHD per-connection memory + a small response
  *         + cache                         --cache-mb, and the fusion face cache's table
  *                                         (--fuse-cache-entries x ~30 KiB)
@@ -41,8 +45,11 @@
  *                                         on the workers, within their term
  *
  * S = max(--max-side, portrait size), O = --max-output-pixels. Admission makes "(queue + W)" exact:
- * a slot is taken when a convert request's headers arrive and given back when its response
- * completes.
+ * a slot is taken when a convert (or fuse) request's headers arrive and given back when its
+ * response completes. The encoded response belongs to the request (r->out), is sent from
+ * that buffer and freed at completion, after the slot is given back: a slow client keeps
+ * its response only while it keeps its slot, so each slot holds at most one upload and one
+ * response, of any route, whichever worker made it.
  */
 #include "server.h"
 
@@ -206,6 +213,16 @@ void ag_budget_rebase(ag_budget *b, size_t base_rss_bytes) {
     b->base_bytes = base_rss_bytes;
 }
 
+/* The per-request term's response raised to `response` bytes when that is larger (every
+ * admitted slot may hold the largest response any route gives). */
+static void raise_response(ag_budget *b, size_t response) {
+    size_t current = b->request_bytes - b->upload_bytes;
+    if (response <= current)
+        return;
+    b->total_bytes = add_sat(b->total_bytes, mul_sat((size_t)b->admitted, response - current));
+    b->request_bytes = add_sat(b->upload_bytes, response);
+}
+
 void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels) {
     /* A worker: the tile window, the upscaled image and the encoder's working copy of it.
      * A request: the encoded response, PNG's worst (raw + 1%) of the largest result. */
@@ -213,13 +230,7 @@ void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixe
     b->upscale_bytes = add_sat(window_bytes, mul_sat(image, 3));
     b->worker_bytes = add_sat(b->worker_bytes, b->upscale_bytes);
     b->total_bytes = add_sat(b->total_bytes, mul_sat((size_t)b->workers, b->upscale_bytes));
-    size_t response = add_sat(image, image / 100 + 64 * 1024);
-    size_t style_response = b->request_bytes - b->upload_bytes;
-    if (response > style_response) {
-        b->total_bytes =
-            add_sat(b->total_bytes, mul_sat((size_t)b->admitted, response - style_response));
-        b->request_bytes = add_sat(b->upload_bytes, response);
-    }
+    raise_response(b, add_sat(image, image / 100 + 64 * 1024));
 }
 
 void ag_budget_add_fuse_cache(ag_budget *b, size_t bytes) {
@@ -227,7 +238,21 @@ void ag_budget_add_fuse_cache(ag_budget *b, size_t bytes) {
     b->total_bytes = add_sat(b->total_bytes, bytes);
 }
 
-void ag_budget_add_fuse(ag_budget *b, size_t fuse_bytes) {
+size_t ag_budget_fuse_response_bytes(const ag_server_config *c) {
+    /* The fused image has the target's size, or size=N's, both within max_pixels (fuse.c
+     * checks the resized one as ag_face_fuse rounds it), with the target's bands (up to 4);
+     * style=NAME shrinks it to S first, within convert's response. PNG's worst is the raw
+     * rows, a filter byte each, in stored deflate blocks (5 bytes per 16 KiB block, 0.03%)
+     * and IDAT chunks (12 bytes per 8 KiB, 0.15%): under 1% when every row is at least 64
+     * px (fuse.c refuses a smaller side; a filter byte per 192 bytes is 0.52%), and a
+     * resized image narrower than that has at most 4096 rows, in the 64 KiB. */
+    size_t image = mul_sat(c->max_pixels, 4);
+    return add_sat(image, image / 100 + 64 * 1024);
+}
+
+void ag_budget_add_fuse(ag_budget *b, size_t fuse_bytes, size_t response_bytes) {
+    /* Every admitted slot may hold a fusion's response until its client has read it. */
+    raise_response(b, response_bytes);
     /* A worker runs a conversion or a fusion: its images are the larger of the two. */
     size_t images =
         b->worker_bytes - b->arena_bytes - b->face_bytes - b->upscale_bytes - b->fuse_bytes;

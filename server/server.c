@@ -483,7 +483,7 @@ static void budget_compute(ag_server *s) {
     }
     ag_budget_add_faces(&s->budget, faces);
     if (s->face_detect) /* POST /api/v1/fuse runs only with the face models (503) */
-        ag_budget_add_fuse(&s->budget, ag_budget_fuse_bytes(c));
+        ag_budget_add_fuse(&s->budget, ag_budget_fuse_bytes(c), ag_budget_fuse_response_bytes(c));
     if (s->upscalers[0])
         ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels);
     if (c->fuse_cache_entries)

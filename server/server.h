@@ -596,9 +596,13 @@ size_t ag_budget_fuse_style_bytes(const ag_server_config *config);
  * source, the work over the face's window and the Poisson grids), encoding, and
  * ag_budget_fuse_style_bytes. */
 size_t ag_budget_fuse_bytes(const ag_server_config *config);
+/* The largest encoded response of POST /api/v1/fuse: the fused image at --max-pixels, 4
+ * bands, as PNG (raw + 1% + 64 KiB). */
+size_t ag_budget_fuse_response_bytes(const ag_server_config *config);
 /* Raise a computed budget's worker term to cover a fusion (ag_budget_fuse_bytes) where its
- * images exceed convert's: the excess is fuse_bytes. */
-void ag_budget_add_fuse(ag_budget *b, size_t fuse_bytes);
+ * images exceed convert's (the excess is fuse_bytes), and the per-request term's response to
+ * a fusion's (ag_budget_fuse_response_bytes) where that is larger. */
+void ag_budget_add_fuse(ag_budget *b, size_t fuse_bytes, size_t response_bytes);
 
 /* Per-worker arena bytes at the largest image for each model, from the engine options. */
 void ag_budget_compute(ag_budget *b, const ag_server_config *config, const ag_model *const *models,

@@ -438,37 +438,99 @@ static int budget_fuse_covers_peak(void) {
     return 0;
 }
 
-/* The fusion's term grows with --max-pixels, covers the style step, and raises the worker
- * term (never lowers it) where it exceeds convert's images; at the default settings it is
- * the larger. */
+/* The fusion's terms grow with --max-pixels: its worker term covers the style step and
+ * raises the worker term (never lowers it) where it exceeds convert's images; its response
+ * raises the per-request term (never lowers it) where it exceeds convert's. At the default
+ * settings both are the larger. */
 static int budget_fuse_monotonic(void) {
     static const size_t pixels[] = {4096, 65536, 1u << 20, (size_t)4096 * 4096, 100000000};
-    size_t last = 0;
+    size_t last = 0, last_response = 0, last_total = 0;
     for (size_t i = 0; i < sizeof pixels / sizeof pixels[0]; i++) {
         ag_server_config c;
         ag_config_defaults(&c, 2);
         c.max_pixels = pixels[i];
-        size_t t = ag_budget_fuse_bytes(&c);
+        size_t t = ag_budget_fuse_bytes(&c), r = ag_budget_fuse_response_bytes(&c);
         CHECK(t > last && t >= ag_budget_fuse_style_bytes(&c) && t >= c.max_pixels * 4 * 3);
-        last = t;
+        CHECK(r > last_response && r >= c.max_pixels * 4 + c.max_pixels * 4 / 100);
+        last = t, last_response = r;
         ag_budget b;
         ag_budget_compute(&b, &c, NULL, 0, 0);
         ag_budget_add_faces(&b, 1000);
-        size_t worker = b.worker_bytes, total = b.total_bytes;
+        size_t worker = b.worker_bytes, total = b.total_bytes, request = b.request_bytes;
         size_t images = worker - b.arena_bytes - b.face_bytes - b.upscale_bytes;
-        ag_budget_add_fuse(&b, t);
+        size_t response = request - b.upload_bytes;
+        ag_budget_add_fuse(&b, t, r);
         CHECK(b.worker_bytes - b.arena_bytes - b.face_bytes - b.upscale_bytes ==
               (t > images ? t : images));
-        CHECK(b.total_bytes - total == (b.worker_bytes - worker) * (size_t)c.workers);
-        ag_budget_add_fuse(&b, t / 2); /* a smaller one changes nothing */
-        CHECK(b.fuse_bytes == (t > images ? t - images : 0));
+        CHECK(b.request_bytes - b.upload_bytes == (r > response ? r : response));
+        CHECK(b.total_bytes - total == (b.worker_bytes - worker) * (size_t)c.workers +
+                                           (b.request_bytes - request) * (size_t)b.admitted);
+        CHECK(b.total_bytes > last_total);
+        last_total = b.total_bytes;
+        size_t after = b.total_bytes;
+        ag_budget_add_fuse(&b, t / 2, r / 2); /* smaller ones change nothing */
+        CHECK(b.fuse_bytes == (t > images ? t - images : 0) && b.total_bytes == after);
+        CHECK(b.total_bytes == b.base_bytes + b.runtime_bytes + b.worker_bytes * (size_t)c.workers +
+                                   b.request_bytes * (size_t)b.admitted +
+                                   b.connection_bytes * (size_t)b.connections + b.cache_bytes +
+                                   b.video_bytes);
         char line[640];
         ag_budget_format(&b, line, sizeof line);
         if (pixels[i] == (size_t)4096 * 4096) {
-            CHECK(b.fuse_bytes > 0);
-            printf("  default --max-pixels: fusion %.1f MiB, convert's images %.1f MiB\n  %s\n",
-                   t / 1048576.0, images / 1048576.0, line);
+            CHECK(b.fuse_bytes > 0 && r > response);
+            printf("  default --max-pixels: fusion %.1f MiB, convert's images %.1f MiB; "
+                   "response %.1f MiB, convert's %.1f MiB\n  %s\n",
+                   t / 1048576.0, images / 1048576.0, r / 1048576.0, response / 1048576.0, line);
         }
+    }
+    return 0;
+}
+
+/* xorshift64: incompressible pixels, PNG's worst case (deflate stores them). */
+static void noise(uint8_t *p, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        p[i] = (uint8_t)(seed >> 56);
+    }
+}
+
+/* A fusion's response (server/fuse.c: the fused image at the target's size, PNG by default)
+ * fits the per-request term once ag_budget_add_fuse counts it: noise images of --max-pixels
+ * (RGBA and RGB, square and 64 px wide: one filter byte per 192 bytes), and a resized
+ * fusion a pixel wide (size=4096 of a 64 x 262144 target), encoded. At --max-side 256 they
+ * are well over convert's response, so a budget that left the fusion's response out fails
+ * here. */
+static int budget_fuse_response(void) {
+    ag_server_config c;
+    ag_config_defaults(&c, 2);
+    c.max_pixels = (size_t)1024 * 1024, c.max_side = 256;
+    ag_budget b;
+    ag_budget_compute(&b, &c, NULL, 0, 0);
+    ag_budget_add_faces(&b, 1000);
+    size_t convert = b.request_bytes - b.upload_bytes;
+    ag_budget_add_fuse(&b, ag_budget_fuse_bytes(&c), ag_budget_fuse_response_bytes(&c));
+    size_t held = b.request_bytes - b.upload_bytes;
+    static const struct {
+        int w, h, bands;
+    } shapes[] = {{1024, 1024, 4}, {1024, 1024, 3}, {64, 16384, 4}, {64, 16384, 3}, {1, 4096, 4}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        ag_image im = {shapes[i].w, shapes[i].h, shapes[i].bands, NULL};
+        size_t raw = (size_t)im.width * im.height * im.bands;
+        CHECK((size_t)im.width * im.height <= c.max_pixels);
+        im.pixels = ag_malloc(raw);
+        CHECK(im.pixels);
+        noise(im.pixels, raw, 0x9e3779b97f4a7c15ull + i);
+        void *data = NULL;
+        size_t size = 0;
+        ag_error err = {0};
+        CHECK_OK(ag_image_encode(&im, AG_FORMAT_PNG, AG_DEFAULT_QUALITY, &data, &size, &err), &err);
+        printf("  %dx%d x%d noise: PNG %zu bytes (raw %zu), response term %zu, convert's %zu\n",
+               im.width, im.height, im.bands, size, raw, held, convert);
+        CHECK(size > raw && size <= held);
+        if (raw >= (size_t)3 << 20)
+            CHECK(size > convert); /* the term convert's response alone would miss */
+        ag_free(data);
+        ag_image_fini(&im);
     }
     return 0;
 }
@@ -534,5 +596,5 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
 TEST_MAIN(TEST(budget_fuse_covers_peak), TEST(queue_fifo_and_bounds),
           TEST(queue_expire_cancel_position), TEST(queue_threads), TEST(siphash_vectors),
           TEST(cache_lru_and_bound), TEST(text_builder), TEST(metrics_render), TEST(budget_formula),
-          TEST(budget_fuse_style), TEST(budget_fuse_monotonic), TEST(fuse_cache_bounds),
-          TEST(jobs_budget_upscale))
+          TEST(budget_fuse_style), TEST(budget_fuse_monotonic), TEST(budget_fuse_response),
+          TEST(fuse_cache_bounds), TEST(jobs_budget_upscale))
