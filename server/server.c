@@ -337,7 +337,8 @@ static int memory_bound_check(const ag_server *s, const char *formula) {
         return 0;
     fprintf(stderr,
             "animegan: the memory bound is above the %.1f MiB %s: %s; lower --max-side, "
-            "--workers, --queue or --max-upload-mb, serve fewer or smaller models, or raise "
+            "--workers, --queue or --max-upload-mb (with the face models, --max-pixels: a "
+            "fusion's terms grow with it), serve fewer or smaller models, or raise "
             "--max-memory-mb\n",
             (double)limit / (1 << 20),
             s->config.max_memory_bytes ? "of --max-memory-mb" : "this machine has", formula);
