@@ -229,6 +229,33 @@ check("api_huge_source_413", st == 413 and "source" in err(body), "%s %s" % (st,
 st, body = post("", [("source", src), ("target", "tests/data/generated/fuse/small.jpg")])
 check("api_face_too_small_422", st == 422 and "target face is too small" in err(body),
       "%s %s" % (st, err(body)))
+# An image under 64 px a side (no face of 64 px fits; the fusion's memory term counts on it):
+# 422 bad_face naming the image and its size, from its header, before either image is
+# decoded: a 40x40 PNG whose pixel data is garbled is refused so, while the same garbling at
+# 100x100 reaches the decoder (422 undecodable_image).
+def small_png(name, w, h, garble=False):
+    buf = io.BytesIO()
+    rng = np.random.default_rng(w * 1000 + h)
+    Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(buf, "PNG")
+    data = buf.getvalue()
+    if garble:  # the IDAT's deflate stream (and CRC) garbled; the header still reads
+        i = data.index(b"IDAT") + 4
+        data = data[:i] + bytes(c ^ 0x5A for c in data[i:i + 64]) + data[i + 64:]
+    path = "%s/%s.png" % (sys.argv[4], name)
+    open(path, "wb").write(data)
+    return path
+for name, field, w, h in (("narrow_source", "source", 63, 200), ("short_target", "target", 200, 48)):
+    files = [("source", small_png(name, w, h) if field == "source" else src),
+             ("target", small_png(name, w, h) if field == "target" else tgt)]
+    st, body = post("", files)
+    check("api_%s_under_64_422" % field, st == 422 and json.loads(body)["error"]["code"] == "bad_face"
+          and ("the %s image is %dx%d" % (field, w, h)) in err(body), "%s %s" % (st, err(body)))
+st, body = post("", [("source", src), ("target", small_png("tiny_garbled", 40, 40, True))])
+st2, body2 = post("", [("source", src), ("target", small_png("garbled", 100, 100, True))])
+check("api_under_64_refused_before_decoding", st == st2 == 422 and
+      json.loads(body)["error"]["code"] == "bad_face" and "40x40" in err(body) and
+      json.loads(body2)["error"]["code"] == "undecodable_image",
+      "%s %s; 100x100: %s %s" % (st, err(body), st2, err(body2)))
 st, body = post("", [("source", src)])
 check("api_missing_target_400", st == 400 and "target" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?ratio=2", [("source", src), ("target", tgt)])
@@ -334,6 +361,14 @@ check("api_cache_hits_skip_detection",
           metric("animegan_face_detect_seconds_count")))
 check("api_cached_fusion_equals_uncached", first == again)
 check("api_cache_entries_gauge", metric("animegan_fuse_cache_entries") >= 2)
+# The memory bound's per-request term holds a fusion's response: the fused image at
+# --max-pixels, 4 bands, as PNG (+ 1%), besides the upload (server/budget.c).
+with urllib.request.urlopen(base + "/api/v1/status", timeout=10) as r:
+    status = json.loads(r.read())
+limits, per_request = status["limits"], status["memory"]["bound"]["per_request_bytes"]
+check("api_bound_counts_fusion_response",
+      per_request >= limits["max_upload_bytes"] + limits["max_pixels"] * 4 * 101 // 100,
+      "%s < %s + 4.04 x %s" % (per_request, limits["max_upload_bytes"], limits["max_pixels"]))
 with urllib.request.urlopen(base + "/healthz", timeout=10) as r:
     check("api_still_serving", r.status == 200)
 PY
