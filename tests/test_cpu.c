@@ -70,9 +70,25 @@ static int test_flags_match_proc_cpuinfo(void) {
         fclose(f);
     if (vendor[0])
         CHECK_MSG(!strcmp(vendor, info->vendor), "vendor '%s' vs '%s'", vendor, info->vendor);
-    /* The brand string the kernel shows is cpuid's, blanks trimmed. */
-    if (model[0])
+    /* The model is cpuid's brand string, blanks trimmed, which the kernel usually shows too;
+     * a VM's kernel may show its own name (a Firecracker guest: "AMD EPYC" for "Oxide
+     * Virtual Turin-like Processor"), so cpuid is read here directly as well. */
+    char brand[64] = "";
+#ifdef AG_X86
+    unsigned r[12];
+    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+        for (unsigned i = 0; i < 3; i++)
+            __cpuid(0x80000002u + i, r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
+        memcpy(brand, r, 48);
+        trim(brand);
+    }
+#endif
+    if (brand[0])
+        CHECK_MSG(!strcmp(brand, info->model), "cpuid '%s' vs '%s'", brand, info->model);
+    else if (model[0])
         CHECK_MSG(!strcmp(model, info->model), "'%s' vs '%s'", model, info->model);
+    if (model[0] && strcmp(model, info->model))
+        printf("  the kernel calls it '%s'\n", model);
     return 0;
 }
 
