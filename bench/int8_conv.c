@@ -162,8 +162,8 @@ static void time_layer(ag_dnnl *dnnl, layer_shape L, int runs, int print, timing
     snprintf(name, sizeof name, "%d->%d%s %dx%d/%d at %dx%d", L.IC, L.OC, L.groups > 1 ? " dw" : "",
              L.K, L.K, L.stride, HO, WO);
     double gflop = 2.0 * (double)ny * (double)per_oc / 1e9;
-    ag_conv_shape fs = {L.HP, L.WP, L.IC, L.OC, L.K, L.stride, L.groups, 0, 0, 0};
-    ag_conv_shape bs = {L.HP, L.WP, L.IC, L.OC, L.K, L.stride, L.groups, 0, 1, 1};
+    ag_conv_shape fs = {L.HP, L.WP, L.IC, L.OC, L.K, L.stride, L.groups, 0, 0, 0, {0, 0, 0, 0}};
+    ag_conv_shape bs = {L.HP, L.WP, L.IC, L.OC, L.K, L.stride, L.groups, 0, 1, 1, {0, 0, 0, 0}};
     ag_int8_conv_shape is = {L.HP, L.WP, L.IC, L.OC, L.K, L.stride, L.groups, 0, 0};
     ag_int8_conv_shape us = {L.HP, L.WP, L.IC, L.OC, L.K, L.stride, L.groups, 0, 1};
     t[0] = float_conv(dnnl, fs, w, x, y, runs);

@@ -239,6 +239,18 @@ static void resolve_sources(ag_engine *e, lowering *lw) {
                 e->groups[h].src == gi && e->groups[h].kind == AG_BAND_RAW && e->groups[h].banded;
         gr->materialize = !(lw->consumers[gr->tail] == 1 && direct_banded == 1);
     }
+    /* A zero-padded conv whose source is materialised anyway (read by several) has nothing
+     * to apply on the way: oneDNN reads that map in place and adds the zeros itself, and no
+     * band copies it (an RDN's 3x3 convs after each residual: 3 ms each at 512 px). fp32
+     * engines (the other bands convert), and not the narrow convs (our kernel pads nothing). */
+    for (int gi = 0; gi < e->group_count && !e->int8 && !e->bf16 && !e->gemm_bf16; gi++) {
+        ag_group *gr = &e->groups[gi];
+        const ag_node *head = &g->nodes[gr->head];
+        if (fusion_of(head) == AG_FUSE_CONV && gr->kind == AG_BAND_RAW && gr->banded &&
+            head->pad_mode == AG_PAD_ZERO && head->out_c > AG_NARROW_OC && gr->src >= 0 &&
+            e->groups[gr->src].materialize)
+            gr->direct = 1, gr->banded = 0;
+    }
 }
 
 /* Last step reading each group's buffer (steps are group indices; group_count = output). */
@@ -664,7 +676,13 @@ static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
                        head->groups,
                        head->bias != NULL,
                        e->bf16 || gr->bf16_band,
-                       elem_bytes(e, gi) == 2};
+                       elem_bytes(e, gi) == 2,
+                       {0, 0, 0, 0}};
+    if (gr->direct) { /* the source map unpadded, oneDNN's zeros round it */
+        s.HP = x->in.h, s.WP = x->in.w;
+        for (int i = 0; i < 4; i++)
+            s.zero_pad[i] = head->pad[i];
+    }
     size_t scratch = 0;
     int rc;
     if (gr->int8) {

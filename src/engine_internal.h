@@ -54,6 +54,7 @@ typedef struct ag_group {
     int parts[AG_BAND_MAX_PARTS]; /* CONCAT: the groups whose values the band gathers */
     int part_count;
     int banded;    /* input rows built band by band; else oneDNN reads src's map whole */
+    int direct;    /* unbanded with zero padding: oneDNN adds the zeros round src's map */
     int last_use;  /* last step that reads this group's buffer; group count = the output */
     int f32;       /* kept in fp32 even in bf16 mode (the output, generic readers) */
     int bf16_band; /* gemm_bf16 mode: the conv's band and weights bf16, its output fp32 */

@@ -50,7 +50,7 @@ struct ag_dnnl_conv {
 
 static int is_narrow(const ag_conv_shape *s) {
     return s->OC <= AG_NARROW_OC && s->stride == 1 && s->groups == 1 && s->K > 1 && !s->bf16_src &&
-           !s->bf16_dst;
+           !s->bf16_dst && !(s->zero_pad[0] | s->zero_pad[1] | s->zero_pad[2] | s->zero_pad[3]);
 }
 
 static int dnnl_fail(ag_error *err, const char *what, dnnl_status_t st) {
@@ -87,7 +87,8 @@ void ag_dnnl_destroy(ag_dnnl *d) {
 static dnnl_status_t init_mds(const ag_conv_shape *s, dnnl_memory_desc_t *src,
                               dnnl_memory_desc_t *weight, dnnl_memory_desc_t *bias,
                               dnnl_memory_desc_t *dst) {
-    int HO = (s->HP - s->K) / s->stride + 1, WO = (s->WP - s->K) / s->stride + 1;
+    int HO = (s->HP + s->zero_pad[0] + s->zero_pad[1] - s->K) / s->stride + 1;
+    int WO = (s->WP + s->zero_pad[2] + s->zero_pad[3] - s->K) / s->stride + 1;
     dnnl_dims_t src_dims = {1, s->IC, s->HP, s->WP}, dst_dims = {1, s->OC, HO, WO};
     dnnl_dims_t bias_dims = {s->OC};
     dnnl_data_type_t src_dt = s->bf16_src ? dnnl_bf16 : dnnl_f32;
@@ -113,11 +114,12 @@ static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd
     dnnl_memory_desc_t src, weight, bias, dst;
     dnnl_status_t st = init_mds(s, &src, &weight, &bias, &dst);
     dnnl_convolution_desc_t desc;
-    dnnl_dims_t strides = {s->stride, s->stride}, zero = {0, 0};
+    dnnl_dims_t strides = {s->stride, s->stride};
+    dnnl_dims_t pad_l = {s->zero_pad[0], s->zero_pad[2]}, pad_r = {s->zero_pad[1], s->zero_pad[3]};
     if (st == dnnl_success)
         st = dnnl_convolution_forward_desc_init(
             &desc, dnnl_forward_inference, dnnl_convolution_direct, &src, &weight,
-            s->has_bias ? &bias : NULL, &dst, strides, zero, zero);
+            s->has_bias ? &bias : NULL, &dst, strides, pad_l, pad_r);
     dnnl_primitive_attr_t attr = NULL;
     if (st == dnnl_success)
         st = dnnl_primitive_attr_create(&attr);

@@ -3,7 +3,8 @@
  * products in gemm_conv.c): the engine sees only these functions.
  *
  * A conv is created for one layer at one feature-map size: its source is the layer's
- * reflection-padded input (HP, WP, IC) NHWC and oneDNN pads nothing. Its scratchpad and
+ * padded input (HP, WP, IC) NHWC and oneDNN pads nothing, or (zero_pad) the unpadded map,
+ * read in place, and oneDNN adds the zeros. Its scratchpad and
  * its prepared weights live in memory the caller plans and owns; the source and destination
  * are bound to arena offsets before each run, so running allocates nothing.
  */
@@ -18,8 +19,9 @@ typedef struct ag_dnnl_conv ag_dnnl_conv;
 typedef struct ag_conv_shape {
     int HP, WP, IC, OC, K, stride, groups;
     int has_bias;
-    int bf16_src; /* source and weights bf16 (fp32 accumulation); else fp32 */
-    int bf16_dst; /* destination bf16; else fp32 */
+    int bf16_src;    /* source and weights bf16 (fp32 accumulation); else fp32 */
+    int bf16_dst;    /* destination bf16; else fp32 */
+    int zero_pad[4]; /* top, bottom, left, right: zeros oneDNN adds round (HP, WP); else 0 */
 } ag_conv_shape;
 
 int ag_dnnl_create(ag_dnnl **out, ag_error *err);
