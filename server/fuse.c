@@ -57,25 +57,12 @@ int ag_fuse_option_set(ag_convert_options *o, const char *key, const char *value
         return -1;
     }
     if (!strcmp(key, "style")) { /* the CLI's --style; a loaded model, as convert's model= */
-        for (int i = 0; i < name_count; i++)
-            if (value && !strcmp(value, names[i]))
-                return o->style = i, 0;
-        char vq[48];
-        size_t j = 0;
-        for (; value && value[j] && j < sizeof vq - 1; j++)
-            vq[j] = value[j] >= 0x20 && value[j] < 0x7f && value[j] != '"' && value[j] != '\\'
-                        ? value[j]
-                        : '?';
-        vq[j] = '\0';
-        ag_reply_error_set(err, 404, "model_not_found",
-                           "unknown style '%s' (GET /api/v1/models lists them)", vq);
-        return -1;
+        o->style = ag_option_model("style", value, names, name_count, err);
+        return o->style >= 0 ? 0 : -1;
     }
     if (!strcmp(key, "anime_template")) { /* the CLI's --anime-template */
-        if (value && (!strcmp(value, "1") || !strcmp(value, "true")))
-            return o->anime_template = 1, 0;
-        if (value && (!strcmp(value, "0") || !strcmp(value, "false")))
-            return o->anime_template = 0, 0;
+        if (ag_option_flag(value, &o->anime_template) == 0)
+            return 0;
         ag_reply_error_set(err, 400, "bad_option", "anime_template must be 0 or 1");
         return -1;
     }

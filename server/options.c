@@ -40,7 +40,7 @@ static int parse_uint(const char *s, int *out) {
     return 0;
 }
 
-static int parse_flag(const char *s, int *out) {
+int ag_option_flag(const char *s, int *out) {
     if (s && (!strcmp(s, "1") || !strcmp(s, "true")))
         return *out = 1, 0;
     if (s && (!strcmp(s, "0") || !strcmp(s, "false")))
@@ -78,11 +78,15 @@ enum {
     SEEN_UPSCALE = 1u << 10,
 };
 
-/* A model name among the loaded ones: its index, or -1. */
-static int model_index(const char *value, const char *const *names, int name_count) {
+int ag_option_model(const char *key, const char *value, const char *const *names, int name_count,
+                    ag_reply_error *err) {
     for (int i = 0; i < name_count; i++)
         if (value && !strcmp(value, names[i]))
             return i;
+    char vq[48];
+    ag_reply_error_set(err, 404, "model_not_found",
+                       "unknown %s '%s' (GET /api/v1/models lists them)", key,
+                       printable(value, vq, sizeof vq));
     return -1;
 }
 
@@ -165,17 +169,10 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
     int v;
     switch (bit) {
     case SEEN_MODEL:
-        for (int i = 0; i < name_count; i++) {
-            if (value && !strcmp(value, names[i])) {
-                opts->model = i;
-                return 0;
-            }
-        }
-        ag_reply_error_set(err, 404, "model_not_found",
-                           "unknown model '%s' (GET /api/v1/models lists them)", vq);
-        return -1;
+        opts->model = ag_option_model("model", value, names, name_count, err);
+        return opts->model >= 0 ? 0 : -1;
     case SEEN_PORTRAIT:
-        if (parse_flag(value, &opts->portrait) == 0 || (value && !strcmp(value, "face")))
+        if (ag_option_flag(value, &opts->portrait) == 0 || (value && !strcmp(value, "face")))
             return opts->portrait = opts->portrait || (value && !strcmp(value, "face")), 0;
         if (value && (!strcmp(value, "center") || !strcmp(value, "centre")))
             return opts->portrait = 2, 0;
@@ -183,7 +180,7 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                            "portrait must be face (or 1), center or 0, not '%s'", vq);
         return -1;
     case SEEN_PASTE_FACES:
-        if (parse_flag(value, &opts->paste_faces) == 0)
+        if (ag_option_flag(value, &opts->paste_faces) == 0)
             return 0;
         ag_reply_error_set(err, 400, "bad_option", "paste_faces must be 0 or 1, not '%s'", vq);
         return -1;
@@ -214,13 +211,10 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
         ag_reply_error_set(err, 400, "bad_option", "upscale must be 0, 2 or 4, not '%s'", vq);
         return -1;
     case SEEN_FACE_MODEL:
-        if ((opts->face_model = model_index(value, names, name_count)) >= 0)
-            return 0;
-        ag_reply_error_set(err, 404, "model_not_found",
-                           "unknown face_model '%s' (GET /api/v1/models lists them)", vq);
-        return -1;
+        opts->face_model = ag_option_model("face_model", value, names, name_count, err);
+        return opts->face_model >= 0 ? 0 : -1;
     case SEEN_SIDE_BY_SIDE:
-        if (parse_flag(value, &opts->side_by_side) == 0)
+        if (ag_option_flag(value, &opts->side_by_side) == 0)
             return 0;
         ag_reply_error_set(err, 400, "bad_option", "side_by_side must be 0 or 1, not '%s'", vq);
         return -1;

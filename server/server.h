@@ -661,6 +661,13 @@ int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err);
 /* The arenas of w's upscaler engines (one when both scales share a file). */
 size_t ag_worker_upscaler_arena_bytes(const ag_worker *w);
 
+/* A boolean option's value: "1"/"true" or "0"/"false" into *out, 0; else -1 (options.c). */
+int ag_option_flag(const char *value, int *out);
+/* The index of model `value` among the loaded `names`, or -1 with a 404 model_not_found
+ * naming the option `key` (convert's model= and face_model=, fuse's style=). */
+int ag_option_model(const char *key, const char *value, const char *const *names, int name_count,
+                    ag_reply_error *err);
+
 /* ---- POST /api/v1/fuse (fuse.c) ---- */
 /* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,
  * contrast, saturation, size, source_face, target_face, style, anime_template): 0 set, -1
