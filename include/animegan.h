@@ -473,6 +473,10 @@ typedef struct ag_fuse_timing {
  * (and no resize): out is target bit for bit. timing may be NULL. `out` is the caller's
  * (ag_image_fini). Thread-safe (no shared state).
  */
+int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_image *target,
+                 const ag_face *target_face, const ag_fuse_options *options, ag_image *out,
+                 ag_fuse_timing *timing, ag_error *err);
+
 /*
  * The most ag_face_fuse allocates (ag_malloc) in one call, its output included, when the
  * source has at most source_pixels, the target (and, with options->size, the resized target)
@@ -482,10 +486,6 @@ typedef struct ag_fuse_timing {
  * inputs are the caller's. A memory budget's term (the server's ag_budget_fuse_bytes).
  */
 size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side);
-
-int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_image *target,
-                 const ag_face *target_face, const ag_fuse_options *options, ag_image *out,
-                 ag_fuse_timing *timing, ag_error *err);
 
 /* ---- face restoration (GPEN, GFPGAN) ------------------------------------------------------ */
 

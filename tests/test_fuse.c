@@ -532,30 +532,8 @@ static int test_photos(void) {
     return 0;
 }
 
-static int by_xy(const void *pa, const void *pb) {
-    const ag_fuse_point *a = pa, *b = pb;
-    return a->x < b->x ? -1 : a->x > b->x ? 1 : (a->y > b->y) - (a->y < b->y);
-}
-
 static double cross3(ag_fuse_point o, ag_fuse_point a, ag_fuse_point b) {
     return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
-}
-
-/* The convex hull of p[0..n) (sorted in place) into h (n + 1 entries): its count. */
-static int convex_hull(ag_fuse_point *p, int n, ag_fuse_point *h) {
-    qsort(p, (size_t)n, sizeof *p, by_xy);
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        while (k >= 2 && cross3(h[k - 2], h[k - 1], p[i]) <= 0)
-            k--;
-        h[k++] = p[i];
-    }
-    for (int i = n - 2, lower = k + 1; i >= 0; i--) {
-        while (k >= lower && cross3(h[k - 2], h[k - 1], p[i]) <= 0)
-            k--;
-        h[k++] = p[i];
-    }
-    return k - 1;
 }
 
 /* How far (x, y) lies outside the convex polygon h[0..n) (counter-clockwise, y up); 0 in it. */
@@ -608,7 +586,9 @@ static int test_photo_region(void) {
                     (ag_fuse_point){lt[i].x + (double)ratios[k] * (q.x - lt[i].x),
                                     lt[i].y + (double)ratios[k] * (q.y - lt[i].y)};
             }
-            int nh = convex_hull(both, 2 * AG_FACE_LANDMARKS, hull);
+            int nh = ag_fuse_hull(both, 2 * AG_FACE_LANDMARKS, hull);
+            for (int i = 0; i < 2 * AG_FACE_LANDMARKS; i++) /* the hull holds every point */
+                CHECK(outside_hull(hull, nh, both[i].x, both[i].y) < 1e-9);
             ag_fuse_options o;
             ag_fuse_options_init(&o);
             o.shape_ratio = o.texture_ratio = ratios[k], o.mode = (ag_fuse_mode)mode;
