@@ -57,8 +57,8 @@ int ag_fuse_option_set(ag_convert_options *o, const char *key, const char *value
         return -1;
     }
     if (!strcmp(key, "style")) { /* the CLI's --style; a loaded model, as convert's model= */
-        o->style = ag_option_model("style", value, names, name_count, err);
-        return o->style >= 0 ? 0 : -1;
+        int v = ag_option_model("style", value, names, name_count, err);
+        return v < 0 ? -1 : (o->style = v, 0);
     }
     if (!strcmp(key, "anime_template")) { /* the CLI's --anime-template */
         if (ag_option_flag(value, &o->anime_template) == 0)

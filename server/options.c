@@ -169,8 +169,8 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
     int v;
     switch (bit) {
     case SEEN_MODEL:
-        opts->model = ag_option_model("model", value, names, name_count, err);
-        return opts->model >= 0 ? 0 : -1;
+        v = ag_option_model("model", value, names, name_count, err);
+        return v < 0 ? -1 : (opts->model = v, 0); /* a bad value keeps the option */
     case SEEN_PORTRAIT:
         if (ag_option_flag(value, &opts->portrait) == 0 || (value && !strcmp(value, "face")))
             return opts->portrait = opts->portrait || (value && !strcmp(value, "face")), 0;
@@ -211,8 +211,8 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
         ag_reply_error_set(err, 400, "bad_option", "upscale must be 0, 2 or 4, not '%s'", vq);
         return -1;
     case SEEN_FACE_MODEL:
-        opts->face_model = ag_option_model("face_model", value, names, name_count, err);
-        return opts->face_model >= 0 ? 0 : -1;
+        v = ag_option_model("face_model", value, names, name_count, err);
+        return v < 0 ? -1 : (opts->face_model = v, 0);
     case SEEN_SIDE_BY_SIDE:
         if (ag_option_flag(value, &opts->side_by_side) == 0)
             return 0;

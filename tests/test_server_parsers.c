@@ -302,6 +302,8 @@ static int query_options(void) {
         CHECK_MSG(set(&o, &s, bad[i].k, bad[i].v, &e) == -1 && e.status == bad[i].status, "%s=%s",
                   bad[i].k ? bad[i].k : "(null)", bad[i].v ? bad[i].v : "(null)");
         CHECK(e.code && e.message[0]);
+        /* a refused value leaves the option as it was (the fuzzer's model=ao clobbered it) */
+        CHECK(o.model == 0 && o.face_model == -1);
     }
     /* Client text in messages is made printable and bounded. */
     unsigned s = 0;
