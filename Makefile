@@ -94,7 +94,8 @@ $(BUILD)/libanimegan.a: $(LIB_OBJ)
 $(BUILD)/animegan: $(APP_OBJ) $(GEN_OBJ) $(BUILD)/libanimegan.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libanimegan.a tests/test.h
+# Some tests #include the server's or the library's sources: they are prerequisites too.
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libanimegan.a tests/test.h $(wildcard server/*.[ch] src/util/*.c)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(BUILD)/libanimegan.a $(ALL_LDFLAGS) $(LDLIBS)
