@@ -637,6 +637,8 @@ static void destroy_convs(ag_engine *e) {
         e->exec[gi].conv8 = NULL;
         ag_gemm_bf16_destroy(e->exec[gi].mm);
         e->exec[gi].mm = NULL;
+        ag_wino_conv_destroy(e->exec[gi].wino);
+        e->exec[gi].wino = NULL;
     }
 }
 
@@ -651,6 +653,29 @@ static int create_gemm_bf16(ag_engine *e, int gi, size_t *scratch_max, ag_error 
     int rc = ag_gemm_bf16_create(e->dnnl, up, HP, WP, in.c, n->out_c, n->k, &e->exec[gi].mm,
                                  &scratch, err);
     *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
+    return rc;
+}
+
+/* AG_WINOGRAD=0 keeps every modulated conv on sgemm (A/B measurements and tests). */
+static int wino_off(void) {
+    const char *v = getenv("AG_WINOGRAD");
+    return v && strcmp(v, "0") == 0;
+}
+
+/* A modulated 3x3 conv's Winograd conv at the planned size, where one fits (fp32 engines):
+ * its band goes in the conv band buffer, which no other step uses meanwhile. */
+static int create_wino(ag_engine *e, int gi, size_t *scratch_max, size_t *band_max,
+                       size_t *weight_bytes, ag_error *err) {
+    const ag_node *n = head_of(e, gi);
+    ag_shape in = e->shapes[n->src[0]];
+    if (n->up == 2 || n->k != 3 || n->pad[0] != 1 || n->pad[1] != 1 || n->pad[2] != 1 ||
+        n->pad[3] != 1)
+        return AG_OK;
+    size_t scratch = 0, band = 0;
+    int rc = ag_wino_conv_create(e->dnnl, in.h, in.w, in.c, n->out_c, &e->exec[gi].wino, &scratch,
+                                 &band, weight_bytes, err);
+    *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
+    *band_max = band > *band_max ? band : *band_max;
     return rc;
 }
 
@@ -706,7 +731,7 @@ static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
  * for a server: each reorder is a oneDNN primitive, made, cached and freed per plan, whose
  * heap churn made the int8 engine's RSS wander with the sizes it had seen. */
 static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv **old8,
-                           const size_t *bytes, ag_error *err) {
+                           ag_wino_conv **oldw, const size_t *bytes, ag_error *err) {
     int same = e->weights != NULL;
     size_t total = 0;
     for (int gi = 0; gi < e->group_count; gi++) {
@@ -716,6 +741,8 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv *
             same = same && ag_dnnl_conv_same_weights(e->exec[gi].conv, old[gi]);
         if (e->exec[gi].conv8)
             same = same && ag_dnnl_int8_conv_same_weights(e->exec[gi].conv8, old8[gi]);
+        if (e->exec[gi].wino)
+            same = same && ag_wino_conv_same_weights(e->exec[gi].wino, oldw[gi]);
     }
     if (same)
         return AG_OK;
@@ -735,6 +762,13 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv *
                 return rc;
             continue;
         }
+        if (e->exec[gi].wino) {
+            int rc = ag_wino_conv_prepare_weights(e->exec[gi].wino, head_of(e, gi)->weight,
+                                                  aligned + e->exec[gi].weight_offset, err);
+            if (rc)
+                return rc;
+            continue;
+        }
         if (!e->exec[gi].conv)
             continue;
         int rc = ag_dnnl_conv_prepare_weights(e->exec[gi].conv, head_of(e, gi)->weight,
@@ -750,31 +784,39 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
     int n = e->group_count;
     ag_dnnl_conv **old = ag_calloc((size_t)n, sizeof *old);
     ag_dnnl_int8_conv **old8 = ag_calloc((size_t)n, sizeof *old8);
+    ag_wino_conv **oldw = ag_calloc((size_t)n, sizeof *oldw);
     size_t *weight_bytes = ag_calloc((size_t)n, sizeof *weight_bytes);
-    int rc = old && old8 && weight_bytes ? AG_OK : ag_error_set(err, AG_E_NOMEM, "out of memory");
+    int rc = old && old8 && oldw && weight_bytes ? AG_OK
+                                                 : ag_error_set(err, AG_E_NOMEM, "out of memory");
     *scratch_max = *band_max = 0;
     e->band_u8_bytes = 0;
     for (int gi = 0; gi < n && rc == AG_OK; gi++) {
         old[gi] = e->exec[gi].conv;
         old8[gi] = e->exec[gi].conv8;
+        oldw[gi] = e->exec[gi].wino;
         e->exec[gi].conv = NULL;
         e->exec[gi].conv8 = NULL;
+        e->exec[gi].wino = NULL;
         if (head_of(e, gi)->op == AG_OP_CONV)
             rc = create_conv(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
         else if (e->gemm_bf16 && head_of(e, gi)->op == AG_OP_MODCONV)
             rc = create_gemm_bf16(e, gi, scratch_max, err);
+        else if (head_of(e, gi)->op == AG_OP_MODCONV && !wino_off())
+            rc = create_wino(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
     }
     if (rc == AG_OK && !e->measure_only)
-        rc = prepare_weights(e, old, old8, weight_bytes, err);
+        rc = prepare_weights(e, old, old8, oldw, weight_bytes, err);
     /* Whatever happened, exactly one set of primitives survives. */
-    for (int gi = 0; old && old8 && gi < n; gi++) {
+    for (int gi = 0; old && old8 && oldw && gi < n; gi++) {
         ag_dnnl_conv_destroy(old[gi]);
         ag_dnnl_int8_conv_destroy(old8[gi]);
+        ag_wino_conv_destroy(oldw[gi]);
     }
     if (rc)
         destroy_convs(e);
     ag_free(old);
     ag_free(old8);
+    ag_free(oldw);
     ag_free(weight_bytes);
     return rc;
 }
@@ -928,6 +970,9 @@ static void bind_onednn(ag_engine *e) {
             ag_gemm_bf16_bind(e->exec[gi].mm, e->model->bf16_of[e->groups[gi].head],
                               e->model->demod_sq_of[e->groups[gi].head],
                               ag_engine_buffer(e, e->scratch_id));
+        if (e->exec[gi].wino)
+            ag_wino_conv_bind(e->exec[gi].wino, e->weights + e->exec[gi].weight_offset,
+                              ag_engine_buffer(e, e->band_id), ag_engine_buffer(e, e->scratch_id));
     }
 }
 
@@ -1351,9 +1396,10 @@ static void run_generic(ag_engine *e, int gi) {
             AG_ASSERT(src >= 0);
             in[j] = y_map(e, src);
         }
+    ag_node_fast fast = {e->exec[gi].mm, e->exec[gi].wino};
     ag_node_run(head, e->shapes, e->groups[gi].head, in, y_map(e, gi),
-                e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, 1, e->exec[gi].mm,
-                e->resize, e->threads);
+                e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, &fast, e->resize,
+                e->threads);
     (void)g;
 }
 

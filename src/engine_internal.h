@@ -70,12 +70,13 @@ typedef struct ag_group_exec {
     int band_rows, bands;
     int bottom_up; /* bands run last to first (an upsampling conv overwriting its source) */
     struct ag_dnnl_conv *conv;
-    struct ag_gemm_bf16 *mm; /* a modulated conv's bf16 products (gemm_bf16 engines) */
-    int buffer;              /* arena buffer of the head's output */
-    size_t offset;           /* within it (a conv overwriting its source as it goes) */
-    long long run_at;        /* planning: offset relative to the first group sharing the buffer */
-    int run_joined;          /* planning: overwrites the group before, in its buffer */
-    int run_cut;             /* planning: starts a new buffer instead (cut_runs) */
+    struct ag_gemm_bf16 *mm;   /* a modulated conv's bf16 products (gemm_bf16 engines) */
+    struct ag_wino_conv *wino; /* or its fp32 Winograd conv (others, where one fits) */
+    int buffer;                /* arena buffer of the head's output */
+    size_t offset;             /* within it (a conv overwriting its source as it goes) */
+    long long run_at;          /* planning: offset relative to the first group sharing the buffer */
+    int run_joined;            /* planning: overwrites the group before, in its buffer */
+    int run_cut;               /* planning: starts a new buffer instead (cut_runs) */
     ag_norm_affine affine;
     ag_resize_tap *row_taps, *col_taps;
     size_t weight_offset;
@@ -167,12 +168,19 @@ static inline void *ag_engine_buffer(ag_engine *e, int id) {
     return e->arena + e->buffers[id].offset;
 }
 
+/* The oneDNN backend's fast kernels for ag_node_run: matmuls on sgemm, and a modulated
+ * conv's bf16 products or fp32 Winograd conv when the engine made one for it. */
+typedef struct ag_node_fast {
+    const struct ag_gemm_bf16 *bf16;
+    const struct ag_wino_conv *wino;
+} ag_node_fast;
+
 /* One node on whole fp32 maps (both backends), through its op's reference kernel:
- * out <- op(src[0..]); `scratch` holds ag_node_scratch_floats floats. Matmuls on sgemm
- * when `fast`, a modulated conv's products in bf16 when `bf16` is not NULL. */
+ * out <- op(src[0..]); `scratch` holds ag_node_scratch_floats floats. The reference loops
+ * when `fast` is NULL. */
 void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const float *const *src,
-                 float *out, float *scratch, int fast, const struct ag_gemm_bf16 *bf16,
-                 ag_resize_mode resize, int threads);
+                 float *out, float *scratch, const ag_node_fast *fast, ag_resize_mode resize,
+                 int threads);
 size_t ag_node_scratch_floats(const ag_node *n, const ag_shape *shapes, int index);
 
 #endif

@@ -14,7 +14,7 @@
 
 #define OPS_TOLERANCE 2e-5f
 
-static const char *cases[] = {"style", "upsample", "down", "combine", "resample"};
+static const char *cases[] = {"style", "upsample", "down", "combine", "resample", "winograd"};
 
 /* fixture.input / fixture.output of the file: their data as fp32 (little-endian files). */
 static const float *fixture_tensor(const ag_tensor_set *set, const char *name, int ndim,
@@ -53,6 +53,14 @@ static int run_case(const char *name, ag_backend backend, float *worst) {
     float *out = ag_malloc(n * sizeof(float));
     float *outs[1] = {out};
     CHECK_OK(ag_engine_run_raw(e, in, (int)is[1], (int)is[0], outs, &err), &err);
+    if (strcmp(name, "winograd") == 0 && backend == AG_BACKEND_ONEDNN) {
+        /* oneDNN has the Winograd kernel wherever its ISA reaches AVX-512 */
+        int wino = 0, expected = (ag_cpu_get_info()->onednn_flags & AG_CPU_AVX512F) != 0;
+        for (int gi = 0; gi < e->group_count; gi++)
+            wino += e->exec[gi].wino != NULL;
+        CHECK_MSG(wino == expected, "%d Winograd convs, %d expected (oneDNN ISA %s)", wino,
+                  expected, ag_cpu_get_info()->onednn_isa);
+    }
     int h, w, c;
     CHECK(ag_engine_output_shape(e, 0, &h, &w, &c) >= 1);
     CHECK_MSG(h == os[0] && w == os[1] && c == os[2], "%s: output %dx%dx%d, PyTorch %lldx%lldx%lld",

@@ -147,6 +147,22 @@ def case_style(out_dir):
     c.save(out_dir, x, fused_lrelu(y, ba))
 
 
+def case_winograd(out_dir):
+    """A demodulated 3x3 modconv on a map the fp32 engine runs on Winograd F(4x4, 3x3):
+    48 -> 32 channels (multiples of 16) at 40 x 34 (both sides >= 32; 40 rows are bands of
+    16, the last moved up). The reference is computed in float64."""
+    c = Case("winograd", 1907)
+    x = image(c, 40, 34)
+    C, OC = 48, 32
+    f = stem(c, x, C)
+    s = c.t("style", (1, C, 1, 1), 0.3, 1.0)
+    c.node("const", "s", [], weight="style")
+    wc = c.t("conv.w", (OC, C, 3, 3))
+    c.node("modconv", "conv", ["stem", "s"], weight="conv.w", pad=[1, 1, 1, 1])
+    y = modconv(f.double(), wc.double(), s.flatten().double(), pad=1)
+    c.save(out_dir, x, y.float())
+
+
 def case_upsample(out_dir):
     """StyleGAN2's upsampling StyledConv and ToRGB skip: modconv up 2 (conv_transpose2d
     stride 2) + Blur(pad (1, 1), gain 4); ToRGB = modconv 1x1 without demodulation + bias,
@@ -253,7 +269,8 @@ def main():
                                                   "fixtures", "ops"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    for case in (case_style, case_upsample, case_down, case_combine, case_resample):
+    for case in (case_style, case_upsample, case_down, case_combine, case_resample,
+                 case_winograd):
         case(args.out)
 
 

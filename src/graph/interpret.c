@@ -30,14 +30,15 @@ size_t ag_node_scratch_floats(const ag_node *n, const ag_shape *shapes, int inde
 }
 
 void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const float *const *src,
-                 float *out, float *scratch, int fast, const struct ag_gemm_bf16 *bf16,
-                 ag_resize_mode resize, int threads) {
+                 float *out, float *scratch, const ag_node_fast *fast, ag_resize_mode resize,
+                 int threads) {
     const ag_op_desc *d = ag_op_desc_of(n->op);
     ag_op_io io = {.out = out,
                    .o = shapes[index],
                    .scratch = scratch,
-                   .fast = fast,
-                   .bf16 = bf16,
+                   .fast = fast != NULL,
+                   .bf16 = fast ? fast->bf16 : NULL,
+                   .wino = fast ? fast->wino : NULL,
                    .threads = threads,
                    .resize = resize};
     input_shapes(n, shapes, io.in);
@@ -88,8 +89,8 @@ void ag_interpret_steps(ag_engine *e, const ag_io *io) {
         const float *src[AG_NODE_MAX_SRC] = {NULL};
         for (int j = 0; j < AG_NODE_MAX_SRC && node->src[j] >= 0; j++)
             src[j] = ag_engine_buffer(e, e->node_buffer[node->src[j]]);
-        ag_node_run(node, e->shapes, i, src, ag_engine_buffer(e, e->node_buffer[i]), scratch, 0,
-                    NULL, e->resize, 1);
+        ag_node_run(node, e->shapes, i, src, ag_engine_buffer(e, e->node_buffer[i]), scratch, NULL,
+                    e->resize, 1);
     }
 }
 

@@ -57,8 +57,10 @@ typedef struct ag_op_io {
     ag_shape o;
     float *scratch; /* the descriptor's scratch floats */
     int fast;       /* matmuls on sgemm */
-    /* fast: a modulated conv's bf16 products (NULL: fp32), made by the engine per plan */
+    /* fast: a modulated conv's bf16 products, or its fp32 Winograd conv (both NULL: fp32
+     * sgemm), made by the engine per plan */
     const struct ag_gemm_bf16 *bf16;
+    const struct ag_wino_conv *wino;
     int threads;
     ag_resize_mode resize; /* the engine's override of resize modes (AG_RESIZE_DEFAULT: none) */
 } ag_op_io;

@@ -11,6 +11,7 @@
 #include "ops.h"
 
 #include "../kernels/kernels.h"
+#include "../kernels/onednn.h"
 
 #include <math.h>
 #include <string.h>
@@ -486,6 +487,10 @@ void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     int OC = o.c, K = n->k;
     float *d = io->scratch, *x = io->scratch + demod_floats(n);
     demodulation(n, s, io->bf16 ? ag_gemm_bf16_demod_sq(io->bf16) : NULL, d);
+    if (io->wino) {
+        ag_wino_conv_run(io->wino, io->out, io->src[0], s, d, n->bias, io->threads);
+        return;
+    }
     if (io->fast) {
         size_t rows = modulated_band_floats(n, io->in, o); /* the band follows the scaled rows */
         if (n->up == 2)

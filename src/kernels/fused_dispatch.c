@@ -121,6 +121,16 @@ void ag_fused_modulate(void *out, int bf16, const float *x, int H, int W, int C,
     ag_fused_ops_active()->modulate(out, bf16, x, H, W, C, s, pad, y0, rows, threads);
 }
 
+void ag_fused_modulate_blocked(float *out, const float *x, int H, int W, int C, const float *s,
+                               int y0, int rows, int threads) {
+    ag_fused_ops_active()->modulate_blocked(out, x, H, W, C, s, y0, rows, threads);
+}
+
+void ag_fused_unblock_scale_shift(float *out, const float *band, int rows, int W, int C,
+                                  const float *scale, const float *shift, int threads) {
+    ag_fused_ops_active()->unblock_scale_shift(out, band, rows, W, C, scale, shift, threads);
+}
+
 void ag_fused_scatter_taps(float *out, const float *band, int rows, int first, int W, int WO, int K,
                            int stride, int OC, int threads) {
     ag_fused_ops_active()->scatter_taps(out, band, rows, first, W, WO, K, stride, OC, threads);

@@ -31,6 +31,8 @@
 #define ag_fused_conv_narrow AG_FUSED_NAME(ag_fused_conv_narrow)
 #define ag_fused_scale_shift AG_FUSED_NAME(ag_fused_scale_shift)
 #define ag_fused_modulate AG_FUSED_NAME(ag_fused_modulate)
+#define ag_fused_modulate_blocked AG_FUSED_NAME(ag_fused_modulate_blocked)
+#define ag_fused_unblock_scale_shift AG_FUSED_NAME(ag_fused_unblock_scale_shift)
 #define ag_fused_scatter_taps AG_FUSED_NAME(ag_fused_scatter_taps)
 #define ag_fused_bias_lrelu AG_FUSED_NAME(ag_fused_bias_lrelu)
 #define ag_fused_upfirdn AG_FUSED_NAME(ag_fused_upfirdn)
@@ -57,6 +59,8 @@ typedef struct ag_fused_ops {
     __typeof__(ag_fused_conv_narrow) *conv_narrow;
     __typeof__(ag_fused_scale_shift) *scale_shift;
     __typeof__(ag_fused_modulate) *modulate;
+    __typeof__(ag_fused_modulate_blocked) *modulate_blocked;
+    __typeof__(ag_fused_unblock_scale_shift) *unblock_scale_shift;
     __typeof__(ag_fused_scatter_taps) *scatter_taps;
     __typeof__(ag_fused_bias_lrelu) *bias_lrelu;
     __typeof__(ag_fused_upfirdn) *upfirdn;

@@ -123,6 +123,13 @@ void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, 
  * even) when `bf16`. */
 void ag_fused_modulate(void *out, int bf16, const float *x, int H, int W, int C, const float *s,
                        const int *pad, int y0, int rows, int threads);
+/* A Winograd band's passes (onednn.c's ag_wino_conv), C % 16 == 0: rows [y0, y0 + rows)
+ * of x (H, W, C) times the style, rows outside the map zero, into (C / 16, rows, W, 16);
+ * and back from that layout into (rows, W, C) times scale plus shift (either NULL). */
+void ag_fused_modulate_blocked(float *out, const float *x, int H, int W, int C, const float *s,
+                               int y0, int rows, int threads);
+void ag_fused_unblock_scale_shift(float *out, const float *band, int rows, int W, int C,
+                                  const float *scale, const float *shift, int threads);
 
 /* In place over x (N, C): softmax per channel over the N positions, or per position over C. */
 void ag_softmax(float *x, size_t N, int C, int spatial, int threads);
