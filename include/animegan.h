@@ -167,6 +167,11 @@ size_t ag_engine_arena_bytes(const ag_engine *engine);
 size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options *options, int width,
                                  int height);
 
+/* Bytes of the weights such an engine would prepare beside the model's for that size
+ * (oneDNN's layouts of its convs: fp32 Winograd weights for a StyleGAN graph's big maps). */
+size_t ag_engine_prepared_bytes_for(const ag_model *model, const ag_engine_options *options,
+                                    int width, int height);
+
 /* Floating-point operations (multiply-add = 2) of one generator pass at width x height. */
 double ag_model_flop(const ag_model *model, int width, int height);
 

@@ -388,6 +388,22 @@ static int load_upscalers(ag_server *s, ag_error *err) {
     return check_upscale_window(s, err);
 }
 
+/* An fp32 restorer's Winograd weights are the model's, shared by the workers' engines:
+ * a throw-away engine planned at the face size makes them now, in the measured base. */
+static int make_shared_weights(ag_server *s, const ag_model *restorer, ag_error *err) {
+    ag_engine_options ro = s->config.engine;
+    ro.precision = s->restore_precision;
+    if (ro.precision != AG_PRECISION_FP32 || ro.backend != AG_BACKEND_ONEDNN)
+        return AG_OK;
+    ag_engine *e;
+    int side = ag_model_get_info(restorer)->min_side;
+    int rc = ag_engine_create(restorer, &ro, &e, err);
+    if (rc == AG_OK)
+        rc = ag_engine_prepare(e, side, side, err);
+    ag_engine_destroy(e);
+    return rc;
+}
+
 /* Process settings, signals, the library log, the models and the face networks. */
 static int server_load(ag_server *s) {
     const ag_server_config *c = &s->config;
@@ -442,7 +458,8 @@ static int server_load(ag_server *s) {
         /* What the workers' engines share (bf16 weights, then the only ones) is made now,
          * in the measured base. */
         if (ag_restore_model_load(c->restore_models[i], &s->restorers[i], &err) != 0 ||
-            ag_model_prepare_precision(s->restorers[i], s->restore_precision, 1, &err) != 0) {
+            ag_model_prepare_precision(s->restorers[i], s->restore_precision, 1, &err) != 0 ||
+            make_shared_weights(s, s->restorers[i], &err) != 0) {
             fprintf(stderr, "animegan: %s\n", err.message);
             return -1;
         }
@@ -468,8 +485,8 @@ static int server_load(ag_server *s) {
 }
 
 /* The worst-case memory bound: the styles, and per worker the face networks and each
- * restorer's arena at its face size with two crops (the restorers' weights and their bf16
- * copies, made once before this, are in the measured base). */
+ * restorer's arena and prepared weights at its face size with two crops (the restorers'
+ * weights and their bf16 copies, made once before this, are in the measured base). */
 static void budget_compute(ag_server *s) {
     const ag_server_config *c = &s->config;
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
@@ -480,6 +497,7 @@ static void budget_compute(ag_server *s) {
         ro.precision = s->restore_precision;
         size_t side = (size_t)ri->min_side;
         faces += ag_engine_arena_bytes_for(s->restorers[i], &ro, ri->min_side, ri->min_side) +
+                 ag_engine_prepared_bytes_for(s->restorers[i], &ro, ri->min_side, ri->min_side) +
                  2 * side * side * 4;
     }
     ag_budget_add_faces(&s->budget, faces);

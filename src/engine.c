@@ -662,20 +662,45 @@ static int wino_off(void) {
     return v && strcmp(v, "0") == 0;
 }
 
+typedef struct wino_fill {
+    ag_wino_conv *conv;
+    const float *packed;
+} wino_fill;
+
+static int fill_wino(void *ctx, void *dst, ag_error *err) {
+    wino_fill *f = ctx;
+    return ag_wino_conv_prepare_weights(f->conv, f->packed, dst, err);
+}
+
 /* A modulated 3x3 conv's Winograd conv at the planned size, where one fits (fp32 engines):
- * its band goes in the conv band buffer, which no other step uses meanwhile. */
+ * its band goes in the conv band buffer, which no other step uses meanwhile. Its weights
+ * (4x the model's at 128 px and up) are the model's, shared by its engines, unless another
+ * engine of the model holds them in another layout (another size): then its own, counted
+ * in *weight_bytes. Measuring counts them as shared. */
 static int create_wino(ag_engine *e, int gi, size_t *scratch_max, size_t *band_max,
                        size_t *weight_bytes, ag_error *err) {
     const ag_node *n = head_of(e, gi);
     ag_shape in = e->shapes[n->src[0]];
+    ag_group_exec *x = &e->exec[gi];
+    x->wino_weights = NULL;
     if (n->up == 2 || n->k != 3 || n->pad[0] != 1 || n->pad[1] != 1 || n->pad[2] != 1 ||
         n->pad[3] != 1)
         return AG_OK;
     size_t scratch = 0, band = 0;
-    int rc = ag_wino_conv_create(e->dnnl, in.h, in.w, in.c, n->out_c, &e->exec[gi].wino, &scratch,
-                                 &band, weight_bytes, err);
+    int rc = ag_wino_conv_create(e->dnnl, in.h, in.w, in.c, n->out_c, &x->wino, &scratch, &band,
+                                 weight_bytes, err);
     *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
     *band_max = band > *band_max ? band : *band_max;
+    if (rc || !x->wino)
+        return rc;
+    if (!e->measure_only) {
+        wino_fill fill = {x->wino, n->weight};
+        ag_layout_request r = {NULL, 0, ag_wino_layout_same, *weight_bytes, fill_wino, &fill};
+        r.layout = ag_wino_conv_layout(x->wino, &r.layout_bytes);
+        rc = ag_model_shared_weights(e->model, e->groups[gi].head, &r, &x->wino_weights, err);
+    }
+    if (rc == AG_OK && (x->wino_weights || e->measure_only))
+        *weight_bytes = 0;
     return rc;
 }
 
@@ -730,18 +755,22 @@ static int create_conv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
  * image size changes); otherwise reordered again into one allocation. Keeping them matters
  * for a server: each reorder is a oneDNN primitive, made, cached and freed per plan, whose
  * heap churn made the int8 engine's RSS wander with the sizes it had seen. */
+static size_t prepared_size(size_t bytes) {
+    return (bytes + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
+}
+
 static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv **old8,
                            ag_wino_conv **oldw, const size_t *bytes, ag_error *err) {
     int same = e->weights != NULL;
     size_t total = 0;
     for (int gi = 0; gi < e->group_count; gi++) {
         e->exec[gi].weight_offset = total;
-        total += (bytes[gi] + AG_ARENA_ALIGN - 1) & ~(size_t)(AG_ARENA_ALIGN - 1);
+        total += prepared_size(bytes[gi]);
         if (e->exec[gi].conv)
             same = same && ag_dnnl_conv_same_weights(e->exec[gi].conv, old[gi]);
         if (e->exec[gi].conv8)
             same = same && ag_dnnl_int8_conv_same_weights(e->exec[gi].conv8, old8[gi]);
-        if (e->exec[gi].wino)
+        if (e->exec[gi].wino && !e->exec[gi].wino_weights)
             same = same && ag_wino_conv_same_weights(e->exec[gi].wino, oldw[gi]);
     }
     if (same)
@@ -762,7 +791,7 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv *
                 return rc;
             continue;
         }
-        if (e->exec[gi].wino) {
+        if (e->exec[gi].wino && !e->exec[gi].wino_weights) {
             int rc = ag_wino_conv_prepare_weights(e->exec[gi].wino, head_of(e, gi)->weight,
                                                   aligned + e->exec[gi].weight_offset, err);
             if (rc)
@@ -804,6 +833,9 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
         else if (head_of(e, gi)->op == AG_OP_MODCONV && !wino_off())
             rc = create_wino(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
     }
+    e->prepared_bytes = 0;
+    for (int gi = 0; rc == AG_OK && gi < n; gi++)
+        e->prepared_bytes += prepared_size(weight_bytes[gi]);
     if (rc == AG_OK && !e->measure_only)
         rc = prepare_weights(e, old, old8, oldw, weight_bytes, err);
     /* Whatever happened, exactly one set of primitives survives. */
@@ -971,7 +1003,9 @@ static void bind_onednn(ag_engine *e) {
                               e->model->demod_sq_of[e->groups[gi].head],
                               ag_engine_buffer(e, e->scratch_id));
         if (e->exec[gi].wino)
-            ag_wino_conv_bind(e->exec[gi].wino, e->weights + e->exec[gi].weight_offset,
+            ag_wino_conv_bind(e->exec[gi].wino,
+                              e->exec[gi].wino_weights ? (void *)e->exec[gi].wino_weights
+                                                       : e->weights + e->exec[gi].weight_offset,
                               ag_engine_buffer(e, e->band_id), ag_engine_buffer(e, e->scratch_id));
     }
 }
@@ -1664,18 +1698,32 @@ size_t ag_engine_arena_bytes(const ag_engine *e) {
     return e->arena_bytes;
 }
 
-size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options *options, int width,
-                                 int height) {
+/* What an engine would plan for width x height: its arena and its prepared weights. */
+static void measure(const ag_model *model, const ag_engine_options *options, int width, int height,
+                    size_t *arena, size_t *prepared) {
     ag_engine *e;
     ag_error err;
-    size_t bytes = 0;
+    *arena = *prepared = 0;
     if (ag_engine_create(model, options, &e, &err) != AG_OK)
-        return 0;
+        return;
     e->measure_only = 1; /* plan, but allocate neither the arena nor prepared weights */
     if (ag_engine_prepare(e, width, height, &err) == AG_OK)
-        bytes = e->arena_bytes;
+        *arena = e->arena_bytes, *prepared = e->prepared_bytes;
     ag_engine_destroy(e);
-    return bytes;
+}
+
+size_t ag_engine_arena_bytes_for(const ag_model *model, const ag_engine_options *options, int width,
+                                 int height) {
+    size_t arena, prepared;
+    measure(model, options, width, height, &arena, &prepared);
+    return arena;
+}
+
+size_t ag_engine_prepared_bytes_for(const ag_model *model, const ag_engine_options *options,
+                                    int width, int height) {
+    size_t arena, prepared;
+    measure(model, options, width, height, &arena, &prepared);
+    return prepared;
 }
 
 double ag_model_flop(const ag_model *model, int width, int height) {

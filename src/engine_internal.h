@@ -72,6 +72,7 @@ typedef struct ag_group_exec {
     struct ag_dnnl_conv *conv;
     struct ag_gemm_bf16 *mm;   /* a modulated conv's bf16 products (gemm_bf16 engines) */
     struct ag_wino_conv *wino; /* or its fp32 Winograd conv (others, where one fits) */
+    const void *wino_weights;  /* its weights, shared by the model's engines; NULL: own */
     int buffer;                /* arena buffer of the head's output */
     size_t offset;             /* within it (a conv overwriting its source as it goes) */
     long long run_at;          /* planning: offset relative to the first group sharing the buffer */
@@ -130,6 +131,7 @@ struct ag_engine {
     void *arena_block;    /* ag_malloc'ed; arena is its 64-byte aligned start */
     uint8_t *arena;
     size_t arena_bytes;
+    size_t prepared_bytes; /* the prepared weights' block (planned, even when measure_only) */
     double *partials;
 
     /* AG_PROFILE=1 (tuning runs only): milliseconds and steps per op, printed at destroy. */

@@ -220,5 +220,26 @@ assert [r["name"] for r in s["restorers"]] == ["gpen64_zip.pt"], s["restorers"]
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 
+# fp32: the workers' engines share the model's Winograd weights (made at start-up, in the
+# measured base): the service's face is the CLI's, byte for byte.
+"$BIN" serve --port 0 --restore-model "$GPEN" --threads 2 --precision fp32 --quiet \
+    >"$tmp/serve32.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 100); do
+    port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/serve32.log" | head -1 | cut -d: -f2)
+    [ -n "$port" ] && break
+    sleep 0.1
+done
+url=http://127.0.0.1:$port
+"$BIN" restore tests/data/astronaut.png -o "$tmp/c32.png" --model "$GPEN" --precision fp32 \
+    -t 2 -q
+if [ -n "$port" ] && [ "$(post /api/v1/restore tests/data/astronaut.png "$tmp/s32.png")" = "200 1" ] &&
+    cmp -s "$tmp/c32.png" "$tmp/s32.png"; then
+    ok serve_restore_fp32_as_cli
+else bad serve_restore_fp32_as_cli; cat "$tmp/serve32.log"; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

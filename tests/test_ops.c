@@ -26,6 +26,33 @@ static const float *fixture_tensor(const ag_tensor_set *set, const char *name, i
     return (const float *)ref->data;
 }
 
+/* The Winograd weights are the model's, made once: a second engine shares them (and gives
+ * the same output); an engine's own prepared weights exclude them. */
+static int check_shared_wino(const ag_model *model, ag_engine *e, const ag_engine_options *opt,
+                             const float *in, int w, int h, const float *out, size_t n) {
+    size_t shared = ag_model_shared_bytes(model);
+    CHECK(ag_engine_prepared_bytes_for(model, opt, w, h) == e->prepared_bytes);
+    ag_engine *e2;
+    ag_error err;
+    CHECK_OK(ag_engine_create(model, opt, &e2, &err), &err);
+    float *out2 = ag_malloc(n * sizeof(float));
+    float *outs[1] = {out2};
+    CHECK_OK(ag_engine_run_raw(e2, in, w, h, outs, &err), &err);
+    int same = 1, shared_ptrs = 0;
+    for (int gi = 0; gi < e->group_count; gi++) {
+        same &= e2->exec[gi].wino_weights == e->exec[gi].wino_weights;
+        shared_ptrs += e->exec[gi].wino_weights != NULL;
+    }
+    CHECK(memcmp(out, out2, n * sizeof(float)) == 0);
+    ag_free(out2);
+    ag_engine_destroy(e2);
+    CHECK_MSG(same && shared_ptrs == 1 && shared >= 32 * 48 * 9 * 4 &&
+                  ag_model_shared_bytes(model) == shared,
+              "shared %d, %d shared convs, %zu then %zu bytes", same, shared_ptrs, shared,
+              ag_model_shared_bytes(model));
+    return 0;
+}
+
 static int run_case(const char *name, ag_backend backend, float *worst) {
     char path[512];
     snprintf(path, sizeof path, "%s/tests/fixtures/ops/%s.safetensors", AG_SOURCE_DIR, name);
@@ -60,6 +87,8 @@ static int run_case(const char *name, ag_backend backend, float *worst) {
             wino += e->exec[gi].wino != NULL;
         CHECK_MSG(wino == expected, "%d Winograd convs, %d expected (oneDNN ISA %s)", wino,
                   expected, ag_cpu_get_info()->onednn_isa);
+        CHECK(!expected ||
+              check_shared_wino(model, e, &opt, in, (int)is[1], (int)is[0], out, n) == 0);
     }
     int h, w, c;
     CHECK(ag_engine_output_shape(e, 0, &h, &w, &c) >= 1);

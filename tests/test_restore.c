@@ -217,7 +217,9 @@ static int check_layout_builds(const char *file) {
     const ag_model_info *info = ag_model_get_info(m);
     ag_engine_options eo = {.backend = AG_BACKEND_ONEDNN, .precision = AG_PRECISION_FP32};
     size_t arena = ag_engine_arena_bytes_for(m, &eo, info->min_side, info->min_side);
-    printf("  %s builds: %d px, arena %.0f MB\n", file, info->min_side, (double)arena / 1e6);
+    size_t prepared = ag_engine_prepared_bytes_for(m, &eo, info->min_side, info->min_side);
+    printf("  %s builds: %d px, fp32 arena %.0f MB, prepared weights %.0f MB\n", file,
+           info->min_side, (double)arena / 1e6, (double)prepared / 1e6);
     ag_model_destroy(m);
     CHECK(arena > 0);
     return 0;

@@ -398,6 +398,15 @@ int ag_wino_conv_same_weights(const ag_wino_conv *c, const ag_wino_conv *other) 
     return c && other && dnnl_memory_desc_equal(&c->weight_md, &other->weight_md);
 }
 
+const void *ag_wino_conv_layout(const ag_wino_conv *c, size_t *bytes) {
+    *bytes = sizeof c->weight_md;
+    return &c->weight_md;
+}
+
+int ag_wino_layout_same(const void *a, const void *b) {
+    return dnnl_memory_desc_equal(a, b);
+}
+
 int ag_wino_conv_prepare_weights(ag_wino_conv *c, const float *packed, void *prepared,
                                  ag_error *err) {
     /* oneDNN reorders into its Winograd layout only from plain tags: the packed (IC, 9, OC)

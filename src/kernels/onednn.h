@@ -74,6 +74,10 @@ int ag_wino_conv_create(ag_dnnl *dnnl, int H, int W, int IC, int OC, ag_wino_con
                         ag_error *err);
 void ag_wino_conv_destroy(ag_wino_conv *c);
 int ag_wino_conv_same_weights(const ag_wino_conv *c, const ag_wino_conv *other);
+/* Its weights' layout (a oneDNN memory descriptor, *bytes long), for weights shared by the
+ * model's engines, and the comparison of two such layouts. */
+const void *ag_wino_conv_layout(const ag_wino_conv *c, size_t *bytes);
+int ag_wino_layout_same(const void *a, const void *b);
 /* Reorder the model's packed weight (IC, 9, OC) into `prepared` (weight_bytes, aligned). */
 int ag_wino_conv_prepare_weights(ag_wino_conv *c, const float *packed, void *prepared,
                                  ag_error *err);

@@ -735,9 +735,74 @@ size_t ag_model_bf16_bytes(const ag_model *model) {
     return total;
 }
 
+/* ---- weights in an engine's layout, shared ---------------------------------------------- */
+
+typedef struct ag_shared_weights {
+    void *layout; /* ag_malloc'ed copy of the request's */
+    void *block;  /* the weights, at `data` within */
+    void *data;
+    size_t bytes;
+} ag_shared_weights;
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int make_shared(ag_shared_weights *s, const ag_layout_request *r, ag_error *err) {
+    s->layout = ag_malloc(r->layout_bytes);
+    s->block = ag_malloc(r->bytes + 64);
+    if (!s->layout || !s->block) {
+        ag_free(s->layout);
+        ag_free(s->block);
+        *s = (ag_shared_weights){0};
+        return ag_error_set(err, AG_E_NOMEM, "out of memory for %zu MB of prepared weights",
+                            r->bytes >> 20);
+    }
+    ag_advise_huge_pages(s->block, r->bytes + 64);
+    memcpy(s->layout, r->layout, r->layout_bytes);
+    s->data = (void *)(((uintptr_t)s->block + 63) & ~(uintptr_t)63);
+    s->bytes = r->bytes;
+    int rc = r->fill(r->ctx, s->data, err);
+    if (rc) {
+        ag_free(s->layout);
+        ag_free(s->block);
+        *s = (ag_shared_weights){0};
+    }
+    return rc;
+}
+
+int ag_model_shared_weights(const ag_model *model, int node, const ag_layout_request *r,
+                            const void **out, ag_error *err) {
+    ag_model *m = (ag_model *)model; /* made once per node, under the lock */
+    *out = NULL;
+    int rc = AG_OK;
+    pthread_mutex_lock(&shared_lock);
+    if (!m->shared_of)
+        m->shared_of = ag_calloc((size_t)m->graph.count, sizeof *m->shared_of);
+    if (!m->shared_of)
+        rc = ag_error_set(err, AG_E_NOMEM, "out of memory");
+    ag_shared_weights *s = rc == AG_OK ? &m->shared_of[node] : NULL;
+    if (s && !s->data)
+        rc = make_shared(s, r, err);
+    if (rc == AG_OK && s->bytes == r->bytes && r->same(s->layout, r->layout))
+        *out = s->data;
+    pthread_mutex_unlock(&shared_lock);
+    return rc;
+}
+
+size_t ag_model_shared_bytes(const ag_model *model) {
+    size_t total = 0;
+    for (int i = 0; model->shared_of && i < model->graph.count; i++)
+        total += model->shared_of[i].bytes;
+    return total;
+}
+
 void ag_model_destroy(ag_model *model) {
     if (!model)
         return;
+    for (int i = 0; model->shared_of && i < model->graph.count; i++) {
+        ag_free(model->shared_of[i].layout);
+        ag_free(model->shared_of[i].block);
+    }
+    ag_free(model->shared_of);
     ag_free(model->bf16_block);
     ag_free((void *)model->bf16_of);
     ag_free((void *)model->demod_sq_of);

@@ -90,6 +90,9 @@ struct ag_model {
     const uint16_t **bf16_of;
     const float **demod_sq_of;
     int fp32_dropped; /* ag_model_prepare_precision kept only those: bf16 engines only */
+    /* Per node (made at first use): its weights in a layout of an engine's kernels, shared
+     * by every engine asking for that layout (ag_model_shared_weights). */
+    struct ag_shared_weights *shared_of;
 };
 
 /* The AnimeGANv2 generator (bryandlee's state_dict names) as a graph whose nodes name
@@ -126,6 +129,27 @@ int ag_graph_from_json(const char *json, const ag_tensor_set *set, const char *p
 int ag_model_bf16_weights(const ag_model *model, ag_error *err);
 /* Bytes those copies take (0 before they are made). */
 size_t ag_model_bf16_bytes(const ag_model *model);
+
+/*
+ * A node's weights in a layout of an engine's kernels (oneDNN's Winograd weights), kept once
+ * per model and shared by every engine asking for the same layout, as the bf16 copies are:
+ * the first asker makes them (fill(ctx, dst) into `bytes`, 64-byte aligned, under a lock);
+ * they live until the model is destroyed. `layout` (layout_bytes, copied) describes the
+ * layout and `same` compares two. *out is NULL when the node already holds another layout
+ * (an engine at another size): that engine prepares its own copy.
+ */
+typedef struct ag_layout_request {
+    const void *layout;
+    size_t layout_bytes;
+    int (*same)(const void *a, const void *b);
+    size_t bytes;
+    int (*fill)(void *ctx, void *dst, ag_error *err);
+    void *ctx;
+} ag_layout_request;
+int ag_model_shared_weights(const ag_model *model, int node, const ag_layout_request *r,
+                            const void **out, ag_error *err);
+/* Bytes the shared weights take (0 before any is made). */
+size_t ag_model_shared_bytes(const ag_model *model);
 
 /* Build the model from a parsed set: the graph is `graph` when given (ONNX), else the
  * file's "graph" metadata, else AnimeGANv2's; `format` is "safetensors", "pytorch" or
