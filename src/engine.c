@@ -114,10 +114,18 @@ static int new_group(ag_engine *e, lowering *lw, int node) {
     ag_group *gr = &e->groups[e->group_count];
     memset(gr, 0, sizeof *gr);
     gr->head = gr->tail = node;
-    gr->norm = gr->residual = gr->src = gr->resize = gr->prelu = -1;
+    gr->norm = gr->residual = gr->src = gr->resize = gr->prelu = gr->act = -1;
     gr->pre_slope = gr->post_slope = 1.0f;
     lw->group_of[node] = e->group_count;
     return e->group_count++;
+}
+
+/* Whether node n (a bias_lrelu) is applied by group gi's noise injection as it writes: the
+ * injection's only reader (GPEN's and GFPGAN's StyledConvs), so its map is never read raw. */
+static int absorbable_act(const ag_engine *e, const lowering *lw, int gi, const ag_node *n) {
+    const ag_group *gr = &e->groups[gi];
+    return n->op == AG_OP_BIAS_LRELU && lw->g->nodes[gr->head].op == AG_OP_NOISE &&
+           gr->tail == gr->head && lw->consumers[gr->tail] == 1;
 }
 
 /* Whether node i (a resize read by exactly one conv, as that conv's input) is absorbed
@@ -364,6 +372,9 @@ static int lower_graph(ag_engine *e, ag_error *err) {
             lw->group_of[i] = ga;
         } else if (ga >= 0 && can_extend(e, lw, ga, n, b)) {
             extend(e, lw, ga, i, b);
+        } else if (ga >= 0 && absorbable_act(e, lw, ga, n)) {
+            e->groups[ga].act = e->groups[ga].tail = i;
+            lw->group_of[i] = ga;
         } else if (fusion_of(n) == AG_FUSE_ADD && gb >= 0 && can_extend(e, lw, gb, n, a)) {
             extend(e, lw, gb, i, a);
         } else if (absorbable_resize(e, lw, i)) {
@@ -1430,11 +1441,11 @@ static void run_generic(ag_engine *e, int gi) {
             AG_ASSERT(src >= 0);
             in[j] = y_map(e, src);
         }
-    ag_node_fast fast = {e->exec[gi].mm, e->exec[gi].wino};
+    int act = e->groups[gi].act;
+    ag_node_fast fast = {e->exec[gi].mm, e->exec[gi].wino, act >= 0 ? &g->nodes[act] : NULL};
     ag_node_run(head, e->shapes, e->groups[gi].head, in, y_map(e, gi),
                 e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, &fast, e->resize,
                 e->threads);
-    (void)g;
 }
 
 /* Every step; the outputs are then the output groups' (materialised, fp32) maps. */

@@ -46,6 +46,7 @@ typedef struct ag_group {
     int prelu;       /* the PReLU node in pre_slope's place (its slopes per channel), -1: none;
                       * pre_slope is then the least of them (the int8 range's test) */
     int residual;    /* group whose value is added, -1 for none */
+    int act;         /* a generic head's bias_lrelu, applied as it writes (-1: none) */
     int materialize; /* chain applied in place after the step */
     /* a conv head's input */
     ag_band_kind kind;
@@ -170,11 +171,13 @@ static inline void *ag_engine_buffer(ag_engine *e, int id) {
     return e->arena + e->buffers[id].offset;
 }
 
-/* The oneDNN backend's fast kernels for ag_node_run: matmuls on sgemm, and a modulated
- * conv's bf16 products or fp32 Winograd conv when the engine made one for it. */
+/* The oneDNN backend's fast kernels for ag_node_run: matmuls on sgemm, a modulated conv's
+ * bf16 products or fp32 Winograd conv when the engine made one for it, and the bias_lrelu
+ * the lowering fused into a noise injection. */
 typedef struct ag_node_fast {
     const struct ag_gemm_bf16 *bf16;
     const struct ag_wino_conv *wino;
+    const ag_node *act; /* a bias_lrelu fused into the node's output */
 } ag_node_fast;
 
 /* One node on whole fp32 maps (both backends), through its op's reference kernel:

@@ -61,6 +61,8 @@ typedef struct ag_op_io {
      * sgemm), made by the engine per plan */
     const struct ag_gemm_bf16 *bf16;
     const struct ag_wino_conv *wino;
+    /* fast: a bias_lrelu node the engine fused into this op's output (NULL: none) */
+    const struct ag_node *act;
     int threads;
     ag_resize_mode resize; /* the engine's override of resize modes (AG_RESIZE_DEFAULT: none) */
 } ag_op_io;

@@ -613,6 +613,13 @@ void ag_run_noise(const ag_node *n, const ag_op_io *io) {
     const float *noise = n->src[1] >= 0 ? io->src[1] : n->aux;
     float w = n->weight[0];
     size_t N = (size_t)io->o.h * io->o.w;
+    if (io->fast) {
+        const ag_node *a = io->act;
+        ag_bias_act act = {a ? a->bias : NULL, a ? a->alpha : 0.0f, a ? a->gain : 1.0f};
+        ag_fused_noise(io->out, io->src[0], C, noise, CN, w, n->concat, N, a ? &act : NULL,
+                       io->threads);
+        return;
+    }
 #pragma omp parallel for num_threads(io->threads) schedule(static)
     for (size_t p = 0; p < N; p++) {
         const float *x = io->src[0] + p * C, *z = noise + p * CN;

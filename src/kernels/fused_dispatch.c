@@ -141,6 +141,11 @@ void ag_fused_bias_lrelu(float *out, const float *x, const float *bias, size_t N
     ag_fused_ops_active()->bias_lrelu(out, x, bias, N, C, alpha, gain, threads);
 }
 
+void ag_fused_noise(float *out, const float *x, int C, const float *z, int CN, float w, int concat,
+                    size_t N, const ag_bias_act *act, int threads) {
+    ag_fused_ops_active()->noise(out, x, C, z, CN, w, concat, N, act, threads);
+}
+
 void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, int WO,
                       const float *k2, int K, int up, int down, const int *pad, int threads) {
     ag_fused_ops_active()->upfirdn(out, in, H, W, C, HO, WO, k2, K, up, down, pad, threads);

@@ -115,6 +115,17 @@ void ag_fused_scatter_taps(float *out, const float *band, int rows, int first, i
                            int stride, int OC, int threads);
 void ag_fused_bias_lrelu(float *out, const float *x, const float *bias, size_t N, int C,
                          float alpha, float gain, int threads);
+
+/* A fused bias + leaky ReLU x gain (bias NULL: none), applied by the op before it. */
+typedef struct ag_bias_act {
+    const float *bias;
+    float alpha, gain;
+} ag_bias_act;
+
+/* Noise injection into out (N, C + CN when concat, else C): x (N, C) then w * z (N, CN)
+ * concatenated, or x + w * z (z one channel, broadcast, or C); then act when not NULL. */
+void ag_fused_noise(float *out, const float *x, int C, const float *z, int CN, float w, int concat,
+                    size_t N, const ag_bias_act *act, int threads);
 void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, int WO,
                       const float *k2, int K, int up, int down, const int *pad, int threads);
 
