@@ -205,6 +205,7 @@ double ag_flops_conv_t(const ag_node *n, const ag_shape *in, ag_shape out);
 double ag_flops_upfirdn(const ag_node *n, const ag_shape *in, ag_shape out);
 size_t ag_scratch_modconv(const ag_node *n, const ag_shape *in, ag_shape out);
 size_t ag_scratch_upfirdn(const ag_node *n, const ag_shape *in, ag_shape out);
+size_t ag_scratch_linear(const ag_node *n, const ag_shape *in, ag_shape out);
 void ag_run_const(const ag_node *n, const ag_op_io *io);
 void ag_run_linear(const ag_node *n, const ag_op_io *io);
 void ag_run_pixel_norm(const ag_node *n, const ag_op_io *io);
