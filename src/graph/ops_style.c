@@ -315,8 +315,11 @@ static size_t demod_floats(const ag_node *n) {
     return ((size_t)n->out_c + 15) & ~(size_t)15;
 }
 
-/* The fast path's scaled (and padded) input rows of one band, in floats. */
+/* The fast path's scaled (and padded) input rows of one band, in floats; a narrow 1x1's
+ * transposed weight. */
 static size_t modulated_band_floats(const ag_node *n, const ag_shape *in, ag_shape out) {
+    if (n->k == 1 && n->up != 2 && n->out_c <= AG_MODCONV_NARROW_OC) /* the weight, (OC, IC) */
+        return (size_t)n->in_c * n->out_c;
     if (n->up == 2)
         return ag_gemm_conv_t_rows_floats(in[0].h, in[0].w, in[0].c, n->k, n->out_c);
     int WP = in[0].w + n->pad[2] + n->pad[3];
@@ -494,6 +497,20 @@ void ag_pack_modconv(const ag_node *n, float *weight, float *tmp) {
                 weight[((size_t)ic * KK + t) * OC + oc] = tmp[((size_t)oc * IC + ic) * KK + t];
 }
 
+/* A 1x1 modconv's packed weight (IC, 1, OC) as (OC, IC) into wt, from its bf16 copy when
+ * given (a bf16 engine's; exact in fp32). */
+static void transposed_weight(const ag_node *n, const uint16_t *bf16, float *wt) {
+    int IC = n->in_c, OC = n->out_c;
+    for (int ic = 0; ic < IC; ic++)
+        for (int oc = 0; oc < OC; oc++) {
+            size_t at = (size_t)ic * OC + oc;
+            uint32_t u = bf16 ? (uint32_t)bf16[at] << 16 : 0;
+            float v;
+            memcpy(&v, &u, sizeof v);
+            wt[(size_t)oc * IC + ic] = bf16 ? v : n->weight[at];
+        }
+}
+
 /*
  * The style scales the input channels, the conv runs with the unmodulated weight (never
  * modulated per image), and demodulation scales its output channels, with the bias, in the
@@ -508,6 +525,12 @@ void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     demodulation(n, s, io->bf16 ? ag_gemm_bf16_demod_sq(io->bf16) : NULL, d);
     if (io->wino) {
         ag_wino_conv_run(io->wino, io->out, io->src[0], s, d, n->bias, io->threads);
+        return;
+    }
+    if (io->fast && K == 1 && n->up != 2 && OC <= AG_MODCONV_NARROW_OC) {
+        transposed_weight(n, io->bf16 ? ag_gemm_bf16_weight(io->bf16) : NULL, x);
+        ag_fused_modconv_narrow(io->out, io->src[0], (size_t)in.h * in.w, in.c, s, x, OC, d,
+                                n->bias, io->threads);
         return;
     }
     if (io->fast) {

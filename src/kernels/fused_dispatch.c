@@ -146,6 +146,12 @@ void ag_fused_noise(float *out, const float *x, int C, const float *z, int CN, f
     ag_fused_ops_active()->noise(out, x, C, z, CN, w, concat, N, act, threads);
 }
 
+void ag_fused_modconv_narrow(float *out, const float *x, size_t N, int C, const float *s,
+                             const float *wt, int OC, const float *scale, const float *shift,
+                             int threads) {
+    ag_fused_ops_active()->modconv_narrow(out, x, N, C, s, wt, OC, scale, shift, threads);
+}
+
 void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, int WO,
                       const float *k2, int K, int up, int down, const int *pad, int threads) {
     ag_fused_ops_active()->upfirdn(out, in, H, W, C, HO, WO, k2, K, up, down, pad, threads);

@@ -36,6 +36,7 @@
 #define ag_fused_scatter_taps AG_FUSED_NAME(ag_fused_scatter_taps)
 #define ag_fused_bias_lrelu AG_FUSED_NAME(ag_fused_bias_lrelu)
 #define ag_fused_noise AG_FUSED_NAME(ag_fused_noise)
+#define ag_fused_modconv_narrow AG_FUSED_NAME(ag_fused_modconv_narrow)
 #define ag_fused_upfirdn AG_FUSED_NAME(ag_fused_upfirdn)
 #endif
 
@@ -65,6 +66,7 @@ typedef struct ag_fused_ops {
     __typeof__(ag_fused_scatter_taps) *scatter_taps;
     __typeof__(ag_fused_bias_lrelu) *bias_lrelu;
     __typeof__(ag_fused_noise) *noise;
+    __typeof__(ag_fused_modconv_narrow) *modconv_narrow;
     __typeof__(ag_fused_upfirdn) *upfirdn;
 } ag_fused_ops;
 

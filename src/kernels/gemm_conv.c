@@ -185,6 +185,10 @@ const float *ag_gemm_bf16_demod_sq(const ag_gemm_bf16 *g) {
     return g->demod_sq;
 }
 
+const uint16_t *ag_gemm_bf16_weight(const ag_gemm_bf16 *g) {
+    return g->weight;
+}
+
 void ag_gemm_bf16_destroy(ag_gemm_bf16 *g) {
     if (!g)
         return;

@@ -88,6 +88,8 @@ void ag_matmul(float *out, const float *x, const float *w, int transpose, size_t
 typedef struct ag_gemm_bf16 ag_gemm_bf16;
 /* The demodulation sums bound to `g` (Σ over taps of weight², (IC, OC)). */
 const float *ag_gemm_bf16_demod_sq(const ag_gemm_bf16 *g);
+/* The packed bf16 weight (IC, K*K, OC) bound to `g`. */
+const uint16_t *ag_gemm_bf16_weight(const ag_gemm_bf16 *g);
 size_t ag_gemm_conv_rows_floats(int HO, int WP, int IC, int K, int OC);
 size_t ag_gemm_conv_band_floats(int HO, int WP, int OC);
 void ag_gemm_conv(float *out, const float *src, const float *style, int H, int W, int IC,
@@ -115,6 +117,15 @@ void ag_fused_scatter_taps(float *out, const float *band, int rows, int first, i
                            int stride, int OC, int threads);
 void ag_fused_bias_lrelu(float *out, const float *x, const float *bias, size_t N, int C,
                          float alpha, float gain, int threads);
+
+/* out (N, OC) = ((x (N, C) times the style s per channel) . wt (OC, C)) * scale + shift per
+ * output channel (either NULL), OC <= AG_MODCONV_NARROW_OC: a 1x1 modulated conv into a few
+ * channels (StyleGAN's ToRGB), whose products on sgemm had N = 3 (16 GFLOP/s) and whose
+ * input is read once here. */
+#define AG_MODCONV_NARROW_OC 4
+void ag_fused_modconv_narrow(float *out, const float *x, size_t N, int C, const float *s,
+                             const float *wt, int OC, const float *scale, const float *shift,
+                             int threads);
 
 /* A fused bias + leaky ReLU x gain (bias NULL: none), applied by the op before it. */
 typedef struct ag_bias_act {
