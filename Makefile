@@ -106,6 +106,13 @@ $(BUILD)/bench/int8_conv: bench/int8_conv.c $(BUILD)/libanimegan.a
 	@echo "  CC      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libanimegan.a $(ALL_LDFLAGS) $(LDLIBS)
 
+# GPEN's decoder convs in int8, bf16, fp32 Winograd and fp32 direct (bench/conv_kinds.c);
+# not built by `all`.
+$(BUILD)/bench/conv_kinds: bench/conv_kinds.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS) $(LDLIBS)
+
 $(BUILD)/tools/make_attack_images: tools/make_attack_images.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
