@@ -650,6 +650,8 @@ static void destroy_convs(ag_engine *e) {
         e->exec[gi].mm = NULL;
         ag_wino_conv_destroy(e->exec[gi].wino);
         e->exec[gi].wino = NULL;
+        ag_int8_modconv_destroy(e->exec[gi].mm8);
+        e->exec[gi].mm8 = NULL;
     }
 }
 
@@ -715,6 +717,23 @@ static int create_wino(ag_engine *e, int gi, size_t *scratch_max, size_t *band_m
     return rc;
 }
 
+/* A 3x3 modulated conv's u8 x s8 conv at the planned size (gemm_int8 engines): its band
+ * in the conv band buffer, its weights the engine's own (a quarter of the fp32 ones). */
+static int create_int8_modconv(ag_engine *e, int gi, size_t *scratch_max, size_t *band_max,
+                               size_t *weight_bytes, ag_error *err) {
+    const ag_node *n = head_of(e, gi);
+    ag_shape in = e->shapes[n->src[0]];
+    if (n->up == 2 || n->k != 3 || n->pad[0] != 1 || n->pad[1] != 1 || n->pad[2] != 1 ||
+        n->pad[3] != 1)
+        return AG_OK;
+    size_t scratch = 0, band = 0;
+    int rc = ag_int8_modconv_create(e->dnnl, in.h, in.w, in.c, n->out_c, n->weight,
+                                    &e->exec[gi].mm8, &scratch, &band, weight_bytes, err);
+    *scratch_max = scratch > *scratch_max ? scratch : *scratch_max;
+    *band_max = band > *band_max ? band : *band_max;
+    return rc;
+}
+
 /*
  * Group gi's primitive, for one band of output rows (all rows when not banded). Every band
  * has the same height, so one primitive and one weight layout serve the conv: the last band
@@ -771,7 +790,8 @@ static size_t prepared_size(size_t bytes) {
 }
 
 static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv **old8,
-                           ag_wino_conv **oldw, const size_t *bytes, ag_error *err) {
+                           ag_wino_conv **oldw, ag_int8_modconv **oldm, const size_t *bytes,
+                           ag_error *err) {
     int same = e->weights != NULL;
     size_t total = 0;
     for (int gi = 0; gi < e->group_count; gi++) {
@@ -783,6 +803,8 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv *
             same = same && ag_dnnl_int8_conv_same_weights(e->exec[gi].conv8, old8[gi]);
         if (e->exec[gi].wino && !e->exec[gi].wino_weights)
             same = same && ag_wino_conv_same_weights(e->exec[gi].wino, oldw[gi]);
+        if (e->exec[gi].mm8)
+            same = same && ag_int8_modconv_same_weights(e->exec[gi].mm8, oldm[gi]);
     }
     if (same)
         return AG_OK;
@@ -798,6 +820,13 @@ static int prepare_weights(ag_engine *e, ag_dnnl_conv **old, ag_dnnl_int8_conv *
         if (e->exec[gi].conv8) {
             int rc = ag_dnnl_int8_conv_prepare_weights(e->exec[gi].conv8, e->exec[gi].w_s8,
                                                        aligned + e->exec[gi].weight_offset, err);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (e->exec[gi].mm8) {
+            int rc = ag_int8_modconv_prepare_weights(e->exec[gi].mm8,
+                                                     aligned + e->exec[gi].weight_offset, err);
             if (rc)
                 return rc;
             continue;
@@ -825,22 +854,28 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
     ag_dnnl_conv **old = ag_calloc((size_t)n, sizeof *old);
     ag_dnnl_int8_conv **old8 = ag_calloc((size_t)n, sizeof *old8);
     ag_wino_conv **oldw = ag_calloc((size_t)n, sizeof *oldw);
+    ag_int8_modconv **oldm = ag_calloc((size_t)n, sizeof *oldm);
     size_t *weight_bytes = ag_calloc((size_t)n, sizeof *weight_bytes);
-    int rc = old && old8 && oldw && weight_bytes ? AG_OK
-                                                 : ag_error_set(err, AG_E_NOMEM, "out of memory");
+    int rc = old && old8 && oldw && oldm && weight_bytes
+                 ? AG_OK
+                 : ag_error_set(err, AG_E_NOMEM, "out of memory");
     *scratch_max = *band_max = 0;
     e->band_u8_bytes = 0;
     for (int gi = 0; gi < n && rc == AG_OK; gi++) {
         old[gi] = e->exec[gi].conv;
         old8[gi] = e->exec[gi].conv8;
         oldw[gi] = e->exec[gi].wino;
+        oldm[gi] = e->exec[gi].mm8;
         e->exec[gi].conv = NULL;
         e->exec[gi].conv8 = NULL;
         e->exec[gi].wino = NULL;
+        e->exec[gi].mm8 = NULL;
         if (head_of(e, gi)->op == AG_OP_CONV)
             rc = create_conv(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
         else if (e->gemm_bf16 && head_of(e, gi)->op == AG_OP_MODCONV)
             rc = create_gemm_bf16(e, gi, scratch_max, err);
+        else if (e->gemm_int8 && head_of(e, gi)->op == AG_OP_MODCONV)
+            rc = create_int8_modconv(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
         else if (head_of(e, gi)->op == AG_OP_MODCONV && !wino_off())
             rc = create_wino(e, gi, scratch_max, band_max, &weight_bytes[gi], err);
     }
@@ -848,18 +883,20 @@ static int create_convs(ag_engine *e, size_t *scratch_max, size_t *band_max, ag_
     for (int gi = 0; rc == AG_OK && gi < n; gi++)
         e->prepared_bytes += prepared_size(weight_bytes[gi]);
     if (rc == AG_OK && !e->measure_only)
-        rc = prepare_weights(e, old, old8, oldw, weight_bytes, err);
+        rc = prepare_weights(e, old, old8, oldw, oldm, weight_bytes, err);
     /* Whatever happened, exactly one set of primitives survives. */
-    for (int gi = 0; old && old8 && oldw && gi < n; gi++) {
+    for (int gi = 0; old && old8 && oldw && oldm && gi < n; gi++) {
         ag_dnnl_conv_destroy(old[gi]);
         ag_dnnl_int8_conv_destroy(old8[gi]);
         ag_wino_conv_destroy(oldw[gi]);
+        ag_int8_modconv_destroy(oldm[gi]);
     }
     if (rc)
         destroy_convs(e);
     ag_free(old);
     ag_free(old8);
     ag_free(oldw);
+    ag_free(oldm);
     ag_free(weight_bytes);
     return rc;
 }
@@ -1013,6 +1050,9 @@ static void bind_onednn(ag_engine *e) {
             ag_gemm_bf16_bind(e->exec[gi].mm, e->model->bf16_of[e->groups[gi].head],
                               e->model->demod_sq_of[e->groups[gi].head],
                               ag_engine_buffer(e, e->scratch_id));
+        if (e->exec[gi].mm8)
+            ag_int8_modconv_bind(e->exec[gi].mm8, e->weights + e->exec[gi].weight_offset,
+                                 ag_engine_buffer(e, e->band_id), ag_engine_buffer(e, e->scratch_id));
         if (e->exec[gi].wino)
             ag_wino_conv_bind(e->exec[gi].wino,
                               e->exec[gi].wino_weights ? (void *)e->exec[gi].wino_weights
@@ -1442,7 +1482,8 @@ static void run_generic(ag_engine *e, int gi) {
             in[j] = y_map(e, src);
         }
     int act = e->groups[gi].act;
-    ag_node_fast fast = {e->exec[gi].mm, e->exec[gi].wino, act >= 0 ? &g->nodes[act] : NULL};
+    ag_node_fast fast = {e->exec[gi].mm, e->exec[gi].wino, e->exec[gi].mm8,
+                         act >= 0 ? &g->nodes[act] : NULL};
     ag_node_run(head, e->shapes, e->groups[gi].head, in, y_map(e, gi),
                 e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, &fast, e->resize,
                 e->threads);
@@ -1642,7 +1683,8 @@ int ag_engine_create(const ag_model *model, const ag_engine_options *options, ag
     e->resize = o->resize;
     e->gemm_bf16 = o->precision == AG_PRECISION_BF16 && has_modconv(&model->graph);
     e->bf16 = o->precision == AG_PRECISION_BF16 && !e->gemm_bf16;
-    e->int8 = o->precision == AG_PRECISION_INT8;
+    e->gemm_int8 = o->precision == AG_PRECISION_INT8 && has_modconv(&model->graph);
+    e->int8 = o->precision == AG_PRECISION_INT8 && !e->gemm_int8;
     e->band_u8_id = e->range_id = e->q8_tmp_id = -1;
     const char *profile = getenv("AG_PROFILE"); /* for tuning runs only */
     if (profile && atoi(profile) > 0) {

@@ -74,6 +74,7 @@ typedef struct ag_group_exec {
     struct ag_gemm_bf16 *mm;   /* a modulated conv's bf16 products (gemm_bf16 engines) */
     struct ag_wino_conv *wino; /* or its fp32 Winograd conv (others, where one fits) */
     const void *wino_weights;  /* its weights, shared by the model's engines; NULL: own */
+    struct ag_int8_modconv *mm8; /* or its u8 x s8 conv (gemm_int8 engines) */
     int buffer;                /* arena buffer of the head's output */
     size_t offset;             /* within it (a conv overwriting its source as it goes) */
     long long run_at;          /* planning: offset relative to the first group sharing the buffer */
@@ -105,6 +106,9 @@ struct ag_engine {
     /* bf16 on a StyleGAN graph: the modulated convs' products bf16 x bf16 -> fp32 over the
      * model's shared bf16 weights; every activation and every other op fp32 */
     int gemm_bf16;
+    /* int8 on a StyleGAN graph: the 3x3 modulated convs u8 x s8, band by band, each band
+     * quantised with its own range; every other op as in fp32 */
+    int gemm_int8;
     int measure_only; /* prepare plans sizes only (ag_engine_arena_bytes_for) */
 
     /* The lowering (oneDNN backend), independent of the size. */
@@ -177,6 +181,7 @@ static inline void *ag_engine_buffer(ag_engine *e, int id) {
 typedef struct ag_node_fast {
     const struct ag_gemm_bf16 *bf16;
     const struct ag_wino_conv *wino;
+    const struct ag_int8_modconv *int8;
     const ag_node *act; /* a bias_lrelu fused into the node's output */
 } ag_node_fast;
 

@@ -139,9 +139,14 @@ int ag_precision_resolve(ag_precision requested, ag_backend backend, const ag_cp
  * Face restorers (GPEN, GFPGAN): bf16 is their modulated convs' products in bf16 (fp32
  * activations; the other convs stay fp32): 54-57 dB against PyTorch's fp32 on the fixtures'
  * face (tests/test_restore.c), 51 dB (GFPGANv1.4) and 55 dB (GPEN-BFR-512) against our fp32
- * on a real 512 px face at full size (bench/restore.sh); int8 they do not have.
+ * on a real 512 px face at full size (bench/restore.sh). int8, asked for only, runs their
+ * 3x3 modulated convs u8 x s8 (src/kernels/int8_modconv.c): 46-55 dB on the fixtures,
+ * 38.8 dB (GFPGANv1.4) and 48.6 dB (GPEN-BFR-512) at full size; faster than fp32, not than
+ * bf16 where the CPU has it (2026-12-04, AMD EPYC), so auto never picks it.
  */
 #define RESTORE_BF16_WHY "bf16 products, 51 dB or more against fp32"
+#define RESTORE_INT8_WHY                                                                           \
+    "int8: the 3x3 modulated convs u8 x s8, the rest fp32 (39-49 dB against fp32 at full size)"
 
 int ag_restore_precision_resolve(ag_precision requested, const ag_cpu_info *cpu,
                                  ag_precision_choice *out) {
@@ -149,14 +154,19 @@ int ag_restore_precision_resolve(ag_precision requested, const ag_cpu_info *cpu,
         cpu = ag_cpu_get_info();
     if (requested == AG_PRECISION_BF16 || requested == AG_PRECISION_FP32)
         return ag_precision_resolve(requested, AG_BACKEND_ONEDNN, cpu, out);
-    if (requested != AG_PRECISION_AUTO && requested != AG_PRECISION_INT8)
+    if (requested == AG_PRECISION_INT8) {
+        int rc = ag_precision_resolve(requested, AG_BACKEND_ONEDNN, cpu, out);
+        if (rc == AG_OK && !out->note[0])
+            snprintf(out->note, sizeof out->note, "%s", RESTORE_INT8_WHY);
+        return rc;
+    }
+    if (requested != AG_PRECISION_AUTO)
         return AG_E_ARG;
     memset(out, 0, sizeof *out);
     const precision_row *r = row_of(AG_PRECISION_BF16);
     int bf16 = auto_may_pick(r, AG_BACKEND_ONEDNN, cpu);
     out->precision = bf16 ? AG_PRECISION_BF16 : AG_PRECISION_FP32;
-    snprintf(out->note, sizeof out->note, "%sauto: %s%s",
-             requested == AG_PRECISION_INT8 ? "face restorers have no int8; " : "",
+    snprintf(out->note, sizeof out->note, "auto: %s%s",
              bf16 ? RESTORE_BF16_WHY ", native " : "fp32 (bf16 would not be faster here)",
              bf16 ? r->needs : "");
     return AG_OK;

@@ -39,6 +39,7 @@ void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const floa
                    .fast = fast != NULL,
                    .bf16 = fast ? fast->bf16 : NULL,
                    .wino = fast ? fast->wino : NULL,
+                   .int8 = fast ? fast->int8 : NULL,
                    .act = fast ? fast->act : NULL,
                    .threads = threads,
                    .resize = resize};

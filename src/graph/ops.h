@@ -61,6 +61,7 @@ typedef struct ag_op_io {
      * sgemm), made by the engine per plan */
     const struct ag_gemm_bf16 *bf16;
     const struct ag_wino_conv *wino;
+    const struct ag_int8_modconv *int8; /* or its u8 x s8 conv (int8 engines) */
     /* fast: a bias_lrelu node the engine fused into this op's output (NULL: none) */
     const struct ag_node *act;
     int threads;

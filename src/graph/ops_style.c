@@ -11,7 +11,7 @@
 #include "ops.h"
 
 #include "../kernels/kernels.h"
-#include "../kernels/onednn.h"
+#include "../kernels/onednn_int8.h"
 
 #include <math.h>
 #include <string.h>
@@ -525,6 +525,10 @@ void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     demodulation(n, s, io->bf16 ? ag_gemm_bf16_demod_sq(io->bf16) : NULL, d);
     if (io->wino) {
         ag_wino_conv_run(io->wino, io->out, io->src[0], s, d, n->bias, io->threads);
+        return;
+    }
+    if (io->int8) {
+        ag_int8_modconv_run(io->int8, io->out, io->src[0], s, d, n->bias, io->threads);
         return;
     }
     if (io->fast && K == 1 && n->up != 2 && OC <= AG_MODCONV_NARROW_OC) {

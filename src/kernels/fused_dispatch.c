@@ -152,6 +152,16 @@ void ag_fused_modconv_narrow(float *out, const float *x, size_t N, int C, const 
     ag_fused_ops_active()->modconv_narrow(out, x, N, C, s, wt, OC, scale, shift, threads);
 }
 
+void ag_fused_modulate_range(const float *x, int H, int W, int C, const float *s, int y0, int rows,
+                             float *lo, float *hi, int threads) {
+    ag_fused_ops_active()->modulate_range(x, H, W, C, s, y0, rows, lo, hi, threads);
+}
+
+void ag_fused_modulate_u8(uint8_t *out, const float *x, int H, int W, int C, const float *s,
+                          const int *pad, int y0, int rows, float scale, int zero, int threads) {
+    ag_fused_ops_active()->modulate_u8(out, x, H, W, C, s, pad, y0, rows, scale, zero, threads);
+}
+
 void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, int WO,
                       const float *k2, int K, int up, int down, const int *pad, int threads) {
     ag_fused_ops_active()->upfirdn(out, in, H, W, C, HO, WO, k2, K, up, down, pad, threads);

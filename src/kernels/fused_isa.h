@@ -37,6 +37,8 @@
 #define ag_fused_bias_lrelu AG_FUSED_NAME(ag_fused_bias_lrelu)
 #define ag_fused_noise AG_FUSED_NAME(ag_fused_noise)
 #define ag_fused_modconv_narrow AG_FUSED_NAME(ag_fused_modconv_narrow)
+#define ag_fused_modulate_range AG_FUSED_NAME(ag_fused_modulate_range)
+#define ag_fused_modulate_u8 AG_FUSED_NAME(ag_fused_modulate_u8)
 #define ag_fused_upfirdn AG_FUSED_NAME(ag_fused_upfirdn)
 #endif
 
@@ -67,6 +69,8 @@ typedef struct ag_fused_ops {
     __typeof__(ag_fused_bias_lrelu) *bias_lrelu;
     __typeof__(ag_fused_noise) *noise;
     __typeof__(ag_fused_modconv_narrow) *modconv_narrow;
+    __typeof__(ag_fused_modulate_range) *modulate_range;
+    __typeof__(ag_fused_modulate_u8) *modulate_u8;
     __typeof__(ag_fused_upfirdn) *upfirdn;
 } ag_fused_ops;
 

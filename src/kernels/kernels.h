@@ -145,6 +145,15 @@ void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, 
  * even) when `bf16`. */
 void ag_fused_modulate(void *out, int bf16, const float *x, int H, int W, int C, const float *s,
                        const int *pad, int y0, int rows, int threads);
+/* An int8 modulated conv's band (int8_modconv.c): the range [lo, hi] (0 included) of x * s
+ * over rows [y0, y0 + rows) of x (H, W, C), and those rows (padded by pad [t, b, l, r], in
+ * the padded map's rows from y0) quantised to u8 = x * s / scale + zero, rounded half up,
+ * clamped; padding is `zero`. */
+void ag_fused_modulate_range(const float *x, int H, int W, int C, const float *s, int y0, int rows,
+                             float *lo, float *hi, int threads);
+void ag_fused_modulate_u8(uint8_t *out, const float *x, int H, int W, int C, const float *s,
+                          const int *pad, int y0, int rows, float scale, int zero, int threads);
+
 /* A Winograd band's passes (onednn.c's ag_wino_conv), C % 16 == 0: rows [y0, y0 + rows)
  * of x (H, W, C) times the style, rows outside the map zero, into (C / 16, rows, W, 16);
  * and back from that layout into (rows, W, C) times scale plus shift (either NULL). */

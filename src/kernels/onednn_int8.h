@@ -87,6 +87,25 @@ void ag_dnnl_int8_conv_bind(ag_dnnl_int8_conv *conv, const uint8_t *src, void *d
 int ag_dnnl_int8_conv_run(ag_dnnl_int8_conv *conv, const ag_int8_quant *q, const float *bias,
                           ag_error *err);
 
+/*
+ * An int8 StyleGAN engine's modulated 3x3 conv (stride 1, zero padding 1) over maps of
+ * (H, W, IC) (int8_modconv.c): the packed weight (IC, 9, OC) quantised per output channel at
+ * create; reports its scratchpad, band buffer and prepared weights, all the caller's.
+ * run: out (H, W, OC) = conv(src * style) * scale + shift, band by band, each band's input
+ * quantised with its own range.
+ */
+typedef struct ag_int8_modconv ag_int8_modconv;
+int ag_int8_modconv_create(ag_dnnl *dnnl, int H, int W, int IC, int OC, const float *packed,
+                           ag_int8_modconv **out, size_t *scratch_bytes, size_t *band_bytes,
+                           size_t *weight_bytes, ag_error *err);
+void ag_int8_modconv_destroy(ag_int8_modconv *c);
+int ag_int8_modconv_same_weights(const ag_int8_modconv *c, const ag_int8_modconv *other);
+int ag_int8_modconv_prepare_weights(ag_int8_modconv *c, void *prepared, ag_error *err);
+void ag_int8_modconv_bind(ag_int8_modconv *c, void *prepared, void *band, void *scratch);
+void ag_int8_modconv_run(const ag_int8_modconv *c, float *out, const float *src,
+                         const float *style, const float *scale, const float *shift,
+                         int threads);
+
 /* Quantise n fp32 values to u8 with (scale, zero): round to nearest, clamped to 0..255. */
 void ag_quantize_u8(uint8_t *out, const float *in, size_t n, float scale, int32_t zero);
 
