@@ -1052,7 +1052,8 @@ static void bind_onednn(ag_engine *e) {
                               ag_engine_buffer(e, e->scratch_id));
         if (e->exec[gi].mm8)
             ag_int8_modconv_bind(e->exec[gi].mm8, e->weights + e->exec[gi].weight_offset,
-                                 ag_engine_buffer(e, e->band_id), ag_engine_buffer(e, e->scratch_id));
+                                 ag_engine_buffer(e, e->band_id),
+                                 ag_engine_buffer(e, e->scratch_id));
         if (e->exec[gi].wino)
             ag_wino_conv_bind(e->exec[gi].wino,
                               e->exec[gi].wino_weights ? (void *)e->exec[gi].wino_weights

@@ -71,15 +71,15 @@ typedef struct ag_group_exec {
     int band_rows, bands;
     int bottom_up; /* bands run last to first (an upsampling conv overwriting its source) */
     struct ag_dnnl_conv *conv;
-    struct ag_gemm_bf16 *mm;   /* a modulated conv's bf16 products (gemm_bf16 engines) */
-    struct ag_wino_conv *wino; /* or its fp32 Winograd conv (others, where one fits) */
-    const void *wino_weights;  /* its weights, shared by the model's engines; NULL: own */
+    struct ag_gemm_bf16 *mm;     /* a modulated conv's bf16 products (gemm_bf16 engines) */
+    struct ag_wino_conv *wino;   /* or its fp32 Winograd conv (others, where one fits) */
+    const void *wino_weights;    /* its weights, shared by the model's engines; NULL: own */
     struct ag_int8_modconv *mm8; /* or its u8 x s8 conv (gemm_int8 engines) */
-    int buffer;                /* arena buffer of the head's output */
-    size_t offset;             /* within it (a conv overwriting its source as it goes) */
-    long long run_at;          /* planning: offset relative to the first group sharing the buffer */
-    int run_joined;            /* planning: overwrites the group before, in its buffer */
-    int run_cut;               /* planning: starts a new buffer instead (cut_runs) */
+    int buffer;                  /* arena buffer of the head's output */
+    size_t offset;               /* within it (a conv overwriting its source as it goes) */
+    long long run_at; /* planning: offset relative to the first group sharing the buffer */
+    int run_joined;   /* planning: overwrites the group before, in its buffer */
+    int run_cut;      /* planning: starts a new buffer instead (cut_runs) */
     ag_norm_affine affine;
     ag_resize_tap *row_taps, *col_taps;
     size_t weight_offset;

@@ -520,5 +520,4 @@ TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_full_size_layouts_build), TEST(test_layout_mismatches),
           TEST(test_bad_checkpoints), TEST(test_gpen_golden), TEST(test_gfpgan_golden),
           TEST(test_restore_bf16_golden), TEST(test_restore_int8_golden),
-          TEST(test_restore_bf16_only),
-          TEST(test_restore_model_load_refusals))
+          TEST(test_restore_bf16_only), TEST(test_restore_model_load_refusals))

@@ -65,8 +65,7 @@ int ag_int8_modconv_create(ag_dnnl *dnnl, int H, int W, int IC, int OC, const fl
         for (int t = 0; t < 9; t++)
             for (int oc = 0; oc < OC; oc++)
                 oihw[((size_t)oc * IC + ic) * 9 + t] = packed[((size_t)ic * 9 + t) * OC + oc];
-    ag_int8_quantize_weights(c->w_s8, c->w_scale, oihw, OC, (size_t)IC * 9,
-                             ag_int8_weight_max());
+    ag_int8_quantize_weights(c->w_s8, c->w_scale, oihw, OC, (size_t)IC * 9, ag_int8_weight_max());
     ag_free(oihw);
     ag_int8_conv_shape s = {c->rows + 2, W + 2, IC, OC, 3, 1, 1, 0, 0};
     int rc = ag_dnnl_int8_conv_create(dnnl, &s, c->w_scale, 1.0f, &c->conv, scratch_bytes,
@@ -99,9 +98,8 @@ void ag_int8_modconv_bind(ag_int8_modconv *c, void *prepared, void *band, void *
     ag_dnnl_int8_conv_bind(c->conv, c->rows_u8, c->out_band, prepared, scratch);
 }
 
-void ag_int8_modconv_run(const ag_int8_modconv *c, float *out, const float *src,
-                         const float *style, const float *scale, const float *shift,
-                         int threads) {
+void ag_int8_modconv_run(const ag_int8_modconv *c, float *out, const float *src, const float *style,
+                         const float *scale, const float *shift, int threads) {
     static const int pad[4] = {1, 1, 1, 1};
     for (int y0 = 0; y0 < c->H; y0 += c->rows) {
         int first = y0 + c->rows <= c->H ? y0 : c->H - c->rows; /* the last band moved up */
@@ -113,10 +111,10 @@ void ag_int8_modconv_run(const ag_int8_modconv *c, float *out, const float *src,
                              q.x_scale, q.x_zero, threads);
         ag_error err;
         int rc = ag_dnnl_int8_conv_run(c->conv, &q, NULL, &err);
-        AG_ASSERT(rc == AG_OK); /* shapes fixed at create: nothing left to fail */
+        AG_ASSERT(rc == AG_OK);            /* shapes fixed at create: nothing left to fail */
         for (int oc = 0; oc < c->OC; oc++) /* the output is y / x_scale */
             c->scale[oc] = (scale ? scale[oc] : 1.0f) * q.x_scale;
-        ag_fused_scale_shift(out + (size_t)first * c->W * c->OC, c->out_band,
-                             (size_t)c->W * c->OC, c->rows, c->W, c->OC, c->scale, shift, threads);
+        ag_fused_scale_shift(out + (size_t)first * c->W * c->OC, c->out_band, (size_t)c->W * c->OC,
+                             c->rows, c->W, c->OC, c->scale, shift, threads);
     }
 }

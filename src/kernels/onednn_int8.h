@@ -102,9 +102,8 @@ void ag_int8_modconv_destroy(ag_int8_modconv *c);
 int ag_int8_modconv_same_weights(const ag_int8_modconv *c, const ag_int8_modconv *other);
 int ag_int8_modconv_prepare_weights(ag_int8_modconv *c, void *prepared, ag_error *err);
 void ag_int8_modconv_bind(ag_int8_modconv *c, void *prepared, void *band, void *scratch);
-void ag_int8_modconv_run(const ag_int8_modconv *c, float *out, const float *src,
-                         const float *style, const float *scale, const float *shift,
-                         int threads);
+void ag_int8_modconv_run(const ag_int8_modconv *c, float *out, const float *src, const float *style,
+                         const float *scale, const float *shift, int threads);
 
 /* Quantise n fp32 values to u8 with (scale, zero): round to nearest, clamped to 0..255. */
 void ag_quantize_u8(uint8_t *out, const float *in, size_t n, float scale, int32_t zero);
