@@ -1,10 +1,11 @@
 /*
  * int8_modconv.c - the modulated 3x3 convs (stride 1, zero padding 1) of an int8 StyleGAN
- * engine as u8 x s8 oneDNN convs (onednn_int8.h), band by band: each band's padded input
- * rows are modulated in fp32, quantised to u8 with the band's own (scale, zero) and
- * convolved with the weight quantised once per output channel; the band's scale joins the
- * demodulation in the epilogue. Bands of 16 output rows (a map up to 32 rows whole), the
- * last moved up to end at the last row, so one primitive serves every band.
+ * engine as u8 x s8 oneDNN convs (onednn_int8.h), band by band: the range of each band's
+ * modulated input rows is taken in one pass, the rows are modulated straight into u8 with
+ * the (scale, zero) it gives in a second, and convolved with the weight quantised once per
+ * output channel; the band's scale joins the demodulation in the epilogue. Bands of 16
+ * output rows (a map up to 32 rows whole), the last moved up to end at the last row, so one
+ * primitive serves every band.
  */
 #include "kernels.h"
 #include "onednn_int8.h"
@@ -29,8 +30,8 @@ static size_t round64(size_t bytes) {
     return (bytes + 63) & ~(size_t)63;
 }
 
-/* The padded input rows of a band, in values. */
-static size_t rows_floats(const ag_int8_modconv *c) {
+/* The padded input rows of a band, in values (bytes, as u8). */
+static size_t rows_values(const ag_int8_modconv *c) {
     return (size_t)(c->rows + 2) * (c->W + 2) * c->IC;
 }
 
@@ -74,7 +75,7 @@ int ag_int8_modconv_create(ag_dnnl *dnnl, int H, int W, int IC, int OC, const fl
         ag_int8_modconv_destroy(c);
         return rc;
     }
-    *band_bytes = round64(rows_floats(c)) + round64(sizeof(float) * (size_t)c->rows * W * OC) +
+    *band_bytes = round64(rows_values(c)) + round64(sizeof(float) * (size_t)c->rows * W * OC) +
                   round64(sizeof(float) * (size_t)OC);
     *out = c;
     return AG_OK;
@@ -91,7 +92,7 @@ int ag_int8_modconv_prepare_weights(ag_int8_modconv *c, void *prepared, ag_error
 void ag_int8_modconv_bind(ag_int8_modconv *c, void *prepared, void *band, void *scratch) {
     uint8_t *at = band;
     c->rows_u8 = at;
-    at += round64(rows_floats(c));
+    at += round64(rows_values(c));
     c->out_band = (float *)at;
     at += round64(sizeof(float) * (size_t)c->rows * c->W * c->OC);
     c->scale = (float *)at;
