@@ -144,12 +144,8 @@ if "$BIN" restore tests/data/astronaut.png -o "$tmp/up.png" --model "$GPEN" --up
 sys.exit(Image.open(sys.argv[1]).size != (1024, 1024))" "$tmp/up.png"; then
     ok restore_upscale
 else bad restore_upscale; fi
-# --precision bf16 (the modulated convs' products in bf16): within 38 dB of fp32 on the
-# photo; where the CPU has no bf16 at all, refused in one line.
-if "$BIN" restore tests/data/astronaut.png -o "$tmp/p32.png" --model "$GFPGAN" --precision fp32 \
-    -q -t 2 && "$BIN" restore tests/data/astronaut.png -o "$tmp/p16.png" --model "$GFPGAN" \
-    --precision bf16 -q -t 2 2>"$tmp/err"; then
-    db=$($PY - "$tmp/p32.png" "$tmp/p16.png" <<'PY'
+psnr() { # two images: their PSNR in dB (99 when equal)
+    $PY - "$1" "$2" <<'PY'
 import sys
 import numpy as np
 from PIL import Image
@@ -157,7 +153,13 @@ a, b = (np.asarray(Image.open(f).convert("RGB"), dtype=np.float64) for f in sys.
 mse = ((a - b) ** 2).mean()
 print("%.1f" % (10 * np.log10(255 ** 2 / mse)) if mse else "99")
 PY
-)
+}
+# --precision bf16 (the modulated convs' products in bf16): within 38 dB of fp32 on the
+# photo; where the CPU has no bf16 at all, refused in one line.
+if "$BIN" restore tests/data/astronaut.png -o "$tmp/p32.png" --model "$GFPGAN" --precision fp32 \
+    -q -t 2 && "$BIN" restore tests/data/astronaut.png -o "$tmp/p16.png" --model "$GFPGAN" \
+    --precision bf16 -q -t 2 2>"$tmp/err"; then
+    db=$(psnr "$tmp/p32.png" "$tmp/p16.png")
     echo "  bf16 against fp32: $db dB"
     if [ "${db%.*}" -ge 38 ] && ! cmp -s "$tmp/p32.png" "$tmp/p16.png"; then
         ok restore_bf16_close_to_fp32
@@ -169,15 +171,7 @@ else bad restore_bf16_close_to_fp32; cat "$tmp/err"; fi
 # on the whole photo too; a CPU oneDNN has no int8 for says so in one line.
 if "$BIN" restore tests/data/astronaut.png -o "$tmp/p8.png" --model "$GFPGAN" --precision int8 \
     -q -t 2 2>"$tmp/err"; then
-    db=$($PY - "$tmp/p32.png" "$tmp/p8.png" <<'PY'
-import sys
-import numpy as np
-from PIL import Image
-a, b = (np.asarray(Image.open(f).convert("RGB"), dtype=np.float64) for f in sys.argv[1:3])
-mse = ((a - b) ** 2).mean()
-print("%.1f" % (10 * np.log10(255 ** 2 / mse)) if mse else "99")
-PY
-)
+    db=$(psnr "$tmp/p32.png" "$tmp/p8.png")
     echo "  int8 against fp32: $db dB"
     if [ "${db%.*}" -ge 38 ] && ! cmp -s "$tmp/p32.png" "$tmp/p8.png"; then
         ok restore_int8_close_to_fp32

@@ -397,39 +397,32 @@ LEAK_FREE(test_gfpgan_golden) {
     return 0;
 }
 
-/*
- * bf16 (the modulated convs' products in bf16, fp32 activations) against PyTorch's fp32 on
- * the fixtures' real face crop: at least 38 dB (the issue's bar for a faster precision; its
- * 8-bit error and the float error are printed). Skipped where this CPU has no bf16 at all.
- */
-LEAK_FREE(test_restore_bf16_golden) {
+/* Every fixture in `precision` against PyTorch's fp32 on its real face crop: at least 38 dB
+ * (the issue's bar for a faster precision; the 8-bit and float errors are printed).
+ * Skipped where this CPU has no such precision. */
+static int check_precision_goldens(ag_precision precision) {
     ag_precision_choice choice;
-    if (ag_restore_precision_resolve(AG_PRECISION_BF16, NULL, &choice) != AG_OK) {
+    if (ag_restore_precision_resolve(precision, NULL, &choice) != AG_OK) {
         printf("  skipped: %s\n", choice.note);
         return 0;
     }
-    golden_bar bar = {AG_PRECISION_BF16, 1.0f, 255, 38.0};
+    golden_bar bar = {precision, 1.0f, 255, 38.0};
     CHECK(check_golden_at("gpen64.agrf", AG_BACKEND_ONEDNN, bar) == 0);
     CHECK(check_golden_at("gpen32.agrf", AG_BACKEND_ONEDNN, bar) == 0);
     CHECK(check_golden_at("gfpgan64.agrf", AG_BACKEND_ONEDNN, bar) == 0);
     return 0;
 }
 
-/*
- * int8 (the 3x3 modulated convs u8 x s8, each band quantised with its own range; every other
- * op fp32) against PyTorch's fp32 on the same crops: at least 38 dB too. Skipped where
- * oneDNN has no int8 kernels for this CPU.
- */
+/* bf16: the modulated convs' products in bf16, fp32 activations. */
+LEAK_FREE(test_restore_bf16_golden) {
+    CHECK(check_precision_goldens(AG_PRECISION_BF16) == 0);
+    return 0;
+}
+
+/* int8: the 3x3 modulated convs u8 x s8, each band quantised with its own range; every
+ * other op fp32. */
 LEAK_FREE(test_restore_int8_golden) {
-    ag_precision_choice choice;
-    if (ag_restore_precision_resolve(AG_PRECISION_INT8, NULL, &choice) != AG_OK) {
-        printf("  skipped: %s\n", choice.note);
-        return 0;
-    }
-    golden_bar bar = {AG_PRECISION_INT8, 1.0f, 255, 38.0};
-    CHECK(check_golden_at("gpen64.agrf", AG_BACKEND_ONEDNN, bar) == 0);
-    CHECK(check_golden_at("gpen32.agrf", AG_BACKEND_ONEDNN, bar) == 0);
-    CHECK(check_golden_at("gfpgan64.agrf", AG_BACKEND_ONEDNN, bar) == 0);
+    CHECK(check_precision_goldens(AG_PRECISION_INT8) == 0);
     return 0;
 }
 
