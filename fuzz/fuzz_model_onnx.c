@@ -5,6 +5,8 @@
 #include "../src/graph/graph.h"
 #include "../src/model/model_internal.h"
 
+#include "oracle.h"
+
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -33,6 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 AG_ASSERT(n->tensor[t] >= -1 && n->tensor[t] < set.count);
         }
     }
+    if (rc == AG_OK)
+        fuzz_check_model(&set, &graph, "fuzz.onnx");
     /* Read every tensor byte so that ASan checks each one lies in memory we may read. */
     for (int i = 0; i < set.count; i++) {
         const uint8_t *bytes = set.tensors[i].data;

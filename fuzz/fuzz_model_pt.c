@@ -4,6 +4,8 @@
  */
 #include "../src/model/model_internal.h"
 
+#include "oracle.h"
+
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -18,6 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = ag_pytorch_parse(data, size, "fuzz.pt", &set, &err);
     AG_ASSERT(rc == AG_OK || (err.code == rc && strncmp(err.message, "fuzz.pt: ", 9) == 0));
     AG_ASSERT(rc == AG_OK || set.count == 0);
+    if (rc == AG_OK)
+        fuzz_check_model(&set, NULL, "fuzz.pt");
     /* Read every tensor byte so that ASan checks each one lies in memory we may read. */
     for (int i = 0; i < set.count; i++) {
         const uint8_t *bytes = set.tensors[i].data;

@@ -4,6 +4,8 @@
  */
 #include "../src/model/model_internal.h"
 
+#include "oracle.h"
+
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -19,6 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     AG_ASSERT(rc == AG_OK ||
               (err.code == rc && strncmp(err.message, "fuzz.safetensors: ", 18) == 0));
     AG_ASSERT(rc == AG_OK || set.count == 0);
+    if (rc == AG_OK)
+        fuzz_check_model(&set, NULL, "fuzz.safetensors");
     /* Read every tensor byte so that ASan checks each one lies in memory we may read. */
     for (int i = 0; i < set.count; i++) {
         const uint8_t *bytes = set.tensors[i].data;

@@ -1193,8 +1193,8 @@ static void channel_norm_affine(ag_engine *e, int gi) {
     int C = x->out.c;
     size_t N = (size_t)x->out.h * x->out.w;
     const float *y = y_map(e, gi);
-    double mean[AG_NORM_MAX_CHANNELS], var[AG_NORM_MAX_CHANNELS];
-    double mean_y[AG_NORM_MAX_CHANNELS], var_y[AG_NORM_MAX_CHANNELS];
+    double mean[AG_MAP_MAX_CHANNELS], var[AG_MAP_MAX_CHANNELS];
+    double mean_y[AG_MAP_MAX_CHANNELS], var_y[AG_MAP_MAX_CHANNELS];
     ag_channel_moments(mean, var, y, N, C, e->threads);
     if (norm->op == AG_OP_LADE)
         ag_lade_moments(mean_y, var_y, y, norm->weight, N, C, ag_engine_buffer(e, e->lade_id), 4096,

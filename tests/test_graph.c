@@ -455,6 +455,147 @@ static int test_auto_precision_resolved(void) {
     return 0;
 }
 
+/* A network whose only output is a wide map nothing reads (FaceMesh's landmarks): runs in
+ * every precision this CPU has, equal to the reference within each precision's bar. */
+static int test_wide_output_runs(void) {
+    const char *json =
+        "{\"outputs\": [\"wide\"], \"nodes\": ["
+        "{\"op\": \"conv\", \"name\": \"a\", \"in\": [\"input\"], \"weight\": \"a.w\","
+        " \"pad\": [1, 1, 1, 1], \"pad_mode\": \"zero\"},"
+        "{\"op\": \"lrelu\", \"name\": \"act\", \"in\": [\"a\"], \"alpha\": 0.2},"
+        "{\"op\": \"conv\", \"name\": \"wide\", \"in\": [\"act\"], \"weight\": \"b.w\"}]}";
+    tensors t = {.seed = 5};
+    conv_weight(&t, "a.w", 32, 3, 3);
+    conv_weight(&t, "b.w", 1404, 32, 1);
+    ag_error err;
+    ag_tensor_set_meta(&t.set, "kind", "detector", &err);
+    ag_model *model = NULL;
+    CHECK_OK(build(json, &t, &model, &err), &err);
+    const ag_precision modes[] = {AG_PRECISION_FP32, AG_PRECISION_BF16, AG_PRECISION_INT8};
+    const float bars[] = {1e-4f, 0.05f, 0.1f};
+    enum { W = 10, H = 8, N = W * H * 1404 };
+    float in[W * H * 3], *ref = ag_malloc(N * sizeof(float)), *out = ag_malloc(N * sizeof(float));
+    for (int i = 0; i < W * H * 3; i++)
+        in[i] = (float)((i * 37) % 255) / 127.5f - 1.0f;
+    for (int m = -1; m < 3; m++) {
+        ag_precision_choice choice = {.precision = AG_PRECISION_FP32};
+        if (m >= 0 && ag_precision_resolve(modes[m], AG_BACKEND_ONEDNN, NULL, &choice) != AG_OK)
+            continue;
+        ag_engine_options opt = {.backend = m < 0 ? AG_BACKEND_REFERENCE : AG_BACKEND_ONEDNN,
+                                 .threads = 2,
+                                 .precision = choice.precision};
+        ag_engine *e;
+        CHECK_OK(ag_engine_create(model, &opt, &e, &err), &err);
+        CHECK_OK(ag_engine_prepare(e, W, H, &err), &err);
+        float *outs[1] = {m < 0 ? ref : out};
+        CHECK_OK(ag_engine_run_raw(e, in, W, H, outs, &err), &err);
+        ag_engine_destroy(e);
+        if (m < 0)
+            continue;
+        float worst = max_diff(ref, out, N);
+        printf("  a 1404-channel output, precision %d: max abs error vs reference %.2e\n",
+               (int)choice.precision, (double)worst);
+        CHECK(worst <= bars[m]);
+    }
+    ag_free(ref), ag_free(out);
+    ag_model_destroy(model);
+    tensors_fini(&t);
+    return 0;
+}
+
+/* A wide map: conv 3 -> C (1x1), lrelu, conv C -> 3 (3x3), tanh. */
+static int build_wide(int c, tensors *t, ag_model **model, ag_error *err) {
+    const char *json =
+        "{\"outputs\": [\"out\"], \"nodes\": ["
+        "{\"op\": \"conv\", \"name\": \"wide\", \"in\": [\"input\"], \"weight\": \"a.w\"},"
+        "{\"op\": \"lrelu\", \"name\": \"act\", \"in\": [\"wide\"], \"alpha\": 0.2},"
+        "{\"op\": \"conv\", \"name\": \"narrow\", \"in\": [\"act\"], \"weight\": \"b.w\","
+        " \"pad\": [1, 1, 1, 1], \"pad_mode\": \"reflect\"},"
+        "{\"op\": \"tanh\", \"name\": \"out\", \"in\": [\"narrow\"]}]}";
+    t->seed = 11;
+    conv_weight(t, "a.w", c, 3, 1);
+    conv_weight(t, "b.w", 3, c, 3);
+    return build(json, t, model, err);
+}
+
+/* #35: every per-channel array in the kernels is AG_MAP_MAX_CHANNELS long and on the stack
+ * (an int8 row's ranges among them): a file's wider map is refused at load, naming the node,
+ * and a map of exactly the bound runs in every precision this CPU has, equal to the
+ * reference within each precision's bar. Without the check, 1040 channels wrote past the
+ * int8 quantiser's arrays (a crash, or a stack write the file's biases chose). */
+static int test_wide_maps_refused_at_load(void) {
+    tensors t = {0};
+    ag_model *model = NULL;
+    ag_error err;
+    int rc = build_wide(AG_MAP_MAX_CHANNELS + 16, &t, &model, &err);
+    tensors_fini(&t);
+    ag_model_destroy(model);
+    printf("  %s\n", rc ? err.message : "loaded");
+    CHECK(rc == AG_E_FORMAT);
+    CHECK(strstr(err.message, "\"wide\"") && strstr(err.message, "1040 channels; at most 1024"));
+
+    tensors w = {0};
+    CHECK_OK(build_wide(AG_MAP_MAX_CHANNELS, &w, &model, &err), &err);
+    const ag_precision modes[] = {AG_PRECISION_FP32, AG_PRECISION_BF16, AG_PRECISION_INT8};
+    const float bars[] = {1e-4f, 0.05f, 0.05f};
+    float in[24 * 20 * 3], ref[24 * 20 * 3], out[24 * 20 * 3];
+    for (int i = 0; i < 24 * 20 * 3; i++)
+        in[i] = (float)((i * 37) % 255) / 127.5f - 1.0f;
+    ag_engine_options ref_opt = {.backend = AG_BACKEND_REFERENCE, .threads = 1};
+    ag_engine *e;
+    CHECK_OK(ag_engine_create(model, &ref_opt, &e, &err), &err);
+    CHECK_OK(ag_engine_run_f32(e, in, 24, 20, ref, &err), &err);
+    ag_engine_destroy(e);
+    for (int m = 0; m < 3; m++) {
+        ag_precision_choice choice;
+        if (ag_precision_resolve(modes[m], AG_BACKEND_ONEDNN, NULL, &choice) != AG_OK)
+            continue;
+        ag_engine_options opt = {
+            .backend = AG_BACKEND_ONEDNN, .threads = 2, .precision = choice.precision};
+        CHECK_OK(ag_engine_create(model, &opt, &e, &err), &err);
+        CHECK_OK(ag_engine_run_f32(e, in, 24, 20, out, &err), &err);
+        ag_engine_destroy(e);
+        float worst = max_diff(ref, out, sizeof out / sizeof out[0]);
+        printf("  %d channels, precision %d: max abs error vs reference %.2e\n",
+               AG_MAP_MAX_CHANNELS, (int)choice.precision, (double)worst);
+        CHECK(worst <= bars[m]);
+    }
+    ag_model_destroy(model);
+    tensors_fini(&w);
+    return 0;
+}
+
+/* A linear's vector may be wider than a map where slices alone read it (GFPGAN's latents);
+ * any other reader of it is refused, by name. */
+static int test_wide_vectors_only_sliced(void) {
+    const char *fmt = "{\"outputs\": [\"out\", \"lat\"], \"nodes\": ["
+                      "{\"op\": \"linear\", \"name\": \"lat\", \"in\": [\"input\"],"
+                      " \"weight\": \"l.w\", \"bias\": \"l.b\"},"
+                      "{\"op\": \"%s\", \"name\": \"out\", \"in\": [\"lat\"]%s}]}";
+    const struct {
+        const char *op, *attrs;
+        int ok;
+    } readers[] = {{"slice", ", \"c0\": 1533, \"c1\": 1536", 1}, {"tanh", "", 0}};
+    for (int r = 0; r < 2; r++) {
+        char json[1024];
+        snprintf(json, sizeof json, fmt, readers[r].op, readers[r].attrs);
+        tensors t = {0};
+        int64_t shape[2] = {2048, 4 * 4 * 3};
+        add_tensor(&t, "l.w", 2, shape, 0.0f, 0.1f);
+        vector(&t, "l.b", 2048, 0.0f, 0.1f);
+        ag_model *model = NULL;
+        ag_error err;
+        ag_tensor_set_meta(&t.set, "kind", "restorer", &err); /* raw outputs, not a style */
+        int rc = build(json, &t, &model, &err);
+        ag_model_destroy(model);
+        tensors_fini(&t);
+        printf("  linear (2048) -> %s: %s\n", readers[r].op, rc ? err.message : "accepted");
+        CHECK_MSG(readers[r].ok ? rc == AG_OK : rc == AG_E_FORMAT, "%s gave %d", readers[r].op, rc);
+        CHECK(readers[r].ok || strstr(err.message, "reads the 2048-channel output of \"lat\""));
+    }
+    return 0;
+}
+
 static int test_no_leak(void) {
     CHECK_MSG(ag_allocated_bytes() == 0, "%zu bytes still allocated", ag_allocated_bytes());
     return 0;
@@ -463,4 +604,5 @@ static int test_no_leak(void) {
 TEST_MAIN(TEST(test_mixed_graph_equals_reference), TEST(test_bf16_refused_for_generic_ops),
           TEST(test_bad_graphs_refused), TEST(test_shape_mismatch_named), TEST(test_raw_outputs),
           TEST(test_auto_precision_resolved), TEST(test_late_residual_and_chain_sized_resize),
-          TEST(test_concat_bands), TEST(test_no_leak))
+          TEST(test_concat_bands), TEST(test_wide_maps_refused_at_load),
+          TEST(test_wide_vectors_only_sliced), TEST(test_wide_output_runs), TEST(test_no_leak))

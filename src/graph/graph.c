@@ -139,6 +139,26 @@ static int check_attrs(const ag_node *n, const char *label, ag_error *err) {
     return AG_OK;
 }
 
+/* Every map that is read fits the kernels' per-channel arrays (AG_MAP_MAX_CHANNELS): a wider
+ * node is either a linear's vector, (1, 1, M), that slices alone read, each within the bound
+ * (GFPGAN's latents: 9216 for 1024 px), or an output nothing reads (FaceMesh's 1404
+ * landmark values). Nodes come in order, so every source's out_c is known. */
+static int check_channels(const ag_graph *g, int i, const char *label, ag_error *err) {
+    const ag_node *n = &g->nodes[i];
+    for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++) {
+        const ag_node *s = &g->nodes[n->src[j]];
+        if (s->out_c > AG_MAP_MAX_CHANNELS && !(s->op == AG_OP_LINEAR && n->op == AG_OP_SLICE))
+            NODE_FAIL("reads the %d-channel output of \"%s\"; at most %d channels", s->out_c,
+                      s->name, AG_MAP_MAX_CHANNELS);
+    }
+    int output = 0;
+    for (int o = 0; o < g->output_count; o++)
+        output |= g->outputs[o] == i;
+    if (n->out_c > AG_MAP_MAX_CHANNELS && n->op != AG_OP_LINEAR && !output)
+        NODE_FAIL("makes %d channels; at most %d", n->out_c, AG_MAP_MAX_CHANNELS);
+    return AG_OK;
+}
+
 static int check_node(const ag_graph *g, int i, const char *label, ag_error *err) {
     const ag_node *n = &g->nodes[i];
     if ((i == 0) != (n->op == AG_OP_INPUT))
@@ -168,6 +188,8 @@ int ag_graph_check(const ag_graph *g, const char *label, ag_error *err) {
             return rc;
         /* out_c is what the rest of the checks (and the engine) read for every node. */
         ((ag_node *)&g->nodes[i])->out_c = ag_node_channels(g, &g->nodes[i]);
+        if ((rc = check_channels(g, i, label, err)))
+            return rc;
     }
     return AG_OK;
 }

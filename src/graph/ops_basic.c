@@ -71,8 +71,8 @@ int ag_check_conv(const ag_node *n, const int *src_c, char *why) {
 }
 
 int ag_check_norm(const ag_node *n, const int *src_c, char *why) {
-    if (src_c[0] > AG_NORM_MAX_CHANNELS)
-        return ag_op_fail(why, "%d channels; at most %d", src_c[0], AG_NORM_MAX_CHANNELS);
+    if (src_c[0] > AG_MAP_MAX_CHANNELS)
+        return ag_op_fail(why, "%d channels; at most %d", src_c[0], AG_MAP_MAX_CHANNELS);
     if ((n->op == AG_OP_LAYER_NORM && (!n->gamma || !n->beta)) || !(n->eps >= 0.0f) ||
         n->eps >= 1.0f)
         return ag_op_fail(why, "needs gamma, beta and an eps in [0, 1)");
@@ -81,8 +81,8 @@ int ag_check_norm(const ag_node *n, const int *src_c, char *why) {
 
 int ag_check_lade(const ag_node *n, const int *src_c, char *why) {
     int c = src_c[0];
-    if (c > AG_NORM_MAX_CHANNELS)
-        return ag_op_fail(why, "%d channels; at most %d", c, AG_NORM_MAX_CHANNELS);
+    if (c > AG_MAP_MAX_CHANNELS)
+        return ag_op_fail(why, "%d channels; at most %d", c, AG_MAP_MAX_CHANNELS);
     if (!n->weight || n->in_c != c || !(n->eps >= 0.0f) || n->eps >= 1.0f)
         return ag_op_fail(why, "needs a (%d, %d) weight and an eps in [0, 1)", c, c);
     return 0;
@@ -272,7 +272,7 @@ static void normalize_channels(float *out, const float *in, size_t N, int C, con
 void ag_run_instance_norm(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0];
     size_t N = (size_t)in.h * in.w;
-    double mean[AG_NORM_MAX_CHANNELS], var[AG_NORM_MAX_CHANNELS];
+    double mean[AG_MAP_MAX_CHANNELS], var[AG_MAP_MAX_CHANNELS];
     ag_channel_moments(mean, var, io->src[0], N, in.c, 1);
     normalize_channels(io->out, io->src[0], N, in.c, mean, var, n->eps, NULL, NULL, n->gamma,
                        n->beta);
@@ -281,8 +281,8 @@ void ag_run_instance_norm(const ag_node *n, const ag_op_io *io) {
 void ag_run_lade(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0];
     size_t N = (size_t)in.h * in.w;
-    double mean[AG_NORM_MAX_CHANNELS], var[AG_NORM_MAX_CHANNELS];
-    double mean_y[AG_NORM_MAX_CHANNELS], var_y[AG_NORM_MAX_CHANNELS];
+    double mean[AG_MAP_MAX_CHANNELS], var[AG_MAP_MAX_CHANNELS];
+    double mean_y[AG_MAP_MAX_CHANNELS], var_y[AG_MAP_MAX_CHANNELS];
     /* y = W1 x in full (the definition), then both sets of moments. */
     ag_matmul(io->scratch, io->src[0], n->weight, 1, N, in.c, in.c, 0, io->threads);
     ag_channel_moments(mean, var, io->src[0], N, in.c, 1);

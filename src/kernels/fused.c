@@ -497,7 +497,7 @@ void ag_fused_range(const ag_band_source *s, float *lo_out, float *hi_out, int t
     float lo = INFINITY, hi = -INFINITY;
 #pragma omp parallel num_threads(threads)
     {
-        float tlo[AG_NORM_MAX_CHANNELS], thi[AG_NORM_MAX_CHANNELS];
+        float tlo[AG_MAP_MAX_CHANNELS], thi[AG_MAP_MAX_CHANNELS];
         for (int c = 0; c < C; c++)
             tlo[c] = INFINITY, thi[c] = -INFINITY;
 #pragma omp for schedule(static)
@@ -575,8 +575,8 @@ static AG_HOT void scan_row(const float *v, int W, int C, float *lo, float *hi, 
  * the same read of the row. */
 static AG_HOT void quantize_map_row(uint8_t *out, float *pairs, const float *v, int W, int C,
                                     const ag_stats_rows *t, int r) {
-    float lo[AG_NORM_MAX_CHANNELS], hi[AG_NORM_MAX_CHANNELS], inv[AG_NORM_MAX_CHANNELS];
-    float off[AG_NORM_MAX_CHANNELS];
+    float lo[AG_MAP_MAX_CHANNELS], hi[AG_MAP_MAX_CHANNELS], inv[AG_MAP_MAX_CHANNELS];
+    float off[AG_MAP_MAX_CHANNELS];
     int stats = t && r >= t->first;
     double *moments = stats && t->partials ? &t->partials[2 * r] : NULL;
     scan_row(v, W, C, lo, hi, moments, moments ? moments + 1 : NULL);
@@ -627,7 +627,7 @@ void ag_fused_materialize_u8(uint8_t *x, float *x_q, const uint8_t *residual,
     for (int r = 0; r < H; r++) {
         float *v = scratch + row_n * (size_t)omp_get_thread_num();
         uint8_t *row = x + (size_t)r * row_n;
-        float fold[2 * AG_NORM_MAX_CHANNELS];
+        float fold[2 * AG_MAP_MAX_CHANNELS];
         norm_act_row_u8f32(v, row, residual ? residual + (size_t)r * row_n : NULL,
                            fold_dq(fold, affine, ROW_DQ_U8(x_q, r, C), C), pre, post, W, C,
                            no_quant, ROW_DQ_U8(residual_q, r, C));

@@ -58,8 +58,10 @@ void ag_resize_taps(ag_resize_tap *taps, int in_size, int out_size, ag_resize_mo
 
 /* ---- graph ops outside the convolutions (kernels/ops.c) --------------------------------- */
 
-/* Channels a per-channel statistic takes (its sums live on the stack); checked at load. */
-#define AG_NORM_MAX_CHANNELS 1024
+/* Channels of any feature map: the kernels keep per-channel values (ranges, sums, a row's
+ * dequantisation) in arrays of this size on the stack. ag_graph_check refuses a model with a
+ * wider map at load; nothing else may be relied on (a file chooses its channel counts). */
+#define AG_MAP_MAX_CHANNELS 1024
 
 /* Per-channel mean and population variance of x (N, C) in double. */
 void ag_channel_moments(double *mean, double *var, const float *x, size_t N, int C, int threads);

@@ -21,13 +21,13 @@
  * thread keeps its own totals (sum, sum of squares) and adds them in at the end.
  */
 static void moments(double *mean, double *var, const float *x, size_t N, int C, int threads) {
-    double s1[AG_NORM_MAX_CHANNELS], s2[AG_NORM_MAX_CHANNELS];
+    double s1[AG_MAP_MAX_CHANNELS], s2[AG_MAP_MAX_CHANNELS];
     const float *shift = x;
     memset(s1, 0, sizeof(double) * (size_t)C);
     memset(s2, 0, sizeof(double) * (size_t)C);
 #pragma omp parallel num_threads(threads)
     {
-        double t1[AG_NORM_MAX_CHANNELS] = {0}, t2[AG_NORM_MAX_CHANNELS] = {0};
+        double t1[AG_MAP_MAX_CHANNELS] = {0}, t2[AG_MAP_MAX_CHANNELS] = {0};
 #pragma omp for schedule(static)
         for (size_t start = 0; start < N; start += MOMENT_BLOCK) {
             size_t n = start + MOMENT_BLOCK < N ? MOMENT_BLOCK : N - start;
@@ -56,8 +56,8 @@ void ag_lade_moments(double *mean_y, double *var_y, const float *x, const float 
      * sums y's moments relative to y at the first position. Many small regions (one per
      * block) cost a thread synchronisation each, and on a shared machine each waits for a
      * descheduled thread's time slice: 13 LADEs made v3 several times slower. */
-    double s1[AG_NORM_MAX_CHANNELS] = {0}, s2[AG_NORM_MAX_CHANNELS] = {0};
-    float shift[AG_NORM_MAX_CHANNELS];
+    double s1[AG_MAP_MAX_CHANNELS] = {0}, s2[AG_MAP_MAX_CHANNELS] = {0};
+    float shift[AG_MAP_MAX_CHANNELS];
     for (int c = 0; c < C; c++) {
         double acc = 0.0;
         for (int k = 0; k < C; k++)
@@ -70,7 +70,7 @@ void ag_lade_moments(double *mean_y, double *var_y, const float *x, const float 
     {
         size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
         float *mine = scratch + t * rows * (size_t)C;
-        double t1[AG_NORM_MAX_CHANNELS] = {0}, t2[AG_NORM_MAX_CHANNELS] = {0};
+        double t1[AG_MAP_MAX_CHANNELS] = {0}, t2[AG_MAP_MAX_CHANNELS] = {0};
         for (size_t start = t * rows; start < N; start += nt * rows) {
             size_t n = start + rows < N ? rows : N - start;
             ag_matmul(mine, x + start * C, w, 1, n, C, C, 1, 1);

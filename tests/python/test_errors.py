@@ -92,6 +92,16 @@ def test_unknown_and_corrupt_models(tmp_path):
         animegan.Model(str(pt))
 
 
+@pytest.mark.parametrize("name", ["wide_1040.onnx", "wide_1040.pth"])
+def test_a_map_wider_than_the_kernels_is_refused(hayao, name):
+    """#35: a 1040-channel conv wrote past the int8 kernels' stack arrays (a crash of the
+    interpreter); it is refused at load, naming the node."""
+    path = os.path.join(DATA, "..", "fixtures", "wide", name)
+    with pytest.raises(animegan.ModelError, match="1040 channels; at most 1024"):
+        animegan.Model(path, threads=1, precision="int8")
+    still_works(hayao)
+
+
 def test_a_face_network_is_not_a_style(hayao):
     model = animegan.Model("face-detect", threads=1)
     with pytest.raises(animegan.Error):
