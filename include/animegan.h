@@ -160,6 +160,14 @@ int ag_engine_run_f32(ag_engine *engine, const float *in, int width, int height,
  */
 void ag_engine_release(ag_engine *engine);
 
+/*
+ * Ask `cancelled(user)` before each step of every run (and between the bands of a step):
+ * when it returns nonzero, the run stops there and returns AG_E_CANCELLED. The engine stays
+ * usable: its next run starts afresh. NULL removes the hook. A server stops an abandoned
+ * request's image this way without waiting for its last layer.
+ */
+void ag_engine_set_cancel(ag_engine *engine, int (*cancelled)(void *user), void *user);
+
 /* Bytes of the arena currently planned (0 before the first image). */
 size_t ag_engine_arena_bytes(const ag_engine *engine);
 

@@ -102,7 +102,7 @@ static int test_int8_small_graph(void) {
         for (int gi = 0; p && gi < engine->group_count; gi++) {
             const ag_node *head = &model->graph.nodes[engine->groups[gi].head];
             int want = head->op == AG_OP_CONV && head->groups == 1 && head->out_c != 3;
-            failed |= engine->groups[gi].int8 != want || (want && !engine->exec[gi].conv8);
+            failed |= engine->groups[gi].int8 != want || (want && !engine->exec[gi].kernel);
             int8_convs += engine->groups[gi].int8;
         }
         ag_engine_destroy(engine);

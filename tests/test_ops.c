@@ -8,6 +8,7 @@
  */
 #include "test.h"
 
+#include "../src/engine/kind.h"
 #include "../src/engine_internal.h"
 #include "../src/graph/ops.h"
 #include "../src/model/model_internal.h"
@@ -40,8 +41,8 @@ static int check_shared_wino(const ag_model *model, ag_engine *e, const ag_engin
     CHECK_OK(ag_engine_run_raw(e2, in, w, h, outs, &err), &err);
     int same = 1, shared_ptrs = 0;
     for (int gi = 0; gi < e->group_count; gi++) {
-        same &= e2->exec[gi].wino_weights == e->exec[gi].wino_weights;
-        shared_ptrs += e->exec[gi].wino_weights != NULL;
+        same &= e2->exec[gi].shared_weights == e->exec[gi].shared_weights;
+        shared_ptrs += e->exec[gi].shared_weights != NULL;
     }
     CHECK(memcmp(out, out2, n * sizeof(float)) == 0);
     ag_free(out2);
@@ -84,7 +85,7 @@ static int run_case(const char *name, ag_backend backend, float *worst) {
         /* oneDNN has the Winograd kernel wherever its ISA reaches AVX-512 */
         int wino = 0, expected = (ag_cpu_get_info()->onednn_flags & AG_CPU_AVX512F) != 0;
         for (int gi = 0; gi < e->group_count; gi++)
-            wino += e->exec[gi].wino != NULL;
+            wino += e->exec[gi].kind == &ag_kind_modconv_wino;
         CHECK_MSG(wino == expected, "%d Winograd convs, %d expected (oneDNN ISA %s)", wino,
                   expected, ag_cpu_get_info()->onednn_isa);
         CHECK(!expected ||

@@ -68,7 +68,7 @@ typedef struct ag_op_io {
     ag_resize_mode resize; /* the engine's override of resize modes (AG_RESIZE_DEFAULT: none) */
 } ag_op_io;
 
-/* How the oneDNN backend's lowering treats an op (engine.c). */
+/* How the oneDNN backend's lowering treats an op (src/engine/lower.c). */
 typedef enum ag_fusion {
     AG_FUSE_NONE = 0, /* a step of its own: the reference kernel on whole fp32 maps */
     AG_FUSE_CONV,     /* heads a group: a oneDNN conv reading its input band by band */
@@ -236,6 +236,24 @@ void ag_run_pixel_unshuffle(const ag_node *n, const ag_op_io *io);
 
 /* ops_upscale.c */
 void ag_run_add_scaled(const ag_node *n, const ag_op_io *io);
+
+/* The engine's fast kernels for ag_node_run: matmuls on sgemm, a modulated conv's bf16
+ * products, fp32 Winograd or u8 x s8 conv when the engine made one for it, and the
+ * bias_lrelu the lowering fused into a noise injection. */
+typedef struct ag_node_fast {
+    const struct ag_gemm_bf16 *bf16;
+    const struct ag_wino_conv *wino;
+    const struct ag_int8_modconv *int8;
+    const ag_node *act; /* a bias_lrelu fused into the node's output */
+} ag_node_fast;
+
+/* One node on whole fp32 maps (both backends), through its op's reference kernel (node.c):
+ * out <- op(src[0..]); `scratch` holds ag_node_scratch_floats floats. The reference loops
+ * when `fast` is NULL. */
+void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const float *const *src,
+                 float *out, float *scratch, const ag_node_fast *fast, ag_resize_mode resize,
+                 int threads);
+size_t ag_node_scratch_floats(const ag_node *n, const ag_shape *shapes, int index);
 
 /* The largest side of any map (a bound for the shape arithmetic: no overflow). */
 #define AG_MAP_MAX_SIDE (1 << 20)
