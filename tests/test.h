@@ -49,6 +49,21 @@ typedef struct test_case {
 #define TEST(name)                                                                                 \
     { #name, name }
 
+/* A test whose body must give back every byte it allocated through ag_malloc (the file
+ * includes src/util/util_internal.h for ag_allocated_bytes). */
+#define LEAK_CHECKED(name)                                                                         \
+    static int name##_body(void);                                                                  \
+    static int name(void) {                                                                        \
+        size_t base_ = ag_allocated_bytes();                                                       \
+        int rc_ = name##_body();                                                                   \
+        if (rc_ == 0 && ag_allocated_bytes() != base_) {                                           \
+            fprintf(stderr, "  %s leaked %zu bytes\n", #name, ag_allocated_bytes() - base_);       \
+            return 1;                                                                              \
+        }                                                                                          \
+        return rc_;                                                                                \
+    }                                                                                              \
+    static int name##_body(void)
+
 /* Directory of the repository's test data; set by the Makefile. */
 #ifndef AG_SOURCE_DIR
 #define AG_SOURCE_DIR "."

@@ -2,7 +2,7 @@
  * test_engine.c - the engine's run control (ag_engine_set_cancel): a run asked to stop
  * returns AG_E_CANCELLED after exactly the steps it was let run, and the engine's next run
  * gives the same bytes as an uncancelled one; on both backends and in every precision this
- * CPU runs (hayao on a 64x64 image).
+ * CPU runs (hayao on a 64x64 image), every byte given back.
  */
 #include "test.h"
 
@@ -63,20 +63,20 @@ static int cancel_then_rerun(ag_backend backend, ag_precision precision) {
     return 0;
 }
 
-static int test_cancel_fp32(void) {
+LEAK_CHECKED(test_cancel_fp32) {
     return cancel_then_rerun(AG_BACKEND_ONEDNN, AG_PRECISION_FP32);
 }
 
-static int test_cancel_int8(void) {
+LEAK_CHECKED(test_cancel_int8) {
     return cancel_then_rerun(AG_BACKEND_ONEDNN, AG_PRECISION_INT8);
 }
 
-static int test_cancel_reference(void) {
+LEAK_CHECKED(test_cancel_reference) {
     return cancel_then_rerun(AG_BACKEND_REFERENCE, AG_PRECISION_FP32);
 }
 
 /* bf16 only where this CPU runs it at all. */
-static int test_cancel_bf16(void) {
+LEAK_CHECKED(test_cancel_bf16) {
     ag_precision_choice choice;
     if (ag_precision_resolve(AG_PRECISION_BF16, AG_BACKEND_ONEDNN, NULL, &choice) != 0) {
         printf("  (bf16 not run here: %s)\n", choice.note);

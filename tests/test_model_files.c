@@ -11,20 +11,6 @@
 
 #define FIXTURES AG_SOURCE_DIR "/tests/fixtures/pt/"
 
-/* A test whose body must give back every byte it allocated through ag_malloc. */
-#define LEAK_CHECKED(name)                                                                         \
-    static int name##_body(void);                                                                  \
-    static int name(void) {                                                                        \
-        size_t base_ = ag_allocated_bytes();                                                       \
-        int rc_ = name##_body();                                                                   \
-        if (rc_ == 0 && ag_allocated_bytes() != base_) {                                           \
-            fprintf(stderr, "  %s leaked %zu bytes\n", #name, ag_allocated_bytes() - base_);       \
-            return 1;                                                                              \
-        }                                                                                          \
-        return rc_;                                                                                \
-    }                                                                                              \
-    static int name##_body(void)
-
 typedef int (*parse_fn)(const uint8_t *, size_t, const char *, ag_tensor_set *, ag_error *);
 
 static int read_fixture(const char *path, uint8_t **data, size_t *size) {

@@ -10,20 +10,6 @@
 #define FIXTURES AG_SOURCE_DIR "/tests/fixtures/"
 #define RESTORE FIXTURES "restore/"
 
-/* Fails the test when it leaks ag_malloc'ed bytes. */
-#define LEAK_FREE(name)                                                                            \
-    static int name##_body(void);                                                                  \
-    static int name(void) {                                                                        \
-        size_t base_ = ag_allocated_bytes();                                                       \
-        int rc_ = name##_body();                                                                   \
-        if (rc_ == 0 && ag_allocated_bytes() != base_) {                                           \
-            fprintf(stderr, "  %s leaked %zu bytes\n", #name, ag_allocated_bytes() - base_);       \
-            return 1;                                                                              \
-        }                                                                                          \
-        return rc_;                                                                                \
-    }                                                                                              \
-    static int name##_body(void)
-
 /* A parsed checkpoint and the file bytes it points into. */
 typedef struct loaded {
     uint8_t *data;
@@ -67,7 +53,7 @@ static int check_channels(const int *have, const int *want, int from, int to) {
     return 0;
 }
 
-LEAK_FREE(test_gpen_zip_arch) {
+LEAK_CHECKED(test_gpen_zip_arch) {
     loaded l;
     ag_error err = {0};
     CHECK_OK(load(RESTORE "gpen64_zip.pt", &l, &err), &err);
@@ -83,7 +69,7 @@ LEAK_FREE(test_gpen_zip_arch) {
     return 0;
 }
 
-LEAK_FREE(test_gpen_g_ema_legacy_arch) {
+LEAK_CHECKED(test_gpen_g_ema_legacy_arch) {
     loaded l;
     ag_error err = {0};
     CHECK_OK(load(RESTORE "gpen32_g_ema.pt", &l, &err), &err);
@@ -99,7 +85,7 @@ LEAK_FREE(test_gpen_g_ema_legacy_arch) {
     return 0;
 }
 
-LEAK_FREE(test_gfpgan_params_ema_arch) {
+LEAK_CHECKED(test_gfpgan_params_ema_arch) {
     loaded l;
     ag_error err = {0};
     CHECK_OK(load(RESTORE "gfpgan64_zip.pt", &l, &err), &err);
@@ -180,7 +166,7 @@ static int check_layout(const char *file, ag_restore_kind kind, int size, int n_
 
 /* The released files' layouts at full size: sizes, channel tables, parameter counts (the
  * issue quotes GPEN-512 at 284 MB and GFPGAN at 350 MB of fp32 files, buffers included). */
-LEAK_FREE(test_full_size_layouts) {
+LEAK_CHECKED(test_full_size_layouts) {
     const int bfr256[] = {256, 256, 256, 256, 128, 64, 32};
     const int bfr512[] = {512, 512, 512, 512, 512, 256, 128, 64};
     const int g1024[] = {512, 512, 512, 512, 512, 256, 128, 64, 32};
@@ -225,14 +211,14 @@ static int check_layout_builds(const char *file) {
     return 0;
 }
 
-LEAK_FREE(test_full_size_layouts_build) {
+LEAK_CHECKED(test_full_size_layouts_build) {
     CHECK(check_layout_builds("layout_gpen_bfr_512.txt") == 0);
     CHECK(check_layout_builds("layout_gfpgan_v1.4.txt") == 0);
     return 0;
 }
 
 /* The first tensor of the wrong shape, an extra one and a missing one are each named. */
-LEAK_FREE(test_layout_mismatches) {
+LEAK_CHECKED(test_layout_mismatches) {
     loaded l;
     ag_error err = {0};
     CHECK_OK(load(RESTORE "gpen64_zip.pt", &l, &err), &err);
@@ -264,7 +250,7 @@ LEAK_FREE(test_layout_mismatches) {
 }
 
 /* Another network's state_dict (AnimeGANv2), a pickled whole module, a truncated file. */
-LEAK_FREE(test_bad_checkpoints) {
+LEAK_CHECKED(test_bad_checkpoints) {
     loaded l;
     ag_error err = {0};
     CHECK_OK(load(FIXTURES "random_zip.pt", &l, &err), &err);
@@ -383,7 +369,7 @@ static int check_golden(const char *name, ag_backend backend, float tol) {
     return check_golden_at(name, backend, (golden_bar){AG_PRECISION_FP32, tol, 1, 0.0});
 }
 
-LEAK_FREE(test_gpen_golden) {
+LEAK_CHECKED(test_gpen_golden) {
     CHECK(check_golden("gpen64.agrf", AG_BACKEND_REFERENCE, 1e-3f) == 0);
     CHECK(check_golden("gpen64.agrf", AG_BACKEND_ONEDNN, 1e-3f) == 0);
     CHECK(check_golden("gpen32.agrf", AG_BACKEND_REFERENCE, 1e-3f) == 0);
@@ -391,7 +377,7 @@ LEAK_FREE(test_gpen_golden) {
     return 0;
 }
 
-LEAK_FREE(test_gfpgan_golden) {
+LEAK_CHECKED(test_gfpgan_golden) {
     CHECK(check_golden("gfpgan64.agrf", AG_BACKEND_REFERENCE, 1e-3f) == 0);
     CHECK(check_golden("gfpgan64.agrf", AG_BACKEND_ONEDNN, 1e-3f) == 0);
     return 0;
@@ -414,14 +400,14 @@ static int check_precision_goldens(ag_precision precision) {
 }
 
 /* bf16: the modulated convs' products in bf16, fp32 activations. */
-LEAK_FREE(test_restore_bf16_golden) {
+LEAK_CHECKED(test_restore_bf16_golden) {
     CHECK(check_precision_goldens(AG_PRECISION_BF16) == 0);
     return 0;
 }
 
 /* int8: the 3x3 modulated convs u8 x s8, each band quantised with its own range; every
  * other op fp32. */
-LEAK_FREE(test_restore_int8_golden) {
+LEAK_CHECKED(test_restore_int8_golden) {
     CHECK(check_precision_goldens(AG_PRECISION_INT8) == 0);
     return 0;
 }
@@ -443,7 +429,7 @@ static int run_bf16(const ag_model *model, const golden *g, float *in, float *ou
 
 /* A model prepared to keep bf16 weights only: the same output as one that keeps both, less
  * memory, and fp32 engines refused in one line. */
-LEAK_FREE(test_restore_bf16_only) {
+LEAK_CHECKED(test_restore_bf16_only) {
     ag_precision_choice choice;
     if (ag_restore_precision_resolve(AG_PRECISION_BF16, NULL, &choice) != AG_OK) {
         printf("  skipped: %s\n", choice.note);
@@ -491,7 +477,7 @@ LEAK_FREE(test_restore_bf16_only) {
 }
 
 /* The loader's own refusals, through the public entry point. */
-LEAK_FREE(test_restore_model_load_refusals) {
+LEAK_CHECKED(test_restore_model_load_refusals) {
     ag_model *m = NULL;
     ag_error err = {0};
     int rc = ag_restore_model_load(FIXTURES "random_zip.pt", &m, &err);
