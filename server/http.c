@@ -79,28 +79,53 @@ static int valid_request_id(const char *s) {
     return n > 0;
 }
 
+/* A POST of the convert family: which step the request runs in place of a style. */
+typedef enum convert_step {
+    STEP_NONE, /* not a convert route */
+    STEP_STYLE,
+    STEP_FACES,   /* the same admission and queue, a JSON answer */
+    STEP_FUSE,    /* one queue slot per fusion (server/fuse.c) */
+    STEP_RESTORE, /* in place of a style */
+    STEP_UPSCALE,
+} convert_step;
+
+typedef struct route_row {
+    const char *path;
+    int prefix; /* also the paths under path/ */
+    ag_route route;
+    convert_step step;
+} route_row;
+
+static const route_row routes[] = {
+    {"/api/v1/convert", 0, AG_ROUTE_CONVERT, STEP_STYLE},
+    {"/api/v1/faces", 0, AG_ROUTE_CONVERT, STEP_FACES},
+    {"/api/v1/fuse", 0, AG_ROUTE_CONVERT, STEP_FUSE},
+    {"/api/v1/restore", 0, AG_ROUTE_CONVERT, STEP_RESTORE},
+    {"/api/v1/upscale", 0, AG_ROUTE_CONVERT, STEP_UPSCALE},
+    {"/api/v1/models", 0, AG_ROUTE_MODELS, STEP_NONE},
+    {"/api/v1/status", 0, AG_ROUTE_STATUS, STEP_NONE},
+    {"/healthz", 0, AG_ROUTE_HEALTHZ, STEP_NONE},
+    {"/readyz", 0, AG_ROUTE_READYZ, STEP_NONE},
+    {"/metrics", 0, AG_ROUTE_METRICS, STEP_NONE},
+    {"/api/v1/jobs", 1, AG_ROUTE_JOBS, STEP_NONE}, /* video jobs: jobs_http.c */
+};
+
+/* The row of path url, NULL for none. */
+static const route_row *route_row_of(const char *url) {
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        size_t n = strlen(routes[i].path);
+        if (!strncmp(url, routes[i].path, n) &&
+            (url[n] == '\0' || (routes[i].prefix && url[n] == '/')))
+            return &routes[i];
+    }
+    return NULL;
+}
+
 static ag_route route_of(const char *url) {
-    if (!strcmp(url, "/api/v1/convert") || !strcmp(url, "/api/v1/faces") ||
-        !strcmp(url, "/api/v1/fuse") || !strcmp(url, "/api/v1/restore") ||
-        !strcmp(url, "/api/v1/upscale"))
-        return AG_ROUTE_CONVERT; /* /faces: the same admission and queue, a JSON answer;
-                                    /fuse: one queue slot per fusion (server/fuse.c);
-                                    /restore, /upscale: in place of a style */
-    if (!strcmp(url, "/api/v1/models"))
-        return AG_ROUTE_MODELS;
-    if (!strcmp(url, "/api/v1/status"))
-        return AG_ROUTE_STATUS;
-    if (!strcmp(url, "/healthz"))
-        return AG_ROUTE_HEALTHZ;
-    if (!strcmp(url, "/readyz"))
-        return AG_ROUTE_READYZ;
-    if (!strcmp(url, "/metrics"))
-        return AG_ROUTE_METRICS;
-    if (!strncmp(url, "/api/v1/jobs", 12) && (url[12] == '\0' || url[12] == '/'))
-        return AG_ROUTE_JOBS; /* video jobs: jobs_http.c */
-    if (ag_web_find(url))
-        return AG_ROUTE_PAGE;
-    return AG_ROUTE_OTHER;
+    const route_row *row = route_row_of(url);
+    if (row)
+        return row->route;
+    return ag_web_find(url) ? AG_ROUTE_PAGE : AG_ROUTE_OTHER;
 }
 
 static const char *origin_form(const char *url);
@@ -142,10 +167,12 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     r->route = route_of(url);
     r->cache_hit = -1;
     r->faces = -1;
-    r->options.faces_only = !strcmp(url, "/api/v1/faces");
-    r->options.fuse = !strcmp(url, "/api/v1/fuse");
-    r->options.restore_only = !strcmp(url, "/api/v1/restore");
-    r->options.upscale_only = !strcmp(url, "/api/v1/upscale");
+    const route_row *row = route_row_of(url);
+    convert_step step = row ? row->step : STEP_NONE;
+    r->options.faces_only = step == STEP_FACES;
+    r->options.fuse = step == STEP_FUSE;
+    r->options.restore_only = step == STEP_RESTORE;
+    r->options.upscale_only = step == STEP_UPSCALE;
     snprintf(r->method, sizeof r->method, "%s", method);
     /* Our ids are 128 random bits, so /api/v1/status?request_id= cannot be walked to read
      * other clients' queue state (they were a counter). A client's own id is kept for the
