@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Hardening tests of issue 35 (items 2-9): one test per finding, against the real CLI or
+the real server on loopback (tests/server/driver.py). Prints "PASS name" / "FAIL name" and
+"N passed, N failed".
+
+    python3 tests/stability/hardening3.py [filter]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+import driver  # noqa: E402
+from driver import BIN, CHELSEA, DATA, ROOT, SANITIZED, Failure, Server, check  # noqa: E402
+
+TESTS = []
+VIEWS = os.path.join(ROOT, "tests", "fixtures", "views")
+ENV = dict(os.environ, ANIMEGAN_MODEL_PATH=os.path.join(ROOT, "models"))
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def stop_clean(s):
+    """Stop a server: it must exit 0, with no sanitizer report in its log."""
+    code = s.stop()
+    bad = [l for l in s.lines if "AddressSanitizer" in l or "runtime error:" in l
+           or "LeakSanitizer" in l]
+    check(not bad, "sanitizer report: %r" % bad[:3])
+    check(code == 0, "server exited %r" % code)
+
+
+def run_cli(*args):
+    """(exit code, stderr, seconds, peak RSS in MiB) of one CLI run (wait4's own rusage)."""
+    t0 = time.time()
+    p = subprocess.Popen([BIN, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    err = p.stderr.read().decode("utf-8", "replace")
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, err, time.time() - t0, usage.ru_maxrss / 1024
+
+
+# ---- 5. stride-0 views: shapes are checked before anything is gathered --------------------
+
+
+@test
+def expanded_views_are_refused_before_gathering():
+    """An SRVGG checkpoint whose body.2 weight is a (64, 400000, 3, 3) view of one float (921.6
+    MB declared, 38 KB file) took 9.4 s and 936 MB to refuse; an unused such tensor the same
+    to load. Now the architecture's shapes come first: refused in a fraction of a second, and
+    the unused view is never read."""
+    out = "/tmp/animegan-h3-view.png"
+    rc, err, secs, peak = run_cli("upscale", os.path.join(DATA, "chelsea.png"), "-m", os.path.join(VIEWS, "expanded_conv.pth"),
+                                  "-o", out, "--scale", "2")
+    print("  expanded_conv.pth: exit %d in %.2f s, peak RSS %.0f MiB: %s" % (rc, secs, peak,
+                                                                            err.strip()))
+    check(rc == 1 and len(err.strip().splitlines()) == 1, "exit %d: %r" % (rc, err))
+    check('node "body.2" (conv)' in err, "message does not name the node: %r" % err)
+    check(not os.path.exists(out), "an output was written")
+    if not SANITIZED:
+        check(peak < 300, "peak RSS %.0f MiB" % peak)
+    rc, err, secs, peak = run_cli("upscale", os.path.join(DATA, "chelsea.png"), "-m", os.path.join(VIEWS, "unused.pth"),
+                                  "-o", out, "--scale", "2")
+    print("  unused.pth: exit %d in %.2f s, peak RSS %.0f MiB" % (rc, secs, peak))
+    check(rc == 0, "exit %d: %r" % (rc, err))
+    os.unlink(out)
+    if not SANITIZED:
+        check(peak < 300, "peak RSS %.0f MiB" % peak)
+
+
+def main():
+    want = sys.argv[1] if len(sys.argv) > 1 else None
+    if not os.access(BIN, os.X_OK):
+        print("FAIL build: %s is missing (run make)" % BIN)
+        print("0 passed, 1 failed")
+        return 1
+    passed = failed = 0
+    for fn in TESTS:
+        if want and want not in fn.__name__:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
+            passed += 1
+        except Exception as e:
+            print("FAIL %s: %s" % (fn.__name__, e))
+            if not isinstance(e, Failure):
+                import traceback
+                traceback.print_exc()
+            failed += 1
+        sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
