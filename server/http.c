@@ -767,16 +767,8 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
                                    const char *value) {
     (void)kind;
     option_walk *w = cls;
-    int fuse = w->opts->fuse ? ag_fuse_option_set(w->opts, key, value, w->s->model_names,
-                                                  w->s->model_count, &w->err)
-                             : 1;
-    if (fuse < 0) {
-        w->failed = 1;
-        return MHD_NO;
-    }
-    if (fuse == 1 &&
-        ag_convert_option_set(w->opts, &w->seen, key, value, w->s->model_names, w->s->model_count,
-                              w->s->config.max_side, &w->err) != 0) {
+    if (ag_option_set(w->opts, &w->seen, 0, key, value, w->s->model_names, w->s->model_count,
+                      w->s->config.max_side, &w->err) != 0) {
         w->failed = 1;
         return MHD_NO;
     }

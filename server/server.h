@@ -170,10 +170,16 @@ typedef struct ag_reply_error {
 
 void ag_convert_options_init(ag_convert_options *opts, int server_max_side);
 /*
- * Apply one query parameter. `names` are the loaded model names. Returns 0, or fills `err`
- * (400 bad option / unknown parameter / duplicate, 404 unknown model) and returns -1.
- * `seen` is a bit set the caller zeroes per request (duplicates are refused).
+ * Apply one option of a request (options.c, the one parser of every route): convert's keys,
+ * or fuse's when opts->fuse. `form_field` says whether it came from the query (0) or a form
+ * field (1), for the messages. `names` are the loaded model names. Returns 0, or fills `err`
+ * (400 bad option, unknown query parameter or form field, given twice, convert's option on
+ * fuse; 404 unknown model) and returns -1. `seen` is a bit set the caller zeroes per request
+ * (duplicates are refused). ag_convert_option_set is ag_option_set from the query.
  */
+int ag_option_set(ag_convert_options *opts, unsigned *seen, int form_field, const char *key,
+                  const char *value, const char *const *names, int name_count, int server_max_side,
+                  ag_reply_error *err);
 int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *key,
                           const char *value, const char *const *names, int name_count,
                           int server_max_side, ag_reply_error *err);
@@ -669,12 +675,6 @@ int ag_option_model(const char *key, const char *value, const char *const *names
                     ag_reply_error *err);
 
 /* ---- POST /api/v1/fuse (fuse.c) ---- */
-/* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,
- * contrast, saturation, size, source_face, target_face, style, anime_template): 0 set, -1
- * bad (err), 1 not one. `names` are the loaded models (style=NAME picks one, 404
- * model_not_found otherwise, as convert's model=). */
-int ag_fuse_option_set(ag_convert_options *opts, const char *key, const char *value,
-                       const char *const *names, int name_count, ag_reply_error *err);
 /* r->image, r->image2 <- the `source` and `target` parts of the multipart body, and its
  * other parts as options (text fields, as query parameters would be; a key may not be
  * both); 0 or -1 with `err`. */

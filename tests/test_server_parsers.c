@@ -313,6 +313,42 @@ static int query_options(void) {
     return 0;
 }
 
+/* #35 item 6: fuse's options go through the same parser as convert's: twice is refused on
+ * either route, from the query or the form, and a refusal names where the key came from. */
+static int fuse_options(void) {
+    static const char *const names[] = {"hayao", "shinkai"};
+    ag_convert_options o;
+    ag_reply_error e;
+    unsigned seen = 0;
+    ag_convert_options_init(&o, 1024);
+    o.fuse = 1;
+    CHECK(ag_option_set(&o, &seen, 0, "ratio", "0.1", names, 2, 1024, &e) == 0);
+    CHECK(o.fusion.shape_ratio == 0.1f && o.fusion.texture_ratio == 0.1f);
+    CHECK(ag_option_set(&o, &seen, 0, "ratio", "0.9", names, 2, 1024, &e) == -1);
+    CHECK(e.status == 400 && !strcmp(e.message, "query parameter 'ratio' given twice"));
+    CHECK(o.fusion.shape_ratio == 0.1f); /* the first one stands */
+    seen = 0;
+    CHECK(ag_option_set(&o, &seen, 1, "mode", "blend", names, 2, 1024, &e) == 0);
+    CHECK(ag_option_set(&o, &seen, 1, "mode", "overlay", names, 2, 1024, &e) == -1);
+    CHECK(e.status == 400 && !strcmp(e.message, "form field 'mode' given twice"));
+    CHECK(ag_option_set(&o, &seen, 1, "ratoi", "0.5", names, 2, 1024, &e) == -1);
+    CHECK(e.status == 400 && !strcmp(e.code, "unknown_option"));
+    CHECK(strstr(e.message, "unknown form field 'ratoi' (known: format, quality, ratio,") != NULL);
+    CHECK(strstr(e.message, "target_face)") && !strstr(e.message, "portrait"));
+    CHECK(ag_option_set(&o, &seen, 1, "quality", "80", names, 2, 1024, &e) == 0 && o.quality == 80);
+    CHECK(ag_option_set(&o, &seen, 1, "portrait", "1", names, 2, 1024, &e) == -1);
+    CHECK(e.status == 400 && strstr(e.message, "'portrait' does not apply to /api/v1/fuse"));
+    CHECK(ag_option_set(&o, &seen, 0, "model", "hayao", names, 2, 1024, &e) == -1);
+    CHECK(strstr(e.message, "style=NAME") != NULL);
+    /* and convert does not take fuse's keys */
+    ag_convert_options_init(&o, 1024);
+    seen = 0;
+    CHECK(ag_convert_option_set(&o, &seen, "ratio", "0.5", names, 2, 1024, &e) == -1);
+    CHECK(strstr(e.message, "unknown query parameter 'ratio' (known: model,") != NULL);
+    CHECK(strstr(e.message, "upscale)") && !strstr(e.message, "smooth"));
+    return 0;
+}
+
 static int command_line(void) {
     ag_server_config c;
     char *ok[] = {"serve", "--host",          "0.0.0.0", "--port",       "0",    "--workers",
@@ -496,5 +532,5 @@ static int forwarded_clients(void) {
 
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
-          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(command_line),
-          TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients))
+          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(fuse_options),
+          TEST(command_line), TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients))

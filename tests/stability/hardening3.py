@@ -73,6 +73,45 @@ def expanded_views_are_refused_before_gathering():
         check(peak < 300, "peak RSS %.0f MiB" % peak)
 
 
+# ---- 6. one option parser for /fuse and /convert -----------------------------------------
+
+
+def fuse_post(s, query, fields):
+    """POST /api/v1/fuse with source and target images plus text `fields`."""
+    with open(os.path.join(DATA, "chelsea.png"), "rb") as f:
+        png = f.read()
+    body, ctype = driver.multipart([("source", "s.png", "image/png", png),
+                                    ("target", "t.png", "image/png", png),
+                                    *[(k, None, None, v.encode()) for k, v in fields]])
+    status, _, payload = s.request("POST", "/api/v1/fuse" + query, body, {"Content-Type": ctype})
+    return status, json.loads(payload)["error"]["message"] if status != 200 else ""
+
+
+@test
+def fuse_options_are_parsed_as_convert_options():
+    """ratio=0.1&ratio=0.9 on /fuse, or twice as form fields, was 200 (last one won) where
+    convert answers 400 "given twice"; an unknown form field was "an unknown query
+    parameter". Both routes now share options.c's parser."""
+    s = Server("--workers", "1", "--threads", "1")
+    try:
+        cases = (("?ratio=0.1&ratio=0.9", [], "query parameter 'ratio' given twice"),
+                 ("", [("ratio", "0.1"), ("ratio", "0.9")], "form field 'ratio' given twice"),
+                 ("", [("mode", "blend"), ("mode", "overlay")], "form field 'mode' given twice"),
+                 ("", [("ratoi", "0.5")], "unknown form field 'ratoi' (known: format, quality, ratio,"),
+                 ("?ratoi=0.5", [], "unknown query parameter 'ratoi' (known: format, quality, ratio,"),
+                 ("", [("portrait", "1")], "'portrait' does not apply to /api/v1/fuse"),
+                 ("", [("quality", "80"), ("quality", "70")], "form field 'quality' given twice"))
+        for query, fields, want in cases:
+            status, message = fuse_post(s, query, fields)
+            print("  %s %r: %d %s" % (query or "form", fields, status, message))
+            check(status == 400 and want in message, "%s %r: %d %r" % (query, fields, status,
+                                                                     message))
+        status, _, body = s.convert(query="?quality=80&quality=70&format=jpeg")
+        check(status == 400 and b"given twice" in body, "convert: %d %r" % (status, body[:200]))
+    finally:
+        stop_clean(s)
+
+
 def main():
     want = sys.argv[1] if len(sys.argv) > 1 else None
     if not os.access(BIN, os.X_OK):
