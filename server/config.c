@@ -47,6 +47,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->drain_s = 30;
     c->http_nice = 10;
     c->stuck_s = 600;
+    c->client_ipv6_prefix = 64;
     /* MHD's default. MHD mmaps a pool larger than 32 KiB for every connection and munmaps it
      * at close, and each munmap flushes the TLB of every core running a server thread: under
      * a flood of refused clients that interrupted inference thousands of times a second. At
@@ -113,6 +114,9 @@ static const opt_def options[] = {
      "a reverse proxy (IPv4 or IPv6 address) whose X-Forwarded-For names the client, for the "
      "per-client bounds (fusion face cache, video job turns); repeatable, at most 8. Others' "
      "X-Forwarded-For is ignored"},
+    {"client-ipv6-prefix", "N", K_INT, 1, 128, 0, AT(client_ipv6_prefix), NULL, NULL, "64",
+     "an IPv6 client is its /N network for the per-client bounds (fusion face cache, video job "
+     "turns), since one host is given a whole /64; 128 = each address"},
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
      "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
      "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},

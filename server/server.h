@@ -85,6 +85,7 @@ typedef struct ag_server_config {
     /* --trusted-proxy: reverse proxies whose X-Forwarded-For names the client */
     char trusted_proxies[AG_SERVER_MAX_PROXIES][AG_CLIENT_BYTES];
     int trusted_proxy_count;
+    int client_ipv6_prefix;    /* --client-ipv6-prefix: an IPv6 client is its /N (64) */
     const char *upscale_model; /* --upscale-model: upscale=2 and 4; "none" = off */
     size_t upscale_max_bytes;  /* --upscale-max-mb: one tile window's memory, per worker */
     size_t max_output_pixels;  /* --max-output-pixels: what a request may ask for */
@@ -815,12 +816,17 @@ int ag_gate_peer(ag_server *s, int mhd_fd, char *out, size_t cap);
 
 /* The client a request comes from (client.c), read on the MHD thread at its headers: the
  * peer's address, or for a peer among --trusted-proxy the rightmost X-Forwarded-For entry
- * that is not itself a trusted proxy, as canonical text; "?" when unknown. */
+ * that is not itself a trusted proxy, as the key ag_client_key makes of it (an IPv6 client's
+ * /--client-ipv6-prefix); "?" when unknown. */
 void ag_request_client(ag_server *s, struct MHD_Connection *conn, int fd,
                        char out[AG_CLIENT_BYTES]);
 /* address.c. Whether `text` (len bytes, blanks around ignored) is an IPv4 or IPv6 address;
  * its canonical form into out when it is. */
 int ag_client_address(const char *text, size_t len, char out[AG_CLIENT_BYTES]);
+/* The per-client key of canonical `address` into out: an IPv4 address as it is, an IPv6 one
+ * as its /prefix_bits network ("2001:db8:1:2::/64"), since one host is given a whole /64 and
+ * would otherwise be as many clients as it likes, as rate limiters key it. */
+void ag_client_key(const char *address, int prefix_bits, char out[AG_CLIENT_BYTES]);
 /* Whether `address` (canonical) is one of c's --trusted-proxy. */
 int ag_trusted_proxy(const ag_server_config *c, const char *address);
 /* *out (a trusted proxy's address) <- the rightmost entry of X-Forwarded-For `xff` that is

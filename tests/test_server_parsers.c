@@ -495,6 +495,48 @@ static int head_body_framing(void) {
 
 /* --trusted-proxy and X-Forwarded-For: only the proxies' own hops are skipped, right to left;
  * a malformed hop leaves the proxy's address. */
+/* #35 item 7: an IPv6 client is its /64 (--client-ipv6-prefix), so the 2^64 addresses one
+ * host is given are one client for the fusion cache and the jobs' turns; IPv4 (also mapped
+ * into IPv6) is each address. */
+static int client_keys(void) {
+    ag_server_config c;
+    char *defaults[] = {"serve", NULL};
+    CHECK(ag_config_parse(&c, 1, defaults, 8) == 0 && c.client_ipv6_prefix == 64);
+    static const struct {
+        const char *address;
+        int bits;
+        const char *want;
+    } cases[] = {
+        {"2001:db8:1:2:aaaa:bbbb:cccc:1", 64, "2001:db8:1:2::/64"},
+        {"2001:db8:1:2::c", 64, "2001:db8:1:2::/64"}, /* the 12th address: the same client */
+        {"2001:db8:1:3::1", 64, "2001:db8:1:3::/64"}, /* the next /64: another */
+        {"2001:db8:1:2:aaaa::1", 56, "2001:db8:1::/56"},
+        {"2001:db8:1:2:aaaa::1", 128, "2001:db8:1:2:aaaa::1"},
+        {"2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", 127,
+         "2001:db8:ffff:ffff:ffff:ffff:ffff:fffe/127"},
+        {"::ffff:203.0.113.7", 64, "::ffff:203.0.113.7"},
+        {"203.0.113.7", 64, "203.0.113.7"},
+        {"?", 64, "?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[AG_CLIENT_BYTES];
+        ag_client_key(cases[i].address, cases[i].bits, out);
+        CHECK_MSG(!strcmp(out, cases[i].want), "'%s' /%d -> '%s', want '%s'", cases[i].address,
+                  cases[i].bits, out, cases[i].want);
+    }
+    char *prefix[] = {"serve", "--client-ipv6-prefix", "48", NULL};
+    CHECK(ag_config_parse(&c, 3, prefix, 8) == 0 && c.client_ipv6_prefix == 48);
+    fflush(stderr);
+    FILE *saved = stderr;
+    stderr = fopen("/dev/null", "w");
+    char *zero[] = {"serve", "--client-ipv6-prefix", "0", NULL};
+    int rc = ag_config_parse(&c, 3, zero, 8);
+    fclose(stderr);
+    stderr = saved;
+    CHECK(rc == -1);
+    return 0;
+}
+
 static int forwarded_clients(void) {
     ag_server_config c;
     char *args[] = {"serve", "--trusted-proxy", "10.0.0.1", "--trusted-proxy", "::1", NULL};
@@ -533,4 +575,5 @@ static int forwarded_clients(void) {
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
           TEST(signatures), TEST(upload_image), TEST(query_options), TEST(fuse_options),
-          TEST(command_line), TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients))
+          TEST(command_line), TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients),
+          TEST(client_keys))
