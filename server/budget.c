@@ -26,7 +26,9 @@
  *               and its style=NAME steps, ag_budget_fuse_style_bytes)
  *             + upscale                     with an upscaler: the tile window
  *                                           (--upscale-max-mb), the upscaled image and
- *                                           the encoder's copy (3 x O x 4)
+ *                                           the encoder's copy (3 x O x 4), + the
+ *                                           network's own result beyond O when its scale
+ *                                           is above the asked one (O x (s/N)^2 x 4)
  *         + (queue + W) x request         admitted requests: upload (max_upload) + encoded
  *                                         response, the largest a request can be answered
  *                                         with: convert's (2 x S^2 x 4 + 1%), O x 4 + 1%
@@ -223,11 +225,16 @@ static void raise_response(ag_budget *b, size_t response) {
     b->request_bytes = add_sat(b->upload_bytes, response);
 }
 
-void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels) {
-    /* A worker: the tile window, the upscaled image and the encoder's working copy of it.
+void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels,
+                           size_t network_pixels) {
+    /* A worker: the tile window, the upscaled image and the encoder's working copy of it;
+     * a network of a larger scale than asked (an x8 file serving upscale=2) first makes its
+     * own result, network_pixels, then resamples it: that image is alive with the asked one.
      * A request: the encoded response, PNG's worst (raw + 1%) of the largest result. */
     size_t image = mul_sat(output_pixels, 4);
-    b->upscale_bytes = add_sat(window_bytes, mul_sat(image, 3));
+    size_t network_extra =
+        network_pixels > output_pixels ? mul_sat(network_pixels - output_pixels, 4) : 0;
+    b->upscale_bytes = add_sat(add_sat(window_bytes, mul_sat(image, 3)), network_extra);
     b->worker_bytes = add_sat(b->worker_bytes, b->upscale_bytes);
     b->total_bytes = add_sat(b->total_bytes, mul_sat((size_t)b->workers, b->upscale_bytes));
     raise_response(b, add_sat(image, image / 100 + 64 * 1024));

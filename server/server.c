@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -484,6 +485,21 @@ static int server_load(ag_server *s) {
     return 0;
 }
 
+/* The largest image an upscale=N request makes before it is resized to N: the output limit at
+ * the network's own scale s, O x (s / N)^2 when s is above N (an x8 file serving upscale=2
+ * makes 16 O), else O. */
+static size_t upscaler_network_pixels(const ag_server *s) {
+    double worst = 1;
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
+        if (!s->upscalers[i])
+            continue;
+        double ratio =
+            (double)ag_model_get_info(s->upscalers[i])->scale / ag_server_upscale_factor(i);
+        worst = ratio * ratio > worst ? ratio * ratio : worst;
+    }
+    return (size_t)ceil((double)s->config.max_output_pixels * worst);
+}
+
 /* The worst-case memory bound: the styles, and per worker the face networks and each
  * restorer's arena and prepared weights at its face size with two crops (the restorers'
  * weights and their bf16 copies, made once before this, are in the measured base). */
@@ -504,7 +520,8 @@ static void budget_compute(ag_server *s) {
     if (s->face_detect) /* POST /api/v1/fuse runs only with the face models (503) */
         ag_budget_add_fuse(&s->budget, ag_budget_fuse_bytes(c), ag_budget_fuse_response_bytes(c));
     if (s->upscalers[0])
-        ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels);
+        ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels,
+                              upscaler_network_pixels(s));
     if (c->fuse_cache_entries)
         ag_budget_add_fuse_cache(&s->budget, ag_fuse_cache_bytes(c->fuse_cache_entries));
 }

@@ -580,9 +580,12 @@ typedef struct ag_budget {
     size_t total_bytes;
 } ag_budget;
 
-/* Add upscaling to a computed budget: per worker the tile window (--upscale-max-mb) and the
- * largest upscaled image, per admitted request its encoded response. */
-void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels);
+/* Add upscaling to a computed budget: per worker the tile window (--upscale-max-mb), the
+ * largest upscaled image (output_pixels) and the network's own result before it is resized
+ * (network_pixels, larger when its scale is above the asked one), per admitted request its
+ * encoded response. */
+void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels,
+                           size_t network_pixels);
 /* Add the fusion face cache's table (ag_fuse_cache_bytes) to the cache term. */
 void ag_budget_add_fuse_cache(ag_budget *b, size_t bytes);
 /* Add one worker's face work (ag_budget_face_bytes) to a computed budget. */

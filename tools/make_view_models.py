@@ -7,7 +7,9 @@ refused the shape. Now shapes are checked first and views gathered only after.
 
 writes expanded_conv.pth: an SRVGGNetCompact x2 of 64 features whose body.2 conv weight is
 (64, 400000, 3, 3) (921.6 MB as float32) expanded from one float, and unused.pth: a valid
-x2 network plus an unused 921.6 MB expanded tensor. Needs Debian's python3-torch."""
+x2 network plus an unused 921.6 MB expanded tensor; and for the memory bound of an upscaler
+whose own scale is above the asked one (item 4), srvgg_x8.pth and srvgg_x2.pth: tiny
+SRVGGNetCompacts (8 features, one conv) of those scales. Needs Debian's python3-torch."""
 import os
 import sys
 
@@ -15,6 +17,19 @@ import torch
 
 F = 64
 HUGE = 400000
+
+
+def tiny(scale):
+    g = torch.Generator().manual_seed(8)
+
+    def rand(*shape):
+        return (torch.rand(*shape, generator=g) - 0.5) * 0.2
+
+    return {"params": {"body.0.weight": rand(8, 3, 3, 3), "body.0.bias": rand(8),
+                       "body.1.weight": torch.full((8,), 0.1), "body.2.weight": rand(8, 8, 3, 3),
+                       "body.2.bias": rand(8), "body.3.weight": torch.full((8,), 0.1),
+                       "body.4.weight": rand(3 * scale * scale, 8, 3, 3),
+                       "body.4.bias": rand(3 * scale * scale)}}
 
 
 def compact(extra=None, body2=None):
@@ -39,3 +54,5 @@ if __name__ == "__main__":
                os.path.join(out, "expanded_conv.pth"))
     torch.save(compact(extra=torch.full((1,), 0.01).expand(F, HUGE, 3, 3)),
                os.path.join(out, "unused.pth"))
+    for scale in (2, 8):
+        torch.save(tiny(scale), os.path.join(out, "srvgg_x%d.pth" % scale))

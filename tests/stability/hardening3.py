@@ -8,6 +8,7 @@ the real server on loopback (tests/server/driver.py). Prints "PASS name" / "FAIL
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -110,6 +111,58 @@ def fuse_options_are_parsed_as_convert_options():
         check(status == 400 and b"given twice" in body, "convert: %d %r" % (status, body[:200]))
     finally:
         stop_clean(s)
+
+
+# ---- 4. an upscaler's own scale in the bound ---------------------------------------------
+
+
+def bound_terms(s):
+    """The start-up line's total and upscale term, MiB."""
+    line = next(l for l in s.lines if "memory bound" in l)
+    total = float(re.search(r"memory bound ([0-9.]+) MiB", line).group(1))
+    upscale = float(re.search(r"upscale ([0-9.]+)", line).group(1))
+    return total, upscale
+
+
+def vm_hwm_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+@test
+def upscaler_scale_above_the_asked_one_is_in_the_bound():
+    """An x8 Real-ESRGAN file serving upscale=2 makes its x8 result (16 times the asked
+    output) before resizing it: the bound counted only the asked size (a red team's peak 1453
+    MiB against a printed 1247). Now the upscale term holds O x (8/2)^2 x 4 bytes: exactly 15
+    O x 4 more than an x2 file's, and a request at O peaks under the printed bound."""
+    o = 1 << 20
+    common = ("--workers", "1", "--threads", "2", "--model", "hayao", "--max-output-pixels",
+              str(o), "--upscale-max-mb", "16")
+    s2 = Server(*common, "--upscale-model", os.path.join(VIEWS, "srvgg_x2.pth"))
+    try:
+        total2, up2 = bound_terms(s2)
+    finally:
+        stop_clean(s2)
+    s8 = Server(*common, "--upscale-model", os.path.join(VIEWS, "srvgg_x8.pth"))
+    try:
+        total8, up8 = bound_terms(s8)
+        extra = 15 * o * 4 / (1 << 20)
+        print("  upscale term x2 %.1f MiB, x8 %.1f MiB (+%.1f: 15 O x 4 = %.1f); bound %.1f -> "
+              "%.1f MiB" % (up2, up8, up8 - up2, extra, total2, total8))
+        check(abs((up8 - up2) - extra) < 0.2, "x8 adds %.1f MiB, wanted %.1f" % (up8 - up2, extra))
+        with open(os.path.join(DATA, "astronaut.png"), "rb") as f:
+            status, _, body = s8.request("POST", "/api/v1/upscale?upscale=2", f.read(),
+                                         {"Content-Type": "image/png"})
+        check(status == 200 and driver.png_size(body) == (1024, 1024), "upscale: %d" % status)
+        peak = vm_hwm_mib(s8.pid)
+        print("  peak RSS %.0f MiB after a 512 -> 1024 upscale=2 through x8 (bound %.0f)" %
+              (peak, total8))
+        check(peak < total8, "peak %.0f MiB over the bound %.0f" % (peak, total8))
+    finally:
+        stop_clean(s8)
 
 
 def main():
