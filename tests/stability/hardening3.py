@@ -165,6 +165,55 @@ def upscaler_scale_above_the_asked_one_is_in_the_bound():
         stop_clean(s8)
 
 
+# ---- 9. one log line per request, and no delay from the gate's socket pairs --------------
+
+
+def healthz_ms(port, n):
+    """Median and worst wall time of n GET /healthz, each on a new connection."""
+    import http.client
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/healthz")
+        r = c.getresponse()
+        r.read()
+        c.close()
+        check(r.status == 200, "healthz %d" % r.status)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return times[len(times) // 2], times[-1]
+
+
+@test
+def one_log_line_per_request_and_no_push_delay():
+    """Every response logged three libmicrohttpd warnings (TCP_NODELAY, TCP_CORK, "Failed to
+    push the data ... 200ms - 5 sec") about the gate's AF_UNIX socket pairs. A local socket
+    has no Nagle delay: the public port (through the gate) answers as fast as the admin port
+    (MHD's own TCP socket); and each request is one log line."""
+    s = Server("--workers", "1", "--threads", "1", "--admin-port", "0")
+    try:
+        line = [l for l in s.lines if "admin listener" in l]
+        check(line, "no admin listener line")
+        admin = int(re.search(r"port (\d+)", line[0]).group(1))
+        n = 60
+        before = len(s.lines)
+        gate_p50, gate_max = healthz_ms(s.port, n)
+        time.sleep(0.3)
+        lines = s.lines[before:]
+        admin_p50, admin_max = healthz_ms(admin, n)
+        print("  GET /healthz x %d: through the gate median %.2f ms (worst %.1f), admin port "
+              "%.2f ms (worst %.1f); %d log lines" % (n, gate_p50, gate_max, admin_p50,
+                                                      admin_max, len(lines)))
+        noise = [l for l in lines if "libmicrohttpd" in l]
+        check(not noise, "MHD warnings: %r" % noise[:3])
+        check(len(lines) == n, "%d log lines for %d requests" % (len(lines), n))
+        check(gate_p50 < admin_p50 + 20 and gate_p50 < 100, "the gate adds %.1f ms" %
+              (gate_p50 - admin_p50))
+    finally:
+        stop_clean(s)
+
+
 def main():
     want = sys.argv[1] if len(sys.argv) > 1 else None
     if not os.access(BIN, os.X_OK):
