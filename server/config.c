@@ -38,6 +38,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->queue_timeout_s = 30;
     c->max_upload_bytes = (size_t)10 << 20;
     c->max_pixels = (size_t)4096 * 4096; /* 16.7 M */
+    c->fuse_max_pixels = c->max_pixels;
     c->max_side = 1024;
     c->portrait_size = 512;
     c->cache_bytes = 0;
@@ -150,8 +151,14 @@ static const opt_def options[] = {
      "downscale (Lanczos) so the long side is at most N"},
     {"max-memory-mb", "N", K_SCALED, 0, 16 << 20, 1 << 20, AT(max_memory_bytes), NULL, NULL,
      "the RAM",
-     "refuse to start when the worst-case memory bound (printed at start-up) is "
-     "above this; 0 = the machine's RAM, or the cgroup's memory.max when lower"},
+     "the memory the worst-case bound (printed at start-up) is held against: the settings "
+     "not given (queue, max-pixels, fuse-max-pixels, upscale-max-mb, max-output-pixels) are "
+     "derived to fit it, and the service refuses to start when the given ones cannot; 0 = the "
+     "cgroup's memory limit, else the machine's RAM"},
+    {"fuse-max-pixels", "N", K_PIXELS, 4096, 1e9, 0, AT(fuse_max_pixels), NULL, NULL,
+     "16.7M, less on a small host",
+     "largest source or target image of POST /api/v1/fuse, width x height (K/M suffixes), at "
+     "most --max-pixels; 413 before decoding. A fusion's memory grows with it"},
     {"cache-mb", "N", K_SCALED, 0, 65536, 1 << 20, AT(cache_bytes), NULL, NULL, "0",
      "LRU cache of results in MiB, bounded in bytes; 0 = off"},
     {"fuse-cache-entries", "N", K_INT, 0, 65536, 0, AT(fuse_cache_entries), NULL, NULL, "256",
@@ -214,6 +221,14 @@ static const opt_def options[] = {
 };
 
 enum { OPTION_COUNT = sizeof options / sizeof options[0] };
+_Static_assert(OPTION_COUNT <= 64, "ag_server_config.given holds one bit per option");
+
+int ag_config_given(const ag_server_config *c, const char *name) {
+    for (int i = 0; i < OPTION_COUNT; i++)
+        if (!strcmp(options[i].name, name))
+            return (c->given >> i) & 1;
+    return 0;
+}
 
 _Static_assert(sizeof(ag_backend) == sizeof(int) && sizeof(ag_precision) == sizeof(int) &&
                    sizeof(ag_resize_mode) == sizeof(int) && sizeof(ag_log_format) == sizeof(int),
@@ -452,6 +467,7 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
         const opt_def *o = &options[opt - OPT_TABLE];
         if (apply(c, o, optarg) != 0)
             return -1;
+        c->given |= (uint64_t)1 << (opt - OPT_TABLE);
         if (!strcmp(o->name, "threads")) {
             /* 0 keeps the default: every core. */
             threads_given = c->threads > 0;

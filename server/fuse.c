@@ -105,7 +105,8 @@ static int check_header(ag_server *s, ag_request *r, const uint8_t *data, size_t
         ag_job_fail(s, r, 422, "undecodable_image", msg);
         return -1;
     }
-    if (w > 0 && h > 0 && (w < 64 || h < 64)) { /* so no side is over max_pixels / 64 (budget.c) */
+    if (w > 0 && h > 0 &&
+        (w < 64 || h < 64)) { /* so no side is over fuse_max_pixels / 64 (budget.c) */
         snprintf(msg, sizeof msg,
                  "the %s image is %dx%d: a fusion needs a face of at least 64 px, so an image "
                  "of at least 64 px a side",
@@ -113,10 +114,12 @@ static int check_header(ag_server *s, ag_request *r, const uint8_t *data, size_t
         ag_job_fail(s, r, 422, "bad_face", msg);
         return -1;
     }
-    if (w <= 0 || h <= 0 || (size_t)w * (size_t)h > s->config.max_pixels) {
+    size_t limit = ag_fuse_max_pixels(&s->config);
+    if (w <= 0 || h <= 0 || (size_t)w * (size_t)h > limit) {
         snprintf(msg, sizeof msg,
-                 "the %s image is %dx%d = %.1f megapixels; the limit is %.1f (--max-pixels)", which,
-                 w, h, (double)w * h / 1e6, (double)s->config.max_pixels / 1e6);
+                 "the %s image is %dx%d = %.1f megapixels; a fusion's limit is %.1f "
+                 "(--fuse-max-pixels)",
+                 which, w, h, (double)w * h / 1e6, (double)limit / 1e6);
         ag_job_fail(s, r, 413, "too_many_pixels", msg);
         return -1;
     }
@@ -126,7 +129,7 @@ static int check_header(ag_server *s, ag_request *r, const uint8_t *data, size_t
 static int decode(ag_server *s, ag_request *r, const uint8_t *data, size_t size, const char *which,
                   ag_image *out) {
     ag_error err = {0};
-    ag_decode_options d = {.max_pixels = s->config.max_pixels};
+    ag_decode_options d = {.max_pixels = ag_fuse_max_pixels(&s->config)};
     if (ag_image_decode(data, size, which, &d, out, &err) == 0)
         return 0;
     char msg[AG_ERROR_MESSAGE_BYTES + 64];
@@ -251,11 +254,12 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
     r->in_width = tgt.width, r->in_height = tgt.height;
     int longest = tgt.width > tgt.height ? tgt.width : tgt.height, side = o->fusion.size;
     double k = side ? (double)side / longest : 1.0;
-    /* the resized target's size as ag_face_fuse rounds it: within --max-pixels (budget.c) */
+    /* the resized target's size as ag_face_fuse rounds it: within --fuse-max-pixels
+     * (budget.c) */
     if (fmax(1, round(tgt.width * k)) * fmax(1, round(tgt.height * k)) >
-        (double)s->config.max_pixels) {
+        (double)ag_fuse_max_pixels(&s->config)) {
         ag_job_fail(s, r, 413, "too_many_pixels",
-                    "size: the output would be over the --max-pixels limit");
+                    "size: the output would be over the --fuse-max-pixels limit");
         goto done;
     }
     if (ag_request_client_gone(r)) {

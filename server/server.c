@@ -314,35 +314,20 @@ static int fd_limit_check(const ag_server_config *c, ag_log_format lf) {
     return 0;
 }
 
-/* The memory the bound is held against: --max-memory-mb, else the RAM, or the cgroup's
- * memory.max when lower (a container's limit). */
-static size_t memory_limit(const ag_server_config *c) {
-    if (c->max_memory_bytes)
-        return c->max_memory_bytes;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
-    FILE *f = fopen("/sys/fs/cgroup/memory.max", "re");
-    unsigned long long cg;
-    if (f && fscanf(f, "%llu", &cg) == 1 && cg < limit)
-        limit = (size_t)cg;
-    if (f)
-        fclose(f);
-    return limit;
-}
-
 /* A bound above the memory there is can never be kept: refuse it with the formula (a model
- * whose arena is absurd, or settings too large for the machine). */
+ * whose arena is absurd, or settings too large for the machine), naming the settings given
+ * that the defaults would otherwise have lowered. */
 static int memory_bound_check(const ag_server *s, const char *formula) {
-    size_t limit = memory_limit(&s->config);
+    char why[600], given[200];
+    size_t limit = ag_memory_limit(&s->config, why, sizeof why);
     if (s->budget.total_bytes <= limit)
         return 0;
+    ag_defaults_given(&s->config, given, sizeof given);
     fprintf(stderr,
-            "animegan: the memory bound is above the %.1f MiB %s: %s; lower --max-side, "
-            "--workers, --queue or --max-upload-mb (with the face models, --max-pixels: a "
-            "fusion's terms grow with it), serve fewer or smaller models, or raise "
-            "--max-memory-mb\n",
-            (double)limit / (1 << 20),
-            s->config.max_memory_bytes ? "of --max-memory-mb" : "this machine has", formula);
+            "animegan: the memory bound is above the %.1f MiB of %s: %s; %s%s%sserve fewer or "
+            "smaller models, lower --workers, or raise --max-memory-mb\n",
+            (double)limit / (1 << 20), why, formula, given[0] ? "lower what was given (" : "",
+            given, given[0] ? ") or leave it to the defaults, " : "");
     return -1;
 }
 
@@ -526,11 +511,34 @@ static void budget_compute(ag_server *s) {
         ag_budget_add_fuse_cache(&s->budget, ag_fuse_cache_bytes(c->fuse_cache_entries));
 }
 
+/* The settings not given, from the first level of defaults.c whose bound fits 90% of the
+ * memory limit (the rest is for what the workers' start adds to the measured base); logged
+ * with the limit and where it came from. */
+static int fit_defaults(ag_server *s) {
+    char why[600], chosen[300];
+    size_t limit = ag_memory_limit(&s->config, why, sizeof why);
+    int n = ag_defaults_levels(), level = 0;
+    for (; level < n; level++) {
+        ag_defaults_apply(&s->config, level);
+        budget_compute(s);
+        if (s->budget.total_bytes <= limit / 10 * 9)
+            break;
+    }
+    level = level < n ? level : n - 1;
+    ag_defaults_describe(&s->config, chosen, sizeof chosen);
+    ag_log_event(s->config.log_format, "info",
+                 "settings for %.0f MiB (%s): level %d of %d (0 = 8 GiB and up): %s",
+                 (double)limit / (1 << 20), why, level, n - 1, chosen);
+    return 0;
+}
+
 /* The queue, the cache, the workers, the jobs, the memory bound (checked) and HTTP. */
 static int server_start(ag_server *s) {
     const ag_server_config *c = &s->config;
     ag_log_format lf = c->log_format;
     ag_error err = {0};
+    if (fit_defaults(s) != 0)
+        return -1;
     s->admit_limit = c->queue + c->workers;
     /* One more slot with jobs on: the runner's frame in flight (jobs_runner.c). */
     if (ag_queue_init(&s->queue, s->admit_limit + (c->jobs.dir ? 1 : 0)) != 0) {

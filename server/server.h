@@ -103,6 +103,8 @@ typedef struct ag_server_config {
     int portrait_size;       /* face2paint crop size */
     size_t cache_bytes;      /* LRU result cache; 0 = off */
     size_t max_memory_bytes; /* refuse a memory bound above this; 0 = RAM or memory.max */
+    size_t fuse_max_pixels;  /* --fuse-max-pixels: a fusion's images (at most max_pixels) */
+    uint64_t given;          /* bit i: options[i] of config.c was on the command line */
     int max_connections;
     int timeout_s;                  /* idle connection timeout; also the whole upload's deadline */
     size_t min_upload_rate;         /* bytes/s an upload must average after its grace; 0 off */
@@ -131,6 +133,27 @@ void ag_config_defaults(ag_server_config *config, int cpu_count);
  * 1 when --help was printed, -1 on a usage error (message printed, with the help hint).
  */
 int ag_config_parse(ag_server_config *config, int argc, char **argv, int cpu_count);
+/* Whether --name was on the command line (a default may be derived only when it was not). */
+int ag_config_given(const ag_server_config *config, const char *name);
+/* The pixel limit of a fusion's images: --fuse-max-pixels, at most --max-pixels. */
+static inline size_t ag_fuse_max_pixels(const ag_server_config *c) {
+    return c->fuse_max_pixels < c->max_pixels ? c->fuse_max_pixels : c->max_pixels;
+}
+
+/* ---- defaults for the memory there is (defaults.c) ---- */
+/* The memory the bound is held against: --max-memory-mb, else the cgroup's limit (v2
+ * memory.max or v1 memory.limit_in_bytes of this process's own cgroup, from
+ * /proc/self/cgroup) when below the RAM, else the RAM; `why` names which. */
+size_t ag_memory_limit(const ag_server_config *c, char *why, size_t why_cap);
+/* Levels of the derived defaults, from the largest (0: 8 GiB hosts and up) down. */
+int ag_defaults_levels(void);
+/* Set level `level` of the settings derived from memory (queue, max-pixels,
+ * fuse-max-pixels, upscale-max-mb, max-output-pixels), each only when not given. */
+void ag_defaults_apply(ag_server_config *c, int level);
+/* "queue 4, max-pixels 8.4M, ..." of the derived settings now in c (given ones marked). */
+void ag_defaults_describe(const ag_server_config *c, char *buf, size_t cap);
+/* The given settings among the derived ones ("--queue 16, --max-pixels 16.7M"), or "". */
+void ag_defaults_given(const ag_server_config *c, char *buf, size_t cap);
 void ag_config_usage(void);
 
 /* ---- per-request options (options.c) --------------------------------------------------- */

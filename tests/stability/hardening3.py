@@ -214,6 +214,61 @@ def one_log_line_per_request_and_no_push_delay():
         stop_clean(s)
 
 
+# ---- 8. the service fits the host it starts on --------------------------------------------
+
+
+FACES = "/work/shared/testdata/faces"
+
+
+def burst(s):
+    """Every bundled style at once plus a fusion and an upscale: as much as the queue takes."""
+    photo = CHELSEA
+    faces = [os.path.join(FACES, n) for n in ("obama.jpg", "biden.jpg")]
+    if not all(os.path.exists(f) for f in faces):
+        faces = [os.path.join(DATA, "astronaut.png")] * 2
+    src, tgt = (open(f, "rb").read() for f in faces)
+    body, ctype = driver.multipart([("source", "s.jpg", "image/jpeg", src),
+                                    ("target", "t.jpg", "image/jpeg", tgt)])
+    jobs = [("/api/v1/convert?model=" + m, photo, "image/png")
+            for m in ("hayao", "hayao-v3", "shinkai-v3", "cute-v3")]
+    jobs += [("/api/v1/fuse", body, ctype), ("/api/v1/upscale?upscale=2", photo, "image/png")]
+
+    def one(path, payload, ct):
+        return s.request("POST", path, payload, {"Content-Type": ct}, timeout=300)[0]
+    return driver.in_threads(one, jobs)
+
+
+@test
+def small_hosts_get_defaults_that_fit():
+    """animegan serve printed a bound of about 3.3 GiB with defaults and refused to start at
+    --max-memory-mb 1024 and 2048. The settings not given are now derived from the memory
+    (here --max-memory-mb; else the cgroup's limit, else the RAM) and printed; a burst of
+    every style, a fusion and an upscale peaks under the bound, and the bound under the
+    memory. A given setting that cannot fit is refused by name."""
+    for mib in (1024, 2048):
+        s = Server("--workers", "1", "--threads", "2", "--max-memory-mb", str(mib))
+        try:
+            chosen = [l for l in s.lines if "settings for %d MiB (--max-memory-mb)" % mib in l]
+            check(chosen, "no settings line")
+            total, _ = bound_terms(s)
+            statuses = burst(s)
+            peak = vm_hwm_mib(s.pid)
+            print("  %d MiB: bound %.1f MiB, burst %s peaks at %.0f MiB; %s" % (
+                mib, total, statuses, peak, chosen[0].split("msg=")[1][:200]))
+            check(total < mib, "bound %.1f MiB over %d" % (total, mib))
+            check(all(st in (200, 422, 503) for st in statuses) and statuses.count(200) >= 2,
+                  "burst statuses %r" % statuses)
+            check(peak < total, "peak RSS %.0f MiB over the bound %.1f" % (peak, total))
+        finally:
+            stop_clean(s)
+    p = subprocess.run([BIN, "serve", "--port", "0", "--max-memory-mb", "1024", "--queue", "16",
+                        "--max-pixels", "16.7M"], capture_output=True, text=True, timeout=120,
+                       env=ENV)
+    err = p.stderr.strip().splitlines()[-1]
+    check(p.returncode == 1 and "lower what was given (--queue, --max-pixels)" in err,
+          "exit %d: %r" % (p.returncode, err))
+
+
 def main():
     want = sys.argv[1] if len(sys.argv) > 1 else None
     if not os.access(BIN, os.X_OK):
