@@ -127,10 +127,12 @@ static const opt_def options[] = {
      "a bundled family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a Real-ESRGAN .pth "
      "(its own scale, resized with Lanczos to the asked one); loaded once at start-up; none = "
      "off"},
-    {"upscale-max-mb", "N", K_SCALED, 16, 65536, 1 << 20, AT(upscale_max_bytes), NULL, NULL, "128",
+    {"upscale-max-mb", "N", K_SCALED, 16, 65536, 1 << 20, AT(upscale_max_bytes), NULL, NULL,
+     "128, less on a small host",
      "memory of one upscaling tile window per worker (arena and buffers) in MiB: images are "
      "upscaled tile by tile, so this bounds upscaling whatever the image size"},
-    {"max-output-pixels", "N", K_PIXELS, 64, 1e10, 0, AT(max_output_pixels), NULL, NULL, "4.2M",
+    {"max-output-pixels", "N", K_PIXELS, 64, 1e10, 0, AT(max_output_pixels), NULL, NULL,
+     "4.2M, less on a small host",
      "largest upscaled result a request (or a video job's frame) may ask for, width x height "
      "after max_side, side_by_side and upscale (K/M suffixes); 413 before any work"},
     {"workers", "N", K_INT, 1, 256, 0, AT(workers), NULL, NULL, "1",
@@ -138,13 +140,14 @@ static const opt_def options[] = {
     {"threads", "N", K_INT, 0, 4096, 0, AT(threads), NULL, NULL, "every core",
      "compute threads in all, split between the workers (W x threads per worker <= N); 0 = every "
      "core"},
-    {"queue", "N", K_INT, 0, 4096, 0, AT(queue), NULL, NULL, "16",
+    {"queue", "N", K_INT, 0, 4096, 0, AT(queue), NULL, NULL, "16, less on a small host",
      "convert requests admitted beyond the ones running; more get 503"},
     {"queue-timeout", "S", K_SECONDS, 0.001, 3600, 0, AT(queue_timeout_s), NULL, NULL, "30",
      "longest wait in the queue before 504"},
     {"max-upload-mb", "N", K_SCALED, 1, 1024, 1 << 20, AT(max_upload_bytes), NULL, NULL, "10",
      "largest request body in MiB; refused with 413 before it is read"},
-    {"max-pixels", "N", K_PIXELS, 64, 1e9, 0, AT(max_pixels), NULL, NULL, "16.7M",
+    {"max-pixels", "N", K_PIXELS, 64, 1e9, 0, AT(max_pixels), NULL, NULL,
+     "16.7M, less on a small host",
      "largest image, width x height from its header (K/M suffixes); 413 before decoding, as is "
      "an image whose decoder would hold more than N x 4 bytes"},
     {"max-side", "N", K_INT, AG_MIN_SIDE, 8192, 0, AT(max_side), NULL, NULL, "1024",

@@ -8,6 +8,7 @@
 
 #include "../server/address.c"
 #include "../server/config.c"
+#include "../server/defaults.c"
 #include "../server/head.c"
 #include "../server/jobs_config.c"
 #include "../server/multipart.c"
@@ -15,6 +16,8 @@
 #include "../server/upload.c"
 
 #include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define BND "XyZ123"
 
@@ -537,6 +540,51 @@ static int client_keys(void) {
     return 0;
 }
 
+/* #35 item 8: the settings not given come from the memory level; a cgroup's limit is the
+ * lowest of its own and its ancestors' files, "max" (v2) meaning none. */
+static int memory_defaults(void) {
+    ag_server_config c;
+    char *args[] = {"serve", "--queue", "16", NULL};
+    CHECK(ag_config_parse(&c, 3, args, 8) == 0);
+    CHECK(ag_config_given(&c, "queue") && !ag_config_given(&c, "max-pixels"));
+    ag_defaults_apply(&c, ag_defaults_levels() - 1);
+    CHECK(c.queue == 16 && c.max_pixels < (size_t)4096 * 4096);
+    CHECK(ag_fuse_max_pixels(&c) <= c.max_pixels && c.upscale_max_bytes == (size_t)32 << 20);
+    char text[300];
+    ag_defaults_given(&c, text, sizeof text);
+    CHECK(!strcmp(text, "--queue"));
+    ag_defaults_describe(&c, text, sizeof text);
+    CHECK(strstr(text, "queue 16 (given), max-pixels 3.0M,") != NULL);
+    /* a cgroup tree: /a has 1 GiB, /a/b "max", /a/b/c 2 GiB -> 1 GiB, from /a */
+    char root[] = "/tmp/animegan-cgroup-XXXXXX", path[600], where[512];
+    CHECK(mkdtemp(root) != NULL);
+    const char *files[][2] = {
+        {"/a", "1073741824\n"}, {"/a/b", "max\n"}, {"/a/b/c", "2147483648\n"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s%s", root, files[i][0]);
+        CHECK(mkdir(path, 0700) == 0);
+        snprintf(path, sizeof path, "%s%s/memory.max", root, files[i][0]);
+        FILE *f = fopen(path, "w");
+        CHECK(f && fputs(files[i][1], f) >= 0 && fclose(f) == 0);
+    }
+    CHECK(cgroup_limit(root, "/a/b/c", "memory.max", where, sizeof where) == (size_t)1 << 30);
+    CHECK(strstr(where, "/a/memory.max") && !strstr(where, "/b/"));
+    CHECK(cgroup_limit(root, "/none", "memory.max", where, sizeof where) == 0);
+    for (int i = 2; i >= 0; i--) {
+        snprintf(path, sizeof path, "%s%s/memory.max", root, files[i][0]);
+        unlink(path);
+        snprintf(path, sizeof path, "%s%s", root, files[i][0]);
+        rmdir(path);
+    }
+    rmdir(root);
+    size_t limit = ag_memory_limit(&c, text, sizeof text);
+    CHECK(limit > 0 && (strstr(text, "RAM") || strstr(text, "cgroup")));
+    c.max_memory_bytes = (size_t)1 << 30;
+    CHECK(ag_memory_limit(&c, text, sizeof text) == (size_t)1 << 30 &&
+          !strcmp(text, "--max-memory-mb"));
+    return 0;
+}
+
 static int forwarded_clients(void) {
     ag_server_config c;
     char *args[] = {"serve", "--trusted-proxy", "10.0.0.1", "--trusted-proxy", "::1", NULL};
@@ -576,4 +624,4 @@ TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipa
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
           TEST(signatures), TEST(upload_image), TEST(query_options), TEST(fuse_options),
           TEST(command_line), TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients),
-          TEST(client_keys))
+          TEST(client_keys), TEST(memory_defaults))
