@@ -22,16 +22,19 @@
  *                                           (side by side: 2 x S^2 x 4)
  *             + encode                      encoder working copy (2 x S^2 x 4)
  *               (or, with the face models, a fusion when larger: ag_budget_fuse_bytes,
- *               the "fusion" term, its inputs, output and work buffers at --max-pixels,
+ *               the "fusion" term, its inputs, output and work buffers at
+ *               --fuse-max-pixels (at most --max-pixels),
  *               and its style=NAME steps, ag_budget_fuse_style_bytes)
  *             + upscale                     with an upscaler: the tile window
  *                                           (--upscale-max-mb), the upscaled image and
- *                                           the encoder's copy (3 x O x 4)
+ *                                           the encoder's copy (3 x O x 4), + the
+ *                                           network's own result beyond O when its scale
+ *                                           is above the asked one (O x (s/N)^2 x 4)
  *         + (queue + W) x request         admitted requests: upload (max_upload) + encoded
  *                                         response, the largest a request can be answered
  *                                         with: convert's (2 x S^2 x 4 + 1%), O x 4 + 1%
  *                                         with an upscaler, and with the face models a
- *                                         fusion's (max_pixels x 4 + 1%: the fused image
+ *                                         fusion's (fuse_max_pixels x 4 + 1%: the fused image
  *                                         has the target's size, ag_budget_fuse_response_
  *                                         bytes) + bookkeeping
  *         + connections x pool            MHD per-connection memory + a small response
@@ -147,7 +150,7 @@ void ag_budget_format(const ag_budget *b, char *buf, size_t cap) {
 
 size_t ag_budget_fuse_style_bytes(const ag_server_config *c) {
     size_t side = (size_t)(c->max_side > c->portrait_size ? c->max_side : c->portrait_size);
-    size_t px = side * side, image = mul_sat(c->max_pixels, 4); /* 8-bit, up to 4 bands */
+    size_t px = side * side, image = mul_sat(ag_fuse_max_pixels(c), 4); /* 8-bit, up to 4 bands */
     /* After fusing (source and target freed): the fused image and its copy at --max-side;
      * then that copy, the engine's float tensors in and out and its 8-bit result; then the
      * result and the encoder's copy. anime_template stylises the source first while the
@@ -165,7 +168,7 @@ size_t ag_budget_fuse_style_bytes(const ag_server_config *c) {
 }
 
 size_t ag_budget_fuse_bytes(const ag_server_config *c) {
-    size_t px = c->max_pixels, image = mul_sat(px, 4); /* 8-bit, up to 4 bands */
+    size_t px = ag_fuse_max_pixels(c), image = mul_sat(px, 4); /* 8-bit, up to 4 bands */
     /* Every image of a fusion has a short side of at least 64 px (server/fuse.c refuses a
      * smaller one: no face of 64 px fits), so a side of at most max_pixels / 64; the
      * resized target (size=N) has a long side of at most 4096. */
@@ -223,11 +226,16 @@ static void raise_response(ag_budget *b, size_t response) {
     b->request_bytes = add_sat(b->upload_bytes, response);
 }
 
-void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels) {
-    /* A worker: the tile window, the upscaled image and the encoder's working copy of it.
+void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels,
+                           size_t network_pixels) {
+    /* A worker: the tile window, the upscaled image and the encoder's working copy of it;
+     * a network of a larger scale than asked (an x8 file serving upscale=2) first makes its
+     * own result, network_pixels, then resamples it: that image is alive with the asked one.
      * A request: the encoded response, PNG's worst (raw + 1%) of the largest result. */
     size_t image = mul_sat(output_pixels, 4);
-    b->upscale_bytes = add_sat(window_bytes, mul_sat(image, 3));
+    size_t network_extra =
+        network_pixels > output_pixels ? mul_sat(network_pixels - output_pixels, 4) : 0;
+    b->upscale_bytes = add_sat(add_sat(window_bytes, mul_sat(image, 3)), network_extra);
     b->worker_bytes = add_sat(b->worker_bytes, b->upscale_bytes);
     b->total_bytes = add_sat(b->total_bytes, mul_sat((size_t)b->workers, b->upscale_bytes));
     raise_response(b, add_sat(image, image / 100 + 64 * 1024));
@@ -246,7 +254,7 @@ size_t ag_budget_fuse_response_bytes(const ag_server_config *c) {
      * and IDAT chunks (12 bytes per 8 KiB, 0.15%): under 1% when every row is at least 64
      * px (fuse.c refuses a smaller side; a filter byte per 192 bytes is 0.52%), and a
      * resized image narrower than that has at most 4096 rows, in the 64 KiB. */
-    size_t image = mul_sat(c->max_pixels, 4);
+    size_t image = mul_sat(ag_fuse_max_pixels(c), 4);
     return add_sat(image, image / 100 + 64 * 1024);
 }
 

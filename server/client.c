@@ -4,7 +4,8 @@
  * for the peers named by --trusted-proxy the client is what they appended to
  * X-Forwarded-For: its rightmost entry that is not itself a trusted proxy (entries further
  * left were written by the client and prove nothing). Anyone else's X-Forwarded-For is
- * ignored, so a client cannot pick its own identity.
+ * ignored, so a client cannot pick its own identity. An IPv6 client is its /64 (the prefix
+ * --client-ipv6-prefix), as one host is given a whole /64 of addresses.
  */
 #include "server.h"
 
@@ -30,10 +31,13 @@ void ag_request_client(ag_server *s, struct MHD_Connection *conn, int fd,
     char peer[AG_CLIENT_BYTES];
     if (ag_gate_peer(s, fd, peer, sizeof peer) != 0 || !ag_client_address(peer, strlen(peer), out))
         snprintf(out, AG_CLIENT_BYTES, "?");
-    if (!ag_trusted_proxy(&s->config, out))
-        return;
-    last_header h = {NULL};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, keep_forwarded, &h);
-    if (h.value)
-        ag_forwarded_client(&s->config, h.value, out);
+    if (ag_trusted_proxy(&s->config, out)) {
+        last_header h = {NULL};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, keep_forwarded, &h);
+        if (h.value)
+            ag_forwarded_client(&s->config, h.value, out);
+    }
+    char address[AG_CLIENT_BYTES];
+    memcpy(address, out, AG_CLIENT_BYTES);
+    ag_client_key(address, s->config.client_ipv6_prefix, out);
 }

@@ -38,6 +38,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->queue_timeout_s = 30;
     c->max_upload_bytes = (size_t)10 << 20;
     c->max_pixels = (size_t)4096 * 4096; /* 16.7 M */
+    c->fuse_max_pixels = c->max_pixels;
     c->max_side = 1024;
     c->portrait_size = 512;
     c->cache_bytes = 0;
@@ -47,6 +48,7 @@ void ag_config_defaults(ag_server_config *c, int cpu_count) {
     c->drain_s = 30;
     c->http_nice = 10;
     c->stuck_s = 600;
+    c->client_ipv6_prefix = 64;
     /* MHD's default. MHD mmaps a pool larger than 32 KiB for every connection and munmaps it
      * at close, and each munmap flushes the TLB of every core running a server thread: under
      * a flood of refused clients that interrupted inference thousands of times a second. At
@@ -113,6 +115,9 @@ static const opt_def options[] = {
      "a reverse proxy (IPv4 or IPv6 address) whose X-Forwarded-For names the client, for the "
      "per-client bounds (fusion face cache, video job turns); repeatable, at most 8. Others' "
      "X-Forwarded-For is ignored"},
+    {"client-ipv6-prefix", "N", K_INT, 1, 128, 0, AT(client_ipv6_prefix), NULL, NULL, "64",
+     "an IPv6 client is its /N network for the per-client bounds (fusion face cache, video job "
+     "turns), since one host is given a whole /64; 128 = each address"},
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
      "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
      "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
@@ -122,10 +127,12 @@ static const opt_def options[] = {
      "a bundled family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a Real-ESRGAN .pth "
      "(its own scale, resized with Lanczos to the asked one); loaded once at start-up; none = "
      "off"},
-    {"upscale-max-mb", "N", K_SCALED, 16, 65536, 1 << 20, AT(upscale_max_bytes), NULL, NULL, "128",
+    {"upscale-max-mb", "N", K_SCALED, 16, 65536, 1 << 20, AT(upscale_max_bytes), NULL, NULL,
+     "128, less on a small host",
      "memory of one upscaling tile window per worker (arena and buffers) in MiB: images are "
      "upscaled tile by tile, so this bounds upscaling whatever the image size"},
-    {"max-output-pixels", "N", K_PIXELS, 64, 1e10, 0, AT(max_output_pixels), NULL, NULL, "4.2M",
+    {"max-output-pixels", "N", K_PIXELS, 64, 1e10, 0, AT(max_output_pixels), NULL, NULL,
+     "4.2M, less on a small host",
      "largest upscaled result a request (or a video job's frame) may ask for, width x height "
      "after max_side, side_by_side and upscale (K/M suffixes); 413 before any work"},
     {"workers", "N", K_INT, 1, 256, 0, AT(workers), NULL, NULL, "1",
@@ -133,21 +140,28 @@ static const opt_def options[] = {
     {"threads", "N", K_INT, 0, 4096, 0, AT(threads), NULL, NULL, "every core",
      "compute threads in all, split between the workers (W x threads per worker <= N); 0 = every "
      "core"},
-    {"queue", "N", K_INT, 0, 4096, 0, AT(queue), NULL, NULL, "16",
+    {"queue", "N", K_INT, 0, 4096, 0, AT(queue), NULL, NULL, "16, less on a small host",
      "convert requests admitted beyond the ones running; more get 503"},
     {"queue-timeout", "S", K_SECONDS, 0.001, 3600, 0, AT(queue_timeout_s), NULL, NULL, "30",
      "longest wait in the queue before 504"},
     {"max-upload-mb", "N", K_SCALED, 1, 1024, 1 << 20, AT(max_upload_bytes), NULL, NULL, "10",
      "largest request body in MiB; refused with 413 before it is read"},
-    {"max-pixels", "N", K_PIXELS, 64, 1e9, 0, AT(max_pixels), NULL, NULL, "16.7M",
+    {"max-pixels", "N", K_PIXELS, 64, 1e9, 0, AT(max_pixels), NULL, NULL,
+     "16.7M, less on a small host",
      "largest image, width x height from its header (K/M suffixes); 413 before decoding, as is "
      "an image whose decoder would hold more than N x 4 bytes"},
     {"max-side", "N", K_INT, AG_MIN_SIDE, 8192, 0, AT(max_side), NULL, NULL, "1024",
      "downscale (Lanczos) so the long side is at most N"},
     {"max-memory-mb", "N", K_SCALED, 0, 16 << 20, 1 << 20, AT(max_memory_bytes), NULL, NULL,
      "the RAM",
-     "refuse to start when the worst-case memory bound (printed at start-up) is "
-     "above this; 0 = the machine's RAM, or the cgroup's memory.max when lower"},
+     "the memory the worst-case bound (printed at start-up) is held against: the settings "
+     "not given (queue, max-pixels, fuse-max-pixels, upscale-max-mb, max-output-pixels) are "
+     "derived to fit it, and the service refuses to start when the given ones cannot; 0 = the "
+     "cgroup's memory limit, else the machine's RAM"},
+    {"fuse-max-pixels", "N", K_PIXELS, 4096, 1e9, 0, AT(fuse_max_pixels), NULL, NULL,
+     "16.7M, less on a small host",
+     "largest source or target image of POST /api/v1/fuse, width x height (K/M suffixes), at "
+     "most --max-pixels; 413 before decoding. A fusion's memory grows with it"},
     {"cache-mb", "N", K_SCALED, 0, 65536, 1 << 20, AT(cache_bytes), NULL, NULL, "0",
      "LRU cache of results in MiB, bounded in bytes; 0 = off"},
     {"fuse-cache-entries", "N", K_INT, 0, 65536, 0, AT(fuse_cache_entries), NULL, NULL, "256",
@@ -210,6 +224,14 @@ static const opt_def options[] = {
 };
 
 enum { OPTION_COUNT = sizeof options / sizeof options[0] };
+_Static_assert(OPTION_COUNT <= 64, "ag_server_config.given holds one bit per option");
+
+int ag_config_given(const ag_server_config *c, const char *name) {
+    for (int i = 0; i < OPTION_COUNT; i++)
+        if (!strcmp(options[i].name, name))
+            return (c->given >> i) & 1;
+    return 0;
+}
 
 _Static_assert(sizeof(ag_backend) == sizeof(int) && sizeof(ag_precision) == sizeof(int) &&
                    sizeof(ag_resize_mode) == sizeof(int) && sizeof(ag_log_format) == sizeof(int),
@@ -448,6 +470,7 @@ int ag_config_parse(ag_server_config *c, int argc, char **argv, int cpu_count) {
         const opt_def *o = &options[opt - OPT_TABLE];
         if (apply(c, o, optarg) != 0)
             return -1;
+        c->given |= (uint64_t)1 << (opt - OPT_TABLE);
         if (!strcmp(o->name, "threads")) {
             /* 0 keeps the default: every core. */
             threads_given = c->threads > 0;

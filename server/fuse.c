@@ -5,8 +5,9 @@
  * image's header is checked against --max-pixels before either is decoded, and both faces
  * are found before any fusing, so a request with no face in one of them (422 naming which)
  * costs two detections and no more. Options are query parameters or text fields of the
- * multipart body (a browser form posts them so), never both for one key; convert's options
- * that a fusion does not apply (model, portrait, restore, ...) are refused, not ignored.
+ * multipart body (a browser form posts them so), never both for one key, each once; convert's
+ * options that a fusion does not apply (model, portrait, restore, ...) are refused, not
+ * ignored (options.c, the one parser of both routes).
  * style=NAME (the CLI's --style) stylises the fusion with that model as convert would (at
  * most --max-side), anime_template=1 the source before fusing (--anime-template).
  */
@@ -17,74 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* One fusion query parameter: 0 set, -1 bad value (err filled), 1 not a fusion key. */
-int ag_fuse_option_set(ag_convert_options *o, const char *key, const char *value,
-                       const char *const *names, int name_count, ag_reply_error *err) {
-    static const struct {
-        const char *key;
-        float lo, hi;
-    } floats[] = {{"ratio", 0, 1},      {"shape_ratio", 0, 1}, {"texture_ratio", 0, 1},
-                  {"smooth", 0, 1},     {"brightness", -1, 1}, {"contrast", -1, 1},
-                  {"saturation", -1, 1}};
-    ag_fuse_options *f = &o->fusion;
-    float *slots[] = {&f->shape_ratio, &f->shape_ratio, &f->texture_ratio, &f->smooth,
-                      &f->brightness,  &f->contrast,    &f->saturation};
-    if (!key)
-        return 1;
-    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
-        if (strcmp(key, floats[i].key))
-            continue;
-        char *end;
-        double v = value ? strtod(value, &end) : 0;
-        if (!value || end == value || *end ||
-            !(v >= (double)floats[i].lo && v <= (double)floats[i].hi)) {
-            ag_reply_error_set(err, 400, "bad_option", "%s must be a number from %g to %g", key,
-                               (double)floats[i].lo, (double)floats[i].hi);
-            return -1;
-        }
-        *slots[i] = (float)v;
-        if (i == 0)
-            f->texture_ratio = (float)v;
-        return 0;
-    }
-    if (!strcmp(key, "mode")) {
-        static const char *const modes[3] = {"normal", "blend", "overlay"};
-        for (int i = 0; i < 3; i++)
-            if (value && !strcmp(value, modes[i]))
-                return f->mode = (ag_fuse_mode)i, 0;
-        ag_reply_error_set(err, 400, "bad_option", "mode must be normal, blend or overlay");
-        return -1;
-    }
-    if (!strcmp(key, "style")) { /* the CLI's --style; a loaded model, as convert's model= */
-        int v = ag_option_model("style", value, names, name_count, err);
-        return v < 0 ? -1 : (o->style = v, 0);
-    }
-    if (!strcmp(key, "anime_template")) { /* the CLI's --anime-template */
-        if (ag_option_flag(value, &o->anime_template) == 0)
-            return 0;
-        ag_reply_error_set(err, 400, "bad_option", "anime_template must be 0 or 1");
-        return -1;
-    }
-    int *ints[3] = {&f->size, &o->source_face, &o->target_face};
-    static const char *const int_keys[3] = {"size", "source_face", "target_face"};
-    static const int lo[3] = {64, 1, 1}, hi[3] = {4096, AG_FACE_MAX, AG_FACE_MAX};
-    for (int i = 0; i < 3; i++) {
-        if (strcmp(key, int_keys[i]))
-            continue;
-        long long v;
-        if (i == 0 && value && !strcmp(value, "original"))
-            return f->size = 0, 0;
-        if (!value || ag_parse_int64(value, lo[i], hi[i], &v) != 0) {
-            ag_reply_error_set(err, 400, "bad_option", "%s must be a whole number from %d to %d%s",
-                               key, lo[i], hi[i], i == 0 ? " (or original)" : "");
-            return -1;
-        }
-        *ints[i] = (int)v;
-        return 0;
-    }
-    return 1;
-}
 
 /* The `field` part of a multipart body, sniffed to be an image. */
 static int upload_field(const ag_request *r, const char *field, const uint8_t **data, size_t *size,
@@ -110,35 +43,11 @@ static int upload_field(const ag_request *r, const char *field, const uint8_t **
     return 0;
 }
 
-/* Convert's options that a fusion does not apply: refused (400), never silently ignored.
- * The fusion's style is style=NAME (the CLI's --style), not convert's model=: `model` is
- * refused with a message naming it. */
-static const char *const not_applied[] = {"model",    "portrait",    "side_by_side",
-                                          "max_side", "paste_faces", "face_model",
-                                          "face",     "restore",     "upscale"};
-
-static int refuse_not_applied(const char *key, ag_reply_error *err) {
-    for (size_t i = 0; i < sizeof not_applied / sizeof not_applied[0]; i++)
-        if (!strcmp(key, not_applied[i])) {
-            if (!strcmp(key, "model"))
-                ag_reply_error_set(err, 400, "bad_option",
-                                   "'model' does not apply to /api/v1/fuse: its style is "
-                                   "style=NAME (the CLI's --style)");
-            else
-                ag_reply_error_set(err, 400, "bad_option",
-                                   "'%s' does not apply to /api/v1/fuse (to stylise the fusion, "
-                                   "style=NAME)",
-                                   key);
-            return -1;
-        }
-    return 0;
-}
-
 /* The text fields of a fuse body: each an option, as its query parameter would be. */
 typedef struct field_walk {
     ag_server *s;
     ag_request *r;
-    unsigned seen; /* ag_convert_option_set's */
+    unsigned seen; /* ag_option_set's, for the form fields (the query has its own) */
     ag_reply_error *err;
 } field_walk;
 
@@ -160,16 +69,10 @@ static int option_field(void *user, const ag_multipart_part *part) {
                            "'%s' is both a query parameter and a form field", part->name);
         return -1;
     }
-    if (refuse_not_applied(part->name, w->err))
-        return -1;
     memcpy(value, part->data, part->size);
     value[part->size] = '\0';
-    ag_convert_options *o = &w->r->options;
-    int rc = ag_fuse_option_set(o, part->name, value, w->s->model_names, w->s->model_count, w->err);
-    if (rc == 1)
-        rc = ag_convert_option_set(o, &w->seen, part->name, value, w->s->model_names,
-                                   w->s->model_count, w->s->config.max_side, w->err);
-    return rc ? -1 : 0;
+    return ag_option_set(&w->r->options, &w->seen, 1, part->name, value, w->s->model_names,
+                         w->s->model_count, w->s->config.max_side, w->err);
 }
 
 int ag_fuse_uploads(ag_server *s, ag_request *r, ag_reply_error *err) {
@@ -178,10 +81,6 @@ int ag_fuse_uploads(ag_server *s, ag_request *r, ag_reply_error *err) {
                            "fuse takes multipart/form-data with 'source' and 'target' images");
         return -1;
     }
-    for (size_t i = 0; i < sizeof not_applied / sizeof not_applied[0]; i++)
-        if (MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, not_applied[i]) &&
-            refuse_not_applied(not_applied[i], err))
-            return -1;
     if (upload_field(r, "source", &r->image, &r->image_size, err) ||
         upload_field(r, "target", &r->image2, &r->image2_size, err))
         return -1;
@@ -206,7 +105,8 @@ static int check_header(ag_server *s, ag_request *r, const uint8_t *data, size_t
         ag_job_fail(s, r, 422, "undecodable_image", msg);
         return -1;
     }
-    if (w > 0 && h > 0 && (w < 64 || h < 64)) { /* so no side is over max_pixels / 64 (budget.c) */
+    if (w > 0 && h > 0 &&
+        (w < 64 || h < 64)) { /* so no side is over fuse_max_pixels / 64 (budget.c) */
         snprintf(msg, sizeof msg,
                  "the %s image is %dx%d: a fusion needs a face of at least 64 px, so an image "
                  "of at least 64 px a side",
@@ -214,10 +114,12 @@ static int check_header(ag_server *s, ag_request *r, const uint8_t *data, size_t
         ag_job_fail(s, r, 422, "bad_face", msg);
         return -1;
     }
-    if (w <= 0 || h <= 0 || (size_t)w * (size_t)h > s->config.max_pixels) {
+    size_t limit = ag_fuse_max_pixels(&s->config);
+    if (w <= 0 || h <= 0 || (size_t)w * (size_t)h > limit) {
         snprintf(msg, sizeof msg,
-                 "the %s image is %dx%d = %.1f megapixels; the limit is %.1f (--max-pixels)", which,
-                 w, h, (double)w * h / 1e6, (double)s->config.max_pixels / 1e6);
+                 "the %s image is %dx%d = %.1f megapixels; a fusion's limit is %.1f "
+                 "(--fuse-max-pixels)",
+                 which, w, h, (double)w * h / 1e6, (double)limit / 1e6);
         ag_job_fail(s, r, 413, "too_many_pixels", msg);
         return -1;
     }
@@ -227,7 +129,7 @@ static int check_header(ag_server *s, ag_request *r, const uint8_t *data, size_t
 static int decode(ag_server *s, ag_request *r, const uint8_t *data, size_t size, const char *which,
                   ag_image *out) {
     ag_error err = {0};
-    ag_decode_options d = {.max_pixels = s->config.max_pixels};
+    ag_decode_options d = {.max_pixels = ag_fuse_max_pixels(&s->config)};
     if (ag_image_decode(data, size, which, &d, out, &err) == 0)
         return 0;
     char msg[AG_ERROR_MESSAGE_BYTES + 64];
@@ -352,11 +254,12 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
     r->in_width = tgt.width, r->in_height = tgt.height;
     int longest = tgt.width > tgt.height ? tgt.width : tgt.height, side = o->fusion.size;
     double k = side ? (double)side / longest : 1.0;
-    /* the resized target's size as ag_face_fuse rounds it: within --max-pixels (budget.c) */
+    /* the resized target's size as ag_face_fuse rounds it: within --fuse-max-pixels
+     * (budget.c) */
     if (fmax(1, round(tgt.width * k)) * fmax(1, round(tgt.height * k)) >
-        (double)s->config.max_pixels) {
+        (double)ag_fuse_max_pixels(&s->config)) {
         ag_job_fail(s, r, 413, "too_many_pixels",
-                    "size: the output would be over the --max-pixels limit");
+                    "size: the output would be over the --fuse-max-pixels limit");
         goto done;
     }
     if (ag_request_client_gone(r)) {

@@ -1,13 +1,16 @@
 /*
- * options.c - the query parameters of POST /api/v1/convert, validated at the boundary before
- * any body is read: model, portrait, side_by_side, max_side, format, quality, paste_faces,
- * face_model. Unknown or
- * repeated parameters are refused (400) so a typo never silently falls back to a default.
+ * options.c - the one parser of a request's options, for every route that takes them:
+ * POST /api/v1/convert (and restore, upscale, faces, jobs) as query parameters, POST
+ * /api/v1/fuse as query parameters or text fields of its form. One table says which keys
+ * each route takes; an unknown key (named as what it was: a query parameter or a form
+ * field), a key given twice, or convert's option on the fuse route is refused (400), so a
+ * typo never silently falls back to a default, and the last of two never silently wins.
  */
 #include "server.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void ag_reply_error_set(ag_reply_error *err, int status, const char *code, const char *fmt, ...) {
@@ -64,19 +67,100 @@ static const char *printable(const char *s, char *buf, size_t cap) {
     return buf;
 }
 
+enum { ROUTE_CONVERT = 1, ROUTE_FUSE = 2 };
+
+/* Every option of every route; an option's bit in `seen` is 1 << its index. */
 enum {
-    SEEN_MODEL = 1u << 0,
-    SEEN_PORTRAIT = 1u << 1,
-    SEEN_SIDE_BY_SIDE = 1u << 2,
-    SEEN_MAX_SIDE = 1u << 3,
-    SEEN_FORMAT = 1u << 4,
-    SEEN_QUALITY = 1u << 5,
-    SEEN_PASTE_FACES = 1u << 6,
-    SEEN_FACE_MODEL = 1u << 7,
-    SEEN_FACE = 1u << 8,
-    SEEN_RESTORE = 1u << 9,
-    SEEN_UPSCALE = 1u << 10,
+    OPT_MODEL,
+    OPT_PORTRAIT,
+    OPT_SIDE_BY_SIDE,
+    OPT_MAX_SIDE,
+    OPT_FORMAT,
+    OPT_QUALITY,
+    OPT_PASTE_FACES,
+    OPT_FACE_MODEL,
+    OPT_FACE,
+    OPT_RESTORE,
+    OPT_UPSCALE,
+    OPT_RATIO,
+    OPT_SHAPE_RATIO,
+    OPT_TEXTURE_RATIO,
+    OPT_SMOOTH,
+    OPT_BRIGHTNESS,
+    OPT_CONTRAST,
+    OPT_SATURATION,
+    OPT_MODE,
+    OPT_STYLE,
+    OPT_ANIME_TEMPLATE,
+    OPT_SIZE,
+    OPT_SOURCE_FACE,
+    OPT_TARGET_FACE,
 };
+
+static const struct {
+    const char *key;
+    int routes;
+} option_keys[] = {
+    [OPT_MODEL] = {"model", ROUTE_CONVERT},
+    [OPT_PORTRAIT] = {"portrait", ROUTE_CONVERT},
+    [OPT_SIDE_BY_SIDE] = {"side_by_side", ROUTE_CONVERT},
+    [OPT_MAX_SIDE] = {"max_side", ROUTE_CONVERT},
+    [OPT_FORMAT] = {"format", ROUTE_CONVERT | ROUTE_FUSE},
+    [OPT_QUALITY] = {"quality", ROUTE_CONVERT | ROUTE_FUSE},
+    [OPT_PASTE_FACES] = {"paste_faces", ROUTE_CONVERT},
+    [OPT_FACE_MODEL] = {"face_model", ROUTE_CONVERT},
+    [OPT_FACE] = {"face", ROUTE_CONVERT},
+    [OPT_RESTORE] = {"restore", ROUTE_CONVERT},
+    [OPT_UPSCALE] = {"upscale", ROUTE_CONVERT},
+    [OPT_RATIO] = {"ratio", ROUTE_FUSE},
+    [OPT_SHAPE_RATIO] = {"shape_ratio", ROUTE_FUSE},
+    [OPT_TEXTURE_RATIO] = {"texture_ratio", ROUTE_FUSE},
+    [OPT_SMOOTH] = {"smooth", ROUTE_FUSE},
+    [OPT_BRIGHTNESS] = {"brightness", ROUTE_FUSE},
+    [OPT_CONTRAST] = {"contrast", ROUTE_FUSE},
+    [OPT_SATURATION] = {"saturation", ROUTE_FUSE},
+    [OPT_MODE] = {"mode", ROUTE_FUSE},
+    [OPT_STYLE] = {"style", ROUTE_FUSE},
+    [OPT_ANIME_TEMPLATE] = {"anime_template", ROUTE_FUSE},
+    [OPT_SIZE] = {"size", ROUTE_FUSE},
+    [OPT_SOURCE_FACE] = {"source_face", ROUTE_FUSE},
+    [OPT_TARGET_FACE] = {"target_face", ROUTE_FUSE},
+};
+#define OPTION_KEYS ((int)(sizeof option_keys / sizeof option_keys[0]))
+_Static_assert(OPTION_KEYS <= 32, "`seen` holds one bit per option");
+
+static int option_index(const char *key) {
+    for (int i = 0; key && i < OPTION_KEYS; i++)
+        if (!strcmp(key, option_keys[i].key))
+            return i;
+    return -1;
+}
+
+/* "unknown query parameter 'x' (known: ...)", the route's keys listed from the table. */
+static void refuse_unknown(const char *key, const char *source, int route, ag_reply_error *err) {
+    char known[160] = "", kq[48];
+    size_t len = 0;
+    for (int i = 0; i < OPTION_KEYS; i++)
+        if ((option_keys[i].routes & route) && len < sizeof known)
+            len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", len ? ", " : "",
+                                    option_keys[i].key);
+    ag_reply_error_set(err, 400, "unknown_option", "unknown %s '%s' (known: %s)", source,
+                       printable(key, kq, sizeof kq), known);
+}
+
+/* Convert's option on the fuse route: refused, never silently ignored. The fusion's style is
+ * style=NAME (the CLI's --style), not convert's model=. */
+static void refuse_not_applied(const char *key, ag_reply_error *err) {
+    if (!strcmp(key, "model"))
+        ag_reply_error_set(err, 400, "bad_option",
+                           "'model' does not apply to /api/v1/fuse: its style is style=NAME (the "
+                           "CLI's --style)");
+    else
+        ag_reply_error_set(err, 400, "bad_option",
+                           "'%s' does not apply to /api/v1/fuse (to stylise the fusion, "
+                           "style=NAME)",
+                           key);
+}
 
 int ag_option_model(const char *key, const char *value, const char *const *names, int name_count,
                     ag_reply_error *err) {
@@ -130,48 +214,18 @@ int ag_convert_options_check(const ag_convert_options *o, ag_reply_error *err) {
     return 0;
 }
 
-int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *key,
-                          const char *value, const char *const *names, int name_count,
-                          int server_max_side, ag_reply_error *err) {
-    static const struct {
-        const char *key;
-        unsigned bit;
-    } keys[] = {{"model", SEEN_MODEL},
-                {"portrait", SEEN_PORTRAIT},
-                {"side_by_side", SEEN_SIDE_BY_SIDE},
-                {"max_side", SEEN_MAX_SIDE},
-                {"format", SEEN_FORMAT},
-                {"quality", SEEN_QUALITY},
-                {"paste_faces", SEEN_PASTE_FACES},
-                {"face_model", SEEN_FACE_MODEL},
-                {"face", SEEN_FACE},
-                {"restore", SEEN_RESTORE},
-                {"upscale", SEEN_UPSCALE}};
-    char kq[48], vq[48];
-    unsigned bit = 0;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (key && !strcmp(key, keys[i].key))
-            bit = keys[i].bit;
-    if (!bit) {
-        ag_reply_error_set(err, 400, "unknown_option",
-                           "unknown query parameter '%s' (known: model, portrait, side_by_side, "
-                           "max_side, format, quality, paste_faces, face_model, face, restore, "
-                           "upscale)",
-                           printable(key, kq, sizeof kq));
-        return -1;
-    }
-    if (*seen & bit) {
-        ag_reply_error_set(err, 400, "bad_option", "query parameter '%s' given twice", key);
-        return -1;
-    }
-    *seen |= bit;
+/* One value of convert's option `key` (known to be one). */
+static int convert_value(ag_convert_options *opts, const char *key, const char *value,
+                         const char *const *names, int name_count, int server_max_side,
+                         ag_reply_error *err) {
+    char vq[48];
     printable(value, vq, sizeof vq);
     int v;
-    switch (bit) {
-    case SEEN_MODEL:
+    switch (option_index(key)) {
+    case OPT_MODEL:
         v = ag_option_model("model", value, names, name_count, err);
         return v < 0 ? -1 : (opts->model = v, 0); /* a bad value keeps the option */
-    case SEEN_PORTRAIT:
+    case OPT_PORTRAIT:
         if (ag_option_flag(value, &opts->portrait) == 0 || (value && !strcmp(value, "face")))
             return opts->portrait = opts->portrait || (value && !strcmp(value, "face")), 0;
         if (value && (!strcmp(value, "center") || !strcmp(value, "centre")))
@@ -179,12 +233,12 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
         ag_reply_error_set(err, 400, "bad_option",
                            "portrait must be face (or 1), center or 0, not '%s'", vq);
         return -1;
-    case SEEN_PASTE_FACES:
+    case OPT_PASTE_FACES:
         if (ag_option_flag(value, &opts->paste_faces) == 0)
             return 0;
         ag_reply_error_set(err, 400, "bad_option", "paste_faces must be 0 or 1, not '%s'", vq);
         return -1;
-    case SEEN_FACE:
+    case OPT_FACE:
         if (parse_uint(value, &v) == 0 && v >= 1 && v <= AG_FACE_MAX) {
             opts->face = v;
             return 0;
@@ -193,7 +247,7 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                            "face must be a whole number from 1 (the largest) to %d, not '%s'",
                            AG_FACE_MAX, vq);
         return -1;
-    case SEEN_RESTORE:
+    case OPT_RESTORE:
         if (parse_uint(value, &v) == 0 && v <= AG_SERVER_MAX_RESTORERS) {
             opts->restore = v;
             return 0;
@@ -203,22 +257,22 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                            "first), not '%s'",
                            vq);
         return -1;
-    case SEEN_UPSCALE:
+    case OPT_UPSCALE:
         if (parse_uint(value, &v) == 0 && (v == 0 || ag_server_upscale_slot(v) >= 0)) {
             opts->upscale = v;
             return 0;
         }
         ag_reply_error_set(err, 400, "bad_option", "upscale must be 0, 2 or 4, not '%s'", vq);
         return -1;
-    case SEEN_FACE_MODEL:
+    case OPT_FACE_MODEL:
         v = ag_option_model("face_model", value, names, name_count, err);
         return v < 0 ? -1 : (opts->face_model = v, 0);
-    case SEEN_SIDE_BY_SIDE:
+    case OPT_SIDE_BY_SIDE:
         if (ag_option_flag(value, &opts->side_by_side) == 0)
             return 0;
         ag_reply_error_set(err, 400, "bad_option", "side_by_side must be 0 or 1, not '%s'", vq);
         return -1;
-    case SEEN_MAX_SIDE:
+    case OPT_MAX_SIDE:
         if (parse_uint(value, &v) == 0 && v >= AG_MIN_SIDE && v <= server_max_side) {
             opts->max_side = v;
             return 0;
@@ -228,7 +282,7 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
                            "--max-side), not '%s'",
                            AG_MIN_SIDE, server_max_side, vq);
         return -1;
-    case SEEN_FORMAT:
+    case OPT_FORMAT:
         if (value && (v = ag_format_parse(value)) >= 0) {
             opts->format = (ag_format)v;
             return 0;
@@ -236,7 +290,7 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
         ag_reply_error_set(err, 400, "bad_option", "format must be png, jpeg or webp, not '%s'",
                            vq);
         return -1;
-    case SEEN_QUALITY:
+    case OPT_QUALITY:
         if (parse_uint(value, &v) == 0 && v >= 1 && v <= 100) {
             opts->quality = v;
             return 0;
@@ -246,4 +300,105 @@ int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *
         return -1;
     }
     return -1;
+}
+
+/* The value of one fusion option (ag_option_set has checked the key and that it is not
+ * given twice): 0 set, -1 bad value (err filled), 1 not a fusion key. */
+static int fuse_value(ag_convert_options *o, const char *key, const char *value,
+                      const char *const *names, int name_count, ag_reply_error *err) {
+    static const struct {
+        const char *key;
+        float lo, hi;
+    } floats[] = {{"ratio", 0, 1},      {"shape_ratio", 0, 1}, {"texture_ratio", 0, 1},
+                  {"smooth", 0, 1},     {"brightness", -1, 1}, {"contrast", -1, 1},
+                  {"saturation", -1, 1}};
+    ag_fuse_options *f = &o->fusion;
+    float *slots[] = {&f->shape_ratio, &f->shape_ratio, &f->texture_ratio, &f->smooth,
+                      &f->brightness,  &f->contrast,    &f->saturation};
+    if (!key)
+        return 1;
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        if (strcmp(key, floats[i].key))
+            continue;
+        char *end;
+        double v = value ? strtod(value, &end) : 0;
+        if (!value || end == value || *end ||
+            !(v >= (double)floats[i].lo && v <= (double)floats[i].hi)) {
+            ag_reply_error_set(err, 400, "bad_option", "%s must be a number from %g to %g", key,
+                               (double)floats[i].lo, (double)floats[i].hi);
+            return -1;
+        }
+        *slots[i] = (float)v;
+        if (i == 0)
+            f->texture_ratio = (float)v;
+        return 0;
+    }
+    if (!strcmp(key, "mode")) {
+        static const char *const modes[3] = {"normal", "blend", "overlay"};
+        for (int i = 0; i < 3; i++)
+            if (value && !strcmp(value, modes[i]))
+                return f->mode = (ag_fuse_mode)i, 0;
+        ag_reply_error_set(err, 400, "bad_option", "mode must be normal, blend or overlay");
+        return -1;
+    }
+    if (!strcmp(key, "style")) { /* the CLI's --style; a loaded model, as convert's model= */
+        int v = ag_option_model("style", value, names, name_count, err);
+        return v < 0 ? -1 : (o->style = v, 0);
+    }
+    if (!strcmp(key, "anime_template")) { /* the CLI's --anime-template */
+        if (ag_option_flag(value, &o->anime_template) == 0)
+            return 0;
+        ag_reply_error_set(err, 400, "bad_option", "anime_template must be 0 or 1");
+        return -1;
+    }
+    int *ints[3] = {&f->size, &o->source_face, &o->target_face};
+    static const char *const int_keys[3] = {"size", "source_face", "target_face"};
+    static const int lo[3] = {64, 1, 1}, hi[3] = {4096, AG_FACE_MAX, AG_FACE_MAX};
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(key, int_keys[i]))
+            continue;
+        long long v;
+        if (i == 0 && value && !strcmp(value, "original"))
+            return f->size = 0, 0;
+        if (!value || ag_parse_int64(value, lo[i], hi[i], &v) != 0) {
+            ag_reply_error_set(err, 400, "bad_option", "%s must be a whole number from %d to %d%s",
+                               key, lo[i], hi[i], i == 0 ? " (or original)" : "");
+            return -1;
+        }
+        *ints[i] = (int)v;
+        return 0;
+    }
+    return 1;
+}
+
+int ag_option_set(ag_convert_options *opts, unsigned *seen, int form_field, const char *key,
+                  const char *value, const char *const *names, int name_count, int server_max_side,
+                  ag_reply_error *err) {
+    const char *source = form_field ? "form field" : "query parameter";
+    int route = opts->fuse ? ROUTE_FUSE : ROUTE_CONVERT, i = option_index(key);
+    if (i < 0) {
+        refuse_unknown(key, source, route, err);
+        return -1;
+    }
+    if (!(option_keys[i].routes & route)) {
+        if (route == ROUTE_FUSE)
+            refuse_not_applied(key, err);
+        else
+            refuse_unknown(key, source, route, err);
+        return -1;
+    }
+    if (*seen & (1u << i)) {
+        ag_reply_error_set(err, 400, "bad_option", "%s '%s' given twice", source, key);
+        return -1;
+    }
+    *seen |= 1u << i;
+    if (!(option_keys[i].routes & ROUTE_CONVERT)) /* fusion's own */
+        return fuse_value(opts, key, value, names, name_count, err) == 0 ? 0 : -1;
+    return convert_value(opts, key, value, names, name_count, server_max_side, err);
+}
+
+int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *key,
+                          const char *value, const char *const *names, int name_count,
+                          int server_max_side, ag_reply_error *err) {
+    return ag_option_set(opts, seen, 0, key, value, names, name_count, server_max_side, err);
 }

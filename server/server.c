@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -313,35 +314,20 @@ static int fd_limit_check(const ag_server_config *c, ag_log_format lf) {
     return 0;
 }
 
-/* The memory the bound is held against: --max-memory-mb, else the RAM, or the cgroup's
- * memory.max when lower (a container's limit). */
-static size_t memory_limit(const ag_server_config *c) {
-    if (c->max_memory_bytes)
-        return c->max_memory_bytes;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
-    FILE *f = fopen("/sys/fs/cgroup/memory.max", "re");
-    unsigned long long cg;
-    if (f && fscanf(f, "%llu", &cg) == 1 && cg < limit)
-        limit = (size_t)cg;
-    if (f)
-        fclose(f);
-    return limit;
-}
-
 /* A bound above the memory there is can never be kept: refuse it with the formula (a model
- * whose arena is absurd, or settings too large for the machine). */
+ * whose arena is absurd, or settings too large for the machine), naming the settings given
+ * that the defaults would otherwise have lowered. */
 static int memory_bound_check(const ag_server *s, const char *formula) {
-    size_t limit = memory_limit(&s->config);
+    char why[600], given[200];
+    size_t limit = ag_memory_limit(&s->config, why, sizeof why);
     if (s->budget.total_bytes <= limit)
         return 0;
+    ag_defaults_given(&s->config, given, sizeof given);
     fprintf(stderr,
-            "animegan: the memory bound is above the %.1f MiB %s: %s; lower --max-side, "
-            "--workers, --queue or --max-upload-mb (with the face models, --max-pixels: a "
-            "fusion's terms grow with it), serve fewer or smaller models, or raise "
-            "--max-memory-mb\n",
-            (double)limit / (1 << 20),
-            s->config.max_memory_bytes ? "of --max-memory-mb" : "this machine has", formula);
+            "animegan: the memory bound is above the %.1f MiB of %s: %s; %s%s%sserve fewer or "
+            "smaller models, lower --workers, or raise --max-memory-mb\n",
+            (double)limit / (1 << 20), why, formula, given[0] ? "lower what was given (" : "",
+            given, given[0] ? ") or leave it to the defaults, " : "");
     return -1;
 }
 
@@ -484,6 +470,21 @@ static int server_load(ag_server *s) {
     return 0;
 }
 
+/* The largest image an upscale=N request makes before it is resized to N: the output limit at
+ * the network's own scale s, O x (s / N)^2 when s is above N (an x8 file serving upscale=2
+ * makes 16 O), else O. */
+static size_t upscaler_network_pixels(const ag_server *s) {
+    double worst = 1;
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
+        if (!s->upscalers[i])
+            continue;
+        double ratio =
+            (double)ag_model_get_info(s->upscalers[i])->scale / ag_server_upscale_factor(i);
+        worst = ratio * ratio > worst ? ratio * ratio : worst;
+    }
+    return (size_t)ceil((double)s->config.max_output_pixels * worst);
+}
+
 /* The worst-case memory bound: the styles, and per worker the face networks and each
  * restorer's arena and prepared weights at its face size with two crops (the restorers'
  * weights and their bf16 copies, made once before this, are in the measured base). */
@@ -504,9 +505,31 @@ static void budget_compute(ag_server *s) {
     if (s->face_detect) /* POST /api/v1/fuse runs only with the face models (503) */
         ag_budget_add_fuse(&s->budget, ag_budget_fuse_bytes(c), ag_budget_fuse_response_bytes(c));
     if (s->upscalers[0])
-        ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels);
+        ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels,
+                              upscaler_network_pixels(s));
     if (c->fuse_cache_entries)
         ag_budget_add_fuse_cache(&s->budget, ag_fuse_cache_bytes(c->fuse_cache_entries));
+}
+
+/* The settings not given, from the first level of defaults.c whose bound fits 90% of the
+ * memory limit (the rest is for what the workers' start adds to the measured base); logged
+ * with the limit and where it came from. */
+static int fit_defaults(ag_server *s) {
+    char why[600], chosen[300];
+    size_t limit = ag_memory_limit(&s->config, why, sizeof why);
+    int n = ag_defaults_levels(), level = 0;
+    for (; level < n; level++) {
+        ag_defaults_apply(&s->config, level);
+        budget_compute(s);
+        if (s->budget.total_bytes <= limit / 10 * 9)
+            break;
+    }
+    level = level < n ? level : n - 1;
+    ag_defaults_describe(&s->config, chosen, sizeof chosen);
+    ag_log_event(s->config.log_format, "info",
+                 "settings for %.0f MiB (%s): level %d of %d (0 = 8 GiB and up): %s",
+                 (double)limit / (1 << 20), why, level, n - 1, chosen);
+    return 0;
 }
 
 /* The queue, the cache, the workers, the jobs, the memory bound (checked) and HTTP. */
@@ -514,6 +537,8 @@ static int server_start(ag_server *s) {
     const ag_server_config *c = &s->config;
     ag_log_format lf = c->log_format;
     ag_error err = {0};
+    if (fit_defaults(s) != 0)
+        return -1;
     s->admit_limit = c->queue + c->workers;
     /* One more slot with jobs on: the runner's frame in flight (jobs_runner.c). */
     if (ag_queue_init(&s->queue, s->admit_limit + (c->jobs.dir ? 1 : 0)) != 0) {

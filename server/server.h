@@ -85,6 +85,7 @@ typedef struct ag_server_config {
     /* --trusted-proxy: reverse proxies whose X-Forwarded-For names the client */
     char trusted_proxies[AG_SERVER_MAX_PROXIES][AG_CLIENT_BYTES];
     int trusted_proxy_count;
+    int client_ipv6_prefix;    /* --client-ipv6-prefix: an IPv6 client is its /N (64) */
     const char *upscale_model; /* --upscale-model: upscale=2 and 4; "none" = off */
     size_t upscale_max_bytes;  /* --upscale-max-mb: one tile window's memory, per worker */
     size_t max_output_pixels;  /* --max-output-pixels: what a request may ask for */
@@ -102,6 +103,8 @@ typedef struct ag_server_config {
     int portrait_size;       /* face2paint crop size */
     size_t cache_bytes;      /* LRU result cache; 0 = off */
     size_t max_memory_bytes; /* refuse a memory bound above this; 0 = RAM or memory.max */
+    size_t fuse_max_pixels;  /* --fuse-max-pixels: a fusion's images (at most max_pixels) */
+    uint64_t given;          /* bit i: options[i] of config.c was on the command line */
     int max_connections;
     int timeout_s;                  /* idle connection timeout; also the whole upload's deadline */
     size_t min_upload_rate;         /* bytes/s an upload must average after its grace; 0 off */
@@ -130,6 +133,27 @@ void ag_config_defaults(ag_server_config *config, int cpu_count);
  * 1 when --help was printed, -1 on a usage error (message printed, with the help hint).
  */
 int ag_config_parse(ag_server_config *config, int argc, char **argv, int cpu_count);
+/* Whether --name was on the command line (a default may be derived only when it was not). */
+int ag_config_given(const ag_server_config *config, const char *name);
+/* The pixel limit of a fusion's images: --fuse-max-pixels, at most --max-pixels. */
+static inline size_t ag_fuse_max_pixels(const ag_server_config *c) {
+    return c->fuse_max_pixels < c->max_pixels ? c->fuse_max_pixels : c->max_pixels;
+}
+
+/* ---- defaults for the memory there is (defaults.c) ---- */
+/* The memory the bound is held against: --max-memory-mb, else the cgroup's limit (v2
+ * memory.max or v1 memory.limit_in_bytes of this process's own cgroup, from
+ * /proc/self/cgroup) when below the RAM, else the RAM; `why` names which. */
+size_t ag_memory_limit(const ag_server_config *c, char *why, size_t why_cap);
+/* Levels of the derived defaults, from the largest (0: 8 GiB hosts and up) down. */
+int ag_defaults_levels(void);
+/* Set level `level` of the settings derived from memory (queue, max-pixels,
+ * fuse-max-pixels, upscale-max-mb, max-output-pixels), each only when not given. */
+void ag_defaults_apply(ag_server_config *c, int level);
+/* "queue 4, max-pixels 8.4M, ..." of the derived settings now in c (given ones marked). */
+void ag_defaults_describe(const ag_server_config *c, char *buf, size_t cap);
+/* The given settings among the derived ones ("--queue 16, --max-pixels 16.7M"), or "". */
+void ag_defaults_given(const ag_server_config *c, char *buf, size_t cap);
 void ag_config_usage(void);
 
 /* ---- per-request options (options.c) --------------------------------------------------- */
@@ -170,10 +194,16 @@ typedef struct ag_reply_error {
 
 void ag_convert_options_init(ag_convert_options *opts, int server_max_side);
 /*
- * Apply one query parameter. `names` are the loaded model names. Returns 0, or fills `err`
- * (400 bad option / unknown parameter / duplicate, 404 unknown model) and returns -1.
- * `seen` is a bit set the caller zeroes per request (duplicates are refused).
+ * Apply one option of a request (options.c, the one parser of every route): convert's keys,
+ * or fuse's when opts->fuse. `form_field` says whether it came from the query (0) or a form
+ * field (1), for the messages. `names` are the loaded model names. Returns 0, or fills `err`
+ * (400 bad option, unknown query parameter or form field, given twice, convert's option on
+ * fuse; 404 unknown model) and returns -1. `seen` is a bit set the caller zeroes per request
+ * (duplicates are refused). ag_convert_option_set is ag_option_set from the query.
  */
+int ag_option_set(ag_convert_options *opts, unsigned *seen, int form_field, const char *key,
+                  const char *value, const char *const *names, int name_count, int server_max_side,
+                  ag_reply_error *err);
 int ag_convert_option_set(ag_convert_options *opts, unsigned *seen, const char *key,
                           const char *value, const char *const *names, int name_count,
                           int server_max_side, ag_reply_error *err);
@@ -573,9 +603,12 @@ typedef struct ag_budget {
     size_t total_bytes;
 } ag_budget;
 
-/* Add upscaling to a computed budget: per worker the tile window (--upscale-max-mb) and the
- * largest upscaled image, per admitted request its encoded response. */
-void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels);
+/* Add upscaling to a computed budget: per worker the tile window (--upscale-max-mb), the
+ * largest upscaled image (output_pixels) and the network's own result before it is resized
+ * (network_pixels, larger when its scale is above the asked one), per admitted request its
+ * encoded response. */
+void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels,
+                           size_t network_pixels);
 /* Add the fusion face cache's table (ag_fuse_cache_bytes) to the cache term. */
 void ag_budget_add_fuse_cache(ag_budget *b, size_t bytes);
 /* Add one worker's face work (ag_budget_face_bytes) to a computed budget. */
@@ -669,12 +702,6 @@ int ag_option_model(const char *key, const char *value, const char *const *names
                     ag_reply_error *err);
 
 /* ---- POST /api/v1/fuse (fuse.c) ---- */
-/* One fusion query parameter (ratio, shape_ratio, texture_ratio, mode, smooth, brightness,
- * contrast, saturation, size, source_face, target_face, style, anime_template): 0 set, -1
- * bad (err), 1 not one. `names` are the loaded models (style=NAME picks one, 404
- * model_not_found otherwise, as convert's model=). */
-int ag_fuse_option_set(ag_convert_options *opts, const char *key, const char *value,
-                       const char *const *names, int name_count, ag_reply_error *err);
 /* r->image, r->image2 <- the `source` and `target` parts of the multipart body, and its
  * other parts as options (text fields, as query parameters would be; a key may not be
  * both); 0 or -1 with `err`. */
@@ -815,12 +842,17 @@ int ag_gate_peer(ag_server *s, int mhd_fd, char *out, size_t cap);
 
 /* The client a request comes from (client.c), read on the MHD thread at its headers: the
  * peer's address, or for a peer among --trusted-proxy the rightmost X-Forwarded-For entry
- * that is not itself a trusted proxy, as canonical text; "?" when unknown. */
+ * that is not itself a trusted proxy, as the key ag_client_key makes of it (an IPv6 client's
+ * /--client-ipv6-prefix); "?" when unknown. */
 void ag_request_client(ag_server *s, struct MHD_Connection *conn, int fd,
                        char out[AG_CLIENT_BYTES]);
 /* address.c. Whether `text` (len bytes, blanks around ignored) is an IPv4 or IPv6 address;
  * its canonical form into out when it is. */
 int ag_client_address(const char *text, size_t len, char out[AG_CLIENT_BYTES]);
+/* The per-client key of canonical `address` into out: an IPv4 address as it is, an IPv6 one
+ * as its /prefix_bits network ("2001:db8:1:2::/64"), since one host is given a whole /64 and
+ * would otherwise be as many clients as it likes, as rate limiters key it. */
+void ag_client_key(const char *address, int prefix_bits, char out[AG_CLIENT_BYTES]);
 /* Whether `address` (canonical) is one of c's --trusted-proxy. */
 int ag_trusted_proxy(const ag_server_config *c, const char *address);
 /* *out (a trusted proxy's address) <- the rightmost entry of X-Forwarded-For `xff` that is

@@ -472,11 +472,12 @@ static void *worker_main(void *arg) {
         ag_engine_destroy(w->restorers[i]);
         w->restorers[i] = NULL;
     }
-    for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
+    /* One file serving both scales is one engine: destroyed once (the first slot is cleared
+     * only after the loop, or the second would no longer match it and be freed again). */
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++)
         if (i == 0 || w->upscalers[i] != w->upscalers[0])
             ag_engine_destroy(w->upscalers[i]);
-        w->upscalers[i] = NULL;
-    }
+    memset(w->upscalers, 0, sizeof w->upscalers);
     ag_face_detector_destroy(w->faces);
     w->faces = NULL;
     atomic_store(&w->arena_bytes, 0);

@@ -8,6 +8,7 @@
 
 #include "../server/address.c"
 #include "../server/config.c"
+#include "../server/defaults.c"
 #include "../server/head.c"
 #include "../server/jobs_config.c"
 #include "../server/multipart.c"
@@ -15,6 +16,8 @@
 #include "../server/upload.c"
 
 #include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define BND "XyZ123"
 
@@ -313,6 +316,42 @@ static int query_options(void) {
     return 0;
 }
 
+/* #35 item 6: fuse's options go through the same parser as convert's: twice is refused on
+ * either route, from the query or the form, and a refusal names where the key came from. */
+static int fuse_options(void) {
+    static const char *const names[] = {"hayao", "shinkai"};
+    ag_convert_options o;
+    ag_reply_error e;
+    unsigned seen = 0;
+    ag_convert_options_init(&o, 1024);
+    o.fuse = 1;
+    CHECK(ag_option_set(&o, &seen, 0, "ratio", "0.1", names, 2, 1024, &e) == 0);
+    CHECK(o.fusion.shape_ratio == 0.1f && o.fusion.texture_ratio == 0.1f);
+    CHECK(ag_option_set(&o, &seen, 0, "ratio", "0.9", names, 2, 1024, &e) == -1);
+    CHECK(e.status == 400 && !strcmp(e.message, "query parameter 'ratio' given twice"));
+    CHECK(o.fusion.shape_ratio == 0.1f); /* the first one stands */
+    seen = 0;
+    CHECK(ag_option_set(&o, &seen, 1, "mode", "blend", names, 2, 1024, &e) == 0);
+    CHECK(ag_option_set(&o, &seen, 1, "mode", "overlay", names, 2, 1024, &e) == -1);
+    CHECK(e.status == 400 && !strcmp(e.message, "form field 'mode' given twice"));
+    CHECK(ag_option_set(&o, &seen, 1, "ratoi", "0.5", names, 2, 1024, &e) == -1);
+    CHECK(e.status == 400 && !strcmp(e.code, "unknown_option"));
+    CHECK(strstr(e.message, "unknown form field 'ratoi' (known: format, quality, ratio,") != NULL);
+    CHECK(strstr(e.message, "target_face)") && !strstr(e.message, "portrait"));
+    CHECK(ag_option_set(&o, &seen, 1, "quality", "80", names, 2, 1024, &e) == 0 && o.quality == 80);
+    CHECK(ag_option_set(&o, &seen, 1, "portrait", "1", names, 2, 1024, &e) == -1);
+    CHECK(e.status == 400 && strstr(e.message, "'portrait' does not apply to /api/v1/fuse"));
+    CHECK(ag_option_set(&o, &seen, 0, "model", "hayao", names, 2, 1024, &e) == -1);
+    CHECK(strstr(e.message, "style=NAME") != NULL);
+    /* and convert does not take fuse's keys */
+    ag_convert_options_init(&o, 1024);
+    seen = 0;
+    CHECK(ag_convert_option_set(&o, &seen, "ratio", "0.5", names, 2, 1024, &e) == -1);
+    CHECK(strstr(e.message, "unknown query parameter 'ratio' (known: model,") != NULL);
+    CHECK(strstr(e.message, "upscale)") && !strstr(e.message, "smooth"));
+    return 0;
+}
+
 static int command_line(void) {
     ag_server_config c;
     char *ok[] = {"serve", "--host",          "0.0.0.0", "--port",       "0",    "--workers",
@@ -459,6 +498,93 @@ static int head_body_framing(void) {
 
 /* --trusted-proxy and X-Forwarded-For: only the proxies' own hops are skipped, right to left;
  * a malformed hop leaves the proxy's address. */
+/* #35 item 7: an IPv6 client is its /64 (--client-ipv6-prefix), so the 2^64 addresses one
+ * host is given are one client for the fusion cache and the jobs' turns; IPv4 (also mapped
+ * into IPv6) is each address. */
+static int client_keys(void) {
+    ag_server_config c;
+    char *defaults[] = {"serve", NULL};
+    CHECK(ag_config_parse(&c, 1, defaults, 8) == 0 && c.client_ipv6_prefix == 64);
+    static const struct {
+        const char *address;
+        int bits;
+        const char *want;
+    } cases[] = {
+        {"2001:db8:1:2:aaaa:bbbb:cccc:1", 64, "2001:db8:1:2::/64"},
+        {"2001:db8:1:2::c", 64, "2001:db8:1:2::/64"}, /* the 12th address: the same client */
+        {"2001:db8:1:3::1", 64, "2001:db8:1:3::/64"}, /* the next /64: another */
+        {"2001:db8:1:2:aaaa::1", 56, "2001:db8:1::/56"},
+        {"2001:db8:1:2:aaaa::1", 128, "2001:db8:1:2:aaaa::1"},
+        {"2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", 127,
+         "2001:db8:ffff:ffff:ffff:ffff:ffff:fffe/127"},
+        {"::ffff:203.0.113.7", 64, "::ffff:203.0.113.7"},
+        {"203.0.113.7", 64, "203.0.113.7"},
+        {"?", 64, "?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[AG_CLIENT_BYTES];
+        ag_client_key(cases[i].address, cases[i].bits, out);
+        CHECK_MSG(!strcmp(out, cases[i].want), "'%s' /%d -> '%s', want '%s'", cases[i].address,
+                  cases[i].bits, out, cases[i].want);
+    }
+    char *prefix[] = {"serve", "--client-ipv6-prefix", "48", NULL};
+    CHECK(ag_config_parse(&c, 3, prefix, 8) == 0 && c.client_ipv6_prefix == 48);
+    fflush(stderr);
+    FILE *saved = stderr;
+    stderr = fopen("/dev/null", "w");
+    char *zero[] = {"serve", "--client-ipv6-prefix", "0", NULL};
+    int rc = ag_config_parse(&c, 3, zero, 8);
+    fclose(stderr);
+    stderr = saved;
+    CHECK(rc == -1);
+    return 0;
+}
+
+/* #35 item 8: the settings not given come from the memory level; a cgroup's limit is the
+ * lowest of its own and its ancestors' files, "max" (v2) meaning none. */
+static int memory_defaults(void) {
+    ag_server_config c;
+    char *args[] = {"serve", "--queue", "16", NULL};
+    CHECK(ag_config_parse(&c, 3, args, 8) == 0);
+    CHECK(ag_config_given(&c, "queue") && !ag_config_given(&c, "max-pixels"));
+    ag_defaults_apply(&c, ag_defaults_levels() - 1);
+    CHECK(c.queue == 16 && c.max_pixels < (size_t)4096 * 4096);
+    CHECK(ag_fuse_max_pixels(&c) <= c.max_pixels && c.upscale_max_bytes == (size_t)32 << 20);
+    char text[300];
+    ag_defaults_given(&c, text, sizeof text);
+    CHECK(!strcmp(text, "--queue"));
+    ag_defaults_describe(&c, text, sizeof text);
+    CHECK(strstr(text, "queue 16 (given), max-pixels 3.0M,") != NULL);
+    /* a cgroup tree: /a has 1 GiB, /a/b "max", /a/b/c 2 GiB -> 1 GiB, from /a */
+    char root[] = "/tmp/animegan-cgroup-XXXXXX", path[600], where[512];
+    CHECK(mkdtemp(root) != NULL);
+    const char *files[][2] = {
+        {"/a", "1073741824\n"}, {"/a/b", "max\n"}, {"/a/b/c", "2147483648\n"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s%s", root, files[i][0]);
+        CHECK(mkdir(path, 0700) == 0);
+        snprintf(path, sizeof path, "%s%s/memory.max", root, files[i][0]);
+        FILE *f = fopen(path, "w");
+        CHECK(f && fputs(files[i][1], f) >= 0 && fclose(f) == 0);
+    }
+    CHECK(cgroup_limit(root, "/a/b/c", "memory.max", where, sizeof where) == (size_t)1 << 30);
+    CHECK(strstr(where, "/a/memory.max") && !strstr(where, "/b/"));
+    CHECK(cgroup_limit(root, "/none", "memory.max", where, sizeof where) == 0);
+    for (int i = 2; i >= 0; i--) {
+        snprintf(path, sizeof path, "%s%s/memory.max", root, files[i][0]);
+        unlink(path);
+        snprintf(path, sizeof path, "%s%s", root, files[i][0]);
+        rmdir(path);
+    }
+    rmdir(root);
+    size_t limit = ag_memory_limit(&c, text, sizeof text);
+    CHECK(limit > 0 && (strstr(text, "RAM") || strstr(text, "cgroup")));
+    c.max_memory_bytes = (size_t)1 << 30;
+    CHECK(ag_memory_limit(&c, text, sizeof text) == (size_t)1 << 30 &&
+          !strcmp(text, "--max-memory-mb"));
+    return 0;
+}
+
 static int forwarded_clients(void) {
     ag_server_config c;
     char *args[] = {"serve", "--trusted-proxy", "10.0.0.1", "--trusted-proxy", "::1", NULL};
@@ -496,5 +622,6 @@ static int forwarded_clients(void) {
 
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
-          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(command_line),
-          TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients))
+          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(fuse_options),
+          TEST(command_line), TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients),
+          TEST(client_keys), TEST(memory_defaults))

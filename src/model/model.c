@@ -40,9 +40,8 @@ static float bf16_to_f32(uint16_t b) {
 
 /* Convert `n` elements of `ref` to fp32. I8 weights are scaled per output channel (the
  * first dimension) by the companion tensor "<conv>.scale", exactly as float(q) * scale. */
-static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, float *dst, size_t n,
-                         const char *path, ag_error *err) {
-    const uint8_t *src = ref->data;
+static int elements_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, const uint8_t *src,
+                           float *dst, size_t n, const char *path, ag_error *err) {
     if (ref->dtype == AG_DTYPE_F32) {
         memcpy(dst, src, n * sizeof(float));
     } else if (ref->dtype == AG_DTYPE_F16 || ref->dtype == AG_DTYPE_BF16) {
@@ -70,12 +69,18 @@ static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, flo
             return ag_error_set(err, AG_E_FORMAT,
                                 "%s: int8 tensor '%s' needs an F32 '%s' of [%lld]", path, ref->name,
                                 scale_name, (long long)oc);
+        const void *scales;
+        void *tmp;
+        int rc = ag_tensor_ref_elements(scale, &scales, &tmp, err);
+        if (rc != AG_OK)
+            return ag_error_prefix(rc, path, err);
         size_t per_oc = n / (size_t)oc;
         for (size_t i = 0; i < n; i++) {
             float s;
-            memcpy(&s, (const uint8_t *)scale->data + 4 * (i / per_oc), 4);
+            memcpy(&s, (const uint8_t *)scales + 4 * (i / per_oc), 4);
             dst[i] = (float)((const int8_t *)src)[i] * s;
         }
+        ag_free(tmp);
     } else {
         return ag_error_set(err, AG_E_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", path,
                             ref->name);
@@ -85,6 +90,19 @@ static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, flo
             return ag_error_set(err, AG_E_FORMAT, "%s: tensor '%s' holds a NaN or infinity", path,
                                 ref->name);
     return AG_OK;
+}
+
+/* Its shape checked, a (possibly strided) tensor gathered and converted. */
+static int tensor_to_f32(const ag_tensor_set *set, const ag_tensor_ref *ref, float *dst, size_t n,
+                         const char *path, ag_error *err) {
+    const void *src;
+    void *tmp;
+    int rc = ag_tensor_ref_elements(ref, &src, &tmp, err);
+    if (rc != AG_OK)
+        return ag_error_prefix(rc, path, err);
+    rc = elements_to_f32(set, ref, src, dst, n, path, err);
+    ag_free(tmp);
+    return rc;
 }
 
 static size_t ref_count(const ag_tensor_ref *ref) {
@@ -133,16 +151,17 @@ static int pack_weight(binder *b, ag_node *n, const ag_op_desc *d, ag_error *err
     return AG_OK;
 }
 
-/* Bind node n's tensors through its op's bind function; its inputs' channels are known
- * (nodes bind in order). */
-static int bind_node(binder *b, ag_graph *g, ag_node *n, ag_error *err) {
+/* Check node n's tensors' shapes through its op's bind function; its inputs' channels are
+ * known (nodes are checked in order). Nothing is read from the tensors yet. */
+static int check_node(const ag_tensor_set *set, const char *path, ag_graph *g, ag_node *n,
+                      ag_error *err) {
     const ag_op_desc *d = ag_op_desc_of(n->op);
     int c[AG_NODE_MAX_SRC] = {0};
     ag_dims dims[AG_NODE_TENSORS];
     for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++)
         c[j] = g->nodes[n->src[j]].out_c;
     for (int t = 0; t < AG_NODE_TENSORS; t++) {
-        const ag_tensor_ref *ref = n->tensor[t] >= 0 ? &b->set->tensors[n->tensor[t]] : NULL;
+        const ag_tensor_ref *ref = n->tensor[t] >= 0 ? &set->tensors[n->tensor[t]] : NULL;
         dims[t].ndim = ref ? (ref->ndim > 4 ? 5 : ref->ndim) : 0;
         for (int k = 0; ref && k < ref->ndim && k < 4; k++)
             dims[t].d[k] = ref->shape[k];
@@ -152,20 +171,27 @@ static int bind_node(binder *b, ag_graph *g, ag_node *n, ag_error *err) {
     char why[AG_OP_WHY];
     int bad = d->bind ? d->bind(n, c, dims, why) : ag_bind_per_channel(n, c[0], dims, why);
     if (bad)
-        return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" (%s): %s", b->path, n->name, d->name,
+        return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" (%s): %s", path, n->name, d->name,
                             why);
+    n->out_c = ag_node_channels(g, n);
+    return AG_OK;
+}
+
+/* Copy node n's checked tensors into the weight block, in its op's layout. */
+static int bind_node(binder *b, ag_node *n, ag_error *err) {
+    const ag_op_desc *d = ag_op_desc_of(n->op);
     for (int t = 0; t < AG_NODE_TENSORS; t++) {
         float scale = t == AG_T_WEIGHT ? n->weight_scale : t == AG_T_BIAS ? n->bias_scale : 1.0f;
         int rc = bind_tensor(b, n->tensor[t], scale, &n->t[t], err);
         if (rc)
             return rc;
     }
-    n->out_c = ag_node_channels(g, n);
     return d->pack && n->weight ? pack_weight(b, n, d, err) : AG_OK;
 }
 
-/* Copy every tensor the graph names into the model's one weight block and point the nodes
- * at it; then check the whole graph. */
+/* Check every node's order and tensor shapes, then copy every tensor the graph names into
+ * the model's one weight block and point the nodes at it; then check the whole graph. The
+ * shapes come first, so a tensor the architecture has no place for is never read. */
 static int bind_graph(ag_model *m, const ag_tensor_set *set, const char *path, ag_error *err) {
     ag_graph *g = &m->graph;
     size_t total = 0;
@@ -175,9 +201,22 @@ static int bind_graph(ag_model *m, const ag_tensor_set *set, const char *path, a
             if (index >= set->count)
                 return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" names tensor %d of %d", path,
                                     g->nodes[i].name, index, set->count);
-            if (index >= 0)
-                total += ref_count(&set->tensors[index]);
         }
+    for (int i = 0; i < g->count; i++) {
+        ag_node *n = &g->nodes[i];
+        int bad = (i == 0) != (n->op == AG_OP_INPUT) || n->op < 0 || n->op >= AG_OP_COUNT;
+        for (int j = 0; j < AG_NODE_MAX_SRC; j++)
+            bad |= n->src[j] >= i || n->src[j] < -1;
+        if (bad)
+            return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" reads a node not before it",
+                                path, n->name);
+        int rc = check_node(set, path, g, n, err);
+        if (rc)
+            return rc;
+        for (int t = 0; t < AG_NODE_TENSORS; t++)
+            if (n->tensor[t] >= 0)
+                total += ref_count(&set->tensors[n->tensor[t]]);
+    }
     m->weights = ag_malloc((total ? total : 1) * sizeof(float));
     if (!m->weights)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory for %zu weights", path, total);
@@ -194,14 +233,7 @@ static int bind_graph(ag_model *m, const ag_tensor_set *set, const char *path, a
     }
     binder b = {set, path, m->weights, m->weights + total};
     for (int i = 0; i < g->count; i++) {
-        ag_node *n = &g->nodes[i];
-        int bad = (i == 0) != (n->op == AG_OP_INPUT) || n->op < 0 || n->op >= AG_OP_COUNT;
-        for (int j = 0; j < AG_NODE_MAX_SRC; j++)
-            bad |= n->src[j] >= i || n->src[j] < -1;
-        if (bad)
-            return ag_error_set(err, AG_E_FORMAT, "%s: node \"%s\" reads a node not before it",
-                                path, n->name);
-        int rc = bind_node(&b, g, n, err);
+        int rc = bind_node(&b, &g->nodes[i], err);
         if (rc)
             return rc;
     }

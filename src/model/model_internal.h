@@ -24,16 +24,27 @@ typedef enum ag_dtype {
 #define AG_TENSOR_NAME_BYTES 96
 #define AG_TENSOR_MAX_DIMS 4
 
-/* A tensor inside a parsed file. `data` is contiguous, row-major, little-endian, possibly
- * unaligned (read it with memcpy); it points into the file buffer or a blob of the set. */
+/* A tensor inside a parsed file. `data` is row-major, little-endian, possibly unaligned (read
+ * it with memcpy); it points into the file buffer or a blob of the set. A PyTorch view that
+ * is not contiguous (transposed, or expanded with stride 0) is `strided`: `data` is its first
+ * element and `stride` its element strides, checked against its storage by the parser but
+ * gathered only by ag_tensor_ref_elements, once the architecture has checked its shape (an
+ * expanded view of a few bytes in the file may declare a gigabyte). */
 typedef struct ag_tensor_ref {
     char name[AG_TENSOR_NAME_BYTES];
     ag_dtype dtype;
     int ndim;
     int64_t shape[AG_TENSOR_MAX_DIMS];
     const void *data;
-    size_t nbytes;
+    size_t nbytes; /* of its elements, contiguous: numel x the dtype's size */
+    bool strided;
+    int64_t stride[AG_TENSOR_MAX_DIMS];
 } ag_tensor_ref;
+
+/* The elements of `ref`, contiguous: `ref->data` itself, or for a strided view a copy
+ * gathered into *tmp (ag_malloc'ed, NULL otherwise; the caller frees it). Call it only after
+ * checking the shape against the architecture. AG_E_NOMEM on failure. */
+int ag_tensor_ref_elements(const ag_tensor_ref *ref, const void **out, void **tmp, ag_error *err);
 
 #define AG_META_MAX 32
 

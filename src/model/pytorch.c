@@ -10,8 +10,9 @@
  *
  * In both, a tensor is _rebuild_tensor_v2(storage, offset, size, stride, ...) whose storage
  * is a persistent id ('storage', torch.FloatStorage, key, location, numel[, view]). Every
- * offset and stride is checked against its storage before a pointer is formed; strided
- * tensors are gathered into a contiguous blob.
+ * offset and stride is checked against its storage before a pointer is formed; a strided
+ * view is kept as one (ag_tensor_ref.strided) and gathered only after the architecture has
+ * checked its shape: an expanded view of 4 bytes may declare a gigabyte.
  */
 #include "pickle_internal.h"
 
@@ -19,7 +20,7 @@
 #include <string.h>
 #include <zip.h>
 
-/* Storage bytes read from a zip plus gathered tensors: an AnimeGANv2 generator has 9 MB. */
+/* Storage bytes read from a zip, and any one view: an AnimeGANv2 generator has 9 MB. */
 #ifndef AG_PT_MAX_BYTES
 #define AG_PT_MAX_BYTES ((size_t)1 << 30)
 #endif
@@ -461,37 +462,6 @@ static int tensor_storage(pt_file *f, const ag_pkl_obj *args, const ag_tensor_re
     return AG_OK;
 }
 
-/* Copies a strided tensor into a contiguous blob of the set. */
-static int gather(pt_file *f, ag_tensor_ref *ref, const uint8_t *base,
-                  const int64_t stride[AG_TENSOR_MAX_DIMS]) {
-    size_t es = ag_dtype_size(ref->dtype);
-    if (ref->nbytes > AG_PT_MAX_BYTES - f->bytes_read)
-        return ag_error_set(f->err, AG_E_LIMIT,
-                            "%s: tensor '%s' of %zu bytes exceeds the %zu "
-                            "byte limit",
-                            f->label, ref->name, ref->nbytes, AG_PT_MAX_BYTES);
-    uint8_t *blob = ag_malloc(ref->nbytes);
-    if (!blob)
-        return ag_error_set(f->err, AG_E_NOMEM, "%s: out of memory for tensor '%s'", f->label,
-                            ref->name);
-    f->bytes_read += ref->nbytes;
-    /* Padded to 4 dims with leading size-1 axes. */
-    int64_t n[4] = {1, 1, 1, 1}, s[4] = {0, 0, 0, 0};
-    for (int i = 0; i < ref->ndim; i++) {
-        n[4 - ref->ndim + i] = ref->shape[i];
-        s[4 - ref->ndim + i] = stride[i];
-    }
-    uint8_t *dst = blob;
-    for (int64_t a = 0; a < n[0]; a++)
-        for (int64_t b = 0; b < n[1]; b++)
-            for (int64_t c = 0; c < n[2]; c++)
-                for (int64_t d = 0; d < n[3]; d++, dst += es)
-                    memcpy(dst, base + (size_t)(a * s[0] + b * s[1] + c * s[2] + d * s[3]) * es,
-                           es);
-    ref->data = blob;
-    return ag_error_prefix(ag_tensor_set_own(f->out, blob, f->err), f->label, f->err);
-}
-
 /* Points the tensor at its elements, after checking the furthest one is in the storage. */
 static int place(pt_file *f, ag_tensor_ref *ref, const uint8_t *bytes, size_t nbytes,
                  int64_t offset, const int64_t stride[AG_TENSOR_MAX_DIMS]) {
@@ -513,12 +483,18 @@ static int place(pt_file *f, ag_tensor_ref *ref, const uint8_t *bytes, size_t nb
                             "%s: tensor '%s': offset %lld, sizes and strides reach past its "
                             "storage of %zu bytes",
                             f->label, ref->name, (long long)offset, nbytes);
-    const uint8_t *base = bytes + (size_t)offset * es;
-    if (contiguous) {
-        ref->data = base;
+    ref->data = bytes + (size_t)offset * es;
+    if (contiguous)
         return AG_OK;
-    }
-    return gather(f, ref, base, stride);
+    /* Gathered only once the architecture has checked the shape (ag_tensor_ref_elements);
+     * even then an expanded view must stay under the limit a file's storages have. */
+    if (ref->nbytes > AG_PT_MAX_BYTES)
+        return ag_error_set(f->err, AG_E_LIMIT,
+                            "%s: tensor '%s' of %zu bytes exceeds the %zu byte limit", f->label,
+                            ref->name, ref->nbytes, AG_PT_MAX_BYTES);
+    ref->strided = true;
+    memcpy(ref->stride, stride, sizeof ref->stride);
+    return AG_OK;
 }
 
 /* The dict key, without DataParallel's "module." prefix. */

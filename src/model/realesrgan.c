@@ -24,6 +24,8 @@
  */
 #include "model_internal.h"
 
+#include "../kernels/kernels.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -162,22 +164,32 @@ static int add_s2d_weight(ag_tensor_set *set, const char *path, ag_error *err) {
         return ag_error_set(err, AG_E_UNSUPPORTED,
                             "%s: conv_first.weight of a pixel-unshuffle RRDBNet must be float32",
                             path);
+    if (t->shape[0] < 1 || t->shape[0] > AG_MAP_MAX_CHANNELS)
+        return ag_error_set(err, AG_E_FORMAT, "%s: conv_first makes %lld channels; 1 to %d", path,
+                            (long long)t->shape[0], AG_MAP_MAX_CHANNELS);
     int f = (int)t->shape[0];
     int64_t shape[4] = {f, 3, 6, 6};
+    const void *src;
+    void *tmp;
+    int rc = ag_tensor_ref_elements(t, &src, &tmp, err);
+    if (rc != AG_OK)
+        return ag_error_prefix(rc, path, err);
     float *w = ag_malloc((size_t)f * 3 * 36 * sizeof(float));
-    if (!w)
+    if (!w) {
+        ag_free(tmp);
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", path);
+    }
     for (int o = 0; o < f; o++)
         for (int ch = 0; ch < 12; ch++)
             for (int a = 0; a < 3; a++)
                 for (int b = 0; b < 3; b++) {
                     int c = ch / 4, dy = ch / 2 % 2, dx = ch % 2;
                     float v;
-                    memcpy(&v,
-                           (const uint8_t *)t->data + sizeof v * (((o * 12 + ch) * 3 + a) * 3 + b),
+                    memcpy(&v, (const uint8_t *)src + sizeof v * (((o * 12 + ch) * 3 + a) * 3 + b),
                            sizeof v);
                     w[((o * 3 + c) * 6 + 2 * a + dy) * 6 + 2 * b + dx] = v;
                 }
+    ag_free(tmp);
     return add_tensor(set, S2D_WEIGHT, shape, w, path, err);
 }
 

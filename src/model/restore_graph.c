@@ -83,6 +83,7 @@ void ag_restore_squeeze_biases(ag_tensor_set *set) {
         if (len >= 5 && strcmp(t->name + len - 5, ".bias") == 0 && t->ndim == 4 &&
             t->shape[0] == 1 && t->shape[2] == 1 && t->shape[3] == 1) {
             t->shape[0] = t->shape[1];
+            t->stride[0] = t->stride[1];
             t->ndim = 1;
         }
     }

@@ -9,7 +9,7 @@
 
 /* A generator has ~100 tensors; thousands means a different (or hostile) file. */
 #define AG_TENSOR_SET_MAX 4096
-/* Blobs are storages or gathered tensors: at most one of each per tensor. */
+/* Blobs are storages or derived tensors: at most one of each per tensor. */
 #define AG_TENSOR_SET_MAX_BLOBS (2 * AG_TENSOR_SET_MAX)
 
 size_t ag_dtype_size(ag_dtype dtype) {
@@ -139,6 +139,34 @@ const ag_tensor_ref *ag_tensor_set_find(const ag_tensor_set *set, const char *na
             return &set->tensors[i];
     }
     return NULL;
+}
+
+int ag_tensor_ref_elements(const ag_tensor_ref *ref, const void **out, void **tmp, ag_error *err) {
+    *tmp = NULL;
+    *out = ref->data;
+    if (!ref->strided || ref->nbytes == 0)
+        return AG_OK;
+    uint8_t *dst = ag_malloc(ref->nbytes);
+    if (!dst)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory gathering tensor '%s' (%zu bytes)",
+                            ref->name, ref->nbytes);
+    /* Padded to 4 dims with leading size-1 axes. */
+    size_t es = ag_dtype_size(ref->dtype);
+    int64_t n[4] = {1, 1, 1, 1}, s[4] = {0, 0, 0, 0};
+    for (int i = 0; i < ref->ndim; i++) {
+        n[4 - ref->ndim + i] = ref->shape[i];
+        s[4 - ref->ndim + i] = ref->stride[i];
+    }
+    const uint8_t *base = ref->data;
+    uint8_t *cursor = dst;
+    for (int64_t a = 0; a < n[0]; a++)
+        for (int64_t b = 0; b < n[1]; b++)
+            for (int64_t c = 0; c < n[2]; c++)
+                for (int64_t d = 0; d < n[3]; d++, cursor += es)
+                    memcpy(cursor, base + (size_t)(a * s[0] + b * s[1] + c * s[2] + d * s[3]) * es,
+                           es);
+    *out = *tmp = dst;
+    return AG_OK;
 }
 
 const char *ag_tensor_set_meta_get(const ag_tensor_set *set, const char *key) {
