@@ -15,7 +15,8 @@
 
 #define OPS_TOLERANCE 2e-5f
 
-static const char *cases[] = {"style", "upsample", "down", "combine", "resample", "winograd"};
+static const char *cases[] = {"style",    "upsample", "down",       "combine",
+                              "resample", "winograd", "transformer"};
 
 /* fixture.input / fixture.output of the file: their data as fp32 (little-endian files). */
 static const float *fixture_tensor(const ag_tensor_set *set, const char *name, int ndim,

@@ -263,6 +263,55 @@ def case_resample(out_dir):
     c.save(out_dir, x, F.pixel_shuffle(y, 2))
 
 
+def case_transformer(out_dir):
+    """CodeFormer's ops: GroupNorm(8 groups), GELU, nn.LayerNorm per token, multi-head
+    attention (8 heads of 4 over the 72 pixels) as F.scaled-dot-product with the q, k, v of
+    1x1 convs, the top logit's codebook row (argmax + embedding), adaptive instance norm to
+    another map's per-channel statistics (unbiased variance, CodeFormer's calc_mean_std)."""
+    c = Case("transformer", 3001)
+    H, W, C, N, D = 8, 9, 32, 24, 8
+    x = image(c, H, W)
+    f = stem(c, x, C)
+    g, b = c.t("gn.g", (C,), 0.2, 1.0), c.t("gn.b", (C,), 0.2)
+    c.node("group_norm", "gn", ["stem"], gamma="gn.g", beta="gn.b", groups=8, eps=1e-6)
+    f = F.gelu(F.group_norm(f, 8, g, b, 1e-6))
+    c.node("gelu", "act", ["gn"])
+    lg, lb = c.t("ln.g", (C,), 0.2, 1.0), c.t("ln.b", (C,), 0.2)
+    c.node("token_norm", "ln", ["act"], gamma="ln.g", beta="ln.b")
+    t = F.layer_norm(f.permute(0, 2, 3, 1), (C,), lg, lb, 1e-5).permute(0, 3, 1, 2)
+    qkv = []
+    for name in ("q", "k", "v"):
+        w, bb = c.t(name + ".w", (C, C, 1, 1), 0.5), c.t(name + ".b", (C,), 0.1)
+        c.node("conv", name, ["ln"], weight=name + ".w", bias=name + ".b")
+        qkv.append(F.conv2d(t, w, bb).flatten(2)[0].t().reshape(-1, 8, C // 8).transpose(0, 1))
+    q, k, v = qkv
+    a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(C // 8), dim=-1) @ v  # (heads, T, d)
+    c.node("attention", "attn", ["q", "k", "v"], heads=8)
+    a = a.transpose(0, 1).reshape(H, W, C).permute(2, 0, 1)[None]
+    wl = c.t("logit.w", (N, C, 1, 1), 0.5)
+    c.node("conv", "logit", ["attn"], weight="logit.w")
+    logits = F.conv2d(a, wl)
+    cb = c.t("codebook", (N, D))
+    c.node("codebook", "code", ["logit"], weight="codebook")
+    idx = logits.argmax(1)[0]
+    print("transformer: %d distinct codes of %d" % (len(torch.unique(idx)), N))
+    z = F.embedding(idx, cb).permute(2, 0, 1)[None]
+    ws, bs = c.t("style.w", (D, C, 1, 1), 0.5), c.t("style.b", (D,), 0.3)
+    c.node("conv", "style", ["stem"], weight="style.w", bias="style.b")
+    st = F.conv2d(stem_out(c, x, C), ws, bs)
+    c.node("adain", "adain", ["code", "style"])
+
+    def mean_std(t):
+        return t.flatten(2).mean(2)[..., None, None], (t.flatten(2).var(2) + 1e-5).sqrt()[..., None, None]
+    (mz, sz), (ms, ss) = mean_std(z), mean_std(st)
+    c.save(out_dir, x, (z - mz) / sz * ss + ms)
+
+
+def stem_out(case, x, c):
+    """The stem's output again (its weights are already drawn)."""
+    return F.conv2d(x, torch.from_numpy(case.tensors["stem.w"]), torch.from_numpy(case.tensors["stem.b"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
@@ -270,7 +319,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for case in (case_style, case_upsample, case_down, case_combine, case_resample,
-                 case_winograd):
+                 case_winograd, case_transformer):
         case(args.out)
 
 

@@ -3,12 +3,15 @@
  * FFHQ-aligned at the restorer's size (align.c, expand 1.0: the framing GPEN and GFPGAN are
  * trained on), restore it on the restorer's engine, blend restored and original crop by the
  * fidelity weight (GPEN's alpha), and paste it back through the feathered face mask
- * (paste.c). An aligned input (--aligned) is resized to the model's size and restored whole.
+ * (paste.c). An aligned input (--aligned) is already the network's crop: it goes in as it is
+ * (Lanczos3-resized only when it is not the network's size, never through the FFHQ warp and
+ * its padded border) and the output is the restored crop, pixel for pixel.
  * One face at a time: the memory is one crop and one restored crop over the engine's arena.
  */
 #include "face_internal.h"
 
 #include "../engine_internal.h"
+#include "../image/image_internal.h"
 
 #include <string.h>
 
@@ -57,15 +60,6 @@ static int restore_crop(ag_engine *engine, const ag_image *in, const ag_face *fa
     return rc;
 }
 
-/* The whole image as one "face" whose quad is the image's corners. */
-static void whole_image_face(const ag_image *in, ag_face *face) {
-    memset(face, 0, sizeof *face);
-    float w = (float)in->width, h = (float)in->height;
-    const float quad[4][2] = {{0, 0}, {0, h}, {w, h}, {w, 0}};
-    memcpy(face->quad, quad, sizeof quad);
-    face->score = 1.0f;
-}
-
 static int copy_image(const ag_image *in, ag_image *out, ag_error *err) {
     size_t n = (size_t)in->width * in->height * in->bands;
     *out = *in;
@@ -75,6 +69,53 @@ static int copy_image(const ag_image *in, ag_image *out, ag_error *err) {
                             in->height);
     memcpy(out->pixels, in->pixels, n);
     return AG_OK;
+}
+
+/* Lanczos3 shrink of `in` to exactly width x height (libvips). */
+static int shrink(const ag_image *in, int width, int height, ag_image *out, ag_error *err) {
+    VipsImage *wrapped = NULL, *small = NULL;
+    int rc = ag_vips_wrap(in, &wrapped, err);
+    if (rc == AG_OK)
+        rc = ag_vips_resize_exact(wrapped, width, height, &small, "aligned face", err);
+    if (rc == AG_OK)
+        rc = ag_vips_read(small, "aligned face", out, err);
+    if (small)
+        g_object_unref(small);
+    if (wrapped)
+        g_object_unref(wrapped);
+    return rc;
+}
+
+/* An aligned face at the network's size: a copy when it is that size already, else enlarged
+ * (Lanczos3) to cover it and shrunk to it. */
+static int aligned_input(const ag_image *in, int size, ag_image *out, ag_error *err) {
+    memset(out, 0, sizeof *out);
+    if (in->width == size && in->height == size)
+        return copy_image(in, out, err);
+    if (in->width >= size && in->height >= size)
+        return shrink(in, size, size, out, err);
+    int w = in->width > size ? in->width : size, h = in->height > size ? in->height : size;
+    ag_image big = {0};
+    int rc = ag_image_enlarge(in, w, h, "aligned face", &big, err);
+    if (rc == AG_OK && (w > size || h > size))
+        rc = shrink(&big, size, size, out, err);
+    else if (rc == AG_OK)
+        *out = big, big = (ag_image){0};
+    ag_image_fini(&big);
+    return rc;
+}
+
+/* An aligned face restored whole: *out is the network's output (blended by fidelity). */
+static int restore_aligned(ag_engine *engine, const ag_image *in, int size, float fidelity,
+                           ag_image *out, ag_error *err) {
+    ag_image restored = {0};
+    int rc = aligned_input(in, size, out, err);
+    if (rc == AG_OK)
+        rc = ag_stylize(engine, out, 0, &restored, err);
+    if (rc == AG_OK)
+        blend(out, &restored, fidelity);
+    ag_image_fini(&restored);
+    return rc;
 }
 
 int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_image *in,
@@ -90,9 +131,7 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
     int rc = check_options(engine, &o, err);
     int size = ag_model_get_info(engine->model)->min_side;
     if (rc == AG_OK && o.aligned) {
-        ag_face whole;
-        whole_image_face(in, &whole);
-        rc = restore_crop(engine, in, &whole, size, o.fidelity, out, err);
+        rc = restore_aligned(engine, in, size, o.fidelity, out, err);
         res.found = res.restored = rc == AG_OK;
     } else if (rc == AG_OK) {
         ag_face *faces = ag_malloc(sizeof *faces * (size_t)o.max_faces);

@@ -61,6 +61,13 @@ typedef enum ag_op {
     AG_OP_PIXEL_SHUFFLE,   /* (H, W, C r²) -> (H r, W r, C), r = `up` */
     AG_OP_PIXEL_UNSHUFFLE, /* (H r, W r, C) -> (H, W, C r²), r = `down` */
     AG_OP_ADD_SCALED,      /* src[0] * alpha + src[1] (ops_upscale.c) */
+    /* CodeFormer (ops_transformer.c) */
+    AG_OP_GROUP_NORM, /* per group of channels over H, W, then gamma/beta */
+    AG_OP_TOKEN_NORM, /* LayerNorm over the channels of each pixel */
+    AG_OP_GELU,       /* x · Φ(x), erf form */
+    AG_OP_ATTENTION,  /* softmax(q kᵀ / sqrt(d)) v, pixels as tokens, `heads` heads */
+    AG_OP_CODEBOOK,   /* the weight row of each pixel's largest logit */
+    AG_OP_ADAIN,      /* src[0] to the per-channel mean and std of src[1] */
     AG_OP_COUNT
 } ag_op;
 
@@ -81,7 +88,8 @@ typedef struct ag_node {
     char name[AG_GRAPH_NAME_BYTES];
     int src[AG_NODE_MAX_SRC]; /* node indices; -1 past the op's inputs */
     /* window: conv, max_pool, modconv, conv_t (pad = output crop), upfirdn */
-    int k, stride, groups; /* groups 0 before binding: one per input channel (depthwise) */
+    int k, stride, groups; /* groups 0 before binding: one per input channel (depthwise);
+                              group_norm's groups, attention's heads */
     int pad[4];            /* top, bottom, left, right */
     ag_pad_mode pad_mode;
     /* Tensors, as indices into the loader's ag_tensor_set (-1: none), then, once the model

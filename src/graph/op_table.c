@@ -55,6 +55,9 @@ ATTRS(noise_attrs, INT("concat", concat, 0, 1, 0))
 ATTRS(resample_attrs, INT("up", up, 1, 4, 1), INT("down", down, 1, 4, 1))
 ATTRS(up_attrs, INT("up", up, 1, 8, 2))
 ATTRS(down_attrs, INT("down", down, 1, 8, 2))
+ATTRS(group_norm_attrs, INT("groups", groups, 1, 4096, 32), FLT("eps", eps, 0, 0.999999, 1e-6))
+ATTRS(attention_attrs, INT("heads", groups, 1, 64, 1))
+ATTRS(adain_attrs, FLT("eps", eps, 0, 0.999999, 1e-5))
 ATTRS(add_scaled_attrs, FLT("alpha", alpha, -16, 16, 1))
 
 static const ag_tensor_key weight_bias[] = {{"weight", AG_T_WEIGHT}, {"bias", AG_T_BIAS}};
@@ -164,6 +167,20 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
     [AG_OP_ADD_SCALED] = {"add_scaled", 2, 2, 0, A(add_scaled_attrs), NO_TENSORS, NULL,
                           ag_check_add, NULL, ag_shape_add, NULL, NULL, ag_run_add_scaled,
                           AG_FUSE_NONE, NULL},
+    [AG_OP_GROUP_NORM] = {"group_norm", 1, 1, 0, A(group_norm_attrs), T(gamma_beta), NULL,
+                          ag_check_group_norm, NULL, NULL, NULL, NULL, ag_run_group_norm,
+                          AG_FUSE_NONE, NULL},
+    [AG_OP_TOKEN_NORM] = {"token_norm", 1, 1, 0, A(norm_attrs), T(gamma_beta), NULL, NULL, NULL,
+                          NULL, NULL, NULL, ag_run_token_norm, AG_FUSE_NONE, NULL},
+    [AG_OP_GELU] = ACT("gelu", NO_ATTRS, AG_FUSE_NONE),
+    [AG_OP_ATTENTION] = {"attention", 3, 3, 0, A(attention_attrs), NO_TENSORS, NULL,
+                         ag_check_attention, NULL, ag_shape_attention, ag_flops_attention,
+                         ag_scratch_attention, ag_run_attention, AG_FUSE_NONE, NULL},
+    [AG_OP_CODEBOOK] = {"codebook", 1, 1, 0, NO_ATTRS, T(weight_only), ag_bind_codebook,
+                        ag_check_codebook, ag_channels_bound, NULL, NULL, NULL, ag_run_codebook,
+                        AG_FUSE_NONE, NULL},
+    [AG_OP_ADAIN] = {"adain", 2, 2, 0, A(adain_attrs), NO_TENSORS, NULL, ag_check_adain, NULL, NULL,
+                     NULL, NULL, ag_run_adain, AG_FUSE_NONE, NULL},
 };
 
 const ag_op_desc *ag_op_desc_of(ag_op op) {

@@ -174,6 +174,21 @@ void ag_run_softmax(const ag_node *n, const ag_op_io *io);
 void ag_run_sum_normalize(const ag_node *n, const ag_op_io *io);
 void ag_run_pad_channels(const ag_node *n, const ag_op_io *io);
 
+/* ops_transformer.c: CodeFormer */
+int ag_check_group_norm(const ag_node *n, const int *src_c, char *why);
+int ag_check_attention(const ag_node *n, const int *src_c, char *why);
+int ag_bind_codebook(ag_node *n, const int *src_c, const ag_dims *t, char *why);
+int ag_check_codebook(const ag_node *n, const int *src_c, char *why);
+int ag_check_adain(const ag_node *n, const int *src_c, char *why);
+int ag_shape_attention(const ag_node *n, const ag_shape *in, ag_shape *out, char *why);
+double ag_flops_attention(const ag_node *n, const ag_shape *in, ag_shape out);
+size_t ag_scratch_attention(const ag_node *n, const ag_shape *in, ag_shape out);
+void ag_run_group_norm(const ag_node *n, const ag_op_io *io);
+void ag_run_token_norm(const ag_node *n, const ag_op_io *io);
+void ag_run_attention(const ag_node *n, const ag_op_io *io);
+void ag_run_codebook(const ag_node *n, const ag_op_io *io);
+void ag_run_adain(const ag_node *n, const ag_op_io *io);
+
 /* ops_style.c: StyleGAN2 / GPEN / GFPGAN */
 int ag_bind_const(ag_node *n, const int *src_c, const ag_dims *t, char *why);
 int ag_bind_linear(ag_node *n, const int *src_c, const ag_dims *t, char *why);

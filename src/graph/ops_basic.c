@@ -317,6 +317,7 @@ void ag_run_activation(const ag_node *n, const ag_op_io *io) {
         case AG_OP_RELU6: v = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v; break;
         case AG_OP_TANH: v = tanhf(v); break;
         case AG_OP_SIGMOID: v = 1.0f / (1.0f + expf(-v)); break;
+        case AG_OP_GELU: v = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2)); break;
         default: break;
         }
         io->out[i] = v;
