@@ -314,19 +314,14 @@ static int fd_limit_check(const ag_server_config *c, ag_log_format lf) {
 }
 
 /* The memory the bound is held against: --max-memory-mb, else the RAM, or the cgroup's
- * memory.max when lower (a container's limit). */
+ * limit when lower (a container's, or a unit's MemoryMax=; cgroup.c). */
 static size_t memory_limit(const ag_server_config *c) {
     if (c->max_memory_bytes)
         return c->max_memory_bytes;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t limit = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
-    FILE *f = fopen("/sys/fs/cgroup/memory.max", "re");
-    unsigned long long cg;
-    if (f && fscanf(f, "%llu", &cg) == 1 && cg < limit)
-        limit = (size_t)cg;
-    if (f)
-        fclose(f);
-    return limit;
+    size_t cgroup = ag_cgroup_memory_limit("");
+    return cgroup && cgroup < limit ? cgroup : limit;
 }
 
 /* A bound above the memory there is can never be kept: refuse it with the formula (a model

@@ -132,6 +132,12 @@ void ag_config_defaults(ag_server_config *config, int cpu_count);
 int ag_config_parse(ag_server_config *config, int argc, char **argv, int cpu_count);
 void ag_config_usage(void);
 
+/* The lowest memory limit of this process's cgroups (v2 memory.max, v1
+ * memory.limit_in_bytes, from /proc/self/cgroup's paths and their parents, and the mount
+ * roots); 0 when none. `root` prefixes every path: "" in service, a directory in tests
+ * (cgroup.c). */
+size_t ag_cgroup_memory_limit(const char *root);
+
 /* ---- per-request options (options.c) --------------------------------------------------- */
 
 typedef struct ag_convert_options {
