@@ -66,6 +66,16 @@ void ag_cli_engine_args_init(ag_cli_engine_args *args);
 int ag_cli_engine_option(const char *command, int opt, const char *arg, ag_cli_engine_args *args);
 
 /*
+ * `animegan CMD --option-table` (what `animegan --option-table CMD` runs): one line per long
+ * option the command takes, "--name none|required|optional" (its argument), leaving out
+ * `refused` (NULL-terminated names of a shared table this command refuses). tests/test_cli.c
+ * checks each command's --help against it.
+ */
+struct option;
+int ag_cli_option_table_asked(int argc, char **argv);
+int ag_cli_print_option_table(const struct option *table, const char *const *refused);
+
+/*
  * Report a getopt '?' or ':' result for `command` ("unknown option", "needs a value") as one
  * line plus the help hint. Returns AG_EXIT_USAGE.
  */

@@ -1118,10 +1118,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     size_t out = ok ? r->out_size : 0;
     if (!strcmp(r->method, "HEAD"))
         out = 0;
-    /* /api/v1/faces shares the convert route's handling, not its series. */
-    ag_route counted =
-        r->route == AG_ROUTE_CONVERT && r->options.faces_only ? AG_ROUTE_FACES : r->route;
-    if (counted == AG_ROUTE_CONVERT && r->status == 200 && ok)
+    /* /api/v1/faces, /fuse, /restore and /upscale share the convert route's handling, not
+     * its series; every image they answer is one converted. */
+    ag_route counted = ag_route_counted(r);
+    if (r->route == AG_ROUTE_CONVERT && !r->options.faces_only && r->status == 200 && ok)
         atomic_fetch_add(&s->metrics.converted, 1);
     ag_metrics_count_request(&s->metrics, counted, r->status, end - r->start_us, r->body_size, out);
     if (!s->config.quiet)

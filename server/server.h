@@ -306,6 +306,9 @@ typedef enum ag_route {
     AG_ROUTE_METRICS,
     AG_ROUTE_JOBS,  /* /api/v1/jobs[/ID[/result]] (jobs_http.c) */
     AG_ROUTE_FACES, /* POST /api/v1/faces in the metrics and log; handled as CONVERT */
+    AG_ROUTE_FUSE,  /* /api/v1/fuse, /restore and /upscale: the same, each its own series */
+    AG_ROUTE_RESTORE,
+    AG_ROUTE_UPSCALE,
     AG_ROUTE_OTHER, /* unknown paths (404) */
     AG_ROUTE_COUNT
 } ag_route;
@@ -539,6 +542,9 @@ void ag_metrics_count_request(ag_metrics *m, ag_route route, int status, uint64_
 int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **buf, size_t *size,
                       size_t max_bytes);
 const char *ag_route_name(ag_route route);
+/* The route a request is counted and logged under: CONVERT's endpoints (/faces, /fuse,
+ * /restore, /upscale) each have their own. */
+ag_route ag_route_counted(const ag_request *r);
 
 /* ---- bounded text builder (json.c) ----------------------------------------------------- */
 
