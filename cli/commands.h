@@ -247,7 +247,10 @@ typedef struct ag_progress {
     int enabled; /* drawing at all: a terminal and not --quiet */
     int total, done, failed;
     double start_s;
-    int drawn; /* a bar is on the current line and must be cleared before other output */
+    int drawn;         /* a bar is on the current line and must be cleared before other output */
+    const char *verb;  /* of the summary: "converted" (NULL), "restored", "upscaled" */
+    const char *stage; /* the steps inside the current image ("face", "tile"), or NULL */
+    int stage_done, stage_total;
 } ag_progress;
 
 /* Draw on stderr only when it is a terminal and `quiet` is off. */
@@ -260,5 +263,8 @@ void ag_progress_step(ag_progress *progress, int ok);
 void ag_progress_clear(ag_progress *progress);
 /* Replace the bar with a one-line summary (only when enabled). */
 void ag_progress_finish(ag_progress *progress);
+/* An ag_step_progress_fn over an ag_progress (`user`): the steps of the current image
+ * (progress->stage names them) shown after the count; never cancels. */
+int ag_progress_stage(void *user, int done, int total);
 
 #endif

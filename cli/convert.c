@@ -504,7 +504,14 @@ static int plan_jobs(job_list *jobs, char **inputs, int count, const convert_arg
         return -1;
     }
     struct stat st;
-    if (stat(output, &st) == 0 && !S_ISDIR(st.st_mode))
+    int exists = stat(output, &st) == 0;
+    if (!exists && ag_format_from_path(output) >= 0)
+        return ag_cli_usage_error(a->command,
+                                  "%s names an image file, but several inputs or an input "
+                                  "directory need an output directory (name it without .%s, "
+                                  "or convert one file)",
+                                  output, strrchr(output, '.') + 1);
+    if (exists && !S_ISDIR(st.st_mode))
         return ag_cli_usage_error(a->command,
                                   "%s is not a directory (several inputs or an input "
                                   "directory need an output directory)",
@@ -620,9 +627,13 @@ static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
     if (b->args->portrait == 1) /* the crop from the photo at up to 4096 px */
         decode.max_side = decode.max_side && decode.max_side < 4096 ? 4096 : decode.max_side;
     int rc = ag_image_decode_file(j->input, &decode, &in, err);
+    ag_restore_options restore = b->args->restore; /* faces, then tiles, on the bar */
+    restore.progress = ag_progress_stage, restore.progress_user = &b->progress;
+    b->progress.stage = "face";
     if (rc == 0 && b->restorer)
-        rc = ag_cli_restore_image(b->restorer, b->faces ? b->faces->detector : NULL,
-                                  &b->args->restore, j->input, b->args->quiet, &in, err);
+        rc = ag_cli_restore_image(b->restorer, b->faces ? b->faces->detector : NULL, &restore,
+                                  j->input, b->args->quiet, &in, err);
+    b->progress.stage = "tile";
     if (rc == 0 && b->restorer && b->args->restore_only) {
         count = 1, outs[0] = in;
         in = (ag_image){0};
@@ -634,6 +645,7 @@ static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
         count = (rc = ag_stylize(b->engine, &in, b->args->side_by_side, &outs[0], err)) == 0;
     for (int i = 0; rc == 0 && b->upscaler && i < count; i++)
         rc = ag_cli_upscaler_apply(b->upscaler, &outs[i], err);
+    b->progress.stage = NULL;
     if (rc == 0 && b->jobs->dir_mode && !b->dir_ready) {
         *fatal = rc = make_directories(b->args->output, err);
         b->dir_ready = rc == 0;
@@ -674,7 +686,13 @@ static int run_batch(ag_engine *engine, ag_engine *restorer, ag_cli_upscaler *up
                .args = a,
                .jobs = jobs};
     int failures = jobs->failures;
-    ag_progress_init(&b.progress, jobs->count, a->quiet || jobs->count < 2);
+    /* One photo gets the bar too when restoring or upscaling it takes minutes. */
+    int long_steps = restorer || upscaler;
+    ag_progress_init(&b.progress, jobs->count, a->quiet || (jobs->count < 2 && !long_steps));
+    b.progress.verb = a->restore_only ? "restored" : a->upscale_only ? "upscaled" : NULL;
+    if (upscaler)
+        upscaler->options.progress = ag_progress_stage,
+        upscaler->options.progress_user = &b.progress;
     if (jobs->count > 1)
         catch_interrupts();
     ag_progress_start(&b.progress);

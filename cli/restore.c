@@ -68,8 +68,28 @@ int ag_cli_restore_check(const char **restore_model, const char *model, const ch
     return -1;
 }
 
+/* A bundled model's name (no path, no extension) where a checkpoint file is expected. */
+static int is_bundled_name(const char *name) {
+    const char *names[64];
+    int count = ag_model_list_bundled(names, 64);
+    for (int i = 0; !strchr(name, '/') && !strchr(name, '.') && i < count && i < 64; i++)
+        if (!strcmp(names[i], name))
+            return 1;
+    return 0;
+}
+
 int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_model **model,
                          ag_engine **engine, ag_error *err) {
+    if (is_bundled_name(path)) {
+        err->code = AG_E_ARG;
+        snprintf(err->message, sizeof err->message,
+                 "a restorer checkpoint (GPEN, GFPGAN, CodeFormer .pth) is expected; %s is %s",
+                 path,
+                 !strncmp(path, "esrgan", 6)  ? "an upscaler"
+                 : !strncmp(path, "face-", 5) ? "a face finder's network"
+                                              : "a style");
+        return err->code;
+    }
     ag_engine_options o = *options;
     ag_precision_choice precision;
     if (ag_restore_precision_resolve(options->precision, NULL, &precision) != AG_OK) {

@@ -769,6 +769,21 @@ static int test_help_lists_option_table(void) {
     return 0;
 }
 
+/* Issue 33 item 9: an image name for several outputs, a style where a checkpoint goes. */
+static int test_cli_messages(void) {
+    const char *dir = temp_dir();
+    const char *out = join(dir, "y.png");
+    CHECK(run("convert", DATA "chelsea.png", DATA "coffee.png", "-o", out, NULL) == 0);
+    CHECK(usage_error("names an image file") && !file_exists(out));
+    CHECK(run("restore", DATA "chelsea.png", "-o", out, "-m", "hayao", NULL) == 0);
+    CHECK(one_error_line(1, "a restorer checkpoint (GPEN, GFPGAN, CodeFormer .pth) is expected; "
+                            "hayao is a style"));
+    CHECK(run("restore", DATA "chelsea.png", "-o", out, "-m", "esrgan-slim-x2", NULL) == 0);
+    CHECK(one_error_line(1, "esrgan-slim-x2 is an upscaler"));
+    CHECK(dir_holds(dir, NULL));
+    return 0;
+}
+
 static int test_models_lists_hayao(void) {
     ag_model *model = NULL;
     ag_error err = {0};
@@ -851,6 +866,7 @@ int main(int argc, char **argv) {
         TEST(test_bad_options),
         TEST(test_help),
         TEST(test_help_lists_option_table),
+        TEST(test_cli_messages),
         TEST(test_models_lists_hayao),
         TEST(test_bench_json),
     };
