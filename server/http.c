@@ -518,11 +518,15 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
                    g.cache.capacity_bytes, g.cache.bytes, g.cache.entries,
                    (unsigned long long)g.cache.hits, (unsigned long long)g.cache.misses);
 
+    /* Video jobs, when on: the page reads this rather than asking /api/v1/jobs (404 when off). */
+    if (s->jobs)
+        ag_text_printf(&t, ",\"jobs\":{\"max_video_bytes\":%zu,\"max_video_seconds\":%.0f}",
+                       c->jobs.max_bytes, c->jobs.max_seconds);
     /* ?request_id=ID: where that conversion is (the web page polls this while it waits). */
     const char *want = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "request_id");
     if (want && valid_request_id(want)) {
         const char *state = "unknown";
-        int position = ag_queue_position(&s->queue, match_id, want);
+        int position = ag_queue_position(&s->queue, match_id, want), done = 0, total = 0;
         if (position > 0) {
             state = "queued";
         } else {
@@ -533,13 +537,17 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
                 pthread_mutex_unlock(&w->current_lock);
                 if (hit) {
                     state = "working";
+                    done = atomic_load(&w->steps_done), total = atomic_load(&w->steps_total);
                     break;
                 }
             }
         }
         ag_text_append(&t, ",\"request\":{\"id\":", 17);
         ag_text_json_string(&t, want);
-        ag_text_printf(&t, ",\"state\":\"%s\",\"position\":%d}", state, position);
+        ag_text_printf(&t, ",\"state\":\"%s\",\"position\":%d", state, position);
+        if (total > 0) /* faces restored or tiles upscaled so far */
+            ag_text_printf(&t, ",\"steps_done\":%d,\"steps_total\":%d", done, total);
+        ag_text_append(&t, "}", 1);
     }
     ag_text_append(&t, "}\n", 2);
     size_t size = 0;

@@ -657,9 +657,11 @@ typedef struct ag_worker {
     atomic_size_t arena_bytes;                     /* sum over engines, published after each job */
     pthread_mutex_t current_lock;                  /* guards current_id */
     char current_id[AG_REQUEST_ID_BYTES];          /* request being converted, "" when idle */
-    _Atomic uint64_t busy_since_us;                /* start of the current job, 0 when idle */
-    int started;                                   /* thread created */
-    int init_status;                               /* 0 ok, else AG_E_* from engine creation */
+    /* the current request's long stage (faces restored, tiles upscaled): /api/v1/status */
+    atomic_int steps_done, steps_total;
+    _Atomic uint64_t busy_since_us; /* start of the current job, 0 when idle */
+    int started;                    /* thread created */
+    int init_status;                /* 0 ok, else AG_E_* from engine creation */
     char init_error[AG_ERROR_MESSAGE_BYTES];
 } ag_worker;
 
