@@ -86,6 +86,7 @@
     photo = null;
     batch = [];
     isVideo = false;
+    el.file.value = ""; // choosing the same file again is a change
     el.previewBox.hidden = true;
     el.dropEmpty.hidden = false;
     el.queue.hidden = el.zip.hidden = true;
