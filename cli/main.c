@@ -11,7 +11,8 @@
 static void print_help(void) {
     fputs("Usage: animegan COMMAND [options]\n"
           "\n"
-          "Turn photos into anime-style pictures with AnimeGANv2 on the CPU.\n"
+          "A photo studio on the CPU: AnimeGANv2 and v3 styles, face restoration (GPEN,\n"
+          "GFPGAN), upscaling (ESRGAN), face fusion and video.\n"
           "\n"
           "Commands:\n"
           "  convert INPUT... -o OUTPUT   stylise images (see 'animegan convert --help')\n"
