@@ -12,6 +12,9 @@
 #   make SANITIZER=address test   the same under ASan + UBSan, in build/asan/
 #   make valgrind        memcheck of one `animegan convert`
 #   make format          clang-format every C file
+#   make install         PREFIX=/usr/local DESTDIR=: the binary, the bundled models where it
+#                        finds them (PREFIX/share/animegan/models), the systemd units, the
+#                        nginx snippet and the man pages (tools/make_man.sh); make uninstall
 
 CC ?= cc
 SANITIZER ?=
@@ -70,7 +73,7 @@ GEN_SRC :=
 
 -include server/web.mk
 
-.PHONY: all test v3-test-models check check-deps valgrind format format-check clean fuzz bench soak load
+.PHONY: install uninstall all test v3-test-models check check-deps valgrind format format-check clean fuzz bench soak load
 all: check-deps $(BUILD)/animegan $(TEST_BIN) $(TEST_TOOLS)
 
 check-deps:
@@ -163,5 +166,36 @@ format-check:
 
 clean:
 	rm -rf build
+
+# Installed layout. The binary finds its models at <bin>/../share/animegan/models; the units
+# name PREFIX's binary; nginx's snippet is a file to copy into /etc/nginx/conf.d/ (it listens
+# on port 80, so it is not enabled by installing).
+PREFIX ?= /usr/local
+BINDIR = $(PREFIX)/bin
+SHAREDIR = $(PREFIX)/share/animegan
+MANDIR = $(PREFIX)/share/man/man1
+UNITDIR = $(PREFIX)/lib/systemd/system
+INSTALLED_MODELS = $(wildcard models/*.safetensors) $(wildcard models/LICENSE*) models/README.md
+MAN_PAGES = animegan animegan-convert animegan-restore animegan-upscale animegan-fuse \
+            animegan-faces animegan-models animegan-bench animegan-serve
+
+install: check-deps $(BUILD)/animegan
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SHAREDIR)/models $(DESTDIR)$(SHAREDIR)/nginx \
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)
+	install -m 755 $(BUILD)/animegan $(DESTDIR)$(BINDIR)/animegan
+	install -m 644 $(INSTALLED_MODELS) $(DESTDIR)$(SHAREDIR)/models/
+	for u in animegan.service animegan@.service; do \
+	    sed 's#/usr/local/bin/animegan#$(BINDIR)/animegan#' contrib/systemd/$$u \
+	        >$(DESTDIR)$(UNITDIR)/$$u && chmod 644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	install -m 644 contrib/nginx/animegan.conf $(DESTDIR)$(SHAREDIR)/nginx/
+	sh tools/make_man.sh $(BUILD)/animegan $(DESTDIR)$(MANDIR)
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/animegan $(DESTDIR)$(UNITDIR)/animegan.service \
+	    $(DESTDIR)$(UNITDIR)/animegan@.service $(DESTDIR)$(SHAREDIR)/nginx/animegan.conf \
+	    $(INSTALLED_MODELS:models/%=$(DESTDIR)$(SHAREDIR)/models/%) \
+	    $(MAN_PAGES:%=$(DESTDIR)$(MANDIR)/%.1)
+	-rmdir $(DESTDIR)$(SHAREDIR)/models $(DESTDIR)$(SHAREDIR)/nginx $(DESTDIR)$(SHAREDIR) \
+	    2>/dev/null
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)

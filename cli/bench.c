@@ -70,6 +70,8 @@ static int parse_option(int opt, const char *arg, bench_args *a) {
 
 /* Returns -1 to go on, or the exit status (after --help or a usage error). */
 static int parse_args(int argc, char **argv, bench_args *a) {
+    if (ag_cli_option_table_asked(argc, argv))
+        return ag_cli_print_option_table(long_options, NULL);
     opterr = 0;
     optind = 1;
     int opt;

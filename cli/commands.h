@@ -66,6 +66,16 @@ void ag_cli_engine_args_init(ag_cli_engine_args *args);
 int ag_cli_engine_option(const char *command, int opt, const char *arg, ag_cli_engine_args *args);
 
 /*
+ * `animegan CMD --option-table` (what `animegan --option-table CMD` runs): one line per long
+ * option the command takes, "--name none|required|optional" (its argument), leaving out
+ * `refused` (NULL-terminated names of a shared table this command refuses). tests/test_cli.c
+ * checks each command's --help against it.
+ */
+struct option;
+int ag_cli_option_table_asked(int argc, char **argv);
+int ag_cli_print_option_table(const struct option *table, const char *const *refused);
+
+/*
  * Report a getopt '?' or ':' result for `command` ("unknown option", "needs a value") as one
  * line plus the help hint. Returns AG_EXIT_USAGE.
  */
@@ -237,7 +247,10 @@ typedef struct ag_progress {
     int enabled; /* drawing at all: a terminal and not --quiet */
     int total, done, failed;
     double start_s;
-    int drawn; /* a bar is on the current line and must be cleared before other output */
+    int drawn;         /* a bar is on the current line and must be cleared before other output */
+    const char *verb;  /* of the summary: "converted" (NULL), "restored", "upscaled" */
+    const char *stage; /* the steps inside the current image ("face", "tile"), or NULL */
+    int stage_done, stage_total;
 } ag_progress;
 
 /* Draw on stderr only when it is a terminal and `quiet` is off. */
@@ -250,5 +263,8 @@ void ag_progress_step(ag_progress *progress, int ok);
 void ag_progress_clear(ag_progress *progress);
 /* Replace the bar with a one-line summary (only when enabled). */
 void ag_progress_finish(ag_progress *progress);
+/* An ag_step_progress_fn over an ag_progress (`user`): the steps of the current image
+ * (progress->stage names them) shown after the count; never cancels. */
+int ag_progress_stage(void *user, int done, int total);
 
 #endif

@@ -89,10 +89,17 @@ static void print_help(void) {
           "      --max-faces N      faces used per photo, largest first, 1-64 (default: 8)\n"
           "      --size N           portrait / face crop size in pixels (default: 512)\n"
           "      --side-by-side     write the input and the result next to each other\n"
-          "      --upscale N        upscale the result N times (1-16), tiled (see\n"
-          "                         'animegan upscale --help' for --tile, --max-mb); photos,\n"
-          "                         video and animations\n"
+          "      --upscale N        upscale the result N times (1-16), tiled; photos, video\n"
+          "                         and animations\n"
           "      --upscale-model M  its model (default: " AG_CLI_UPSCALE_DEFAULT_MODEL ")\n"
+          "      --tile N, --tile-pad N, --max-mb N\n"
+          "                         its tiles, as for 'animegan upscale --help'\n"
+          "      --restore-faces FILE\n"
+          "                         restore the faces with a GPEN or GFPGAN checkpoint before\n"
+          "                         stylising (photos; see 'animegan restore --help')\n"
+          "      --fidelity W       with --restore-faces: 0-1, the restored face's weight\n"
+          "                         against the original (default: 1)\n"
+          "      --aligned          with --restore-faces: the inputs are aligned face crops\n"
           "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
           "      --format F         png, jpg or webp, for files written into an output\n"
           "                         directory (default: png)\n"
@@ -153,6 +160,17 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* The options of the shared table that restore and upscale refuse (test_cli checks they do). */
+static const char *const refused_by_restore[] = {
+    "portrait",     "all-faces",     "paste-faces", "face-model", "size",
+    "side-by-side", "restore-faces", "upsample",    "crf",        "preset",
+    "start",        "duration",      "max-frames",  "scale",      NULL};
+static const char *const refused_by_upscale[] = {
+    "portrait",      "all-faces", "paste-faces", "face-model", "size",
+    "side-by-side",  "upsample",  "max-faces",   "upscale",    "upscale-model",
+    "restore-faces", "fidelity",  "aligned",     NULL};
+static const char *const refused_by_convert[] = {"scale", NULL};
+
 /* One convert-only option: 0 ok, -1 bad value (reported). */
 static int parse_option(int opt, const char *arg, convert_args *a) {
     switch (opt) {
@@ -212,15 +230,22 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
 /* Returns -1 to go on converting, or the exit status (after --help or a usage error). */
 /* `animegan upscale` takes convert's photo options but not the generator's or the faces'. */
 static int check_upscale_only(const convert_args *a) {
-    if (a->portrait || a->paste_faces || a->side_by_side || a->size_given || a->face_model ||
-        a->max_faces || a->e.engine.resize != AG_RESIZE_DEFAULT)
+    if (a->portrait || a->all_faces || a->paste_faces || a->side_by_side || a->size_given ||
+        a->face_model || a->max_faces || a->e.engine.resize != AG_RESIZE_DEFAULT)
         return ag_cli_usage_error("upscale", "the portrait, face, --side-by-side and --upsample "
                                              "options are convert's");
+    if (a->restore_model || a->fidelity_given || a->aligned_given)
+        return ag_cli_usage_error("upscale", "face restoration is restore's: 'animegan restore "
+                                             "--model FILE --upscale N' does both");
     return -1;
 }
 
 static int parse_args(int argc, char **argv, convert_args *a) {
     const char *cmd = a->command;
+    if (ag_cli_option_table_asked(argc, argv))
+        return ag_cli_print_option_table(long_options, a->restore_only   ? refused_by_restore
+                                                       : a->upscale_only ? refused_by_upscale
+                                                                         : refused_by_convert);
     opterr = 0; /* our own one-line messages instead of getopt's */
     optind = 1;
     int opt;
@@ -479,7 +504,14 @@ static int plan_jobs(job_list *jobs, char **inputs, int count, const convert_arg
         return -1;
     }
     struct stat st;
-    if (stat(output, &st) == 0 && !S_ISDIR(st.st_mode))
+    int exists = stat(output, &st) == 0;
+    if (!exists && ag_format_from_path(output) >= 0)
+        return ag_cli_usage_error(a->command,
+                                  "%s names an image file, but several inputs or an input "
+                                  "directory need an output directory (name it without .%s, "
+                                  "or convert one file)",
+                                  output, strrchr(output, '.') + 1);
+    if (exists && !S_ISDIR(st.st_mode))
         return ag_cli_usage_error(a->command,
                                   "%s is not a directory (several inputs or an input "
                                   "directory need an output directory)",
@@ -595,9 +627,13 @@ static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
     if (b->args->portrait == 1) /* the crop from the photo at up to 4096 px */
         decode.max_side = decode.max_side && decode.max_side < 4096 ? 4096 : decode.max_side;
     int rc = ag_image_decode_file(j->input, &decode, &in, err);
+    ag_restore_options restore = b->args->restore; /* faces, then tiles, on the bar */
+    restore.progress = ag_progress_stage, restore.progress_user = &b->progress;
+    b->progress.stage = "face";
     if (rc == 0 && b->restorer)
-        rc = ag_cli_restore_image(b->restorer, b->faces ? b->faces->detector : NULL,
-                                  &b->args->restore, j->input, b->args->quiet, &in, err);
+        rc = ag_cli_restore_image(b->restorer, b->faces ? b->faces->detector : NULL, &restore,
+                                  j->input, b->args->quiet, &in, err);
+    b->progress.stage = "tile";
     if (rc == 0 && b->restorer && b->args->restore_only) {
         count = 1, outs[0] = in;
         in = (ag_image){0};
@@ -609,6 +645,7 @@ static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
         count = (rc = ag_stylize(b->engine, &in, b->args->side_by_side, &outs[0], err)) == 0;
     for (int i = 0; rc == 0 && b->upscaler && i < count; i++)
         rc = ag_cli_upscaler_apply(b->upscaler, &outs[i], err);
+    b->progress.stage = NULL;
     if (rc == 0 && b->jobs->dir_mode && !b->dir_ready) {
         *fatal = rc = make_directories(b->args->output, err);
         b->dir_ready = rc == 0;
@@ -649,7 +686,13 @@ static int run_batch(ag_engine *engine, ag_engine *restorer, ag_cli_upscaler *up
                .args = a,
                .jobs = jobs};
     int failures = jobs->failures;
-    ag_progress_init(&b.progress, jobs->count, a->quiet || jobs->count < 2);
+    /* One photo gets the bar too when restoring or upscaling it takes minutes. */
+    int long_steps = restorer || upscaler;
+    ag_progress_init(&b.progress, jobs->count, a->quiet || (jobs->count < 2 && !long_steps));
+    b.progress.verb = a->restore_only ? "restored" : a->upscale_only ? "upscaled" : NULL;
+    if (upscaler)
+        upscaler->options.progress = ag_progress_stage,
+        upscaler->options.progress_user = &b.progress;
     if (jobs->count > 1)
         catch_interrupts();
     ag_progress_start(&b.progress);
@@ -756,7 +799,8 @@ int ag_cli_convert_command(int argc, char **argv, ag_cli_kind kind) {
         a.restore.max_faces = a.max_faces;
     if (a.restore_only &&
         (status = ag_cli_restore_check(&a.restore_model, a.e.model, default_model,
-                                       a.portrait || a.paste_faces || a.side_by_side)) >= 0)
+                                       a.portrait || a.paste_faces || a.side_by_side ||
+                                           a.e.engine.resize != AG_RESIZE_DEFAULT)) >= 0)
         return status;
     int route = argc - optind == 1 ? ag_cli_video_route(argv[optind], a.output) : 0;
     if (route == AG_CLI_ROUTE_FAILED)

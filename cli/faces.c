@@ -186,6 +186,8 @@ int ag_cli_faces(int argc, char **argv) {
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    if (ag_cli_option_table_asked(argc, argv))
+        return ag_cli_print_option_table(long_options, NULL);
     int json = 0, threads = 0, max_faces = 8, single_pass = 0, bench = 0, runs = 20;
     double min_score = 0.6;
     opterr = 0;

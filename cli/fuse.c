@@ -163,6 +163,8 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    if (ag_cli_option_table_asked(argc, argv))
+        return ag_cli_print_option_table(long_options, NULL), 1;
     opterr = 0;
     optind = 1;
     int opt;

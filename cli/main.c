@@ -11,7 +11,8 @@
 static void print_help(void) {
     fputs("Usage: animegan COMMAND [options]\n"
           "\n"
-          "Turn photos into anime-style pictures with AnimeGANv2 on the CPU.\n"
+          "A photo studio on the CPU: AnimeGANv2 and v3 styles, face restoration (GPEN,\n"
+          "GFPGAN), upscaling (ESRGAN), face fusion and video.\n"
           "\n"
           "Commands:\n"
           "  convert INPUT... -o OUTPUT   stylise images (see 'animegan convert --help')\n"
@@ -103,9 +104,26 @@ static int dispatch(int argc, char **argv) {
     return ag_cli_usage_error(NULL, "unknown command '%s'", argv[1]);
 }
 
+/* `animegan --option-table [CMD]`: the commands with a table, or CMD's (serve's is its
+ * --options-markdown). */
+static int option_table(int argc, char **argv) {
+    if (argc == 2) {
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (strcmp(commands[i].name, "serve") != 0)
+                puts(commands[i].name);
+        return AG_EXIT_OK;
+    }
+    if (argc != 3 || !strcmp(argv[2], "serve"))
+        return ag_cli_usage_error(NULL, "--option-table takes one command other than serve");
+    char *args[] = {argv[0], argv[2], "--option-table", NULL};
+    return dispatch(3, args);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2)
         return ag_cli_usage_error(NULL, "missing command (convert, models, bench or serve)");
+    if (!strcmp(argv[1], "--option-table"))
+        return option_table(argc, argv);
     int status = run_builtin(argv[1]);
     if (status < 0)
         status = dispatch(argc, argv);

@@ -4,6 +4,8 @@
  */
 #include "commands.h"
 
+#include <getopt.h>
+
 #include <string.h>
 
 #define MAX_BUNDLED 64
@@ -46,6 +48,10 @@ static void print_model(const ag_model_info *info) {
 }
 
 int ag_cli_models(int argc, char **argv) {
+    static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
+                                                 {NULL, 0, NULL, 0}};
+    if (ag_cli_option_table_asked(argc, argv))
+        return ag_cli_print_option_table(long_options, NULL);
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
             return print_help(), AG_EXIT_OK;

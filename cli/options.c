@@ -109,6 +109,26 @@ int ag_cli_engine_option(const char *command, int opt, const char *arg, ag_cli_e
     }
 }
 
+int ag_cli_option_table_asked(int argc, char **argv) {
+    return argc == 2 && !strcmp(argv[1], "--option-table");
+}
+
+/* Whether `name` is in the NULL-terminated `names`. */
+static int listed(const char *name, const char *const *names) {
+    for (; names && *names; names++)
+        if (!strcmp(name, *names))
+            return 1;
+    return 0;
+}
+
+int ag_cli_print_option_table(const struct option *table, const char *const *refused) {
+    static const char *const kinds[] = {"none", "required", "optional"};
+    for (; table->name; table++)
+        if (!listed(table->name, refused))
+            printf("--%s %s\n", table->name, kinds[table->has_arg & 3]);
+    return AG_EXIT_OK;
+}
+
 int ag_cli_bad_option(const char *command, int opt, int optopt_value, const char *word) {
     if (opt == ':')
         return ag_cli_usage_error(command, "option '%s' needs a value", word);

@@ -37,9 +37,12 @@ static void draw(ag_progress *p) {
     if (rate > 0)
         format_duration(eta, sizeof eta, (p->total - p->done) / rate);
 
-    char tail[96];
+    char tail[128];
     int tail_len =
         snprintf(tail, sizeof tail, " %d/%d  %.2f img/s  ETA %s", p->done, p->total, rate, eta);
+    if (p->stage && tail_len < 96)
+        tail_len += snprintf(tail + tail_len, sizeof tail - (size_t)tail_len, "  %s %d/%d",
+                             p->stage, p->stage_done, p->stage_total);
     /* The bar takes what the text leaves of the line, so it never wraps. */
     int bar = terminal_columns() - tail_len - 3;
     if (bar > 40)
@@ -74,6 +77,14 @@ void ag_progress_step(ag_progress *progress, int ok) {
         draw(progress);
 }
 
+int ag_progress_stage(void *user, int done, int total) {
+    ag_progress *p = user;
+    p->stage_done = done, p->stage_total = total;
+    if (p->enabled)
+        draw(p);
+    return 0;
+}
+
 void ag_progress_clear(ag_progress *progress) {
     if (progress->drawn) {
         fputs("\r\033[K", stderr);
@@ -88,8 +99,8 @@ void ag_progress_finish(ag_progress *progress) {
     ag_progress_clear(progress);
     char took[32];
     format_duration(took, sizeof took, now_s() - progress->start_s);
-    fprintf(stderr, "converted %d of %d images in %s", progress->done - progress->failed,
-            progress->total, took);
+    fprintf(stderr, "%s %d of %d images in %s", progress->verb ? progress->verb : "converted",
+            progress->done - progress->failed, progress->total, took);
     if (progress->failed)
         fprintf(stderr, " (%d failed)", progress->failed);
     fputc('\n', stderr);

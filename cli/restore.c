@@ -30,9 +30,13 @@ void ag_cli_restore_help(void) {
           "                         network's size and restored whole (output at that size)\n"
           "      --upscale N        then upscale the whole photo N times (GPEN's demo\n"
           "                         pipeline: restored faces on an upscaled background)\n"
-          "      --upscale-model M  the upscaler (default: esrgan-medium; see animegan\n"
-          "                         upscale --help for --tile, --tile-pad, --max-mb)\n"
+          "      --upscale-model M  the upscaler (default: esrgan-medium)\n"
+          "      --tile N, --tile-pad N, --max-mb N\n"
+          "                         its tiles, as for 'animegan upscale --help'\n"
           "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
+          "      --precision P      fp32, bf16, int8 or auto: auto is bf16 where this CPU\n"
+          "                         runs it natively, else fp32; int8 only when asked\n"
+          "                         (default: auto)\n"
           "      --backend B        onednn or reference (default: onednn)\n"
           "      --max-side N       downscale inputs whose long side exceeds N pixels,\n"
           "                         0 = never (default: 0)\n"
@@ -42,8 +46,8 @@ void ag_cli_restore_help(void) {
           "  -q, --quiet            no progress bar, summary or no-face notes\n"
           "  -h, --help             show this help\n"
           "\n"
-          "The restorer runs in fp32. GFPGAN's noise inputs are the checkpoint's stored\n"
-          "buffers, so the output is deterministic (upstream draws new noise on each call).\n"
+          "GFPGAN's noise inputs are the checkpoint's stored buffers, so the output is\n"
+          "deterministic (upstream draws new noise on each call).\n"
           "'animegan convert --restore-faces FILE' restores the faces before stylising.\n"
           "Exit status: 0 all written, 1 an input or the model failed, 2 bad command line,\n"
           "130 interrupted.\n",
@@ -58,14 +62,34 @@ int ag_cli_restore_check(const char **restore_model, const char *model, const ch
     if (model == default_model)
         return ag_cli_usage_error("restore", "missing --model FILE (a GPEN or GFPGAN checkpoint)");
     if (incompatible)
-        return ag_cli_usage_error("restore", "--portrait, --paste-faces and --side-by-side "
-                                             "belong to convert");
+        return ag_cli_usage_error("restore", "--portrait, --paste-faces, --side-by-side and "
+                                             "--upsample belong to convert");
     *restore_model = model;
     return -1;
 }
 
+/* A bundled model's name (no path, no extension) where a checkpoint file is expected. */
+static int is_bundled_name(const char *name) {
+    const char *names[64];
+    int count = ag_model_list_bundled(names, 64);
+    for (int i = 0; !strchr(name, '/') && !strchr(name, '.') && i < count && i < 64; i++)
+        if (!strcmp(names[i], name))
+            return 1;
+    return 0;
+}
+
 int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_model **model,
                          ag_engine **engine, ag_error *err) {
+    if (is_bundled_name(path)) {
+        err->code = AG_E_ARG;
+        snprintf(err->message, sizeof err->message,
+                 "a restorer checkpoint (GPEN, GFPGAN, CodeFormer .pth) is expected; %s is %s",
+                 path,
+                 !strncmp(path, "esrgan", 6)  ? "an upscaler"
+                 : !strncmp(path, "face-", 5) ? "a face finder's network"
+                                              : "a style");
+        return err->code;
+    }
     ag_engine_options o = *options;
     ag_precision_choice precision;
     if (ag_restore_precision_resolve(options->precision, NULL, &precision) != AG_OK) {

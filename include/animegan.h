@@ -285,12 +285,19 @@ int ag_stylize(ag_engine *engine, const ag_image *in, int side_by_side, ag_image
 #define AG_UPSCALE_MAX_PAD 32                          /* input pixels of context, by default */
 #define AG_UPSCALE_DEFAULT_MAX_BYTES ((size_t)1 << 30) /* the tile's budget: 1 GiB */
 
+/* Called after each step of a long operation (a face restored, a tile upscaled) with the
+ * steps done and their total, on the caller's thread; a non-zero return stops it with
+ * AG_E_CANCELLED. */
+typedef int (*ag_step_progress_fn)(void *user, int done, int total);
+
 typedef struct ag_upscale_options {
     int scale;        /* output side / input side; 0: the model's own. Another one resizes the
                          network's result with Lanczos3 (as Real-ESRGAN's outscale) */
     int tile_px;      /* tile side in input pixels; 0: the largest whose window fits max_bytes */
     int tile_pad_px;  /* context on each side; < 0: the network's reach, at most MAX_PAD */
     size_t max_bytes; /* budget of one window (engine arena + its float input and output) */
+    ag_step_progress_fn progress; /* NULL: none; steps are tiles */
+    void *progress_user;
 } ag_upscale_options;
 
 void ag_upscale_options_init(ag_upscale_options *options);
@@ -536,6 +543,8 @@ typedef struct ag_restore_options {
     int max_faces;  /* faces restored, largest first, 1..AG_FACE_MAX (default 8) */
     int aligned;    /* the input is already an aligned face crop: resized to the model's
                        size and restored whole; the output is that size */
+    ag_step_progress_fn progress; /* NULL: none; steps are faces */
+    void *progress_user;
 } ag_restore_options;
 
 /* Defaults: fidelity 1, max_faces 8, not aligned. */

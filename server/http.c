@@ -545,11 +545,15 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
                    g.cache.capacity_bytes, g.cache.bytes, g.cache.entries,
                    (unsigned long long)g.cache.hits, (unsigned long long)g.cache.misses);
 
+    /* Video jobs, when on: the page reads this rather than asking /api/v1/jobs (404 when off). */
+    if (s->jobs)
+        ag_text_printf(&t, ",\"jobs\":{\"max_video_bytes\":%zu,\"max_video_seconds\":%.0f}",
+                       c->jobs.max_bytes, c->jobs.max_seconds);
     /* ?request_id=ID: where that conversion is (the web page polls this while it waits). */
     const char *want = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "request_id");
     if (want && valid_request_id(want)) {
         const char *state = "unknown";
-        int position = ag_queue_position(&s->queue, match_id, want);
+        int position = ag_queue_position(&s->queue, match_id, want), done = 0, total = 0;
         if (position > 0) {
             state = "queued";
         } else {
@@ -560,13 +564,17 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
                 pthread_mutex_unlock(&w->current_lock);
                 if (hit) {
                     state = "working";
+                    done = atomic_load(&w->steps_done), total = atomic_load(&w->steps_total);
                     break;
                 }
             }
         }
         ag_text_append(&t, ",\"request\":{\"id\":", 17);
         ag_text_json_string(&t, want);
-        ag_text_printf(&t, ",\"state\":\"%s\",\"position\":%d}", state, position);
+        ag_text_printf(&t, ",\"state\":\"%s\",\"position\":%d", state, position);
+        if (total > 0) /* faces restored or tiles upscaled so far */
+            ag_text_printf(&t, ",\"steps_done\":%d,\"steps_total\":%d", done, total);
+        ag_text_append(&t, "}", 1);
     }
     ag_text_append(&t, "}\n", 2);
     size_t size = 0;
@@ -1137,10 +1145,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     size_t out = ok ? r->out_size : 0;
     if (!strcmp(r->method, "HEAD"))
         out = 0;
-    /* /api/v1/faces shares the convert route's handling, not its series. */
-    ag_route counted =
-        r->route == AG_ROUTE_CONVERT && r->options.faces_only ? AG_ROUTE_FACES : r->route;
-    if (counted == AG_ROUTE_CONVERT && r->status == 200 && ok)
+    /* /api/v1/faces, /fuse, /restore and /upscale share the convert route's handling, not
+     * its series; every image they answer is one converted. */
+    ag_route counted = ag_route_counted(r);
+    if (r->route == AG_ROUTE_CONVERT && !r->options.faces_only && r->status == 200 && ok)
         atomic_fetch_add(&s->metrics.converted, 1);
     ag_metrics_count_request(&s->metrics, counted, r->status, end - r->start_us, r->body_size, out);
     if (!s->config.quiet)

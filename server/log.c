@@ -154,9 +154,7 @@ void ag_log_request(ag_log_format format, const ag_request *r, size_t bytes_in, 
     begin(&l, format, r->status >= 500 ? "error" : r->status >= 400 ? "warn" : "info");
     put_str(&l, "id", r->id);
     put_str(&l, "method", r->method);
-    put_str(&l, "route",
-            ag_route_name(r->route == AG_ROUTE_CONVERT && r->options.faces_only ? AG_ROUTE_FACES
-                                                                                : r->route));
+    put_str(&l, "route", ag_route_name(ag_route_counted(r)));
     put_fmt(&l, "status", "%d", r->status);
     put_fmt(&l, "bytes_in", "%zu", bytes_in);
     put_fmt(&l, "bytes_out", "%zu", bytes_out);

@@ -19,12 +19,23 @@ static const int status_codes[AG_STATUS_SLOTS] = {200, 202, 304, 400, 404, 405, 
                                                   410, 411, 413, 414, 415, 422, 431, 499,
                                                   500, 501, 503, 504, 505, 507, 0};
 
-static const char *const route_names[AG_ROUTE_COUNT] = {"page",    "convert", "models",  "status",
-                                                        "healthz", "readyz",  "metrics", "jobs",
-                                                        "faces",   "other"};
+static const char *const route_names[AG_ROUTE_COUNT] = {
+    "page", "convert", "models", "status",  "healthz", "readyz", "metrics",
+    "jobs", "faces",   "fuse",   "restore", "upscale", "other"};
 
 const char *ag_route_name(ag_route route) {
     return (unsigned)route < AG_ROUTE_COUNT ? route_names[route] : "other";
+}
+
+ag_route ag_route_counted(const ag_request *r) {
+    if (r->route != AG_ROUTE_CONVERT)
+        return r->route;
+    const ag_convert_options *o = &r->options;
+    return o->faces_only     ? AG_ROUTE_FACES
+           : o->fuse         ? AG_ROUTE_FUSE
+           : o->restore_only ? AG_ROUTE_RESTORE
+           : o->upscale_only ? AG_ROUTE_UPSCALE
+                             : AG_ROUTE_CONVERT;
 }
 
 int ag_metrics_status_slot(int status) {

@@ -156,6 +156,12 @@ void ag_defaults_describe(const ag_server_config *c, char *buf, size_t cap);
 void ag_defaults_given(const ag_server_config *c, char *buf, size_t cap);
 void ag_config_usage(void);
 
+/* The lowest memory limit of this process's cgroups (v2 memory.max, v1
+ * memory.limit_in_bytes, from /proc/self/cgroup's paths and their parents, and the mount
+ * roots); 0 when none. `root` prefixes every path: "" in service, a directory in tests
+ * (cgroup.c). */
+size_t ag_cgroup_memory_limit(const char *root);
+
 /* ---- per-request options (options.c) --------------------------------------------------- */
 
 typedef struct ag_convert_options {
@@ -330,6 +336,9 @@ typedef enum ag_route {
     AG_ROUTE_METRICS,
     AG_ROUTE_JOBS,  /* /api/v1/jobs[/ID[/result]] (jobs_http.c) */
     AG_ROUTE_FACES, /* POST /api/v1/faces in the metrics and log; handled as CONVERT */
+    AG_ROUTE_FUSE,  /* /api/v1/fuse, /restore and /upscale: the same, each its own series */
+    AG_ROUTE_RESTORE,
+    AG_ROUTE_UPSCALE,
     AG_ROUTE_OTHER, /* unknown paths (404) */
     AG_ROUTE_COUNT
 } ag_route;
@@ -563,6 +572,9 @@ void ag_metrics_count_request(ag_metrics *m, ag_route route, int status, uint64_
 int ag_metrics_render(const ag_metrics *m, const ag_metrics_gauges *g, char **buf, size_t *size,
                       size_t max_bytes);
 const char *ag_route_name(ag_route route);
+/* The route a request is counted and logged under: CONVERT's endpoints (/faces, /fuse,
+ * /restore, /upscale) each have their own. */
+ag_route ag_route_counted(const ag_request *r);
 
 /* ---- bounded text builder (json.c) ----------------------------------------------------- */
 
@@ -678,9 +690,11 @@ typedef struct ag_worker {
     atomic_size_t arena_bytes;                     /* sum over engines, published after each job */
     pthread_mutex_t current_lock;                  /* guards current_id */
     char current_id[AG_REQUEST_ID_BYTES];          /* request being converted, "" when idle */
-    _Atomic uint64_t busy_since_us;                /* start of the current job, 0 when idle */
-    int started;                                   /* thread created */
-    int init_status;                               /* 0 ok, else AG_E_* from engine creation */
+    /* the current request's long stage (faces restored, tiles upscaled): /api/v1/status */
+    atomic_int steps_done, steps_total;
+    _Atomic uint64_t busy_since_us; /* start of the current job, 0 when idle */
+    int started;                    /* thread created */
+    int init_status;                /* 0 ok, else AG_E_* from engine creation */
     char init_error[AG_ERROR_MESSAGE_BYTES];
 } ag_worker;
 

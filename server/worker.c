@@ -137,12 +137,21 @@ static int face_convert(ag_worker *w, ag_request *r, const ag_image *in, ag_imag
 }
 
 /* restore=K: *in replaced by the photo with its faces restored (X-Faces: how many). */
+/* ag_step_progress_fn: the steps of the worker's current stage, for /api/v1/status. */
+static int count_step(void *user, int done, int total) {
+    ag_worker *w = user;
+    atomic_store(&w->steps_total, total);
+    atomic_store(&w->steps_done, done);
+    return 0;
+}
+
 static int restore_faces(ag_worker *w, ag_request *r, ag_image *in, ag_error *err) {
     ag_server *s = w->server;
     ag_image out = {0};
     ag_restore_result res;
     ag_restore_options ro;
     ag_restore_options_init(&ro);
+    ro.progress = count_step, ro.progress_user = w;
     int rc =
         ag_restore_faces(w->restorers[r->options.restore - 1], w->faces, in, &ro, &out, &res, err);
     if (rc != AG_OK)
@@ -191,6 +200,8 @@ int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err) {
     ag_upscale_options_init(&uo);
     uo.scale = scale;
     uo.max_bytes = s->config.upscale_max_bytes;
+    uo.progress = count_step, uo.progress_user = w;
+    count_step(w, 0, 0);
     ag_image big;
     int rc = ag_upscale(w->upscalers[ag_server_upscale_slot(scale)], image, &uo, &big, err);
     if (rc != AG_OK)
@@ -364,6 +375,7 @@ size_t ag_worker_upscaler_arena_bytes(const ag_worker *w) {
 static void set_current(ag_worker *w, const char *id, int keyed) {
     pthread_mutex_lock(&w->current_lock);
     snprintf(w->current_id, sizeof w->current_id, "%s", keyed ? id : "");
+    count_step(w, 0, 0);
     pthread_mutex_unlock(&w->current_lock);
     ag_log_thread_request(id);
     atomic_store(&w->busy_since_us, id[0] ? ag_now_us() : 0);

@@ -180,8 +180,8 @@ static int window_start(int t0, int pad, int win, int n) {
     return s < 0 ? 0 : s;
 }
 
-static int run_tiles(ag_engine *e, const ag_image *in, const ag_upscale_plan *p, ag_image *out,
-                     ag_error *err) {
+static int run_tiles(ag_engine *e, const ag_image *in, const ag_upscale_plan *p,
+                     const ag_upscale_options *o, ag_image *out, ag_error *err) {
     const ag_model_info *info = &e->model->info;
     int s = info->scale, w = p->window_w, h = p->window_h;
     float in_mul = info->pixel_max / 255.0f, out_mul = 255.0f / info->pixel_max;
@@ -208,6 +208,9 @@ static int run_tiles(ag_engine *e, const ag_image *in, const ag_upscale_plan *p,
             rc = ag_engine_run_raw(e, win, w, h, outs, err);
             if (rc == AG_OK)
                 keep_tile(out, y, w * s, s, wx0, wy0, tx0, tx1, ty0, ty1, out_mul, e->threads);
+            int done = ty * p->tiles_x + tx + 1, total = p->tiles_x * p->tiles_y;
+            if (rc == AG_OK && o->progress && o->progress(o->progress_user, done, total))
+                rc = ag_error_set(err, AG_E_CANCELLED, "cancelled");
         }
     ag_free(win);
     ag_free(y);
@@ -283,7 +286,7 @@ int ag_upscale(ag_engine *e, const ag_image *in, const ag_upscale_options *o, ag
     if (in->bands == 4) /* opaque until the alpha is carried over: resampling premultiplies */
         for (size_t i = 0; i < (size_t)out->width * out->height; i++)
             out->pixels[i * 4 + 3] = 255;
-    rc = run_tiles(e, in, &p, out, err);
+    rc = run_tiles(e, in, &p, o, out, err);
     if (rc == AG_OK && want != s)
         rc = resample(out, in->width * want, in->height * want, err);
     if (rc == AG_OK && in->bands == 4)

@@ -8,6 +8,7 @@
 #include "test.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -654,6 +655,135 @@ static int test_help(void) {
     return 0;
 }
 
+/* ---- help against the option tables (issue 30 item 3) ------------------------------------ */
+
+#define MAX_TABLE 96
+
+typedef struct option_names {
+    char name[MAX_TABLE][32];
+    int required[MAX_TABLE];
+    int count;
+} option_names;
+
+/* The long options of `animegan CMD --option-table` ("--name none|required|optional"), or of
+ * serve's --options-markdown rows ("| `--name ARG` | ..."). */
+static int read_table(const char *command, option_names *t) {
+    int serve = !strcmp(command, "serve");
+    CHECK(run(command, serve ? "--options-markdown" : "--option-table", NULL) == 0);
+    CHECK_MSG(result.status == 0, "%s: exit %d", command, result.status);
+    t->count = 0;
+    for (const char *p = result.out; (p = strstr(p, serve ? "| `--" : "--")); p++) {
+        if (!serve && p != result.out && p[-1] != '\n')
+            continue;
+        p += serve ? 5 : 2;
+        size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-");
+        CHECK(n > 0 && n < 32 && t->count < MAX_TABLE);
+        snprintf(t->name[t->count], 32, "%.*s", (int)n, p);
+        t->required[t->count++] = !strncmp(p + n, " required", 9);
+    }
+    if (serve) { /* the two the markdown leaves out */
+        snprintf(t->name[t->count++], 32, "help");
+        snprintf(t->name[t->count++], 32, "options-markdown");
+    }
+    CHECK_MSG(t->count > 0, "%s: an empty option table", command);
+    return 0;
+}
+
+static int in_table(const option_names *t, const char *name, size_t n) {
+    for (int i = 0; i < t->count; i++)
+        if (strlen(t->name[i]) == n && !strncmp(t->name[i], name, n))
+            return 1;
+    return 0;
+}
+
+/* `--name` in `text` as a whole word (not the start of --name-more). */
+static int mentions_option(const char *text, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = text; (p = strstr(p, "--")); p += 2)
+        if (!strncmp(p + 2, name, n) && !isalnum((unsigned char)p[2 + n]) && p[2 + n] != '-')
+            return 1;
+    return 0;
+}
+
+/* Every option of the table is in the help, and every option line of the help (indented,
+ * "-x, --name" or "--name") names one of the table's. */
+static int help_matches_table(const char *command, const option_names *t) {
+    CHECK(run(command, "--help", NULL) == 0 && result.status == 0);
+    for (int i = 0; i < t->count; i++)
+        CHECK_MSG(mentions_option(result.out, t->name[i]), "'%s --help' does not list --%s",
+                  command, t->name[i]);
+    for (const char *line = result.out; *line; line += strcspn(line, "\n") + (*line != 0)) {
+        size_t indent = strspn(line, " ");
+        const char *p = line + indent;
+        if (indent == 0 || indent > 7)
+            continue;
+        if (p[0] == '-' && p[1] != '-' && p[2] == ',' && p[3] == ' ')
+            p += 4;
+        if (strncmp(p, "--", 2))
+            continue;
+        size_t n = strspn(p + 2, "abcdefghijklmnopqrstuvwxyz0123456789-");
+        CHECK_MSG(in_table(t, p + 2, n), "'%s --help' lists --%.*s, not in its option table",
+                  command, (int)n, p + 2);
+        if (line[strcspn(line, "\n")] == '\0')
+            break;
+    }
+    return 0;
+}
+
+/* restore and upscale share convert's table: each option they leave out is refused (exit 2
+ * with a line), where one they take would go on to load the model (exit 1). */
+static int refuses_the_rest(const char *command, const option_names *all, const option_names *t) {
+    const char *out = join(temp_dir(), "out.png");
+    for (int i = 0; i < all->count; i++) {
+        if (in_table(t, all->name[i], strlen(all->name[i])))
+            continue;
+        char option[40];
+        snprintf(option, sizeof option, "--%s", all->name[i]);
+        CHECK(run(command, DATA "chelsea.png", "-o", out, "-m", "/nonexistent/model.pth", option,
+                  all->required[i] ? "1" : NULL, NULL) == 0);
+        CHECK_MSG(result.status == 2 && count_lines(result.err) == 2, "%s %s: exit %d: %s", command,
+                  option, result.status, result.err);
+    }
+    return 0;
+}
+
+static int test_help_lists_option_table(void) {
+    static option_names tables[9], convert;
+    CHECK(run("--option-table", NULL) == 0 && result.status == 0);
+    char commands[512];
+    snprintf(commands, sizeof commands, "%.400sserve\n", result.out);
+    CHECK(strstr(commands, "restore\n") && strstr(commands, "upscale\n"));
+    CHECK(read_table("convert", &convert) == 0);
+    int n = 0;
+    for (char *c = strtok(commands, "\n"); c && n < 9; c = strtok(NULL, "\n"), n++) {
+        if (read_table(c, &tables[n]) || help_matches_table(c, &tables[n]))
+            return 1;
+        if ((!strcmp(c, "restore") || !strcmp(c, "upscale")) &&
+            refuses_the_rest(c, &convert, &tables[n]))
+            return 1;
+    }
+    CHECK(n == 8);
+    /* issue 30: restore takes and lists --precision */
+    CHECK(run("restore", "--help", NULL) == 0 && mentions_option(result.out, "precision"));
+    CHECK(!strstr(result.out, "runs in fp32"));
+    return 0;
+}
+
+/* Issue 33 item 9: an image name for several outputs, a style where a checkpoint goes. */
+static int test_cli_messages(void) {
+    const char *dir = temp_dir();
+    const char *out = join(dir, "y.png");
+    CHECK(run("convert", DATA "chelsea.png", DATA "coffee.png", "-o", out, NULL) == 0);
+    CHECK(usage_error("names an image file") && !file_exists(out));
+    CHECK(run("restore", DATA "chelsea.png", "-o", out, "-m", "hayao", NULL) == 0);
+    CHECK(one_error_line(1, "a restorer checkpoint (GPEN, GFPGAN, CodeFormer .pth) is expected; "
+                            "hayao is a style"));
+    CHECK(run("restore", DATA "chelsea.png", "-o", out, "-m", "esrgan-slim-x2", NULL) == 0);
+    CHECK(one_error_line(1, "esrgan-slim-x2 is an upscaler"));
+    CHECK(dir_holds(dir, NULL));
+    return 0;
+}
+
 static int test_models_lists_hayao(void) {
     ag_model *model = NULL;
     ag_error err = {0};
@@ -735,6 +865,8 @@ int main(int argc, char **argv) {
         TEST(test_unknown_output_extension),
         TEST(test_bad_options),
         TEST(test_help),
+        TEST(test_help_lists_option_table),
+        TEST(test_cli_messages),
         TEST(test_models_lists_hayao),
         TEST(test_bench_json),
     };

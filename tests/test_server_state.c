@@ -310,6 +310,42 @@ static int metrics_render(void) {
     return 0;
 }
 
+/* /api/v1/faces, /fuse, /restore and /upscale: handled as convert, each its own series. */
+static int routes_counted_apart(void) {
+    static const struct {
+        const char *url, *label;
+    } cases[] = {{"/api/v1/convert", "convert"}, {"/api/v1/faces", "faces"},
+                 {"/api/v1/fuse", "fuse"},       {"/api/v1/restore", "restore"},
+                 {"/api/v1/upscale", "upscale"}, {"/api/v1/models", "models"}};
+    static ag_metrics m;
+    memset(&m, 0, sizeof m);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ag_request r;
+        memset(&r, 0, sizeof r);
+        r.route = strcmp(cases[i].url, "/api/v1/models") ? AG_ROUTE_CONVERT : AG_ROUTE_MODELS;
+        r.options.faces_only = !strcmp(cases[i].url, "/api/v1/faces");
+        r.options.fuse = !strcmp(cases[i].url, "/api/v1/fuse");
+        r.options.restore_only = !strcmp(cases[i].url, "/api/v1/restore");
+        r.options.upscale_only = !strcmp(cases[i].url, "/api/v1/upscale");
+        CHECK_MSG(!strcmp(ag_route_name(ag_route_counted(&r)), cases[i].label), "%s counted as %s",
+                  cases[i].url, ag_route_name(ag_route_counted(&r)));
+        ag_metrics_count_request(&m, ag_route_counted(&r), 200, 1000, 10, 10);
+    }
+    ag_metrics_gauges g = {.workers = 1};
+    char *buf = NULL, line[128];
+    size_t size = 0;
+    CHECK(ag_metrics_render(&m, &g, &buf, &size, 256 * 1024) == 0);
+    int missing = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(line, sizeof line, "animegan_http_requests_total{route=\"%s\",code=\"200\"} 1\n",
+                 cases[i].label);
+        missing += !strstr(buf, line);
+    }
+    ag_free(buf);
+    CHECK(missing == 0);
+    return 0;
+}
+
 static int budget_formula(void) {
     ag_server_config c;
     ag_config_defaults(&c, 4);
@@ -595,6 +631,7 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
 
 TEST_MAIN(TEST(budget_fuse_covers_peak), TEST(queue_fifo_and_bounds),
           TEST(queue_expire_cancel_position), TEST(queue_threads), TEST(siphash_vectors),
-          TEST(cache_lru_and_bound), TEST(text_builder), TEST(metrics_render), TEST(budget_formula),
-          TEST(budget_fuse_style), TEST(budget_fuse_monotonic), TEST(budget_fuse_response),
-          TEST(fuse_cache_bounds), TEST(jobs_budget_upscale))
+          TEST(cache_lru_and_bound), TEST(text_builder), TEST(metrics_render),
+          TEST(routes_counted_apart), TEST(budget_formula), TEST(budget_fuse_style),
+          TEST(budget_fuse_monotonic), TEST(budget_fuse_response), TEST(fuse_cache_bounds),
+          TEST(jobs_budget_upscale))

@@ -1,10 +1,12 @@
-// The web page: pick or drop a photo, choose a style, upload it to POST /api/v1/convert
-// (raw bytes), show where it is (uploading, waiting in the queue, working) by polling
-// /api/v1/status?request_id=..., then before/after and a download link. No network access
-// beyond this server: the Content-Security-Policy forbids it anyway.
-// A video (when the server runs video jobs) goes to POST /api/v1/jobs instead: the page polls
-// GET /api/v1/jobs/ID for the frames done, then plays the result and offers it for download.
-// An animated GIF or WebP is a video too: it can come back as an animated GIF or WebP.
+// The web page, in tabs: Anime (POST /api/v1/convert), Restore (/api/v1/restore), Upscale
+// (/api/v1/upscale), Face fusion (/api/v1/fuse, below) and Video (POST /api/v1/jobs). A photo
+// is uploaded as raw bytes; while it waits the page polls /api/v1/status?request_id=... for
+// its place in the queue and, once a worker has it, the steps done (faces restored, tiles
+// upscaled), drawn as a progress bar. Several photos (a multi-selection or a dropped folder)
+// go one after another through a queue with a line each, then come back as one zip. Cancel
+// aborts the photo in flight (the server drops a request whose client is gone) or deletes
+// the video job. A video is followed by GET /api/v1/jobs/ID (frames done), then played.
+// No network access beyond this server: the Content-Security-Policy forbids it anyway.
 "use strict";
 
 (function () {
@@ -23,6 +25,9 @@
     viewSlider: $("view-slider"), viewSide: $("view-side"),
     progress: $("progress"), videoResult: $("video-result"), video: $("video"), anim: $("anim"),
     videoInfo: $("video-info"), videoDownload: $("video-download"), videoAgain: $("video-again"),
+    cancel: $("cancel"), queue: $("queue"), zip: $("zip"), fusion: $("fusion"), pick: $("pick"),
+    restorer: $("restorer"), upscaler: $("upscaler"), dropTitle: $("drop-title"),
+    chooseLabel: $("choose-label"),
   };
 
   let photo = null;         // the File chosen
@@ -37,6 +42,60 @@
   let faceList = null;      // what POST /api/v1/faces found for this photo, null: not asked
   let chosenFace = 1;       // 1 = the largest
   let facesAsked = null;    // the File the faces were asked for
+  let tab = "anime";        // anime | restore | upscale | fuse | video
+  let batch = [];           // the photos chosen (several: the queue)
+  let current = null;       // {abort()} of the photo or job in flight
+  let cancelled = false;
+  let zipUrl = null;
+  const have = { restorers: false, upscalers: false };
+
+  // What each tab does with a photo: its endpoint, button and the download's suffix.
+  const TABS = {
+    anime: { url: "/api/v1/convert", button: "Animate!", suffix: "anime" },
+    restore: { url: "/api/v1/restore", button: "Restore faces", suffix: "restored" },
+    upscale: { url: "/api/v1/upscale", button: "Upscale", suffix: "upscaled" },
+    video: { url: "/api/v1/jobs", button: "Animate the video", suffix: "anime" },
+    fuse: { button: "" },
+  };
+
+  function showTab(name, keep) {
+    if (busy) return;
+    tab = name;
+    for (const b of document.querySelectorAll("[data-tab]")) {
+      b.classList.toggle("active", b.dataset.tab === name);
+      b.setAttribute("aria-selected", String(b.dataset.tab === name));
+    }
+    el.fusion.hidden = name !== "fuse";
+    el.pick.hidden = name === "fuse";
+    el.result.hidden = el.videoResult.hidden = true;
+    for (const e of document.querySelectorAll("[data-tabs]"))
+      e.hidden = !e.dataset.tabs.split(" ").includes(name) || (e.dataset.needs && !have[e.dataset.needs]);
+    const video = name === "video";
+    el.file.accept = video ? "video/*,image/gif,image/webp" : "image/*";
+    el.file.multiple = !video;
+    el.dropTitle.textContent = video ? "Drop a video here" : "Drop photos here";
+    el.chooseLabel.textContent = video ? "Choose a video" : "Choose photos";
+    el.go.textContent = TABS[name].button;
+    setFormats(video, false);
+    if (!keep) forget();
+    drawFaces();
+  }
+
+  // Back to no file chosen (switching between photos and video).
+  function forget() {
+    photo = null;
+    batch = [];
+    isVideo = false;
+    el.file.value = ""; // choosing the same file again is a change
+    el.previewBox.hidden = true;
+    el.dropEmpty.hidden = false;
+    el.queue.hidden = el.zip.hidden = true;
+    el.queue.textContent = "";
+    faceList = null;
+    setStatus("idle", "");
+    showError("");
+    updateButton();
+  }
 
   const mb = (bytes) => (bytes / 1048576).toFixed(bytes < 10 * 1048576 ? 1 : 0) + " MB";
 
@@ -127,32 +186,44 @@
         addPreview(m, opt.textContent);
       }
       markPreview();
-      // Face restoration (GPEN / GFPGAN) when the server has a --restore-model.
+      // The server's restorers (--restore-model: restore=K counts them from 1) and upscalers
+      // (upscale=N picks the one of that scale), to choose from.
       const restorers = models.restorers || [];
-      el.restoreField.hidden = restorers.length === 0;
-      if (restorers.length)
-        el.restoreField.title = restorers.map((m) => `${m.name} (${m.architecture}, ${m.face_size} px)`).join(", ");
-      // Upscaling (the bundled ESRGAN, or the server's --upscale-model) when it has one.
+      restorers.forEach((m, i) => {
+        const opt = document.createElement("option");
+        opt.value = String(i + 1);
+        opt.textContent = `${m.name} (${m.architecture}, ${m.face_size} px)`;
+        el.restorer.appendChild(opt);
+      });
       const upscalers = models.upscalers || [];
-      el.upscaleField.hidden = upscalers.length === 0;
-      if (upscalers.length) el.upscaleField.title = upscalers.map((m) => `${m.upscale}x: ${m.name}`).join(", ");
+      for (const m of upscalers) {
+        for (const select of [el.upscale, el.upscaler]) {
+          const opt = document.createElement("option");
+          opt.value = String(m.upscale);
+          opt.textContent = `${m.upscale}x (${m.name})`;
+          select.appendChild(opt);
+        }
+      }
+      have.restorers = restorers.length > 0;
+      have.upscalers = upscalers.length > 0;
+      $("tab-restore").hidden = !have.restorers;
+      $("tab-upscale").hidden = !have.upscalers;
       maxUploadBytes = status.limits.max_upload_bytes;
       maxPixels = status.limits.max_pixels;
       el.limits.textContent = `JPEG, PNG, WebP, GIF, TIFF or HEIF · up to ${mb(maxUploadBytes)}`;
-      try {
-        const r = await fetch("/api/v1/jobs");
-        if (r.ok) videoJobs = await r.json();
-      } catch (e) { /* no video jobs here */ }
+      videoJobs = status.jobs || null; // with video jobs off, no request that would be a 404
+      $("tab-video").hidden = !videoJobs;
       if (videoJobs)
         el.limits.textContent += ` · videos up to ${mb(videoJobs.max_video_bytes)}, ${Math.round(videoJobs.max_video_seconds / 60)} min`;
     } catch (e) {
       el.model.innerHTML = '<option value="">default</option>';
     }
-    updateButton();
+    showTab(tab, true);
   }
 
   function updateButton() {
-    el.go.disabled = busy || !photo;
+    el.go.disabled = busy || !(photo || batch.length);
+    el.cancel.hidden = !busy;
   }
 
   const looksLikeVideo = (file) =>
@@ -191,10 +262,40 @@
     }
   }
 
+  // Several photos: the queue, one line each, converted one after another.
+  function chooseMany(list) {
+    forget();
+    const images = list.filter((f) => !looksLikeVideo(f) && (!f.type || f.type.startsWith("image/")));
+    const big = images.filter((f) => f.size > maxUploadBytes);
+    batch = images.filter((f) => f.size <= maxUploadBytes);
+    if (list.length > images.length || big.length)
+      showError(`Left out: ${list.length - images.length} file(s) that are not photos, ${big.length} over ${mb(maxUploadBytes)}.`);
+    el.queue.textContent = "";
+    batch.forEach((f) => {
+      const li = document.createElement("li");
+      li.dataset.state = "waiting";
+      li.innerHTML = '<span class="name"></span> <span class="state">waiting</span>';
+      li.querySelector(".name").textContent = f.name || "photo";
+      el.queue.appendChild(li);
+    });
+    el.queue.hidden = batch.length === 0;
+    setStatus("ready", `${batch.length} photos · ${mb(batch.reduce((n, f) => n + f.size, 0))}`);
+    updateButton();
+  }
+
+  async function chooseFiles(list) {
+    list = Array.from(list || []);
+    if (list.length > 1 && tab !== "video") return chooseMany(list);
+    return choose(list[0]);
+  }
+
   async function choose(file) {
     showError("");
     if (!file) return;
-    const animation = !looksLikeVideo(file) && videoJobs !== null && (await looksAnimated(file));
+    batch = [];
+    el.queue.hidden = el.zip.hidden = true;
+    const animation = !looksLikeVideo(file) && videoJobs !== null && tab === "video" && (await looksAnimated(file));
+    if (looksLikeVideo(file) && tab !== "video" && videoJobs) showTab("video");
     if (animation || looksLikeVideo(file)) {
       if (!videoJobs) {
         showError("This server converts photos only. Pick a JPEG, PNG or WebP photo.");
@@ -247,7 +348,7 @@
   // ---- faces: boxes over the preview, one to choose for the portrait ----
   function drawFaces() {
     el.faces.textContent = "";
-    if (!faceList) { el.facesHint.textContent = ""; return; }
+    if (!faceList || tab !== "anime") { el.facesHint.textContent = ""; return; }
     const n = faceList.faces.length;
     faceList.faces.forEach((f, i) => {
       const b = document.createElement("button");
@@ -268,10 +369,13 @@
       });
       el.faces.appendChild(b);
     });
+    // Boxes to click only for the portrait (the one face it crops); paste-back uses them all.
+    el.faces.hidden = !el.portrait.checked;
     el.facesHint.textContent = n === 0
-      ? "No face found: the portrait uses the centre square."
+      ? (el.portrait.checked ? "No face found: the portrait uses the centre square." : "No face found.")
       : n === 1 ? "1 face found."
-      : `${n} faces found: the portrait uses face ${chosenFace}; click a box to choose another.`;
+      : el.portrait.checked ? `${n} faces found: the portrait uses face ${chosenFace}; click a box to choose another.`
+      : `${n} faces found.`;
   }
 
   async function findFaces() {
@@ -297,9 +401,11 @@
   // and restoration works on the whole photo too (the server answers 400 to a mix).
   el.portrait.addEventListener("change", () => {
     if (el.portrait.checked) { el.paste.checked = false; el.restore.value = "off"; findFaces(); }
+    drawFaces();
   });
   el.paste.addEventListener("change", () => {
     if (el.paste.checked) { el.portrait.checked = false; el.restore.value = "off"; findFaces(); }
+    drawFaces();
   });
   el.restore.addEventListener("change", () => {
     if (el.restore.value !== "off") el.portrait.checked = el.paste.checked = false;
@@ -311,8 +417,11 @@
     return "web-" + Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("");
   }
 
-  // Ask the server where our request is while we wait for the response.
-  function pollPosition(id, isDone) {
+  // Ask the server where our request is while we wait for the response; once a worker has
+  // it, the steps it has done (faces restored, tiles upscaled) fill the progress bar.
+  function pollPosition(id, isDone, onStatus) {
+    const label = { anime: "Painting your photo", restore: "Restoring the faces", upscale: "Upscaling" }[tab];
+    const unit = tab === "upscale" ? "parts" : tab === "restore" && el.upscale.value === "0" ? "faces" : "steps";
     let timer = null;
     const tick = async () => {
       if (isDone()) return;
@@ -325,8 +434,14 @@
           setStatus("queued", ahead > 0
             ? `Waiting in the queue: ${ahead} photo${ahead === 1 ? "" : "s"} ahead of yours…`
             : "Waiting in the queue: yours is next…");
+        } else if (r.state === "working" && r.steps_total > 0) {
+          el.progress.hidden = false;
+          el.progress.value = r.steps_done / r.steps_total;
+          setStatus("working", `${label}: ${r.steps_done} of ${r.steps_total} ${unit} done…`);
+          onStatus(`${r.steps_done} of ${r.steps_total} ${unit}`);
         } else if (r.state === "working") {
-          setStatus("working", "Painting your photo…");
+          setStatus("working", `${label}…`);
+          onStatus("working…");
         }
       } catch (e) { /* the conversion request reports real failures */ }
       if (!isDone()) timer = setTimeout(tick, 600);
@@ -363,19 +478,25 @@
     el.videoResult.hidden = true;
     const params = new URLSearchParams();
     if (el.model.value) params.set("model", el.model.value);
+    if (el.upscale.value !== "0") params.set("upscale", el.upscale.value);
     params.set("format", el.format.value);
     const format = el.format.value;
     const started = performance.now();
     const xhr = new XMLHttpRequest();
+    cancelled = false;
+    const job = { url: null };
+    current = { abort: () => { xhr.abort(); if (job.url) fetch(job.url, { method: "DELETE" }).catch(() => {}); } };
     xhr.open("POST", "/api/v1/jobs?" + params.toString());
     xhr.setRequestHeader("Content-Type", /^(video\/|image\/(gif|webp)$)/.test(photo.type || "") ? photo.type : "application/octet-stream");
     const fail = (text) => {
       busy = false;
+      current = null;
       updateButton();
       el.progress.hidden = true;
-      setStatus("error", "");
-      showError(text);
+      setStatus(cancelled ? "cancelled" : "error", cancelled ? "Cancelled." : "");
+      showError(cancelled ? "" : text);
     };
+    xhr.onabort = () => fail("");
     xhr.upload.onprogress = (e) => {
       if (e.lengthComputable) setStatus("uploading", `Uploading… ${Math.round((100 * e.loaded) / e.total)}%`);
     };
@@ -384,6 +505,7 @@
       let body = null;
       try { body = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
       if (xhr.status !== 202 || !body) return fail(explainVideo(xhr.status, body, xhr.getResponseHeader("Retry-After")));
+      job.url = body.url;
       pollJob(body.url, format, started, fail);
     };
     setStatus("uploading", "Uploading…");
@@ -395,6 +517,7 @@
     el.progress.hidden = false;
     el.progress.value = 0;
     const tick = async () => {
+      if (cancelled) return fail("");
       let job;
       try {
         const r = await fetch(url);
@@ -423,6 +546,7 @@
           return fail(explainVideo(0));
         }
         busy = false;
+        current = null;
         updateButton();
         el.progress.hidden = true;
         setStatus("done", `Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`);
@@ -458,88 +582,224 @@
   }
 
   function convert() {
-    if (!photo || busy) return;
+    if (busy) return;
     if (isVideo) return convertVideo();
-    busy = true;
-    updateButton();
-    showError("");
-    const id = randomId();
-    const params = new URLSearchParams();
-    if (el.model.value) params.set("model", el.model.value);
-    params.set("portrait", el.portrait.checked ? "face" : "0");
-    if (el.portrait.checked && faceList && chosenFace > 1 && chosenFace <= faceList.faces.length)
-      params.set("face", String(chosenFace));
-    if (el.paste.checked) params.set("paste_faces", "1");
-    const restoreOnly = el.restore.value === "only";
-    if (el.restore.value !== "off") params.set("restore", "1");
-    if (el.upscale.value !== "0") params.set("upscale", el.upscale.value);
-    params.set("format", el.format.value);
-    const format = el.format.value;
-    const started = performance.now();
-
-    const xhr = new XMLHttpRequest();
-    let done = false;
-    let stopPolling = () => {};
-    xhr.open("POST", (restoreOnly ? "/api/v1/restore?" : "/api/v1/convert?") + params.toString());
-    xhr.responseType = "blob";
-    xhr.setRequestHeader("Content-Type", photo.type && photo.type.startsWith("image/") ? photo.type : "application/octet-stream");
-    xhr.setRequestHeader("X-Request-Id", id);
-    xhr.upload.onprogress = (e) => {
-      if (e.lengthComputable) setStatus("uploading", `Uploading… ${Math.round((100 * e.loaded) / e.total)}%`);
-    };
-    xhr.upload.onload = () => {
-      setStatus("working", "Uploaded. Starting…");
-      stopPolling = pollPosition(id, () => done);
-    };
-    const finish = () => {
-      done = true;
-      stopPolling();
-      busy = false;
-      updateButton();
-    };
-    xhr.onerror = () => {
-      finish();
-      setStatus("error", "");
-      showError(explain(0));
-    };
-    xhr.onload = async () => {
-      finish();
-      if (xhr.status === 200) {
-        const seconds = ((performance.now() - started) / 1000).toFixed(1);
-        const queueMs = Number(xhr.getResponseHeader("X-Queue-Ms") || 0);
-        const inferMs = Number(xhr.getResponseHeader("X-Inference-Ms") || 0);
-        showResult(xhr.response, format);
-        setStatus("done", `Done in ${seconds} s.`);
-        el.timing.textContent = `Waited ${(queueMs / 1000).toFixed(1)} s in the queue, painted in ${(inferMs / 1000).toFixed(1)} s.`;
-        const faces = xhr.getResponseHeader("X-Faces");
-        if (xhr.getResponseHeader("X-Portrait") === "center")
-          el.timing.textContent += " No face found: this is the centre square.";
-        else if (faces !== null)
-          el.timing.textContent += ` ${faces} face${faces === "1" ? "" : "s"} found.`;
-        return;
-      }
-      let body = null;
-      try { body = JSON.parse(await xhr.response.text()); } catch (e) { /* not JSON */ }
-      setStatus("error", "");
-      showError(explain(xhr.status, body, xhr.getResponseHeader("Retry-After")));
-    };
-    setStatus("uploading", "Uploading…");
-    xhr.send(photo);
+    const list = batch.length ? batch : photo ? [photo] : [];
+    if (list.length) runQueue(list);
   }
 
-  function showResult(blob, format) {
+  // The query of a photo's request, from the tab's options.
+  function requestParams() {
+    const params = new URLSearchParams();
+    if (tab === "anime") {
+      if (el.model.value) params.set("model", el.model.value);
+      params.set("portrait", el.portrait.checked ? "face" : "0");
+      if (el.portrait.checked && faceList && chosenFace > 1 && chosenFace <= faceList.faces.length)
+        params.set("face", String(chosenFace));
+      if (el.paste.checked) params.set("paste_faces", "1");
+      if (el.restore.value !== "off") params.set("restore", el.restorer.value || "1");
+    }
+    if (tab === "restore") params.set("restore", el.restorer.value || "1");
+    const upscale = tab === "upscale" ? el.upscaler.value : el.upscale.value;
+    if (upscale && upscale !== "0") params.set("upscale", upscale);
+    params.set("format", el.format.value);
+    return params;
+  }
+
+  // NAME-anime.png, NAME-restored-2x.jpg, NAME-upscaled-4x.webp: named after what was done.
+  function downloadName(file, params) {
+    const ext = params.get("format") === "jpeg" ? "jpg" : params.get("format");
+    const base = (file.name || "photo").replace(/\.[^.]*$/, "");
+    const up = params.get("upscale") ? `-${params.get("upscale")}x` : "";
+    return `${base}-${TABS[tab].suffix}${up}.${ext}`;
+  }
+
+  // One photo through the tab's endpoint: resolves with the result, rejects with plain words.
+  function convertOne(file, onStatus) {
+    return new Promise((resolve, reject) => {
+      const id = randomId();
+      const params = requestParams();
+      const started = performance.now();
+      const xhr = new XMLHttpRequest();
+      let done = false;
+      let stopPolling = () => {};
+      current = { abort: () => xhr.abort() };
+      xhr.open("POST", TABS[tab].url + "?" + params.toString());
+      xhr.responseType = "blob";
+      xhr.setRequestHeader("Content-Type", file.type && file.type.startsWith("image/") ? file.type : "application/octet-stream");
+      xhr.setRequestHeader("X-Request-Id", id);
+      xhr.upload.onprogress = (e) => {
+        if (e.lengthComputable) setStatus("uploading", `Uploading… ${Math.round((100 * e.loaded) / e.total)}%`);
+      };
+      xhr.upload.onload = () => {
+        setStatus("working", "Uploaded. Starting…");
+        stopPolling = pollPosition(id, () => done, onStatus);
+      };
+      const finish = () => { done = true; stopPolling(); };
+      xhr.onabort = () => { finish(); reject(new Error("Cancelled.")); };
+      xhr.onerror = () => { finish(); reject(new Error(explain(0))); };
+      xhr.onload = async () => {
+        finish();
+        if (xhr.status === 200)
+          return resolve({
+            blob: xhr.response, file, name: downloadName(file, params),
+            portrait: params.get("portrait") === "face",
+            seconds: (performance.now() - started) / 1000,
+            queueMs: Number(xhr.getResponseHeader("X-Queue-Ms") || 0),
+            inferMs: Number(xhr.getResponseHeader("X-Inference-Ms") || 0),
+            faces: xhr.getResponseHeader("X-Faces"), centre: xhr.getResponseHeader("X-Portrait") === "center",
+          });
+        let body = null;
+        try { body = JSON.parse(await xhr.response.text()); } catch (e) { /* not JSON */ }
+        reject(new Error(explain(xhr.status, body, xhr.getResponseHeader("Retry-After"))));
+      };
+      setStatus("uploading", "Uploading…");
+      xhr.send(file);
+    });
+  }
+
+  // The photos one after another, each line saying where it is; several come back as a zip.
+  async function runQueue(list) {
+    busy = true;
+    cancelled = false;
+    updateButton();
+    showError("");
+    el.zip.hidden = true;
+    el.result.hidden = true;
+    const results = [];
+    let lastError = "";
+    for (let i = 0; i < list.length && !cancelled; i++) {
+      const line = el.queue.children[i];
+      const mark = (state, text) => {
+        if (!line) return;
+        line.dataset.state = state;
+        line.querySelector(".state").textContent = text;
+      };
+      mark("working", "uploading…");
+      try {
+        const res = await convertOne(list[i], (text) => mark("working", text));
+        results.push(res);
+        mark("done", `done in ${res.seconds.toFixed(1)} s`);
+      } catch (e) {
+        lastError = e.message;
+        mark(cancelled ? "cancelled" : "failed", cancelled ? "cancelled" : e.message);
+      }
+    }
+    for (let i = results.length; cancelled && i < el.queue.children.length; i++)
+      if (el.queue.children[i].dataset.state === "waiting") {
+        el.queue.children[i].dataset.state = "cancelled";
+        el.queue.children[i].querySelector(".state").textContent = "cancelled";
+      }
+    busy = false;
+    current = null;
+    el.progress.hidden = true;
+    updateButton();
+    if (list.length === 1) {
+      if (results.length) return finishOne(results[0]);
+      setStatus(cancelled ? "cancelled" : "error", cancelled ? "Cancelled." : "");
+      return showError(cancelled ? "" : lastError);
+    }
+    if (results.length) {
+      if (zipUrl) URL.revokeObjectURL(zipUrl);
+      zipUrl = URL.createObjectURL(await makeZip(results));
+      el.zip.href = zipUrl;
+      el.zip.download = `photos-${TABS[tab].suffix}.zip`;
+      el.zip.hidden = false;
+    }
+    setStatus(cancelled ? "cancelled" : "done", `${results.length} of ${list.length} photos done${cancelled ? " (cancelled)" : ""}.`);
+  }
+
+  function finishOne(res) {
+    showResult(res);
+    setStatus("done", `Done in ${res.seconds.toFixed(1)} s.`);
+    el.timing.textContent = `Waited ${(res.queueMs / 1000).toFixed(1)} s in the queue, worked ${(res.inferMs / 1000).toFixed(1)} s.`;
+    if (res.centre) el.timing.textContent += " No face found: this is the centre square.";
+    else if (res.faces !== null) el.timing.textContent += ` ${res.faces} face${res.faces === "1" ? "" : "s"} found.`;
+  }
+
+  function showResult(res) {
     if (resultUrl) URL.revokeObjectURL(resultUrl);
-    resultUrl = URL.createObjectURL(blob);
+    resultUrl = URL.createObjectURL(res.blob);
     el.before.src = el.before2.src = photoUrl;
     el.after.src = el.after2.src = resultUrl;
-    const ext = format === "jpeg" ? "jpg" : format;
-    const base = (photo.name || "photo").replace(/\.[^.]*$/, "");
     el.download.href = resultUrl;
-    el.download.download = `${base}-anime.${ext}`;
+    el.download.download = res.name;
     el.result.hidden = false;
     el.videoResult.hidden = true;
+    // A portrait is an aligned crop: side by side with the photo, not overlaid on it.
+    el.viewSlider.disabled = res.portrait;
+    setView(res.portrait);
     setSplit(50);
     el.result.scrollIntoView({ behavior: "smooth", block: "start" });
+  }
+
+  // ---- a zip of the results (stored, no compression: the images are compressed already) ----
+  const CRC_TABLE = (() => {
+    const t = new Uint32Array(256);
+    for (let n = 0; n < 256; n++) {
+      let c = n;
+      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      t[n] = c >>> 0;
+    }
+    return t;
+  })();
+
+  function crc32(bytes) {
+    let c = 0xffffffff;
+    for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]) & 255] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  }
+
+  async function makeZip(results) {
+    const parts = [], central = [], used = new Set();
+    let offset = 0;
+    for (const r of results) {
+      let name = r.name;
+      for (let k = 2; used.has(name); k++) name = r.name.replace(/(\.[^.]*)$/, `-${k}$1`);
+      used.add(name);
+      const data = new Uint8Array(await r.blob.arrayBuffer());
+      const nameBytes = new TextEncoder().encode(name);
+      const crc = crc32(data);
+      const local = new DataView(new ArrayBuffer(30));
+      const head = new DataView(new ArrayBuffer(46));
+      // signature, version, UTF-8 names, stored, 1980-01-01, crc, sizes, name length
+      local.setUint32(0, 0x04034b50, true); local.setUint16(4, 20, true); local.setUint16(6, 0x800, true);
+      local.setUint16(12, 0x21, true); local.setUint32(14, crc, true);
+      local.setUint32(18, data.length, true); local.setUint32(22, data.length, true);
+      local.setUint16(26, nameBytes.length, true);
+      head.setUint32(0, 0x02014b50, true); head.setUint16(4, 20, true); head.setUint16(6, 20, true);
+      head.setUint16(8, 0x800, true); head.setUint16(14, 0x21, true); head.setUint32(16, crc, true);
+      head.setUint32(20, data.length, true); head.setUint32(24, data.length, true);
+      head.setUint16(28, nameBytes.length, true); head.setUint32(42, offset, true);
+      parts.push(local, nameBytes, data);
+      central.push(head, nameBytes);
+      offset += 30 + nameBytes.length + data.length;
+    }
+    const size = central.reduce((n, p) => n + p.byteLength, 0);
+    const end = new DataView(new ArrayBuffer(22));
+    end.setUint32(0, 0x06054b50, true); end.setUint16(8, results.length, true);
+    end.setUint16(10, results.length, true); end.setUint32(12, size, true); end.setUint32(16, offset, true);
+    return new Blob([...parts, ...central, end], { type: "application/zip" });
+  }
+
+  // A drop: files, or folders read through (their images only are kept by chooseMany).
+  async function filesFromDrop(dt) {
+    const entries = Array.from(dt.items || []).map((i) => i.webkitGetAsEntry && i.webkitGetAsEntry()).filter(Boolean);
+    if (!entries.some((e) => e.isDirectory)) return Array.from(dt.files);
+    const out = [];
+    const walk = async (entry) => {
+      if (entry.isFile) out.push(await new Promise((ok, no) => entry.file(ok, no)));
+      else if (entry.isDirectory) {
+        const reader = entry.createReader();
+        for (;;) {
+          const some = await new Promise((ok, no) => reader.readEntries(ok, no));
+          if (!some.length) break;
+          for (const e of some) await walk(e);
+        }
+      }
+    };
+    for (const e of entries) await walk(e);
+    return out.sort((a, b) => (a.name < b.name ? -1 : 1));
   }
 
   function setSplit(percent) {
@@ -558,7 +818,12 @@
   }
 
   // ---- wiring ----
-  el.file.addEventListener("change", () => choose(el.file.files[0]));
+  el.file.addEventListener("change", () => chooseFiles(el.file.files));
+  el.cancel.addEventListener("click", () => {
+    cancelled = true;
+    if (current) current.abort();
+  });
+  for (const b of document.querySelectorAll("[data-tab]")) b.addEventListener("click", () => showTab(b.dataset.tab));
   el.drop.addEventListener("click", (e) => { if (e.target.tagName !== "LABEL") el.file.click(); });
   el.drop.addEventListener("keydown", (e) => {
     if (e.key === "Enter" || e.key === " ") { e.preventDefault(); el.file.click(); }
@@ -567,7 +832,7 @@
     el.drop.addEventListener(type, (e) => { e.preventDefault(); el.drop.classList.add("over"); });
   for (const type of ["dragleave", "drop"])
     el.drop.addEventListener(type, (e) => { e.preventDefault(); el.drop.classList.remove("over"); });
-  el.drop.addEventListener("drop", (e) => choose(e.dataTransfer.files[0]));
+  el.drop.addEventListener("drop", async (e) => chooseFiles(await filesFromDrop(e.dataTransfer)));
   el.go.addEventListener("click", convert);
   el.slider.addEventListener("input", () => setSplit(Number(el.slider.value)));
   el.viewSlider.addEventListener("click", () => setView(false));
@@ -592,8 +857,7 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const el = {
-    tabAnime: $("tab-anime"), tabFuse: $("tab-fuse"), fusion: $("fusion"),
-    pick: $("pick"), result: $("result"), videoResult: $("video-result"),
+    faces: $("fuse-faces"), facesHint: $("fuse-faces-hint"),
     source: $("fuse-source"), target: $("fuse-target"),
     sourceImg: $("fuse-source-img"), targetImg: $("fuse-target-img"),
     sourceDrop: $("fuse-source-drop"), targetDrop: $("fuse-target-drop"),
@@ -607,14 +871,52 @@
   const files = { source: null, target: null };
   let resultUrl = null, timer = null, inflight = null, asked = 0;
 
-  function showTab(fuse) {
-    el.fusion.hidden = !fuse;
-    el.pick.hidden = fuse;
-    if (fuse) el.result.hidden = el.videoResult.hidden = true;
-    el.tabFuse.classList.toggle("active", fuse);
-    el.tabAnime.classList.toggle("active", !fuse);
-    el.tabFuse.setAttribute("aria-selected", String(fuse));
-    el.tabAnime.setAttribute("aria-selected", String(!fuse));
+  let targetFace = 1, targetFaces = null; // what POST /api/v1/faces found in the target
+
+  // Boxes over the target: click one to fuse into that face (target_face=N).
+  function drawTargetFaces() {
+    el.faces.textContent = "";
+    const list = targetFaces;
+    if (!list) { el.facesHint.textContent = ""; return; }
+    list.faces.forEach((f, i) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "face-box" + (i + 1 === targetFace ? " chosen" : "");
+      b.dataset.face = String(i + 1);
+      b.title = `Face ${i + 1}`;
+      b.setAttribute("aria-pressed", String(i + 1 === targetFace));
+      const [x0, y0, x1, y1] = f.box;
+      b.style.left = (100 * x0 / list.width) + "%";
+      b.style.top = (100 * y0 / list.height) + "%";
+      b.style.width = (100 * (x1 - x0) / list.width) + "%";
+      b.style.height = (100 * (y1 - y0) / list.height) + "%";
+      b.addEventListener("click", (e) => {
+        e.stopPropagation();
+        e.preventDefault();
+        targetFace = i + 1;
+        drawTargetFaces();
+        schedule(0);
+      });
+      el.faces.appendChild(b);
+    });
+    const n = list.faces.length;
+    el.facesHint.textContent = n > 1 ? `${n} faces in the target: fusing into face ${targetFace}; click a box to choose another.` : "";
+  }
+
+  async function findTargetFaces(file) {
+    targetFaces = null;
+    targetFace = 1;
+    drawTargetFaces();
+    try {
+      const r = await fetch("/api/v1/faces", {
+        method: "POST", body: file,
+        headers: { "Content-Type": file.type && file.type.startsWith("image/") ? file.type : "application/octet-stream" },
+      });
+      if (r.ok && files.target === file) {
+        targetFaces = await r.json();
+        drawTargetFaces();
+      }
+    } catch (e) { /* no boxes: the largest face is used */ }
   }
 
   function setFile(which, file) {
@@ -624,7 +926,10 @@
     if (img.src) URL.revokeObjectURL(img.src);
     img.src = URL.createObjectURL(file);
     img.hidden = false;
-    if (which === "target") el.before.src = img.src;
+    if (which === "target") {
+      el.before.src = img.src;
+      findTargetFaces(file);
+    }
     schedule(0);
   }
 
@@ -634,6 +939,7 @@
     return "?ratio=" + v(el.ratio) + "&mode=" + el.mode.value + "&smooth=" + v(el.smooth) +
       "&brightness=" + v(el.brightness) + "&contrast=" + v(el.contrast) +
       "&saturation=" + v(el.saturation) +
+      (targetFace > 1 ? "&target_face=" + targetFace : "") +
       (el.style.value ? "&style=" + encodeURIComponent(el.style.value) : "");
   }
 
@@ -673,6 +979,10 @@
       el.status.dataset.done = String(n);
     } catch (e) {
       if (e.name === "AbortError") return;
+      // The previous result is not this one's: nothing to show or download.
+      el.view.hidden = true;
+      el.download.hidden = true;
+      el.download.removeAttribute("href");
       el.status.textContent = "";
       el.error.textContent = e.message;
       el.error.hidden = false;
@@ -681,8 +991,6 @@
     }
   }
 
-  el.tabAnime.addEventListener("click", () => showTab(false));
-  el.tabFuse.addEventListener("click", () => showTab(true));
   for (const which of ["source", "target"]) {
     const input = el[which], drop = which === "source" ? el.sourceDrop : el.targetDrop;
     input.addEventListener("change", () => setFile(which, input.files[0]));

@@ -147,6 +147,8 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
             if (rc == AG_OK)
                 rc = ag_face_paste(out, &faces[i], &crop, err);
             ag_image_fini(&crop);
+            if (rc == AG_OK && o.progress && o.progress(o.progress_user, i + 1, res.restored))
+                rc = ag_error_set(err, AG_E_CANCELLED, "cancelled");
         }
         ag_free(faces);
     }

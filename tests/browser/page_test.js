@@ -4,6 +4,9 @@
 // busy states, plain-words errors, the portrait toggle, no external requests, and a phone
 // viewport; a short video clip (tools/make_test_clips.sh) through the video jobs, with the
 // progress bar, the player and the download; an animated WebP made into an animated GIF.
+// Issue 33: each tab (Anime, Restore, Upscale, Face fusion with its face boxes, Video), the
+// batch queue and its zip, Cancel (a photo, a video job), the progress figure of a long
+// upscale, and the fixed messages.
 // Prints "PASS name" / "FAIL name" and "N passed, N failed". An argument runs only the tests
 // whose name contains it.
 "use strict";
@@ -68,6 +71,32 @@ function pngDecode(buf) {
     prev = line;
   }
   return { width, height, channels, pixels: out };
+}
+
+// The entries of a zip of stored files, each CRC-32 checked.
+function crc32(buf) {
+  let c = 0xffffffff;
+  for (const b of buf) {
+    c ^= b;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  }
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+function unzipStored(buf) {
+  const entries = [];
+  for (let pos = 0; buf.readUInt32LE(pos) === 0x04034b50;) {
+    const method = buf.readUInt16LE(pos + 8), crc = buf.readUInt32LE(pos + 14), size = buf.readUInt32LE(pos + 18);
+    const nameLen = buf.readUInt16LE(pos + 26), extra = buf.readUInt16LE(pos + 28);
+    const name = buf.toString("utf8", pos + 30, pos + 30 + nameLen);
+    const data = buf.subarray(pos + 30 + nameLen + extra, pos + 30 + nameLen + extra + size);
+    if (method !== 0 || crc32(data) !== crc) throw new Error("bad zip entry " + name);
+    entries.push({ name, data });
+    pos += 30 + nameLen + extra + size;
+  }
+  const end = buf.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
+  if (end < 0 || buf.readUInt16LE(end + 10) !== entries.length) throw new Error("bad zip directory");
+  return entries;
 }
 
 function startServer(args) {
@@ -270,30 +299,116 @@ async function main() {
       await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
       const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
       check(size[0] === size[1] && size[0] > 0, "portrait result is not square: " + size);
+      // the aligned crop is not overlaid on the whole photo: side by side, no slider
+      check(!(await page.isHidden("#side")) && (await page.isDisabled("#view-slider")), "portrait compared on the slider");
     }],
-    ["restore_faces_choice", async () => {
-      // The server has a --restore-model: the choice shows; "restore only" posts to
-      // /api/v1/restore and shows the photo at its own size, "restore, then animate" posts
+    ["restore_tab_and_restore_then_animate", async () => {
+      // The server has a --restore-model: the Restore tab posts restore=1 to /api/v1/restore
+      // and names the download "-restored"; on the Anime tab "restore, then animate" posts
       // restore=1 to /api/v1/convert.
       await page.goto(base + "/");
-      await pageWait(page, () => !document.getElementById("restore-field").hidden, 10000, "restore choice");
-      check((await page.getAttribute("#restore-field", "title")).includes("gfpgan"), "restorer not named");
+      await pageWait(page, () => !document.getElementById("tab-restore").hidden, 10000, "restore tab");
+      check((await page.textContent("#restorer")).includes("gfpgan"), "restorer not named");
       const astronaut = path.join(DATA, "astronaut.png");
-      for (const [mode, route] of [["only", "/api/v1/restore"], ["then-style", "/api/v1/convert"]]) {
+      for (const [tabId, route] of [["#tab-restore", "/api/v1/restore"], ["#tab-anime", "/api/v1/convert"]]) {
+        await page.click(tabId);
         await page.setInputFiles("#file", astronaut);
-        await page.selectOption("#restore", mode);
+        if (tabId === "#tab-anime") await page.selectOption("#restore", "then-style");
+        else check(await page.isHidden("#model") && await page.isHidden("label.switch:has(#portrait)"), "style or portrait on the Restore tab");
         const response = page.waitForResponse((r) => r.url().includes(route) && r.request().method() === "POST", { timeout: 180000 });
         await page.click("#go");
         const r = await response;
-        check(r.status() === 200, `${mode}: status ${r.status()}`);
-        check(r.url().includes("restore=1"), `${mode}: no restore=1 in ${r.url()}`);
-        check(Number(r.headers()["x-faces"]) >= 1, `${mode}: X-Faces ${r.headers()["x-faces"]}`);
+        check(r.status() === 200, `${tabId}: status ${r.status()}`);
+        check(r.url().includes("restore=1"), `${tabId}: no restore=1 in ${r.url()}`);
+        check(Number(r.headers()["x-faces"]) >= 1, `${tabId}: X-Faces ${r.headers()["x-faces"]}`);
         await page.waitForSelector("#status[data-state='done']", { timeout: 180000 });
         await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
         const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
-        check(size[0] === 512 && size[1] === 512, `${mode}: result size ${size}`);
+        check(size[0] === 512 && size[1] === 512, `${tabId}: result size ${size}`);
+        const name = await page.getAttribute("#download", "download");
+        check(name === (tabId === "#tab-restore" ? "astronaut-restored.png" : "astronaut-anime.png"), "download name " + name);
       }
       await page.selectOption("#restore", "off");
+    }],
+    ["upscale_tab", async () => {
+      // The Upscale tab: the upscaler chosen among the server's (2x), /api/v1/upscale, the
+      // result twice the size, named "-upscaled-2x".
+      await page.goto(base + "/");
+      await pageWait(page, () => !document.getElementById("tab-upscale").hidden, 10000, "upscale tab");
+      await page.click("#tab-upscale");
+      check(await page.isHidden("#upscale-field") && !(await page.isHidden("#upscaler-field")), "upscale tab's fields");
+      const choices = await page.$$eval("#upscaler option", (os) => os.map((o) => o.value));
+      check(choices.join(",") === "2,4", "upscalers offered: " + choices);
+      await page.setInputFiles("#file", CHELSEA);
+      await page.selectOption("#upscaler", "2");
+      const response = page.waitForResponse((r) => r.url().includes("/api/v1/upscale") && r.request().method() === "POST", { timeout: 180000 });
+      await page.click("#go");
+      const r = await response;
+      check(r.status() === 200 && r.url().includes("upscale=2"), `status ${r.status()} for ${r.url()}`);
+      await page.waitForSelector("#status[data-state='done']", { timeout: 180000 });
+      await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
+      const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+      check(size[0] === 902 && size[1] === 600, "upscaled result size " + size);
+      check((await page.getAttribute("#download", "download")) === "chelsea-upscaled-2x.png", "download name");
+    }],
+    ["batch_queue_and_zip", async () => {
+      // Two photos at once: a line each, done one after the other, then one zip holding both
+      // results under their names (stored entries whose CRC-32 and PNG signature check out).
+      await page.goto(base + "/");
+      await pageWait(page, () => !!document.querySelector("#model option[value='cute-v3']"), 10000, "styles");
+      await page.selectOption("#model", "cute-v3");
+      await page.setInputFiles("#file", [CHELSEA, path.join(DATA, "coffee.png")]);
+      await pageWait(page, () => document.querySelectorAll("#queue li").length === 2 && !document.getElementById("queue").hidden, 10000, "queue");
+      await page.click("#go");
+      await pageWait(page, () => !document.getElementById("zip").hidden, 300000, "zip link");
+      const states = await page.$$eval("#queue li", (ls) => ls.map((l) => l.dataset.state));
+      check(states.join(",") === "done,done", "queue states " + states);
+      check(/2 of 2 photos done/.test(await page.textContent("#status")), "status " + await page.textContent("#status"));
+      const [saved] = await Promise.all([page.waitForEvent("download", { timeout: 20000 }), page.click("#zip")]);
+      check(saved.suggestedFilename() === "photos-anime.zip", "zip name " + saved.suggestedFilename());
+      const entries = unzipStored(fs.readFileSync(await saved.path()));
+      check(entries.map((e) => e.name).join(",") === "chelsea-anime.png,coffee-anime.png", "zip entries " + entries.map((e) => e.name));
+      for (const e of entries) {
+        const png = pngDecode(e.data);
+        check(png.width > 0 && png.height > 0, e.name + " is not an image");
+      }
+    }],
+    ["cancel_a_photo", async () => {
+      // The worker busy, our photo queued: Cancel aborts it, the page says so, the server
+      // lets the request go (admitted back to the occupying one only).
+      await page.goto(base + "/");
+      await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
+      const busy = occupy(server.port, "occupy-cancel");
+      await waitFor(async () => (await admitted(server.port)) === 1, 10000, "occupying request");
+      await page.setInputFiles("#file", CHELSEA);
+      await page.click("#go");
+      await page.waitForSelector("#cancel:not([hidden])", { timeout: 10000 });
+      await page.waitForSelector("#status[data-state='queued']", { timeout: 20000 });
+      await page.click("#cancel");
+      await page.waitForSelector("#status[data-state='cancelled']", { timeout: 10000 });
+      check(await page.isHidden("#error") && await page.isHidden("#cancel") && !(await page.isDisabled("#go")), "after cancel");
+      await waitFor(async () => (await admitted(server.port)) <= 1, 20000, "the cancelled request to go");
+      check((await busy).status === 200, "occupying request failed");
+    }],
+    ["fixed_messages", async () => {
+      // Issue 33 item 7: the page reads /api/v1/status, never /api/v1/jobs on load; the
+      // footer names the whole studio; the faces hint stays off without portrait.
+      const asked = [];
+      const listen = (req) => asked.push(new URL(req.url()).pathname);
+      page.on("request", listen);
+      await page.goto(base + "/");
+      await pageWait(page, () => !document.getElementById("tab-video").hidden, 10000, "video tab");
+      page.off("request", listen);
+      check(!asked.includes("/api/v1/jobs"), "the page asked /api/v1/jobs: " + asked.join(","));
+      const footer = await page.textContent("footer");
+      check(/AnimeGANv3/.test(footer) && /restoration/.test(footer) && /fusion/.test(footer), "footer: " + footer);
+      await page.setInputFiles("#file", MIRRORED);
+      await page.click("label.switch:has(#paste)");
+      await pageWait(page, () => /2 faces found/.test(document.getElementById("faces-hint").textContent), 60000, "faces found");
+      const hint = await page.textContent("#faces-hint");
+      check(!/click a box/.test(hint), "click hint without portrait: " + hint);
+      check(await page.isHidden("#faces"), "face boxes to click without portrait");
+      await page.click("label.switch:has(#paste)");
     }],
     ["upscale_choice", async () => {
       // The bundled upscaler is served by default: 2x posts upscale=2 and shows the result
@@ -316,6 +431,8 @@ async function main() {
       await page.goto(base + "/");
       await pageWait(page, () => !!document.querySelector("#model option[value='hayao']"), 10000, "styles");
       await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.click("#tab-video");
+      await page.selectOption("#upscale", "0");
       // 10 frames: the suite runs on a shared machine, and the 50-frame clip is the CLI's test.
       await page.setInputFiles("#file", path.join(clips, "bt709_full.mp4"));
       await pageWait(page, () => document.getElementById("status").dataset.state === "ready" &&
@@ -361,6 +478,7 @@ async function main() {
       // An animated WebP is a video to the page: GIF offered first, the result in an <img>.
       await page.goto(base + "/");
       await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.click("#tab-video");
       await page.setInputFiles("#file", path.join(clips, "anim.webp"));
       await pageWait(page, () => document.getElementById("status").dataset.state === "ready" &&
                      document.getElementById("format").value === "gif", 10000, "animation chosen");
@@ -502,6 +620,16 @@ async function main() {
       await page.waitForSelector("#fuse-error:not([hidden])", { timeout: 20000 });
       const text = await page.textContent("#fuse-error");
       check(/no face found in the target/i.test(text), "no-face message: " + text);
+      check(await page.isHidden("#fuse-view") && await page.isHidden("#fuse-download"), "the previous result stays after an error");
+      // Two faces in the target: boxes over it; clicking the second fuses into it.
+      response = fused();
+      await page.setInputFiles("#fuse-target", MIRRORED);
+      await response;
+      await pageWait(page, () => document.querySelectorAll("#fuse-faces .face-box").length === 2, 60000, "target face boxes");
+      response = fused();
+      await page.click("#fuse-faces .face-box[data-face='2']");
+      r = await response;
+      check(r.status() === 200 && r.url().includes("target_face=2"), "face click: " + r.status() + " " + r.url());
       await page.click("#tab-anime");
       check((await page.isHidden("#fusion")) && !(await page.isHidden("#pick")), "back to the photo tab");
     }],
