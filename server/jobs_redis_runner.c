@@ -15,6 +15,7 @@
  */
 #include "jobs_redis.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,11 +191,32 @@ static int load_job(ag_jobs *j, const char *id) {
     return 0;
 }
 
+/* A run taken over: the partial results of the runs before it (ID.runTOKEN.EXT and the
+ * encoder's hidden temporary of it), which a killed instance left, removed. */
+static void remove_partials(ag_jobs *j, const char *id) {
+    DIR *dir = opendir(j->c->dir);
+    if (!dir)
+        return;
+    char prefix[AG_JOB_ID_MAX + 8], hidden[AG_JOB_ID_MAX + 8], path[4096];
+    snprintf(prefix, sizeof prefix, "%s.run", id);
+    snprintf(hidden, sizeof hidden, ".%s.run", id);
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL)
+        if (!strncmp(e->d_name, prefix, strlen(prefix)) ||
+            !strncmp(e->d_name, hidden, strlen(hidden))) {
+            snprintf(path, sizeof path, "%s/%s", j->c->dir, e->d_name);
+            unlink(path);
+        }
+    closedir(dir);
+}
+
 static void run(ag_jobs *j, const char *entry, const char *id) {
     ag_jobs_redis *R = j->redis;
     if (load_job(j, id) != 0)
         return; /* Redis went away: the entry stays ours until its lease expires */
     job *b = &j->redis_job;
+    if (b->attempts > 1)
+        remove_partials(j, b->id);
     run_paths p;
     paths_of(j, b, &p);
     size_t in_bytes = ag_jobs_file_size(p.in);
