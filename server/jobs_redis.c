@@ -124,7 +124,7 @@ redisReply *ag_rconn_argv(ag_jobs_redis *R, ag_rconn *k, int argc, const char **
             k->c = NULL;
             k->retry_at_us = now + 1000000;
         } else if (r->type == REDIS_REPLY_ERROR) {
-            ag_log_event(AG_LOG_LOGFMT, "warn", "jobs: redis %s: %s", argv[0], r->str);
+            ag_log_event(R->log_format, "warn", "jobs: redis %s: %s", argv[0], r->str);
             freeReplyObject(r);
             r = NULL;
         }
@@ -408,6 +408,7 @@ int ag_jobs_redis_open(ag_jobs *j, ag_error *err) {
     if (!R)
         return ag_jobs_set_error(err, AG_E_NOMEM, "out of memory for --jobs-redis");
     j->redis = R;
+    R->log_format = j->server->config.log_format;
     rconn_init(&R->api, 500);
     rconn_init(&R->runner, 3000); /* its reads block for 1 s */
     rconn_init(&R->lease, 1000);
@@ -428,6 +429,7 @@ int ag_jobs_redis_open(ag_jobs *j, ag_error *err) {
     if (!rc)
         return ag_jobs_set_error(err, AG_E_IO, "--jobs-redis %s:%d: %s", R->host, R->port, why);
     redisReply *r = redisCommand(rc, "XGROUP CREATE %s %s 0 MKSTREAM", STREAM, GROUP);
+    /* also what the runner does when Redis lost the group (restarted without its AOF) */
     int ok = r && (r->type == REDIS_REPLY_STATUS ||
                    (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "BUSYGROUP", 9)));
     snprintf(why, sizeof why, "%s",

@@ -52,6 +52,7 @@ struct ag_jobs_redis {
     char host[256], password[256];
     int port, db;
     char instance[128];
+    ag_log_format log_format;
     ag_rconn api;    /* the HTTP and intake threads, and /metrics */
     ag_rconn runner; /* the runner (blocking reads) */
     ag_rconn lease;  /* the lease thread */

@@ -341,6 +341,15 @@ static void sweep(ag_jobs *j) {
         freeReplyObject(r);
 }
 
+/* The stream and its group, when Redis lost them (restarted without its append-only file:
+ * the jobs are gone then, but new ones flow again). */
+static void make_group(ag_jobs *j) {
+    const char *argv[] = {"XGROUP", "CREATE", STREAM, GROUP, "0", "MKSTREAM"};
+    redisReply *r = ag_rconn_argv(j->redis, &j->redis->runner, 6, argv, NULL);
+    if (r)
+        freeReplyObject(r);
+}
+
 static void *runner_main(void *arg) {
     ag_jobs *j = arg;
     ag_log_thread_request("");
@@ -358,10 +367,12 @@ static void *runner_main(void *arg) {
             got = read_new(j, entry, sizeof entry);
         }
         if (got < 0) {
-            if (!was_down)
+            if (!was_down) {
+                make_group(j);
                 ag_log_event(j->server->config.log_format, "warn",
                              "jobs: redis %s:%d unreachable; retrying every second", j->redis->host,
                              j->redis->port);
+            }
             was_down = 1;
             nap(j, &j->wake, 1.0);
             continue;

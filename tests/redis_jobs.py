@@ -487,6 +487,40 @@ def garbage_and_dropped_replies_never_crash():
         s.stop()
 
 
+def throughput(instances, threads, jobs=6):
+    """Jobs a minute: `jobs` clips submitted at once to `instances` instances of `threads`."""
+    redis = Redis()
+    servers = [instance(redis.url, "f%d" % i, "--threads", str(threads), "--jobs-per-client",
+                        "0") for i in range(instances)]
+    try:
+        body = clip("clip.mp4")
+        t0 = time.time()
+        ids = [submit(servers[0], body, "?max_side=128")[2]["id"] for _ in range(jobs)]
+        for i in ids:
+            check(poll(servers[0], i, done, timeout=600, every=0.1)["state"] == "done", i)
+        took = time.time() - t0
+        per = {}
+        for s in servers:
+            per[s.args[s.args.index("--instance-name") + 1]] = sum("done after" in l for l in s.lines)
+        return jobs * 60.0 / took, took, per
+    finally:
+        for s in servers:
+            s.stop()
+        redis.kill()
+        subprocess.run(["rm", "-rf", redis.dir, SPOOL])
+
+
+def figures():
+    """docs/cluster.md's figures: throughput with 1, 2 and 3 instances on this machine's
+    cores (threads split: 1 x 2, 2 x 1, 3 x 1)."""
+    print("cores: %d" % os.cpu_count())
+    for n, threads in ((1, 2), (2, 1), (3, 1)):
+        rate, took, per = throughput(n, threads)
+        print("%d instance(s) x %d thread(s): 6 jobs (clip.mp4, 50 frames, max_side=128) in "
+              "%.1f s = %.1f jobs/min; jobs per instance %s" % (n, threads, took, rate, per))
+        sys.stdout.flush()
+
+
 def main():
     os.environ.setdefault("ANIMEGAN_MODEL_PATH", os.path.join(driver.ROOT, "models"))
     for tool, why in ((REDIS, "redis-server"), (driver.NGINX, "nginx")):
@@ -501,6 +535,10 @@ def main():
         print("0 passed, 1 failed")
         return 1
     want = sys.argv[1] if len(sys.argv) > 1 else ""
+    if want == "--figures":
+        figures()
+        subprocess.run(["rm", "-rf", TMP])
+        return 0
     passed = failed = 0
     try:
         start_cluster()
