@@ -116,7 +116,17 @@ redisReply *ag_rconn_argv(ag_jobs_redis *R, ag_rconn *k, int argc, const char **
     }
     if (k->c) {
         r = redisCommandArgv(k->c, argc, argv, lens);
-        if (!r || k->c->err) { /* refused, timed out, or a reply the parser refused */
+        int stale = !r && (k->c->err == REDIS_ERR_EOF ||
+                           (k->c->err == REDIS_ERR_IO && (errno == ECONNRESET || errno == EPIPE)));
+        if (stale) { /* an idle connection Redis closed (it restarted): once more on a new one */
+            char why[256];
+            redisFree(k->c);
+            k->c = connect_to(R, k->command_ms, why, sizeof why);
+            r = k->c ? redisCommandArgv(k->c, argc, argv, lens) : NULL;
+        }
+        if (!k->c) {
+            k->retry_at_us = now + 1000000;
+        } else if (!r || k->c->err) { /* refused, timed out, or a reply the parser refused */
             if (r)
                 freeReplyObject(r);
             r = NULL;
