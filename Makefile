@@ -1,7 +1,7 @@
 # animegan.c - one Makefile, everything written under build/.
 #
 # Make rather than CMake: one library, one binary, a handful of tests and no platform
-# matrix; dependencies come from pkg-config (vips, libpng, libjpeg, libwebp, libexif,
+# matrix; dependencies come from pkg-config (vips, libpng, libjpeg, libwebp, libexif, hiredis,
 # libmicrohttpd, libzip, libcjson) and -ldnnl, which a 100-line Makefile states more plainly
 # than a CMake project would.
 #
@@ -32,7 +32,7 @@ endif
 
 # FFmpeg's libraries are not linked: src/video/libav.c loads them on first use (a photo
 # would otherwise pay ~20 MB of RSS for them); their headers are still needed.
-LINK_PKGS = vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libmicrohttpd libzip libcjson
+LINK_PKGS = vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libmicrohttpd libzip libcjson hiredis
 VIDEO_PKGS = libavformat libavcodec libavutil libswscale libswresample libavfilter
 PKGS = $(LINK_PKGS) $(VIDEO_PKGS)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -3,8 +3,8 @@
 # apt-get (after apt-get update) only when a package is missing. Needs root or sudo.
 set -eu
 
-BUILD_PKGS="build-essential pkg-config libdnnl-dev libvips-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libexif-dev libmicrohttpd-dev libzip-dev libcjson-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev libavfilter-dev"
-TEST_PKGS="valgrind systemd clang clang-format libclang-rt-14-dev curl python3 python3-numpy python3-onnx chromium nginx time ffmpeg python3-dev python3-venv python3-pip python3-setuptools python3-wheel python3-pytest python3-pil python3-flask"
+BUILD_PKGS="build-essential pkg-config libdnnl-dev libvips-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libexif-dev libmicrohttpd-dev libzip-dev libcjson-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev libavfilter-dev libhiredis-dev"
+TEST_PKGS="valgrind systemd clang clang-format libclang-rt-14-dev curl python3 python3-numpy python3-onnx chromium nginx time ffmpeg python3-dev python3-venv python3-pip python3-setuptools python3-wheel python3-pytest python3-pil python3-flask redis-server"
 TOOLS_PKGS="gnuplot-nox wrk libjemalloc2"
 
 pkgs="$BUILD_PKGS"

@@ -221,6 +221,20 @@ static const opt_def options[] = {
     {"max-job-megapixels", "N", K_SCALED, 0, 1e9, 1, AT(jobs.max_work_mpx), NULL, NULL, "20000",
      "most work per video job: frames x output pixels (after max_side), in millions; 413 from "
      "the header; 0 = no bound"},
+    {"jobs-per-client", "N", K_INT, 0, 4096, 0, AT(jobs.per_client), NULL, NULL, "0",
+     "video jobs one client may have queued or running (with --jobs-redis, across every "
+     "instance); more get 429; 0 = no bound"},
+    {"jobs-redis", "URL", K_STRING, 0, 0, 0, AT(jobs.redis_url), NULL, NULL, "none",
+     "redis://[:PASSWORD@]HOST:PORT[/DB]: the job queue and states in Redis, shared by every "
+     "instance started with the same URL and the same --jobs-dir (shared storage); "
+     "docs/cluster.md"},
+    {"instance-name", "NAME", K_STRING, 0, 0, 0, AT(jobs.instance), NULL, NULL, "HOST:PORT",
+     "this instance's name in the Redis queue and in a job's state; unique per instance"},
+    {"jobs-lease", "S", K_SECONDS, 1, 3600, 0, AT(jobs.lease_s), NULL, NULL, "30",
+     "with --jobs-redis: a running job's lease, renewed while it runs; another instance takes "
+     "over a job whose lease expired (its instance died)"},
+    {"jobs-reclaims", "N", K_INT, 0, 100, 0, AT(jobs.max_reclaims), NULL, NULL, "3",
+     "with --jobs-redis: times a job is taken over after its instance died, then failed"},
 };
 
 enum { OPTION_COUNT = sizeof options / sizeof options[0] };

@@ -13,6 +13,7 @@
  * 1 + N^2 times, the result having N^2 times the pixels).
  */
 #include "jobs_internal.h"
+#include "jobs_redis.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -109,8 +110,11 @@ void ag_jobs_json(ag_text *t, const ag_jobs *j, const job *b) {
         double left = (double)(b->frames_total - b->frames_done) * elapsed / (double)b->frames_done;
         ag_text_printf(t, ",\"eta_s\":%.1f", left > 0 ? left : 0);
     }
-    if (b->state == JOB_QUEUED) {
-        ag_text_printf(t, ",\"jobs_ahead\":%d", ag_jobs_ahead(j, b));
+    if (b->state == JOB_QUEUED)
+        ag_text_printf(t, ",\"jobs_ahead\":%d", j->redis ? b->ahead : ag_jobs_ahead(j, b));
+    if (j->redis && b->state == JOB_RUNNING && b->instance[0]) {
+        ag_text_append(t, ",\"instance\":", 12);
+        ag_text_json_string(t, b->instance);
     }
     ag_text_printf(t, ",\"upscale\":%d", b->upscale > 1 ? b->upscale : 1);
     if (b->out_width > 0)
@@ -272,13 +276,60 @@ static size_t upload_reserve(int upscale, size_t n) {
     return n + n * ag_jobs_result_factor(upscale);
 }
 
+/* Jobs of this client uploading, queued or running. Lock held. */
+static int client_jobs(const ag_jobs *j, const char *client) {
+    int n = 0;
+    for (int i = 0; i < j->c->max_jobs; i++) {
+        const job *b = &j->slots[i];
+        n += b->state >= JOB_UPLOADING && b->state <= JOB_RUNNING && !strcmp(b->client, client);
+    }
+    return n;
+}
+
+/* The bytes an upload holds of the cluster's spool ahead of its chunks (chunked uploads). */
+#define REDIS_HOLD_STEP ((size_t)8 << 20)
+
+/* --jobs-redis: the upload admitted by the cluster's bounds (per-client jobs, spool); 0 or
+ * a reply. The bytes held are b->reserved_bytes (given back at completion if it fails). */
+static int redis_admit(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, job *b,
+                       size_t declared) {
+    size_t bytes = upload_reserve(b->upscale, declared ? declared : REDIS_HOLD_STEP);
+    int why = 0;
+    int rc = ag_jobs_redis_admit(j, b->id, r->client, bytes, &why);
+    if (rc == AG_JR_OK) {
+        b->reserved_bytes = bytes;
+        return 0;
+    }
+    r->retry_after_s = rc == AG_JR_DOWN ? AG_JR_RETRY_AFTER_S : 60;
+    if (rc == AG_JR_DOWN)
+        return reply_error(conn, r, 503, "jobs_unavailable",
+                           "the job queue (Redis) is unreachable; try again shortly"),
+               -1;
+    if (why == 1)
+        return reply_error(conn, r, 429, "too_many_jobs",
+                           "this client has %d jobs queued or running (--jobs-per-client)",
+                           j->c->per_client),
+               -1;
+    return reply_error(conn, r, 507, "spool_full",
+                       "the job spool is full (--jobs-quota-mb %zu across the cluster); try "
+                       "again later",
+                       j->c->quota_bytes >> 20),
+           -1;
+}
+
 /* A slot for the upload, when its declared size (and the result's) fits the quota. The
  * quota itself is reserved as the bytes come (upload_chunk). */
 static int take_slot(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, size_t declared,
                      int upscale, job **out) {
     pthread_mutex_lock(&j->lock);
     job *b = ag_jobs_free_slot(j);
-    int quota = b && j->spool_bytes + upload_reserve(upscale, declared) > j->c->quota_bytes;
+    /* with --jobs-redis the quota and the per-client bound are the cluster's (redis_admit) */
+    int quota =
+        b && !j->redis && j->spool_bytes + upload_reserve(upscale, declared) > j->c->quota_bytes;
+    int per_client =
+        b && !j->redis && client_jobs(j, r->client) >= j->c->per_client && j->c->per_client > 0;
+    if (per_client)
+        b = NULL;
     if (b && !quota) {
         memset(b, 0, sizeof *b);
         b->state = JOB_UPLOADING;
@@ -286,6 +337,12 @@ static int take_slot(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, siz
     }
     pthread_mutex_unlock(&j->lock);
     *out = b;
+    if (per_client)
+        return r->retry_after_s = 60,
+               reply_error(conn, r, 429, "too_many_jobs",
+                           "this client has %d jobs queued or running (--jobs-per-client)",
+                           j->c->per_client),
+               -1;
     if (!b)
         return r->retry_after_s = 60,
                reply_error(conn, r, 503, "too_many_jobs",
@@ -351,6 +408,13 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
         pthread_mutex_unlock(&j->lock);
         return reply_error(conn, r, 503, "out_of_memory", "cannot start the upload");
     }
+    if (j->redis && redis_admit(j, conn, r, b, declared) != 0) {
+        ag_free(up);
+        pthread_mutex_lock(&j->lock);
+        ag_jobs_release_slot(j, b);
+        pthread_mutex_unlock(&j->lock);
+        return MHD_YES; /* answered */
+    }
     *up = u;
     up->slot = b;
     snprintf(b->ext, sizeof b->ext, "%s", o.ext);
@@ -378,6 +442,36 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     return MHD_YES;
 }
 
+/* --jobs-redis: a chunk within what the upload holds of the cluster's spool, more held in
+ * steps (one Redis call per 8 MiB, not per chunk). */
+static int redis_chunk(ag_jobs *j, ag_request *r, const char *data, size_t n) {
+    ag_job_upload *up = r->video_upload;
+    job *b = up->slot;
+    size_t need = upload_reserve(b->upscale, up->bytes + n);
+    if (need > b->reserved_bytes) {
+        size_t more = need - b->reserved_bytes;
+        more = more > REDIS_HOLD_STEP ? more : REDIS_HOLD_STEP;
+        int rc = ag_jobs_redis_hold(j, b->id, (long long)more, 0);
+        if (rc != AG_JR_OK) {
+            r->status = rc == AG_JR_DOWN ? 503 : 507;
+            r->error_code = rc == AG_JR_DOWN ? "jobs_unavailable_closed" : "spool_full_closed";
+            r->closed_by_us = 1;
+            return MHD_NO;
+        }
+        b->reserved_bytes += more;
+    }
+    if (ag_jobs_write_all(up->fd, data, n) != 0) {
+        r->status = 507;
+        r->error_code = "spool_write_failed";
+        r->closed_by_us = 1;
+        return MHD_NO;
+    }
+    up->bytes += n;
+    r->body_size = up->bytes;
+    atomic_store(&r->received, up->bytes);
+    return MHD_YES;
+}
+
 static int upload_chunk(ag_jobs *j, ag_request *r, const char *data, size_t n) {
     ag_job_upload *up = r->video_upload;
     if (up->fd < 0)
@@ -390,6 +484,8 @@ static int upload_chunk(ag_jobs *j, ag_request *r, const char *data, size_t n) {
     }
     /* The quota from what arrives: the upload and its result (twice the bytes, or more
      * with upscale=N). */
+    if (j->redis)
+        return redis_chunk(j, r, data, n);
     pthread_mutex_lock(&j->lock);
     size_t reserve = upload_reserve(up->slot->upscale, n);
     int full = j->spool_bytes + reserve > j->c->quota_bytes;
@@ -446,8 +542,15 @@ void ag_jobs_request_done(ag_server *s, ag_request *r) {
         unlink(path);
         ag_jobs_path(j, up->slot, "in", path, sizeof path);
         unlink(path);
+        char id[AG_JOB_ID_MAX + 1];
+        snprintf(id, sizeof id, "%s", up->slot->id);
+        int held = j->redis && up->slot->reserved_bytes > 0;
+        if (j->redis)
+            up->slot->reserved_bytes = 0;
         ag_jobs_release_slot(j, up->slot);
         pthread_mutex_unlock(&j->lock);
+        if (held)
+            ag_jobs_redis_hold(j, id, 0, 1); /* down: the upload's deadline forgets it */
     }
     ag_free(up);
 }
@@ -515,6 +618,29 @@ static int delete_job(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, jo
     return reply_job(conn, r, j, &copy, 200);
 }
 
+/* --jobs-redis: GET, GET .../result and DELETE of a job held in Redis, the same from any
+ * instance (the files are on the shared --jobs-dir). */
+static int redis_job_request(ag_jobs *j, struct MHD_Connection *conn, ag_request *r, const char *id,
+                             size_t id_len, int is_result, int del) {
+    job b;
+    int cancelling = 0;
+    int rc = del ? ag_jobs_redis_delete(j, id, id_len, &b, &cancelling)
+                 : ag_jobs_redis_load(j, id, id_len, &b);
+    if (rc == AG_JR_DOWN)
+        return r->retry_after_s = AG_JR_RETRY_AFTER_S,
+               reply_error(conn, r, 503, "jobs_unavailable",
+                           "the job queue (Redis) is unreachable; try again shortly");
+    if (rc == AG_JR_MISSING)
+        return reply_error(conn, r, 404, "no_such_job",
+                           "no job with this id (unknown, expired after --job-ttl, or deleted)");
+    if (del) {
+        if (b.state == JOB_CANCELLED)
+            atomic_fetch_add(&j->finished[2], 1);
+        return reply_job(conn, r, j, &b, cancelling ? 202 : 200);
+    }
+    return is_result ? get_result(j, conn, r, &b) : reply_job(conn, r, j, &b, 200);
+}
+
 /* What the page needs to know before offering video: the limits. */
 static int jobs_limits(ag_jobs *j, struct MHD_Connection *conn, ag_request *r) {
     const ag_server *s = j->server;
@@ -580,6 +706,8 @@ int ag_jobs_request(ag_server *s, struct MHD_Connection *conn, const char *url, 
     int del = !strcmp(method, "DELETE") && !is_result;
     if (!get && !del)
         return reply(conn, r, 405, NULL, 0, is_result ? "GET" : "GET, DELETE");
+    if (j->redis)
+        return redis_job_request(j, conn, r, id, id_len, is_result, del);
     pthread_mutex_lock(&j->lock);
     job *b = ag_jobs_find(j, id, id_len);
     int rc;
@@ -645,4 +773,6 @@ void ag_jobs_render_metrics(void *jobs, ag_text *t) {
                    "# TYPE animegan_jobs_spool_quota_bytes gauge\n"
                    "animegan_jobs_spool_quota_bytes %zu\n",
                    spool, j->c->quota_bytes);
+    if (j->redis)
+        ag_jobs_redis_metrics(j, t);
 }

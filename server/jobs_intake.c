@@ -10,6 +10,7 @@
  * still waiting are answered 503 and the thread exits before the MHD daemon stops.
  */
 #include "jobs_internal.h"
+#include "jobs_redis.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -140,6 +141,39 @@ static int refuse_probe(ag_jobs *j, ag_request *r, const ag_error *err) {
     return -1;
 }
 
+/* --jobs-redis: the job into the cluster's queue; the local slot was only the upload's and
+ * is released here (its reservation is the job's in Redis now). 0, or -1 with the reply. */
+static int queue_in_redis(ag_jobs *j, ag_job_upload *up, job *b, const char *inpath) {
+    ag_request *r = up->request;
+    size_t in_bytes = ag_jobs_file_size(inpath);
+    b->created_unix = ag_jobs_now_unix();
+    b->state = JOB_QUEUED;
+    b->reserved_bytes = in_bytes * ag_jobs_result_factor(b->upscale);
+    b->file_bytes = in_bytes;
+    int rc = ag_jobs_redis_submit(j, b);
+    if (rc != AG_JR_OK) {
+        unlink(inpath);
+        b->state = JOB_UPLOADING;
+        r->retry_after_s = rc == AG_JR_DOWN ? AG_JR_RETRY_AFTER_S : 60;
+        if (rc == AG_JR_DOWN)
+            ag_jobs_prepare_error(r, 503, "jobs_unavailable",
+                                  "the job queue (Redis) is unreachable; try again shortly");
+        else
+            ag_jobs_prepare_error(r, 429, "too_many_jobs",
+                                  "this client has %d jobs queued or running (--jobs-per-client)",
+                                  j->c->per_client);
+        return -1;
+    }
+    ag_jobs_prepare_job(r, j, b, 202);
+    snprintf(up->location, sizeof up->location, "/api/v1/jobs/%s", b->id);
+    pthread_mutex_lock(&j->lock);
+    up->slot = NULL;
+    b->reserved_bytes = b->file_bytes = 0;
+    ag_jobs_release_slot(j, b);
+    pthread_mutex_unlock(&j->lock);
+    return 0;
+}
+
 /* Fill r with the answer to a complete upload; the job is queued when it is a 202. */
 static int intake(ag_jobs *j, ag_job_upload *up) {
     ag_server *s = j->server;
@@ -190,10 +224,18 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
         return -1;
     }
     int64_t by_work = bound_mpx > 0 && px > 0 ? (int64_t)(bound_mpx * 1e6 / px) : 0;
+    int64_t max_frames = limits.max_frames;
+    if (by_work > 0 && (max_frames == 0 || by_work < max_frames))
+        max_frames = by_work; /* a header that undercounts is caught during the run */
+    if (j->redis) {
+        b->max_frames = max_frames;
+        b->frames_total = info.frames;
+        b->out_width = out_w;
+        b->out_height = out_h;
+        return queue_in_redis(j, up, b, inpath);
+    }
     pthread_mutex_lock(&j->lock);
-    b->max_frames = limits.max_frames;
-    if (by_work > 0 && (b->max_frames == 0 || by_work < b->max_frames))
-        b->max_frames = by_work; /* a header that undercounts is caught during the run */
+    b->max_frames = max_frames;
     b->frames_total = info.frames;
     b->created_unix = ag_jobs_now_unix();
     b->seq = j->next_seq++;

@@ -65,6 +65,10 @@ typedef struct job {
     char error_code[32];
     char error[AG_ERROR_MESSAGE_BYTES];
     char audio_note[160];
+    /* --jobs-redis: the instance running it, jobs ahead of it, when it started, runs */
+    char instance[128];
+    int ahead, attempts;
+    double started_unix;
 } job;
 
 /* A request's upload in progress (ag_request.video_upload), owned by the request: released
@@ -93,8 +97,12 @@ struct ag_frame_task {
 #define AG_JOB_DURATION_BUCKETS 10
 extern const double ag_job_duration_le_s[AG_JOB_DURATION_BUCKETS]; /* seconds */
 
+typedef struct ag_jobs_redis ag_jobs_redis;
+
 struct ag_jobs {
     ag_server *server;
+    ag_jobs_redis *redis; /* --jobs-redis (jobs_redis.h), else NULL */
+    job redis_job;        /* the job this instance runs with --jobs-redis */
     const ag_jobs_config *c;
     job *slots; /* c->max_jobs */
     pthread_mutex_t lock;
@@ -143,6 +151,11 @@ size_t ag_jobs_video_pixels(const ag_server *s);
 int64_t ag_jobs_max_frames(const ag_jobs_config *c);
 
 /* ---- jobs_runner.c ---- */
+/* A run's options for job b: its bounds, the frames through the workers, progress and
+ * cancellation through j->current (set it to b first), output within `allowance` bytes. */
+void ag_jobs_video_options(ag_jobs *j, const job *b, size_t allowance, ag_video_options *o);
+const char *ag_jobs_error_code(int rc);
+void ag_jobs_observe_duration(ag_jobs *j, double seconds);
 /* Jobs that run before queued job b (the running one, and the queued ones by turn). */
 int ag_jobs_ahead(const ag_jobs *j, const job *b);
 

@@ -13,6 +13,7 @@
  * a shutdown asks, whatever the decoder is reading (sound after the picture included).
  */
 #include "jobs_internal.h"
+#include "jobs_redis.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -117,7 +118,7 @@ static int run_cancelled(void *user) {
     return cancel;
 }
 
-static void observe_duration(ag_jobs *j, double seconds) {
+void ag_jobs_observe_duration(ag_jobs *j, double seconds) {
     int i = 0;
     while (i < AG_JOB_DURATION_BUCKETS && seconds > ag_job_duration_le_s[i])
         i++;
@@ -128,7 +129,7 @@ static void observe_duration(ag_jobs *j, double seconds) {
     }
 }
 
-static const char *error_code_of(int rc) {
+const char *ag_jobs_error_code(int rc) {
     switch (rc) {
     case AG_E_LIMIT: return "too_large";
     case AG_E_FORMAT: return "undecodable_video";
@@ -173,10 +174,28 @@ static int record_outcome(ag_jobs *j, job *b, int rc, const ag_video_result *res
         snprintf(b->error_code, sizeof b->error_code, "interrupted");
         snprintf(b->error, sizeof b->error, "the server stopped during this job; submit it again");
     } else {
-        snprintf(b->error_code, sizeof b->error_code, "%s", error_code_of(rc));
+        snprintf(b->error_code, sizeof b->error_code, "%s", ag_jobs_error_code(rc));
         snprintf(b->error, sizeof b->error, "%s", err->message);
     }
     return 1;
+}
+
+void ag_jobs_video_options(ag_jobs *j, const job *b, size_t allowance, ag_video_options *o) {
+    ag_video_options_init(o);
+    o->limits.max_pixels = ag_jobs_video_pixels(j->server);
+    o->limits.max_seconds = j->c->max_seconds;
+    o->limits.max_frames = b->max_frames;
+    o->max_side = b->max_side;
+    o->side_by_side = b->side_by_side;
+    o->out_scale = b->upscale; /* the worker upscales each stylised frame (frame_steps) */
+    o->progress = on_progress;
+    o->progress_user = j;
+    o->stylize = stylize_via_workers;
+    o->stylize_user = j;
+    o->cancelled = run_cancelled;
+    o->cancelled_user = j;
+    o->max_output_bytes = allowance;
+    o->private_output = 1;
 }
 
 static void run_job(ag_jobs *j, job *b, size_t allowance) {
@@ -185,21 +204,7 @@ static void run_job(ag_jobs *j, job *b, size_t allowance) {
     ag_jobs_path(j, b, "in", in, sizeof in);
     ag_jobs_result_path(j, b, out, sizeof out);
     ag_video_options o;
-    ag_video_options_init(&o);
-    o.limits.max_pixels = ag_jobs_video_pixels(s);
-    o.limits.max_seconds = j->c->max_seconds;
-    o.limits.max_frames = b->max_frames;
-    o.max_side = b->max_side;
-    o.side_by_side = b->side_by_side;
-    o.out_scale = b->upscale; /* the worker upscales each stylised frame (frame_steps) */
-    o.progress = on_progress;
-    o.progress_user = j;
-    o.stylize = stylize_via_workers;
-    o.stylize_user = j;
-    o.cancelled = run_cancelled;
-    o.cancelled_user = j;
-    o.max_output_bytes = allowance;
-    o.private_output = 1;
+    ag_jobs_video_options(j, b, allowance, &o);
     ag_video_result res;
     ag_error err = {0};
     uint64_t start = ag_now_us();
@@ -227,7 +232,7 @@ static void run_job(ag_jobs *j, job *b, size_t allowance) {
     }
     pthread_mutex_unlock(&j->lock);
     atomic_fetch_add(&j->finished[which], 1);
-    observe_duration(j, took);
+    ag_jobs_observe_duration(j, took);
     static const char *const outcome[] = {"done", "failed", "cancelled"};
     ag_log_event(s->config.log_format, which == 0 ? "info" : "warn", "job %s %s after %.1f s%s%s",
                  id, outcome[which], took, which == 1 ? ": " : "", which == 1 ? err.message : "");
@@ -340,9 +345,16 @@ int ag_jobs_start(ag_server *s, ag_error *err) {
     pthread_mutex_init(&j->lock, NULL);
     pthread_cond_init(&j->wake, NULL);
     pthread_cond_init(&j->intake_wake, NULL);
-    ag_jobs_recover(j);
     s->jobs = j;
-    j->runner_started = pthread_create(&j->runner, NULL, runner_main, j) == 0;
+    if (c->redis_url) { /* the spool is shared: no recovery here, Redis holds the states */
+        if (ag_jobs_redis_open(j, err) != 0 || ag_jobs_redis_start(j, err) != 0) {
+            ag_jobs_free(s);
+            return err->code;
+        }
+    } else {
+        ag_jobs_recover(j);
+        j->runner_started = pthread_create(&j->runner, NULL, runner_main, j) == 0;
+    }
     j->intake_started =
         j->runner_started && pthread_create(&j->intake, NULL, ag_jobs_intake_main, j) == 0;
     if (!j->intake_started) {
@@ -364,7 +376,8 @@ void ag_jobs_stop(ag_server *s) {
     if (j->intake_started)
         pthread_join(j->intake, NULL); /* answers the uploads it still holds: 503 */
     if (j->runner_started)
-        pthread_join(j->runner, NULL);
+        pthread_join(j->runner, NULL); /* with --jobs-redis its job is handed back */
+    ag_jobs_redis_stop(j);
     j->intake_started = j->runner_started = 0;
 }
 
@@ -373,6 +386,7 @@ void ag_jobs_free(ag_server *s) {
     if (!j)
         return;
     ag_jobs_stop(s);
+    ag_jobs_redis_close(j);
     pthread_mutex_destroy(&j->lock);
     pthread_cond_destroy(&j->wake);
     pthread_cond_destroy(&j->intake_wake);

@@ -76,7 +76,8 @@ int ag_jobs_new_id(const ag_jobs *j, char out[AG_JOB_ID_MAX + 1]) {
     uint8_t bits[16];
     if (getrandom(bits, sizeof bits, 0) != (ssize_t)sizeof bits)
         return -1; /* an id must be a secret: no fallback */
-    int n = snprintf(out, AG_JOB_ID_MAX + 1, "%d-", j->server->port);
+    /* with --jobs-redis any instance serves any job: the id names none */
+    int n = j->redis ? 0 : snprintf(out, AG_JOB_ID_MAX + 1, "%d-", j->server->port);
     for (int i = 0; i < 16; i++)
         snprintf(out + n + 2 * i, 3, "%02x", bits[i]);
     return 0;

@@ -70,6 +70,12 @@ typedef struct ag_jobs_config {
     double ttl_s;        /* --job-ttl: finished jobs are removed after this */
     int max_frames;      /* --max-video-frames: declared or decoded, per job */
     size_t max_work_mpx; /* --max-job-megapixels: frames x output pixels / 1e6, per job */
+    int per_client;      /* --jobs-per-client: queued + running jobs of one client; 0 none */
+    /* Redis mode (jobs_redis*.c): the queue and the jobs' states in Redis, dir shared */
+    const char *redis_url; /* --jobs-redis redis://[:PASSWORD@]HOST:PORT[/DB]; NULL off */
+    const char *instance;  /* --instance-name: the consumer name (default HOST:PORT) */
+    double lease_s;        /* --jobs-lease: a running job's lease, renewed while it runs */
+    int max_reclaims;      /* --jobs-reclaims: times a job is taken over, then failed */
 } ag_jobs_config;
 
 void ag_jobs_config_defaults(ag_jobs_config *c);

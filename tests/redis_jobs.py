@@ -1,0 +1,579 @@
+#!/usr/bin/env python3
+"""Video jobs on Redis (--jobs-redis, server/jobs_redis*.c) end to end: its own redis-server
+(a free loopback port, its own directory, append-only with fsync always), three instances
+sharing one --jobs-dir, and nginx with contrib/nginx/animegan-cluster.conf in front. A job
+posted and polled through nginx (every poll 200), kill -9 of the instance running a job (it
+completes on another, every frame there), SIGTERM (handed back at once), DELETE through
+another instance, Redis killed and restarted mid-queue (nothing lost, 503 + Retry-After
+meanwhile, photos unaffected), --jobs-per-client across instances, a Redis that answers
+garbage or drops the connection, and bad URLs refused in one line at start-up.
+Prints "N passed, N failed"; `--figures` prints the figures of docs/cluster.md instead.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "server"))
+import driver  # noqa: E402
+from driver import Failure, Server, check  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="animegan-redis-")
+CLIPS = os.path.join(TMP, "clips")
+SPOOL = os.path.join(TMP, "spool")
+ID = re.compile(r"^[0-9a-f]{32}$")
+LEASE = "3"
+REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def clip(name):
+    with open(os.path.join(CLIPS, name), "rb") as f:
+        return f.read()
+
+
+def ffprobe(path, *args):
+    out = subprocess.run(["ffprobe", "-v", "error", *args, path], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def frame_count(path):
+    return int(ffprobe(path, "-select_streams", "v", "-count_frames", "-show_entries",
+                       "stream=nb_read_frames", "-of", "csv=p=0") or 0)
+
+
+class Redis:
+    """redis-server on a free loopback port, append-only (fsync always) in its own dir."""
+
+    def __init__(self):
+        self.port = driver.free_port()
+        self.dir = os.path.join(TMP, "redis")
+        os.makedirs(self.dir, exist_ok=True)
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [REDIS, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+             "--logfile", os.path.join(self.dir, "log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise Failure("redis-server did not start")
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.port
+
+
+def instance(redis_url, name, *extra):
+    return Server("--threads", "1", "--model", "hayao", "--max-side", "256", "--jobs-dir", SPOOL,
+                  "--jobs-redis", redis_url, "--instance-name", name, "--jobs-lease", LEASE,
+                  "--max-video-mb", "2", "--max-jobs", "8", "--job-ttl", "600",
+                  "--jobs-per-client", "4", "--queue", "4", *extra)
+
+
+class Nginx:
+    """nginx with contrib/nginx/animegan-cluster.conf, its upstream the given instances."""
+
+    def __init__(self, servers):
+        self.dir = os.path.join(TMP, "nginx")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = driver.free_port()
+        with open(os.path.join(driver.ROOT, "contrib", "nginx", "animegan-cluster.conf")) as f:
+            conf = f.read()
+        upstream = "".join("    server 127.0.0.1:%d max_fails=3 fail_timeout=10s;\n" % s.port
+                           for s in servers)
+        conf = re.sub(r"(    server 10\.0\.0\.\d+:8080[^\n]*\n)+", upstream, conf)
+        check("10.0.0" not in conf, "the upstream of animegan-cluster.conf was not replaced")
+        conf = conf.replace("listen 80;", "listen 127.0.0.1:%d;" % self.port)
+        with open(os.path.join(self.dir, "animegan.conf"), "w") as f:
+            f.write(conf)
+        with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
+            f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                    "pid %(t)s/nginx.pid;\nerror_log %(t)s/error.log warn;\n"
+                    "events { worker_connections 256; }\n"
+                    "http {\n access_log %(t)s/access.log;\n"
+                    " client_body_temp_path %(t)s/body;\n proxy_temp_path %(t)s/proxy;\n"
+                    " fastcgi_temp_path %(t)s/fastcgi;\n uwsgi_temp_path %(t)s/uwsgi;\n"
+                    " scgi_temp_path %(t)s/scgi;\n include %(t)s/animegan.conf;\n}\n"
+                    % {"t": self.dir})
+        self.proc = subprocess.Popen(
+            [driver.NGINX, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),
+             "-e", os.path.join(self.dir, "error.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.front = Server.__new__(Server)
+        self.front.port = self.port
+        deadline = time.time() + 10
+        while True:
+            try:
+                if self.front.request("GET", "/healthz", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            check(time.time() < deadline and self.proc.poll() is None, "nginx did not start")
+            time.sleep(0.1)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def submit(s, body, query="", headers=None):
+    h = {"Content-Type": "video/mp4"}
+    h.update(headers or {})
+    status, hdrs, payload = s.request("POST", "/api/v1/jobs" + query, body, h)
+    return status, hdrs, json.loads(payload) if payload else {}
+
+
+def job(s, job_id):
+    status, _, payload = s.request("GET", "/api/v1/jobs/" + job_id)
+    return status, json.loads(payload) if payload else {}
+
+
+def poll(s, job_id, until, timeout=120, every=0.2, all_200=True):
+    """Poll until until(doc) holds; every poll must answer 200 (unless all_200 is off)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status, doc = job(s, job_id)
+        if all_200:
+            check(status == 200, "poll of %s: %d %s" % (job_id, status, doc))
+        if status == 200 and until(doc):
+            return doc
+        time.sleep(every)
+    raise Failure("job %s: still %s after %d s" % (job_id, doc, timeout))
+
+
+def done(doc):
+    return doc["state"] in ("done", "failed")
+
+
+def result_path(job_id, ext="mp4"):
+    return os.path.join(SPOOL, "%s.out.%s" % (job_id, ext))
+
+
+TESTS = []
+STATE = {}
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def cluster():
+    return STATE["redis"], STATE["servers"], STATE["nginx"]
+
+
+def by_name(name):
+    return next(s for s in STATE["servers"] if s.name == name)
+
+
+def alive():
+    return [s for s in STATE["servers"] if s.proc.poll() is None]
+
+
+def start_cluster():
+    redis = STATE["redis"] = Redis()
+    servers = []
+    for name in ("a", "b", "c"):
+        s = instance(redis.url, name)
+        s.name = name
+        servers.append(s)
+    STATE["servers"] = servers
+    STATE["nginx"] = Nginx(servers)
+
+
+def replace(name):
+    """Start instance `name` again (after a kill), on the same Redis and spool."""
+    old = by_name(name)
+    s = instance(STATE["redis"].url, name, "--port", str(old.port))  # nginx's upstream
+    s.name = name
+    STATE["servers"][STATE["servers"].index(old)] = s
+    return s
+
+
+# ---- start-up refusals ---------------------------------------------------------------------
+
+
+def refused(*args):
+    out = subprocess.run([driver.BIN, "serve", "--port", "0", "--threads", "1", "--model", "hayao", "--jobs-dir",
+                          os.path.join(TMP, "refused"), *args], capture_output=True, text=True,
+                         timeout=60)
+    errors = [l for l in out.stderr.splitlines() if l.startswith("animegan:")]
+    return out.returncode, errors
+
+
+@test
+def bad_urls_refused_in_one_line():
+    for url, words in (("http://127.0.0.1:6379", "is not redis://"),
+                       ("redis://127.0.0.1", "is not redis://"),
+                       ("redis://127.0.0.1:99999", "is not redis://"),
+                       ("redis://127.0.0.1:%d" % driver.free_port(), "cannot connect"),
+                       ("redis://:wrong@127.0.0.1:%d" % STATE["redis"].port, "AUTH")):
+        code, errors = refused("--jobs-redis", url)
+        check(code != 0 and len(errors) == 1 and words in errors[0] and "--jobs-redis" in errors[0],
+              "%s: exit %d, %s" % (url, code, errors))
+    print("  5 bad URLs refused, one line each")
+
+
+# ---- the cluster ----------------------------------------------------------------------------
+
+
+@test
+def posted_polled_downloaded_through_nginx():
+    _, servers, nginx = cluster()
+    front = nginx.front
+    status, headers, doc = submit(front, clip("clip.mp4"), "?max_side=64")
+    check(status == 202 and ID.match(doc.get("id", "")), "submit: %d %s" % (status, doc))
+    check(headers.get("location") == "/api/v1/jobs/" + doc["id"], "Location %r" % headers)
+    seen = set()
+
+    def running_or_done(d):
+        if d["state"] == "running":
+            check(d.get("instance") in ("a", "b", "c"), "instance %r" % d.get("instance"))
+            seen.add(d["instance"])
+        return done(d)
+
+    final = poll(front, doc["id"], running_or_done)
+    check(final["state"] == "done" and final["frames_done"] == 50, str(final))
+    status, _, payload = front.request("GET", final["result_url"])
+    check(status == 200 and len(payload) > 1000, "result: %d %d bytes" % (status, len(payload)))
+    path = os.path.join(TMP, "result.mp4")
+    with open(path, "wb") as f:
+        f.write(payload)
+    check(frame_count(path) == 50, "frames %d" % frame_count(path))
+    for s in servers:  # the same answer from each
+        status, d = job(s, doc["id"])
+        check(status == 200 and d["state"] == "done", "%s: %d %s" % (s.name, status, d))
+    status, _, _ = front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    check(status == 200 and not os.path.exists(result_path(doc["id"])), "DELETE %d" % status)
+    print("  ran on %s; every poll 200; 50 frames; the same state from a, b and c" % sorted(seen))
+
+
+def wait_running(front, job_id, frames=5):
+    return poll(front, job_id, lambda d: d["state"] == "running" and d["frames_done"] >= frames
+                and d.get("instance") not in (None, ""), timeout=120, every=0.1)
+
+
+@test
+def kill9_job_completes_elsewhere():
+    _, _, nginx = cluster()
+    front = nginx.front
+    status, _, doc = submit(front, clip("long.mp4"), "?max_side=96")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    running = wait_running(front, doc["id"])
+    victim = by_name(running["instance"])
+    victim.proc.kill()
+    killed = time.time()
+    again = poll(front, doc["id"], lambda d: d["state"] == "running" and
+                 d.get("instance") not in ("", victim.name), timeout=60, every=0.1)
+    took = time.time() - killed
+    final = poll(front, doc["id"], done, timeout=180)
+    check(final["state"] == "done" and final["frames_done"] == 200, str(final))
+    check(frame_count(result_path(doc["id"])) == 200, "frames in the result")
+    STATE["kill9_s"] = took
+    print("  killed %s at frame %d; running again on %s %.1f s later (--jobs-lease %s); "
+          "200 frames" % (victim.name, running["frames_done"], again["instance"], took, LEASE))
+    replace(victim.name)
+    front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def sigterm_hands_the_job_back():
+    _, _, nginx = cluster()
+    front = nginx.front
+    status, _, doc = submit(front, clip("long.mp4"), "?max_side=96")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    running = wait_running(front, doc["id"])
+    victim = by_name(running["instance"])
+    victim.proc.send_signal(signal.SIGTERM)
+    stopped = time.time()
+    again = poll(front, doc["id"], lambda d: d["state"] == "running" and
+                 d.get("instance") not in ("", victim.name), timeout=30, every=0.1)
+    took = time.time() - stopped
+    check(took < float(LEASE), "taken again after %.1f s: not handed back" % took)
+    check(victim.proc.wait(30) == 0, "exit %r" % victim.proc.returncode)
+    final = poll(front, doc["id"], done, timeout=180)
+    check(final["state"] == "done" and frame_count(result_path(doc["id"])) == 200, str(final))
+    print("  SIGTERM to %s; running on %s %.1f s later" % (victim.name, again["instance"], took))
+    replace(victim.name)
+    front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def delete_through_another_instance():
+    _, servers, nginx = cluster()
+    status, _, doc = submit(nginx.front, clip("long.mp4"), "?max_side=96")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    running = wait_running(nginx.front, doc["id"], frames=2)
+    other = next(s for s in alive() if s.name != running["instance"])
+    status, _, payload = other.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    d = json.loads(payload)
+    check(status == 202 and d["state"] == "cancelling", "DELETE via %s: %d %s" %
+          (other.name, status, d))
+    deadline = time.time() + 20
+    while job(other, doc["id"])[0] != 404:
+        check(time.time() < deadline, "still there: %s" % (job(other, doc["id"]),))
+        time.sleep(0.1)
+    left = [f for f in os.listdir(SPOOL) if f.startswith(doc["id"])]
+    check(not left, "files left: %s" % left)
+    log = "\n".join(by_name(running["instance"]).lines)
+    check(re.search(r"job %s cancelled" % doc["id"], log), "not cancelled where it ran")
+    print("  running on %s, DELETE via %s: stopped there, files gone" %
+          (running["instance"], other.name))
+
+
+@test
+def redis_restart_loses_nothing():
+    redis, _, nginx = cluster()
+    front = nginx.front
+    ids = []
+    for _ in range(4):
+        status, _, doc = submit(front, clip("clip.mp4"), "?max_side=64")
+        check(status == 202, "submit: %d %s" % (status, doc))
+        ids.append(doc["id"])
+    redis.kill()
+    try:
+        status, headers, payload = front.request("GET", "/api/v1/jobs/" + ids[-1])
+        check(status == 503 and headers.get("retry-after") and b"jobs_unavailable" in payload,
+              "with Redis down: %d %s %s" % (status, headers, payload[:200]))
+        status, _, _ = front.request("POST", "/api/v1/convert?max_side=64", driver.CHELSEA,
+                                     {"Content-Type": "image/png"})
+        check(status == 200, "a photo with Redis down: %d" % status)
+        time.sleep(1.5)
+    finally:
+        redis.start()
+    for i in ids:
+        final = poll(front, i, done, timeout=120, all_200=False)
+        check(final["state"] == "done" and final["frames_done"] == 50, "%s: %s" % (i, final))
+    for i in ids:
+        front.request("DELETE", "/api/v1/jobs/" + i)
+    print("  4 jobs queued, Redis killed (503 + Retry-After, photos 200), restarted: all done")
+
+
+@test
+def per_client_bound_across_instances():
+    _, servers, _ = cluster()
+    ids = []
+    for s in alive()[:3] + alive()[:1]:  # four jobs over the instances: the bound is 4
+        status, _, doc = submit(s, clip("long.mp4"), "?max_side=96")
+        check(status == 202, "%s: %d %s" % (s.name, status, doc))
+        ids.append(doc["id"])
+    s = alive()[1]
+    status, headers, payload = s.request("POST", "/api/v1/jobs?max_side=96", clip("long.mp4"),
+                                         {"Content-Type": "video/mp4"})
+    check(status == 429 and b"too_many_jobs" in payload and headers.get("retry-after"),
+          "fifth job: %d %s" % (status, payload[:200]))
+    for i in ids:
+        s.request("DELETE", "/api/v1/jobs/" + i)
+    status, _, doc = submit(s, clip("clip.mp4"), "?max_side=64")
+    check(status == 202, "after the DELETEs: %d %s" % (status, doc))
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    print("  --jobs-per-client 4: four jobs over three instances, the fifth 429")
+
+
+@test
+def metrics_of_the_queue():
+    _, servers, _ = cluster()
+    m = alive()[0].metrics()
+    for name in ("animegan_jobs_stream_length", "animegan_jobs_stream_pending",
+                 "animegan_jobs_stream_lag", 'animegan_jobs_cluster{state="done"}',
+                 "animegan_jobs_reclaims_total", "animegan_jobs_redis_up"):
+        check(name in m, "no %s" % name)
+    check(m["animegan_jobs_redis_up"] == 1 and m["animegan_jobs_reclaims_total"] >= 1,
+          "up %s, reclaims %s" % (m["animegan_jobs_redis_up"], m["animegan_jobs_reclaims_total"]))
+    # every job of the tests above was deleted: no file left (partial results of the killed
+    # run included) and no byte held in the cluster's spool count
+    deadline = time.time() + 10
+    while time.time() < deadline and (os.listdir(SPOOL) or
+                                      alive()[0].metrics()["animegan_jobs_cluster_spool_bytes"]):
+        time.sleep(0.2)
+    m = alive()[0].metrics()
+    check(not os.listdir(SPOOL) and m["animegan_jobs_cluster_spool_bytes"] == 0,
+          "left: %s, %s bytes held" % (os.listdir(SPOOL), m["animegan_jobs_cluster_spool_bytes"]))
+
+
+class Proxy:
+    """A TCP proxy to Redis that can turn to answering garbage or hanging up mid-reply."""
+
+    def __init__(self, port):
+        self.target = port
+        self.mode = "forward"
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, c):
+        up = socket.create_connection(("127.0.0.1", self.target))
+        try:
+            while True:
+                data = c.recv(65536)
+                if not data:
+                    return
+                if self.mode == "garbage":
+                    c.sendall(b"%9999999999999\r\n*-7\r\n$3\r\nab")
+                    continue
+                up.sendall(data)
+                reply = up.recv(1 << 20)
+                if self.mode == "cut":
+                    c.sendall(reply[: max(1, len(reply) // 2)])
+                    return
+                c.sendall(reply)
+        except OSError:
+            pass
+        finally:
+            c.close()
+            up.close()
+
+
+@test
+def garbage_and_dropped_replies_never_crash():
+    redis, _, _ = cluster()
+    proxy = Proxy(redis.port)
+    s = instance("redis://127.0.0.1:%d" % proxy.port, "fuzzed")
+    try:
+        status, _, doc = submit(s, clip("clip.mp4"), "?max_side=64")
+        check(status == 202, "submit: %d %s" % (status, doc))
+        statuses = set()
+        for mode in ("garbage", "cut", "garbage", "cut"):
+            proxy.mode = mode
+            for _ in range(5):
+                statuses.add(job(s, doc["id"])[0])
+                s.metrics()
+                time.sleep(0.1)
+            check(s.proc.poll() is None, "the instance died on %s replies" % mode)
+        check(statuses <= {200, 503} and 503 in statuses, "statuses %s" % statuses)
+        proxy.mode = "forward"
+        time.sleep(1.2)  # the reconnect's back-off
+        final = poll(s, doc["id"], done, timeout=120, all_200=False)
+        check(final["state"] == "done", str(final))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+        print("  garbage and half replies: %s, no crash; back to 200 and done" % sorted(statuses))
+    finally:
+        proxy.sock.close()
+        s.stop()
+
+
+def throughput(instances, threads, jobs=6):
+    """Jobs a minute: `jobs` clips submitted at once to `instances` instances of `threads`."""
+    redis = Redis()
+    servers = [instance(redis.url, "f%d" % i, "--threads", str(threads), "--jobs-per-client",
+                        "0") for i in range(instances)]
+    try:
+        body = clip("clip.mp4")
+        t0 = time.time()
+        ids = [submit(servers[0], body, "?max_side=128")[2]["id"] for _ in range(jobs)]
+        for i in ids:
+            check(poll(servers[0], i, done, timeout=600, every=0.1)["state"] == "done", i)
+        took = time.time() - t0
+        per = {}
+        for s in servers:
+            per[s.args[s.args.index("--instance-name") + 1]] = sum("done after" in l for l in s.lines)
+        return jobs * 60.0 / took, took, per
+    finally:
+        for s in servers:
+            s.stop()
+        redis.kill()
+        subprocess.run(["rm", "-rf", redis.dir, SPOOL])
+
+
+def figures():
+    """docs/cluster.md's figures: throughput with 1, 2 and 3 instances on this machine's
+    cores (threads split: 1 x 2, 2 x 1, 3 x 1)."""
+    print("cores: %d" % os.cpu_count())
+    for n, threads in ((1, 2), (2, 1), (3, 1)):
+        rate, took, per = throughput(n, threads)
+        print("%d instance(s) x %d thread(s): 6 jobs (clip.mp4, 50 frames, max_side=128) in "
+              "%.1f s = %.1f jobs/min; jobs per instance %s" % (n, threads, took, rate, per))
+        sys.stdout.flush()
+
+
+def main():
+    os.environ.setdefault("ANIMEGAN_MODEL_PATH", os.path.join(driver.ROOT, "models"))
+    for tool, why in ((REDIS, "redis-server"), (driver.NGINX, "nginx")):
+        if not os.access(tool, os.X_OK):
+            print("FAIL redis_jobs: %s is needed (scripts/install-deps.sh --test)" % why)
+            print("0 passed, 1 failed")
+            return 1
+    made = subprocess.run([os.path.join(driver.ROOT, "tools", "make_test_clips.sh"), CLIPS],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        print("FAIL clips: " + made.stderr)
+        print("0 passed, 1 failed")
+        return 1
+    want = sys.argv[1] if len(sys.argv) > 1 else ""
+    if want == "--figures":
+        figures()
+        subprocess.run(["rm", "-rf", TMP])
+        return 0
+    passed = failed = 0
+    try:
+        start_cluster()
+        for fn in TESTS:
+            if want and want not in fn.__name__:
+                continue
+            t0 = time.time()
+            try:
+                fn()
+                print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
+                passed += 1
+            except Exception as e:
+                print("FAIL %s: %s" % (fn.__name__, e))
+                if not isinstance(e, Failure):
+                    traceback.print_exc()
+                failed += 1
+            sys.stdout.flush()
+    except Exception as e:
+        print("FAIL cluster: %s" % e)
+        failed += 1
+    finally:
+        if STATE.get("nginx"):
+            STATE["nginx"].stop()
+        for s in STATE.get("servers", []):
+            if s.proc.poll() is None:
+                code = s.stop()
+                if code != 0:
+                    print("FAIL instance %s exited %r" % (s.name, code))
+                    failed += 1
+        if STATE.get("redis"):
+            STATE["redis"].kill()
+        subprocess.run(["rm", "-rf", TMP])
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
