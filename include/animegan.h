@@ -460,12 +460,14 @@ typedef struct ag_fuse_options {
     float shape_ratio;   /* 0-1: 0 the target's geometry, 1 the source's */
     float texture_ratio; /* 0-1: how much of the source's skin and features replaces the target's */
     ag_fuse_mode mode;
-    float smooth;     /* skin smoothing, 0-1 */
-    float brightness; /* -1..1, on the fused face (lightness +-25) */
-    float contrast;   /* -1..1: lightness spread about the face's mean, x(1 + c) */
-    float saturation; /* -1..1: chroma x(1 + s) */
-    int size;         /* output long side in px (the target resized first, Keys cubic with
-                         a box prefilter); 0: the target's own size; else 64-4096 */
+    float smooth;       /* skin smoothing, 0-1 */
+    float brightness;   /* -1..1, on the fused face (lightness +-25) */
+    float contrast;     /* -1..1: lightness spread about the face's mean, x(1 + c) */
+    float saturation;   /* -1..1: chroma x(1 + s) */
+    int size;           /* output long side in px (the target resized first, Keys cubic with
+                           a box prefilter); 0: the target's own size; else 64-4096 */
+    int keep_occluders; /* 1: what covers the target's face (hair, a hand) stays the target's
+                           (a skin model of its face, src/face/fuse_visible.c); 0: off */
 } ag_fuse_options;
 
 /* The defaults: both ratios 0.7, normal mode, no adjustments. */

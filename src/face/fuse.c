@@ -54,6 +54,7 @@ typedef struct fuse_work {
     uint8_t *alpha;   /* (h, w): the feathered face */
     uint8_t *skin;    /* (h, w): face and not feature: the colour statistics */
     uint8_t *work;    /* (h, w): face and its 4-neighbours: where F is needed */
+    uint8_t *visible; /* (h, w): 255 where the target's face is not covered (fuse_visible.c) */
     void *block;
 } fuse_work;
 
@@ -157,7 +158,7 @@ static void plan_geometry(fuse_work *wk, const ag_face *sf, const ag_face *tf, f
 
 /* The work block's bytes for a window of n pixels and h rows (alloc_work). */
 static size_t work_bytes(size_t n, size_t h) {
-    return n * (3 * 3 * sizeof(float) + sizeof(float) + sizeof(int16_t) + 5) + h * sizeof(float) +
+    return n * (3 * 3 * sizeof(float) + sizeof(float) + sizeof(int16_t) + 6) + h * sizeof(float) +
            64;
 }
 
@@ -178,6 +179,7 @@ static int alloc_work(fuse_work *wk, ag_error *err) {
     wk->map = (int16_t *)(wk->tmp + n + wk->h);
     wk->face = (uint8_t *)(wk->map + n), wk->feature = wk->face + n;
     wk->alpha = wk->feature + n, wk->skin = wk->alpha + n, wk->work = wk->skin + n;
+    wk->visible = wk->work + n;
     return AG_OK;
 }
 
@@ -226,7 +228,6 @@ static void make_masks(fuse_work *wk, float feather, int wide) {
     }
     for (size_t i = 0; i < n; i++) {
         wk->face[i] = (uint8_t)(wk->face[i] && wk->map[i] >= 0);
-        wk->skin[i] = (uint8_t)(wk->face[i] && !wk->feature[i]);
         wk->alpha[i] = (uint8_t)(wk->face[i] ? 255 : 0);
     }
     int r = (int)fmaxf(1.0f, feather * (wide ? 0.5f : 0.25f));
@@ -238,9 +239,22 @@ static void make_masks(fuse_work *wk, float feather, int wide) {
     }
 }
 
+/* visible <- where the warped target's face is not covered (its occluders stay on top:
+ * the blend's alpha is 0 on them, the skin statistics leave them out); sw, lab and tmp,
+ * consecutive, are its scratch (the source is warped after). */
+static void find_occluders(fuse_work *wk, int keep) {
+    size_t n = (size_t)wk->w * wk->h;
+    if (!keep || !ag_fuse_visible(wk->visible, wk->tw, wk->face, wk->w, wk->h, wk->fused, wk->sw))
+        memset(wk->visible, 255, n);
+    for (size_t i = 0; i < n; i++) {
+        wk->skin[i] = (uint8_t)(wk->face[i] && !wk->feature[i] && wk->visible[i] >= 128);
+        wk->alpha[i] = (uint8_t)((wk->alpha[i] * wk->visible[i] + 127) / 255);
+    }
+}
+
 /* The window's pixels of the target into tw (so pixels no triangle covers stay the target),
- * then both images through their triangle maps. */
-static void warp_images(fuse_work *wk, const ag_image *source, const ag_image *target) {
+ * then the target through its triangle maps. */
+static void warp_images(fuse_work *wk, const ag_image *target) {
     int w = wk->w, h = wk->h, bands = target->bands;
     for (int y = 0; y < h; y++) {
         const uint8_t *row =
@@ -250,10 +264,14 @@ static void warp_images(fuse_work *wk, const ag_image *source, const ag_image *t
             for (int c = 0; c < 3; c++)
                 tw_x[x * 3 + c] = row[x * bands + c];
     }
-    memcpy(wk->sw, wk->tw, sizeof(float) * 3 * (size_t)w * h);
     ag_fuse_raster(wk->map, w, h, wk->fused, (const int(*)[3])wk->tri, wk->ntri);
     ag_fuse_sample(wk->tw, wk->map, w, h, wk->to_tgt, target);
-    ag_fuse_sample(wk->sw, wk->map, w, h, wk->to_src, source);
+}
+
+/* sw <- the source through its triangle maps (the target's warped pixels where none). */
+static void warp_source(fuse_work *wk, const ag_image *source) {
+    memcpy(wk->sw, wk->tw, sizeof(float) * 3 * (size_t)wk->w * wk->h);
+    ag_fuse_sample(wk->sw, wk->map, wk->w, wk->h, wk->to_src, source);
 }
 
 static void mark_work(fuse_work *wk) {
@@ -311,6 +329,59 @@ typedef struct solve_box {
     int bx, by, bw, bh;
 } solve_box;
 
+/* Whether the edge pixel i (window) borders a covered face pixel. */
+static int covered_edge(const fuse_work *wk, int x, int y) {
+    size_t i = (size_t)y * wk->w + x;
+    const int nb[4][2] = {{-1, 0}, {1, 0}, {0, -1}, {0, 1}};
+    for (int k = 0; k < 4; k++) {
+        int u = x + nb[k][0], v = y + nb[k][1];
+        if (u < 0 || v < 0 || u >= wk->w || v >= wk->h)
+            continue;
+        size_t j = (size_t)v * wk->w + u;
+        if (wk->face[j] && wk->visible[j] < 128)
+            return 1;
+    }
+    return wk->visible[i] < 128;
+}
+
+/* The Poisson edge's values where an occluder covers it (T there is hair, not face) are
+ * not the target's: each takes the nearest uncovered edge pixel's (breadth first along the
+ * edge, 8-way), so nothing of the occluder bleeds into the face. feature (free after the
+ * colour stage) marks the edge in the box, tmp is the queue. */
+static void fill_covered_edge(fuse_work *wk, const solve_box *b) {
+    uint8_t *state = wk->feature; /* 0 not edge, 1 known, 2 to fill */
+    int *queue = (int *)wk->tmp;
+    size_t head = 0, tail = 0, m = (size_t)b->bw * b->bh;
+    int any = 0;
+    for (size_t o = 0; o < m; o++) {
+        int x = (int)(o % b->bw) + b->bx, y = (int)(o / b->bw) + b->by;
+        size_t i = (size_t)y * wk->w + x;
+        state[o] = 0;
+        if (wk->work[i] && !wk->face[i])
+            state[o] = covered_edge(wk, x, y) ? 2 : 1, any |= state[o] == 2;
+    }
+    if (!any)
+        return;
+    for (size_t o = 0; o < m; o++)
+        if (state[o] == 1)
+            queue[tail++] = (int)o;
+    float *d = wk->lab;
+    while (head < tail) {
+        int o = queue[head++], x = o % b->bw, y = o / b->bw;
+        for (int dy = -1; dy <= 1; dy++)
+            for (int dx = -1; dx <= 1; dx++) {
+                int u = x + dx, v = y + dy;
+                if (u < 0 || v < 0 || u >= b->bw || v >= b->bh)
+                    continue;
+                int q = v * b->bw + u;
+                if (state[q] != 2)
+                    continue;
+                memcpy(d + (size_t)q * 3, d + (size_t)o * 3, 3 * sizeof(float));
+                state[q] = 1, queue[tail++] = q;
+            }
+    }
+}
+
 static int solve_correction(fuse_work *wk, solve_box *b, ag_fuse_timing *t, ag_error *err) {
     int x0 = wk->w, y0 = wk->h, x1 = -1, y1 = -1;
     for (int y = 0; y < wk->h; y++)
@@ -332,6 +403,7 @@ static int solve_correction(fuse_work *wk, solve_box *b, ag_fuse_timing *t, ag_e
             for (int c = 0; c < 3; c++)
                 d[o * 3 + c] = edge ? wk->tw[i * 3 + c] - wk->sw[i * 3 + c] : 0;
         }
+    fill_covered_edge(wk, b);
     return ag_fuse_laplace(d, wk->skin, b->bw, b->bh, 0.1f, 40, &t->cycles, &t->residual, err);
 }
 
@@ -550,9 +622,11 @@ static int fuse_sized(const ag_image *source, const ag_face *source_face, const 
     rc = alloc_work(wk, err);
     if (rc)
         goto done;
-    warp_images(wk, source, target);
-    double t2 = ag_face_now_ms();
+    warp_images(wk, target);
     make_masks(wk, feather, o->mode == AG_FUSE_BLEND);
+    find_occluders(wk, o->keep_occluders);
+    warp_source(wk, source);
+    double t2 = ag_face_now_ms();
     mark_work(wk);
     fuse_color(wk, o, feather);
     double t3 = ag_face_now_ms();

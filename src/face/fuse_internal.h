@@ -105,6 +105,19 @@ void ag_fuse_smooth(float *lab, const uint8_t *mask, int w, int h, int r, float 
 int ag_fuse_laplace(float *d, const uint8_t *free_px, int w, int h, float tol, int max_cycles,
                     int *cycles, float *residual, ag_error *err);
 
+/* ---- visibility (fuse_visible.c) ---- */
+
+/*
+ * vis (h, w) <- 255 where the target's face is visible, 0 on what covers it (hair, a hand:
+ * not the target's skin, reaching in from the edge of face), soft at the occluders' own
+ * edges; 255 everywhere when nothing covers it (returns 0, else 1). rgb (h, w, 3): the
+ * target; face: the oval's mask; lm: its 468 landmarks in the same pixels.
+ * buf: ag_fuse_visible_floats(w, h) floats.
+ */
+int ag_fuse_visible(uint8_t *vis, const float *rgb, const uint8_t *face, int w, int h,
+                    const ag_fuse_point *lm, float *buf);
+size_t ag_fuse_visible_floats(int w, int h);
+
 /* FaceMesh's inner lip line and eye openings, in order round each (fuse.c takes them whole
  * from one face; test_fuse checks it). */
 extern const int ag_fuse_inner_lips[20], ag_fuse_eye_right[16], ag_fuse_eye_left[16];
