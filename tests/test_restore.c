@@ -568,14 +568,14 @@ static int check_upstream(const char *name, int with_precisions) {
     return 0;
 }
 
-LEAK_FREE(test_upstream_gpen) {
+LEAK_CHECKED(test_upstream_gpen) {
     CHECK(check_upstream("up_gpen_bfr256.agrf", 1) == 0);
     CHECK(check_upstream("up_gpen_bfr512.agrf", 0) == 0);
     CHECK(check_upstream("up_gpen1024.agrf", 0) == 0);
     return 0;
 }
 
-LEAK_FREE(test_upstream_gfpgan) {
+LEAK_CHECKED(test_upstream_gfpgan) {
     CHECK(check_upstream("up_gfpgan512.agrf", 1) == 0);
     return 0;
 }
