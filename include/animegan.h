@@ -81,6 +81,8 @@ typedef struct ag_model_info {
                                  takes any side from AG_MIN_SIDE */
     int scale;                /* kind "upscaler": output side / input side; 1 otherwise */
     float pixel_max;          /* upscalers: RGB goes in and out as [0, pixel_max] (1 or 255) */
+    const char *detail;       /* what was inferred from the tensors ("old ESRGAN keys, 64
+                                 features, 23 blocks, growth 32"); "" when nothing was */
 } ag_model_info;
 
 /*

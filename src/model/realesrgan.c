@@ -7,10 +7,12 @@
  *     3->F, body.1 PReLU(F), num_conv x (conv F->F, PReLU), a last conv F -> 3 s², pixel
  *     shuffle by s, plus the input upsampled by s (nearest).
  *   RRDBNet (RealESRGAN_x4plus: 23 blocks, _anime_6B: 6, x2plus: 23 with a pixel-unshuffle
- *     of the input by 2): conv_first, num_block RRDBs of three dense blocks of five convs
- *     (conv j reads the concatenation of the block input and every earlier conv's output,
- *     LeakyReLU 0.2 after conv1-4, x5 * 0.2 + x; the RRDB's out * 0.2 + x), conv_body, + the
- *     conv_first features, two (nearest x2, conv, LeakyReLU), conv_hr, LeakyReLU, conv_last.
+ *     of the input by 2, the 1x models by 4; ESRGAN's old files, 4x-UltraSharp and the like,
+ *     and BSRGAN's name the same parts differently: rrdb_layouts): conv_first, num_block RRDBs of
+ * three dense blocks of five convs (conv j reads the concatenation of the block input and every
+ * earlier conv's output, LeakyReLU 0.2 after conv1-4, x5 * 0.2 + x; the RRDB's out * 0.2 + x),
+ * conv_body, + the conv_first features, 0-3 (nearest x2, conv, LeakyReLU) for x1-x8, conv_hr,
+ * LeakyReLU, conv_last.
  *
  * Both take RGB in [0, 1] and give RGB in [0, 1] (Real-ESRGAN clamps, x 255, rounds). The 0.2
  * of each dense block is the bound weight_scale of its conv5; the RRDB's is add_scaled.
@@ -19,8 +21,9 @@
  * derived at load (ag_realesrgan_prepare adds them to the set), exactly:
  *   - SRVGG's nearest-upsampled input: a 1x1 conv copying channel c to c s^2 + k (k < s^2),
  *     added before the pixel shuffle (shuffling that is the nearest upsampling);
- *   - x2plus's pixel-unshuffle + conv_first: one 6x6 stride-2 conv with zero pads 2, whose
- *     tap (2a + dy, 2b + dx) of input channel c is conv_first's (a, b) of channel 4c+2dy+dx.
+ *   - a pixel-unshuffle by f + conv_first: one 3f x 3f stride-f conv with zero pads f, whose
+ *     tap (f a + dy, f b + dx) of input channel c is conv_first's (a, b) of channel
+ *     c f² + f dy + dx (x2plus: 6x6 stride 2; the 1x models: 12x12 stride 4).
  */
 #include "model_internal.h"
 
@@ -77,43 +80,123 @@ static int infer_srvgg(const ag_tensor_set *set, const char *path, ag_realesrgan
                             "%s: SRVGGNetCompact's last conv body.%d has %d outputs, not 3 s^2",
                             path, last, oc);
     a->kind = AG_REALESRGAN_SRVGG;
+    snprintf(a->detail, sizeof a->detail, "%d features, %d convs", a->feat, a->blocks);
     return AG_OK;
+}
+
+/* The three key layouts of RRDBNet files. Each part's state_dict prefix is its format with
+ * one int: a block's takes (block, dense block, conv); the old layout's numbered parts take
+ * their index in its nn.Sequential (body: model.1.sub.<blocks>, k-th upsample conv: model.<3k>,
+ * then the HR conv and the last at 3 ups + 2 and + 4). */
+typedef struct rrdb_layout {
+    const char *label;
+    const char *first, *block, *body, *up, *hr, *last;
+} rrdb_layout;
+
+static const rrdb_layout rrdb_layouts[] = {
+    [AG_RRDB_NEW] = {"Real-ESRGAN/BasicSR keys", "conv_first", "body.%d.rdb%d.conv%d", "conv_body",
+                     "conv_up%d", "conv_hr", "conv_last"},
+    [AG_RRDB_BSRGAN] = {"BSRGAN/RealSR keys", "conv_first", "RRDB_trunk.%d.RDB%d.conv%d",
+                        "trunk_conv", "upconv%d", "HRconv", "conv_last"},
+    [AG_RRDB_OLD] = {"old ESRGAN keys", "model.0", "model.1.sub.%d.RDB%d.conv%d.0",
+                     "model.1.sub.%d", "model.%d", "model.%d", "model.%d"},
+};
+
+typedef enum rrdb_part { PART_FIRST, PART_BODY, PART_UP, PART_HR, PART_LAST } rrdb_part;
+
+/* The prefix of `part` (PART_UP: upsample conv `up`, 1-based) in the arch's layout. */
+static void rrdb_prefix(const ag_realesrgan_arch *a, rrdb_part part, int up, char *out) {
+    const rrdb_layout *l = &rrdb_layouts[a->layout];
+    int old = a->layout == AG_RRDB_OLD;
+    const char *fmt[] = {l->first, l->body, l->up, l->hr, l->last};
+    int arg[] = {0, a->blocks, old ? 3 * up : up, 3 * a->ups + 2, 3 * a->ups + 4};
+    snprintf(out, AG_TENSOR_NAME_BYTES, fmt[part], arg[part]);
+}
+
+static void rrdb_block_prefix(const ag_realesrgan_arch *a, int block, int rdb, int conv,
+                              char *out) {
+    snprintf(out, AG_TENSOR_NAME_BYTES, rrdb_layouts[a->layout].block, block, rdb, conv);
+}
+
+static const ag_tensor_ref *rrdb_weight(const ag_tensor_set *set, const ag_realesrgan_arch *a,
+                                        rrdb_part part, int up) {
+    char name[AG_TENSOR_NAME_BYTES + 8];
+    rrdb_prefix(a, part, up, name);
+    strcat(name, ".weight");
+    return find(set, name);
+}
+
+static int rrdb_layout_of(const ag_tensor_set *set) {
+    if (find(set, "body.0.rdb1.conv1.weight"))
+        return AG_RRDB_NEW;
+    if (find(set, "RRDB_trunk.0.RDB1.conv1.weight"))
+        return AG_RRDB_BSRGAN;
+    if (find(set, "model.1.sub.0.RDB1.conv1.0.weight"))
+        return AG_RRDB_OLD;
+    return 0;
 }
 
 static int infer_rrdb(const ag_tensor_set *set, const char *path, ag_realesrgan_arch *a,
                       ag_error *err) {
-    const ag_tensor_ref *first = find(set, "conv_first.weight");
-    const ag_tensor_ref *last = find(set, "conv_last.weight");
-    const ag_tensor_ref *c1 = find(set, "body.0.rdb1.conv1.weight");
-    if (!is_conv3(first) || !is_conv3(last) || last->shape[0] != 3 || !is_conv3(c1))
+    if (find(set, "model.1.sub.0.RDB1.conv1x1.weight"))
+        return ag_error_set(err, AG_E_UNSUPPORTED,
+                            "%s: ESRGAN+ (dense blocks with conv1x1) is not supported", path);
+    a->layout = rrdb_layout_of(set);
+    if (!a->layout)
         return ag_error_set(err, AG_E_FORMAT,
-                            "%s: not an RRDBNet (conv_first, body.0.rdb1.conv1 and conv_last as "
-                            "3x3 convs to 3 channels)",
+                            "%s: not an RRDBNet (no body.0.rdb1.conv1, RRDB_trunk.0.RDB1.conv1 or "
+                            "model.1.sub.0.RDB1.conv1.0 weight)",
                             path);
+    a->blocks = 0;
+    char name[AG_TENSOR_NAME_BYTES + 8];
+    for (;; a->blocks++) {
+        rrdb_block_prefix(a, a->blocks, 1, 1, name);
+        if (a->blocks >= AG_RRDB_MAX_BLOCKS || !find(set, strcat(name, ".weight")))
+            break;
+    }
+    a->ups = 0;
+    while (a->ups < 4 && is_conv3(rrdb_weight(set, a, PART_UP, a->ups + 1)))
+        a->ups++;
+    const ag_tensor_ref *first = rrdb_weight(set, a, PART_FIRST, 0);
+    const ag_tensor_ref *last = rrdb_weight(set, a, PART_LAST, 0);
+    rrdb_block_prefix(a, 0, 1, 1, name);
+    const ag_tensor_ref *c1 = find(set, strcat(name, ".weight"));
+    char last_name[AG_TENSOR_NAME_BYTES];
+    rrdb_prefix(a, PART_LAST, 0, last_name);
+    if (!is_conv3(first) || !is_conv3(c1) || !is_conv3(last) || last->shape[0] != 3)
+        return ag_error_set(err, AG_E_FORMAT,
+                            "%s: an RRDBNet (%s) needs its first conv, %s and %s as 3x3 convs, the "
+                            "last to 3 channels",
+                            path, rrdb_layouts[a->layout].label, name, last_name);
     a->feat = (int)first->shape[0];
     a->grow = (int)c1->shape[0];
     int in = (int)first->shape[1];
-    a->scale = in == 3 ? 4 : in == 12 ? 2 : in == 48 ? 1 : 0;
-    if (!a->scale)
+    a->unshuffle = in == 3 ? 1 : in == 12 ? 2 : in == 48 ? 4 : 0;
+    if (!a->unshuffle || a->ups > 3 || (1 << a->ups) % a->unshuffle)
         return ag_error_set(err, AG_E_FORMAT,
-                            "%s: conv_first reads %d channels: not 3, 12 or 48 (x4, x2, x1)", path,
-                            in);
-    a->unshuffle = a->scale == 4 ? 1 : 4 / a->scale;
-    a->blocks = 0;
-    while (a->blocks < 1000 && findf(set, "body.%d.rdb1.conv1.weight", a->blocks))
-        a->blocks++;
+                            "%s: an RRDBNet whose first conv reads %d channels (3, or 12 and 48 "
+                            "for a pixel-unshuffled input) with %d upsampling convs has no "
+                            "scale of 1, 2, 4 or 8",
+                            path, in, a->ups);
+    a->scale = (1 << a->ups) / a->unshuffle;
     a->kind = AG_REALESRGAN_RRDB;
+    snprintf(a->detail, sizeof a->detail, "%s, %d features, %d block%s, growth %d%s",
+             rrdb_layouts[a->layout].label, a->feat, a->blocks, a->blocks == 1 ? "" : "s", a->grow,
+             a->unshuffle == 2   ? ", pixel-unshuffle 2"
+             : a->unshuffle == 4 ? ", pixel-unshuffle 4"
+                                 : "");
     return AG_OK;
 }
 
 int ag_realesrgan_detect(const ag_tensor_set *set) {
-    return find(set, "conv_first.weight") || find(set, "body.0.weight");
+    return rrdb_layout_of(set) || find(set, "model.1.sub.0.RDB1.conv1x1.weight") ||
+           find(set, "conv_first.weight") || find(set, "body.0.weight");
 }
 
 int ag_realesrgan_infer(const ag_tensor_set *set, const char *path, ag_realesrgan_arch *a,
                         ag_error *err) {
     memset(a, 0, sizeof *a);
-    if (find(set, "conv_first.weight"))
+    if (ag_realesrgan_detect(set) && !find(set, "body.0.weight"))
         return infer_rrdb(set, path, a, err);
     if (find(set, "body.0.weight"))
         return infer_srvgg(set, path, a, err);
@@ -155,28 +238,31 @@ static int add_base_weight(ag_tensor_set *set, int s, const char *path, ag_error
     return add_tensor(set, BASE_WEIGHT, shape, w, path, err);
 }
 
-/* conv_first (F, 12, 3, 3) over the unshuffled input as (F, 3, 6, 6) stride 2 over the image. */
-static int add_s2d_weight(ag_tensor_set *set, const char *path, ag_error *err) {
-    const ag_tensor_ref *t = find(set, "conv_first.weight");
+/* The first conv (F, 3 f², 3, 3) over the input pixel-unshuffled by f (channel c f² + dy f +
+ * dx holds pixel (f y + dy, f x + dx) of channel c) as one (F, 3, 3f, 3f) conv of stride f
+ * and zero pads f over the image: its tap (f a + dy, f b + dx) is the first conv's (a, b). */
+static int add_s2d_weight(ag_tensor_set *set, const ag_realesrgan_arch *a, const char *path,
+                          ag_error *err) {
+    const ag_tensor_ref *t = rrdb_weight(set, a, PART_FIRST, 0);
     if (t->dtype != AG_DTYPE_F32)
         return ag_error_set(err, AG_E_UNSUPPORTED,
-                            "%s: conv_first.weight of a pixel-unshuffle RRDBNet must be float32",
+                            "%s: the first conv of a pixel-unshuffle RRDBNet must be float32",
                             path);
-    int f = (int)t->shape[0];
-    int64_t shape[4] = {f, 3, 6, 6};
-    float *w = ag_malloc((size_t)f * 3 * 36 * sizeof(float));
+    int f = a->unshuffle, feat = (int)t->shape[0], in = 3 * f * f, k = 3 * f;
+    int64_t shape[4] = {feat, 3, k, k};
+    float *w = ag_malloc((size_t)feat * 3 * k * k * sizeof(float));
     if (!w)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", path);
-    for (int o = 0; o < f; o++)
-        for (int ch = 0; ch < 12; ch++)
-            for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++) {
-                    int c = ch / 4, dy = ch / 2 % 2, dx = ch % 2;
+    const uint8_t *src = t->data;
+    for (int o = 0; o < feat; o++)
+        for (int ch = 0; ch < in; ch++)
+            for (int ty = 0; ty < 3; ty++)
+                for (int tx = 0; tx < 3; tx++) {
+                    int c = ch / (f * f), dy = ch / f % f, dx = ch % f;
                     float v;
-                    memcpy(&v,
-                           (const uint8_t *)t->data + sizeof v * (((o * 12 + ch) * 3 + a) * 3 + b),
+                    memcpy(&v, src + sizeof v * (((size_t)(o * in + ch) * 3 + ty) * 3 + tx),
                            sizeof v);
-                    w[((o * 3 + c) * 6 + 2 * a + dy) * 6 + 2 * b + dx] = v;
+                    w[((size_t)(o * 3 + c) * k + f * ty + dy) * k + f * tx + dx] = v;
                 }
     return add_tensor(set, S2D_WEIGHT, shape, w, path, err);
 }
@@ -188,11 +274,8 @@ int ag_realesrgan_prepare(ag_tensor_set *set, const char *path, ag_error *err) {
         return rc;
     if (a.kind == AG_REALESRGAN_SRVGG)
         return add_base_weight(set, a.scale, path, err);
-    if (a.unshuffle == 2)
-        return add_s2d_weight(set, path, err);
-    if (a.unshuffle > 2)
-        return ag_error_set(err, AG_E_UNSUPPORTED,
-                            "%s: an x1 RRDBNet (pixel-unshuffle by 4) is not supported", path);
+    if (a.unshuffle > 1)
+        return add_s2d_weight(set, &a, path, err);
     return AG_OK;
 }
 
@@ -240,72 +323,78 @@ static int lrelu(rb *b, const char *prefix, int x) {
     return add(b, &n);
 }
 
-/* One dense block "body.i.rdbj" on x: returns conv5 * 0.2 + x. */
-static int dense_block(rb *b, const char *prefix, int x) {
+/* Dense block `rdb` of RRDB `block` on x: returns conv5 * 0.2 + x. */
+static int dense_block(rb *b, const ag_realesrgan_arch *a, int block, int rdb, int x) {
     int feats[5] = {x};
-    char name[AG_GRAPH_NAME_BYTES];
+    char prefix[AG_TENSOR_NAME_BYTES], name[AG_GRAPH_NAME_BYTES];
     for (int j = 1; j <= 5; j++) {
         int in = feats[0];
+        rrdb_block_prefix(a, block, rdb, j, prefix);
         if (j > 1) {
-            snprintf(name, sizeof name, "%.40s.cat%d", prefix, j);
+            snprintf(name, sizeof name, "%.52s.cat", prefix);
             ag_node cat = ag_node_make(AG_OP_CONCAT, name, -1, -1);
             for (int k = 0; k < j; k++)
                 cat.src[k] = feats[k];
             if ((in = add(b, &cat)) < 0)
                 return -1;
         }
-        snprintf(name, sizeof name, "%.40s.conv%d", prefix, j);
-        int c = conv(b, name, in, j == 5 ? 0.2f : 1.0f);
+        int c = conv(b, prefix, in, j == 5 ? 0.2f : 1.0f);
         if (c < 0)
             return -1;
         if (j == 5) {
-            snprintf(name, sizeof name, "%.40s.add", prefix);
+            snprintf(name, sizeof name, "%.52s.add", prefix);
             ag_node sum = ag_node_make(AG_OP_ADD, name, c, x);
             return add(b, &sum);
         }
-        if ((feats[j] = lrelu(b, name, c)) < 0)
+        if ((feats[j] = lrelu(b, prefix, c)) < 0)
             return -1;
     }
     return -1;
 }
 
+/* conv (3x3, + bias) of the layout's `part` reading x, then LeakyReLU 0.2 if `act`. */
+static int rrdb_conv(rb *b, const ag_realesrgan_arch *a, rrdb_part part, int up, int x, int act) {
+    char prefix[AG_TENSOR_NAME_BYTES];
+    rrdb_prefix(a, part, up, prefix);
+    int y = conv(b, prefix, x, 1.0f);
+    return y >= 0 && act ? lrelu(b, prefix, y) : y;
+}
+
 static int build_rrdb(rb *b, const ag_realesrgan_arch *a) {
-    char name[AG_GRAPH_NAME_BYTES];
-    int first = a->unshuffle == 2
-                    ? conv_node(b, "conv_first", 0, S2D_WEIGHT, "conv_first.bias", 6, 2, 2, 1.0f)
-                    : conv(b, "conv_first", 0, 1.0f);
+    char name[AG_GRAPH_NAME_BYTES], first_name[AG_TENSOR_NAME_BYTES],
+        bias[AG_TENSOR_NAME_BYTES + 8];
+    rrdb_prefix(a, PART_FIRST, 0, first_name);
+    snprintf(bias, sizeof bias, "%s.bias", first_name);
+    int f = a->unshuffle;
+    int first = f > 1 ? conv_node(b, first_name, 0, S2D_WEIGHT, bias, 3 * f, f, f, 1.0f)
+                      : rrdb_conv(b, a, PART_FIRST, 0, 0, 0);
     int y = first;
     for (int i = 0; i < a->blocks && y >= 0; i++) {
         int in = y;
-        for (int j = 1; j <= 3 && y >= 0; j++) {
-            snprintf(name, sizeof name, "body.%d.rdb%d", i, j);
-            y = dense_block(b, name, y);
-        }
+        for (int j = 1; j <= 3 && y >= 0; j++)
+            y = dense_block(b, a, i, j, y);
         if (y < 0)
             return -1;
-        snprintf(name, sizeof name, "body.%d.out", i);
+        snprintf(name, sizeof name, "rrdb%d.out", i);
         ag_node n = ag_node_make(AG_OP_ADD_SCALED, name, y, in);
         n.alpha = 0.2f;
         y = add(b, &n);
     }
-    if (y < 0 || (y = conv(b, "conv_body", y, 1.0f)) < 0)
+    if (y < 0 || (y = rrdb_conv(b, a, PART_BODY, 0, y, 0)) < 0)
         return -1;
     ag_node sum = ag_node_make(AG_OP_ADD, "trunk", first, y);
     if ((y = add(b, &sum)) < 0)
         return -1;
-    static const char *const ups[] = {"conv_up1", "conv_up2"};
-    for (int u = 0; u < 2; u++) {
-        snprintf(name, sizeof name, "%s.up", ups[u]);
+    for (int u = 1; u <= a->ups; u++) {
+        snprintf(name, sizeof name, "up%d.nearest", u);
         ag_node n = ag_node_make(AG_OP_NEAREST, name, y, -1);
         n.up = 2;
-        if ((y = add(b, &n)) < 0 || (y = conv(b, ups[u], y, 1.0f)) < 0 ||
-            (y = lrelu(b, ups[u], y)) < 0)
+        if ((y = add(b, &n)) < 0 || (y = rrdb_conv(b, a, PART_UP, u, y, 1)) < 0)
             return -1;
     }
-    if ((y = conv(b, "conv_hr", y, 1.0f)) < 0 || (y = lrelu(b, "conv_hr", y)) < 0 ||
-        (y = conv(b, "conv_last", y, 1.0f)) < 0)
+    if ((y = rrdb_conv(b, a, PART_HR, 0, y, 1)) < 0)
         return -1;
-    return y;
+    return rrdb_conv(b, a, PART_LAST, 0, y, 0);
 }
 
 static int build_srvgg(rb *b, const ag_realesrgan_arch *a) {
