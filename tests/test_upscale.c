@@ -148,6 +148,8 @@ GOLDEN(rrdb_new_x1, "arch/rrdb-new-x1")
 GOLDEN(rrdb_new_x4, "arch/rrdb-new-x4")
 GOLDEN(compact_x1, "arch/compact-x1")
 GOLDEN(compact_x2, "arch/compact-x2")
+GOLDEN(span_x4, "arch/span-x4")
+GOLDEN(span_x2, "arch/span-x2")
 
 /* ---- architecture inference and bad input ------------------------------------------------ */
 
@@ -166,6 +168,8 @@ static int inferred(void) {
         {"tests/fixtures/upscale/arch/rrdb-bsrgan-x4.pth", "rrdbnet", 4},
         {"tests/fixtures/upscale/arch/rrdb-new-x1.pth", "rrdbnet", 1},
         {"tests/fixtures/upscale/arch/compact-x1.pth", "srvggnet-compact", 1},
+        {"tests/fixtures/upscale/arch/span-x4.safetensors", "span", 4},
+        {"tests/fixtures/upscale/arch/span-x2.pth", "span", 2},
         {"models/esrgan-slim-x3.safetensors", "rdn", 3},
         {"models/esrgan-medium-x8.safetensors", "rdn", 8},
     };
@@ -285,6 +289,8 @@ static int wrong_shape_refused(void) {
         {"arch/rrdb-bsrgan-x4.pth", "upconv1.weight", "upconv1"},
         {"arch/rrdb-new-x1.pth", "body.0.rdb1.conv2.weight", "body.0.rdb1.conv2"},
         {"arch/compact-x2.safetensors", "body.4.weight", "body.4"},
+        {"arch/span-x4.safetensors", "block_3.c2_r.conv.1.weight", "block_3.c2_r.conv.1"},
+        {"arch/span-x2.pth", "upsampler.0.weight", "upsampler.0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
@@ -393,7 +399,9 @@ static int tiled_equals_untiled(void) {
            tiled_equals_untiled_case("tests/fixtures/upscale/arch/rrdb-new-x1.pth", 101, 87, tiles,
                                      1) ||
            tiled_equals_untiled_case("tests/fixtures/upscale/arch/compact-x1.pth", 61, 47, tiles,
-                                     1);
+                                     1) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/arch/span-x4.safetensors", 101, 87,
+                                     tiles, 1);
 }
 
 /* Alpha enlarged separately, a requested scale other than the network's, tiny inputs. */
@@ -524,6 +532,8 @@ int main(int argc, char **argv) {
         TEST(rrdb_new_x4),
         TEST(compact_x1),
         TEST(compact_x2),
+        TEST(span_x4),
+        TEST(span_x2),
         TEST(inferred),
         TEST(refuses_other_networks),
         TEST(family_scales),

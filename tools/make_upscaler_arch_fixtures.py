@@ -160,6 +160,19 @@ def compact(sp, feat, convs, scale):
     return net, OrderedDict, sp.Compact.CompactArch()
 
 
+def span(sp, feat, scale, norm):
+    """With its input normalisation ((x - mean) * 255) the first conv's weights are divided
+    by 255, as trained ones are small, so the outputs stay in a few units."""
+    net = sp.SPAN.SPAN(num_in_ch=3, num_out_ch=3, feature_channels=feat, upscale=scale, norm=norm)
+
+    def layout(sd):
+        sd = OrderedDict(sd)
+        for key in ("conv_1.conv.0.weight", "conv_1.sk.weight") if norm else ():
+            sd[key] = sd[key] / 255
+        return sd
+    return net, layout, sp.SPAN.SPANArch()
+
+
 # name, network, file, wrapper, legacy pickle, input size, photo, crop origin
 CASES = [
     ("rrdb-old-x4", lambda sp: rrdb(sp, 4, 2, 4, None, "old"), ".pth", None, False,
@@ -183,6 +196,10 @@ CASES = [
      (15, 11), "chelsea.png", (200, 60)),
     ("compact-x2", lambda sp: compact(sp, 8, 4, 2), ".safetensors", None, False,
      (13, 9), "astronaut.png", (150, 100)),
+    ("span-x4", lambda sp: span(sp, 4, 4, True), ".safetensors", None, False,
+     (11, 9), "chelsea.png", (230, 80)),
+    ("span-x2", lambda sp: span(sp, 4, 2, False), ".pth", "params_ema", False,
+     (13, 10), "coffee.png", (180, 110)),
 ]
 
 

@@ -61,6 +61,9 @@ typedef enum ag_op {
     AG_OP_PIXEL_SHUFFLE,   /* (H, W, C r²) -> (H r, W r, C), r = `up` */
     AG_OP_PIXEL_UNSHUFFLE, /* (H r, W r, C) -> (H, W, C r²), r = `down` */
     AG_OP_ADD_SCALED,      /* src[0] * alpha + src[1] (ops_upscale.c) */
+    AG_OP_SIGMOID_GATE,    /* src[0] * (sigmoid(src[1]) - alpha) */
+    AG_OP_MISH,            /* x * tanh(softplus(x)) */
+    AG_OP_GROUP_NORM,      /* per group of channels over H, W + per-channel gamma/beta */
     AG_OP_COUNT
 } ag_op;
 

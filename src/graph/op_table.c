@@ -56,6 +56,8 @@ ATTRS(resample_attrs, INT("up", up, 1, 4, 1), INT("down", down, 1, 4, 1))
 ATTRS(up_attrs, INT("up", up, 1, 8, 2))
 ATTRS(down_attrs, INT("down", down, 1, 8, 2))
 ATTRS(add_scaled_attrs, FLT("alpha", alpha, -16, 16, 1))
+ATTRS(gate_attrs, FLT("shift", alpha, -1, 1, 0))
+ATTRS(group_norm_attrs, INT("groups", groups, 1, 1024, 1), FLT("eps", eps, 0, 0.999999, 1e-5))
 
 static const ag_tensor_key weight_bias[] = {{"weight", AG_T_WEIGHT}, {"bias", AG_T_BIAS}};
 static const ag_tensor_key weight_only[] = {{"weight", AG_T_WEIGHT}};
@@ -163,6 +165,14 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
                                ag_run_pixel_unshuffle, AG_FUSE_NONE, NULL},
     [AG_OP_ADD_SCALED] = {"add_scaled", 2, 2, 0, A(add_scaled_attrs), NO_TENSORS, NULL,
                           ag_check_add, NULL, ag_shape_add, NULL, NULL, ag_run_add_scaled,
+                          AG_FUSE_NONE, NULL},
+    [AG_OP_SIGMOID_GATE] = {"sigmoid_gate", 2, 2, 0, A(gate_attrs), NO_TENSORS, NULL, ag_check_add,
+                            NULL, ag_shape_add, NULL, NULL, ag_run_sigmoid_gate, AG_FUSE_NONE,
+                            NULL},
+    [AG_OP_MISH] = {"mish", 1, 1, 0, NO_ATTRS, NO_TENSORS, NULL, NULL, NULL, NULL, NULL, NULL,
+                    ag_run_mish, AG_FUSE_NONE, NULL},
+    [AG_OP_GROUP_NORM] = {"group_norm", 1, 1, 0, A(group_norm_attrs), T(gamma_beta), NULL,
+                          ag_check_group_norm, NULL, NULL, NULL, NULL, ag_run_group_norm,
                           AG_FUSE_NONE, NULL},
 };
 

@@ -236,6 +236,10 @@ void ag_run_pixel_unshuffle(const ag_node *n, const ag_op_io *io);
 
 /* ops_upscale.c */
 void ag_run_add_scaled(const ag_node *n, const ag_op_io *io);
+void ag_run_sigmoid_gate(const ag_node *n, const ag_op_io *io);
+void ag_run_mish(const ag_node *n, const ag_op_io *io);
+int ag_check_group_norm(const ag_node *n, const int *src_c, char *why);
+void ag_run_group_norm(const ag_node *n, const ag_op_io *io);
 
 /* The largest side of any map (a bound for the shape arithmetic: no overflow). */
 #define AG_MAP_MAX_SIDE (1 << 20)

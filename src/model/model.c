@@ -352,7 +352,7 @@ static int make_graph(ag_model *m, const ag_tensor_set *set, const ag_graph *gra
     if (!arch && ag_realesrgan_detect(set)) {
         ag_realesrgan_arch a;
         int rc = ag_realesrgan_graph(set, path, &a, &m->graph, err);
-        *architecture = a.kind == AG_REALESRGAN_RRDB ? "rrdbnet" : "srvggnet-compact";
+        *architecture = ag_realesrgan_name(a.kind);
         m->info.scale = a.scale;
         m->info.side_multiple = a.unshuffle > 1 ? a.unshuffle : 1;
         m->upscaler = 1;

@@ -103,7 +103,14 @@ int ag_v2_graph(const ag_tensor_set *set, const char *path, float eps, ag_resize
 
 /* Users' Real-ESRGAN checkpoints (src/model/realesrgan.c): the architecture inferred from
  * the state_dict, then its graph (nodes naming tensors of `set` by index). */
-typedef enum ag_realesrgan_kind { AG_REALESRGAN_SRVGG = 1, AG_REALESRGAN_RRDB } ag_realesrgan_kind;
+typedef enum ag_realesrgan_kind {
+    AG_REALESRGAN_SRVGG = 1,
+    AG_REALESRGAN_RRDB,
+    AG_REALESRGAN_SPAN,
+    AG_REALESRGAN_PLKSR,
+} ag_realesrgan_kind;
+/* The architecture's name in ag_model_info ("rrdbnet", "srvggnet-compact", "span", ...). */
+const char *ag_realesrgan_name(ag_realesrgan_kind kind);
 /* RRDBNet key layouts: Real-ESRGAN/BasicSR (conv_first, body.N.rdbJ), BSRGAN/RealSR
  * (RRDB_trunk.N.RDBJ, trunk_conv, upconvK, HRconv), the original ESRGAN (model.0, model.1.sub.N).
  */

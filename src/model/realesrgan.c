@@ -25,17 +25,12 @@
  *     tap (f a + dy, f b + dx) of input channel c is conv_first's (a, b) of channel
  *     c f² + f dy + dx (x2plus: 6x6 stride 2; the 1x models: 12x12 stride 4).
  */
-#include "model_internal.h"
+#include "upscaler_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-typedef struct rb {
-    const ag_tensor_set *set;
-    const char *path;
-    ag_graph *g;
-    ag_error *err;
-} rb;
+typedef ag_upscaler_builder rb;
 
 static const ag_tensor_ref *find(const ag_tensor_set *set, const char *name) {
     return ag_tensor_set_find(set, name);
@@ -47,8 +42,12 @@ static const ag_tensor_ref *findf(const ag_tensor_set *set, const char *fmt, int
     return find(set, name);
 }
 
+int ag_is_conv(const ag_tensor_ref *t, int k) {
+    return t && t->ndim == 4 && t->shape[2] == k && t->shape[3] == k;
+}
+
 static int is_conv3(const ag_tensor_ref *t) {
-    return t && t->ndim == 4 && t->shape[2] == 3 && t->shape[3] == 3;
+    return ag_is_conv(t, 3);
 }
 
 /* ---- inference from the tensors ----------------------------------------------------------- */
@@ -188,14 +187,25 @@ static int infer_rrdb(const ag_tensor_set *set, const char *path, ag_realesrgan_
     return AG_OK;
 }
 
+const char *ag_realesrgan_name(ag_realesrgan_kind kind) {
+    static const char *const names[] = {[AG_REALESRGAN_SRVGG] = "srvggnet-compact",
+                                        [AG_REALESRGAN_RRDB] = "rrdbnet",
+                                        [AG_REALESRGAN_SPAN] = "span",
+                                        [AG_REALESRGAN_PLKSR] = "realplksr"};
+    return kind >= AG_REALESRGAN_SRVGG && kind <= AG_REALESRGAN_PLKSR ? names[kind] : "";
+}
+
 int ag_realesrgan_detect(const ag_tensor_set *set) {
-    return rrdb_layout_of(set) || find(set, "model.1.sub.0.RDB1.conv1x1.weight") ||
-           find(set, "conv_first.weight") || find(set, "body.0.weight");
+    return ag_span_detect(set) || rrdb_layout_of(set) ||
+           find(set, "model.1.sub.0.RDB1.conv1x1.weight") || find(set, "conv_first.weight") ||
+           find(set, "body.0.weight");
 }
 
 int ag_realesrgan_infer(const ag_tensor_set *set, const char *path, ag_realesrgan_arch *a,
                         ag_error *err) {
     memset(a, 0, sizeof *a);
+    if (ag_span_detect(set))
+        return ag_span_infer(set, path, a, err);
     if (ag_realesrgan_detect(set) && !find(set, "body.0.weight"))
         return infer_rrdb(set, path, a, err);
     if (find(set, "body.0.weight"))
@@ -211,19 +221,43 @@ int ag_realesrgan_infer(const ag_tensor_set *set, const char *path, ag_realesrga
 #define BASE_WEIGHT "base.weight"
 #define S2D_WEIGHT "conv_first.s2d.weight"
 
-/* Add an fp32 tensor of `shape` over `data` (ag_malloc'ed; the set owns it from here). */
-static int add_tensor(ag_tensor_set *set, const char *name, const int64_t *shape, float *data,
-                      const char *path, ag_error *err) {
+int ag_upscaler_add_tensor(ag_tensor_set *set, const char *name, int ndim, const int64_t *shape,
+                           float *data, const char *path, ag_error *err) {
     int rc = ag_tensor_set_own(set, data, err);
-    ag_tensor_ref ref = {.dtype = AG_DTYPE_F32, .ndim = 4, .data = data};
+    ag_tensor_ref ref = {.dtype = AG_DTYPE_F32, .ndim = ndim, .data = data};
     snprintf(ref.name, sizeof ref.name, "%s", name);
     size_t n = 1;
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < ndim; d++)
         ref.shape[d] = shape[d], n *= (size_t)shape[d];
     ref.nbytes = n * sizeof(float);
     if (rc == AG_OK)
         rc = ag_tensor_set_add(set, &ref, err);
     return ag_error_prefix(rc, path, err);
+}
+
+int ag_tensor_values(const ag_tensor_ref *t, double *out, size_t count, const char *path,
+                     ag_error *err) {
+    size_t size = ag_dtype_size(t->dtype);
+    if (t->dtype == AG_DTYPE_I8 || count * size > t->nbytes)
+        return ag_error_set(err, AG_E_UNSUPPORTED, "%s: %s must be float (F32, F16, BF16, F64)",
+                            path, t->name);
+    const uint8_t *src = t->data;
+    for (size_t i = 0; i < count; i++) {
+        if (t->dtype == AG_DTYPE_F32 || t->dtype == AG_DTYPE_F64) {
+            float f;
+            double d;
+            memcpy(t->dtype == AG_DTYPE_F32 ? (void *)&f : (void *)&d, src + i * size, size);
+            out[i] = t->dtype == AG_DTYPE_F32 ? (double)f : d;
+        } else {
+            uint16_t h;
+            memcpy(&h, src + i * 2, 2);
+            uint32_t bits = (uint32_t)h << 16;
+            float f;
+            memcpy(&f, &bits, sizeof f);
+            out[i] = t->dtype == AG_DTYPE_F16 ? (double)ag_f16_to_f32(h) : (double)f;
+        }
+    }
+    return AG_OK;
 }
 
 /* (3 s^2, 3, 1, 1): out channel c s^2 + k = in channel c. */
@@ -235,7 +269,7 @@ static int add_base_weight(ag_tensor_set *set, int s, const char *path, ag_error
     for (int c = 0; c < 3; c++)
         for (int k = 0; k < s * s; k++)
             w[(c * s * s + k) * 3 + c] = 1.0f;
-    return add_tensor(set, BASE_WEIGHT, shape, w, path, err);
+    return ag_upscaler_add_tensor(set, BASE_WEIGHT, 4, shape, w, path, err);
 }
 
 /* The first conv (F, 3 f², 3, 3) over the input pixel-unshuffled by f (channel c f² + dy f +
@@ -264,7 +298,7 @@ static int add_s2d_weight(ag_tensor_set *set, const ag_realesrgan_arch *a, const
                            sizeof v);
                     w[((size_t)(o * 3 + c) * k + f * ty + dy) * k + f * tx + dx] = v;
                 }
-    return add_tensor(set, S2D_WEIGHT, shape, w, path, err);
+    return ag_upscaler_add_tensor(set, S2D_WEIGHT, 4, shape, w, path, err);
 }
 
 int ag_realesrgan_prepare(ag_tensor_set *set, const char *path, ag_error *err) {
@@ -274,6 +308,8 @@ int ag_realesrgan_prepare(ag_tensor_set *set, const char *path, ag_error *err) {
         return rc;
     if (a.kind == AG_REALESRGAN_SRVGG)
         return add_base_weight(set, a.scale, path, err);
+    if (a.kind == AG_REALESRGAN_SPAN)
+        return ag_span_prepare(set, &a, path, err);
     if (a.unshuffle > 1)
         return add_s2d_weight(set, &a, path, err);
     return AG_OK;
@@ -285,10 +321,8 @@ static int add(rb *b, ag_node *n) {
     return ag_graph_add(b->g, n, b->err);
 }
 
-/* A zero-padded conv node `name` reading x with weight tensor `weight` (k x k), the bias
- * `bias` (NULL: none), stride and pad; -1 on failure. */
-static int conv_node(rb *b, const char *name, int x, const char *weight, const char *bias, int k,
-                     int stride, int pad, float weight_scale) {
+int ag_upscaler_conv(ag_upscaler_builder *b, const char *name, int x, const char *weight,
+                     const char *bias, int k, int stride, int pad, float weight_scale) {
     ag_node n = ag_node_make(AG_OP_CONV, name, x, -1);
     const ag_tensor_ref *w = find(b->set, weight);
     const ag_tensor_ref *t = bias ? find(b->set, bias) : NULL;
@@ -307,12 +341,19 @@ static int conv_node(rb *b, const char *name, int x, const char *weight, const c
     return add(b, &n);
 }
 
-/* The 3x3 conv (+ bias) of the state_dict prefix `prefix` reading x. */
-static int conv(rb *b, const char *prefix, int x, float weight_scale) {
-    char weight[AG_TENSOR_NAME_BYTES], bias[AG_TENSOR_NAME_BYTES];
+int ag_upscaler_conv_k(ag_upscaler_builder *b, const char *prefix, int x, int k) {
+    char weight[AG_TENSOR_NAME_BYTES + 8], bias[AG_TENSOR_NAME_BYTES + 8];
     snprintf(weight, sizeof weight, "%s.weight", prefix);
     snprintf(bias, sizeof bias, "%s.bias", prefix);
-    return conv_node(b, prefix, x, weight, bias, 3, 1, 1, weight_scale);
+    return ag_upscaler_conv(b, prefix, x, weight, bias, k, 1, k / 2, 1.0f);
+}
+
+/* The 3x3 conv (+ bias) of the state_dict prefix `prefix` reading x. */
+static int conv(rb *b, const char *prefix, int x, float weight_scale) {
+    char weight[AG_TENSOR_NAME_BYTES + 8], bias[AG_TENSOR_NAME_BYTES + 8];
+    snprintf(weight, sizeof weight, "%s.weight", prefix);
+    snprintf(bias, sizeof bias, "%s.bias", prefix);
+    return ag_upscaler_conv(b, prefix, x, weight, bias, 3, 1, 1, weight_scale);
 }
 
 static int lrelu(rb *b, const char *prefix, int x) {
@@ -366,7 +407,7 @@ static int build_rrdb(rb *b, const ag_realesrgan_arch *a) {
     rrdb_prefix(a, PART_FIRST, 0, first_name);
     snprintf(bias, sizeof bias, "%s.bias", first_name);
     int f = a->unshuffle;
-    int first = f > 1 ? conv_node(b, first_name, 0, S2D_WEIGHT, bias, 3 * f, f, f, 1.0f)
+    int first = f > 1 ? ag_upscaler_conv(b, first_name, 0, S2D_WEIGHT, bias, 3 * f, f, f, 1.0f)
                       : rrdb_conv(b, a, PART_FIRST, 0, 0, 0);
     int y = first;
     for (int i = 0; i < a->blocks && y >= 0; i++) {
@@ -419,7 +460,7 @@ static int build_srvgg(rb *b, const ag_realesrgan_arch *a) {
     snprintf(name, sizeof name, "body.%d", 2 * a->blocks + 2);
     if ((y = conv(b, name, y, 1.0f)) < 0)
         return -1;
-    int base = conv_node(b, "base", 0, BASE_WEIGHT, NULL, 1, 1, 0, 1.0f);
+    int base = ag_upscaler_conv(b, "base", 0, BASE_WEIGHT, NULL, 1, 1, 0, 1.0f);
     if (base < 0)
         return -1;
     ag_node sum = ag_node_make(AG_OP_ADD, "sum", y, base);
@@ -437,7 +478,9 @@ int ag_realesrgan_graph(const ag_tensor_set *set, const char *path, ag_realesrga
         return rc;
     rb b = {set, path, g, err};
     ag_graph_init(g);
-    int out = arch->kind == AG_REALESRGAN_RRDB ? build_rrdb(&b, arch) : build_srvgg(&b, arch);
+    int out = arch->kind == AG_REALESRGAN_RRDB   ? build_rrdb(&b, arch)
+              : arch->kind == AG_REALESRGAN_SPAN ? ag_span_graph(&b, arch)
+                                                 : build_srvgg(&b, arch);
     if (out < 0)
         return err->code ? err->code : AG_E_FORMAT;
     return ag_graph_add_output(g, out, err);
