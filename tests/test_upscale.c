@@ -150,6 +150,8 @@ GOLDEN(compact_x1, "arch/compact-x1")
 GOLDEN(compact_x2, "arch/compact-x2")
 GOLDEN(span_x4, "arch/span-x4")
 GOLDEN(span_x2, "arch/span-x2")
+GOLDEN(realplksr_x4, "arch/realplksr-x4")
+GOLDEN(realplksr_x2, "arch/realplksr-x2")
 
 /* ---- architecture inference and bad input ------------------------------------------------ */
 
@@ -170,6 +172,8 @@ static int inferred(void) {
         {"tests/fixtures/upscale/arch/compact-x1.pth", "srvggnet-compact", 1},
         {"tests/fixtures/upscale/arch/span-x4.safetensors", "span", 4},
         {"tests/fixtures/upscale/arch/span-x2.pth", "span", 2},
+        {"tests/fixtures/upscale/arch/realplksr-x4.safetensors", "realplksr", 4},
+        {"tests/fixtures/upscale/arch/realplksr-x2.pth", "realplksr", 2},
         {"models/esrgan-slim-x3.safetensors", "rdn", 3},
         {"models/esrgan-medium-x8.safetensors", "rdn", 8},
     };
@@ -291,6 +295,8 @@ static int wrong_shape_refused(void) {
         {"arch/compact-x2.safetensors", "body.4.weight", "body.4"},
         {"arch/span-x4.safetensors", "block_3.c2_r.conv.1.weight", "block_3.c2_r.conv.1"},
         {"arch/span-x2.pth", "upsampler.0.weight", "upsampler.0"},
+        {"arch/realplksr-x4.safetensors", "feats.2.lk.conv.weight", "feats.2.lk.conv"},
+        {"arch/realplksr-x2.pth", "feats.1.channel_mixer.2.weight", "feats.1.channel_mixer.2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
@@ -404,6 +410,47 @@ static int tiled_equals_untiled(void) {
                                      tiles, 1);
 }
 
+/* RealPLKSR's GroupNorm takes its statistics over the whole map, so a tile's window sees
+ * other ones than the image: by default the window is the whole image whenever the budget
+ * allows (then tiled = untiled trivially); forced tiles stay close, at a stated PSNR. */
+static int tiled_group_norm_psnr(void) {
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    if (open_model("tests/fixtures/upscale/arch/realplksr-x2.pth", &model))
+        return 1;
+    ag_engine_options o = {.precision = AG_PRECISION_FP32, .threads = 2};
+    CHECK_OK(ag_engine_create(model, &o, &engine, &err), &err);
+    ag_image in = {0}, whole = {0}, tiled = {0};
+    if (photo(101, 87, 3, &in))
+        return 1;
+    ag_upscale_options u;
+    ag_upscale_options_init(&u);
+    ag_upscale_plan p;
+    CHECK_OK(ag_upscale_plan_for(engine, 101, 87, &u, &p, &err), &err);
+    CHECK(p.tiles_x * p.tiles_y == 1);
+    CHECK_OK(ag_upscale(engine, &in, &u, &whole, &err), &err);
+    u.tile_px = 48;
+    CHECK_OK(ag_upscale(engine, &in, &u, &tiled, &err), &err);
+    double se = 0;
+    size_t n = (size_t)whole.width * whole.height * 3;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)whole.pixels[i] - (double)tiled.pixels[i];
+        se += d * d;
+    }
+    double psnr = se > 0 ? 10 * log10(255.0 * 255.0 * (double)n / se) : 99;
+    printf("  realplksr-x2 101x87: one window by default; tiles of 48: PSNR %.1f dB, max "
+           "difference %d\n",
+           psnr, max_diff(&whole, &tiled));
+    ag_image_fini(&in);
+    ag_image_fini(&whole);
+    ag_image_fini(&tiled);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    CHECK(psnr >= 35);
+    return 0;
+}
+
 /* Alpha enlarged separately, a requested scale other than the network's, tiny inputs. */
 static int alpha_scale_and_small(void) {
     ag_model *model = NULL;
@@ -470,11 +517,14 @@ static int budget_bounds_the_tile(void) {
 /* int8 against fp32 on a photo: at least 38 dB (measured 49-54 on the bundled models). */
 static int int8_psnr(void) {
     static const char *const files[] = {"models/esrgan-slim-x2.safetensors",
-                                        "tests/fixtures/upscale/animevideov3.pth"};
+                                        "tests/fixtures/upscale/animevideov3.pth",
+                                        "tests/fixtures/upscale/arch/span-x4.safetensors",
+                                        "tests/fixtures/upscale/arch/realplksr-x4.safetensors",
+                                        "tests/fixtures/upscale/arch/rrdb-new-x2.safetensors"};
     ag_image in = {0};
     if (photo(48, 40, 3, &in))
         return 1;
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < (int)(sizeof files / sizeof files[0]); f++) {
         ag_model *model = NULL;
         ag_engine *e32 = NULL, *e8 = NULL;
         ag_error err = {0};
@@ -534,12 +584,15 @@ int main(int argc, char **argv) {
         TEST(compact_x2),
         TEST(span_x4),
         TEST(span_x2),
+        TEST(realplksr_x4),
+        TEST(realplksr_x2),
         TEST(inferred),
         TEST(refuses_other_networks),
         TEST(family_scales),
         TEST(safetensors_equals_pth),
         TEST(wrong_shape_refused),
         TEST(tiled_equals_untiled),
+        TEST(tiled_group_norm_psnr),
         TEST(alpha_scale_and_small),
         TEST(budget_bounds_the_tile),
         TEST(int8_psnr),

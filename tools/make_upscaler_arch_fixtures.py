@@ -173,6 +173,12 @@ def span(sp, feat, scale, norm):
     return net, layout, sp.SPAN.SPANArch()
 
 
+def plksr(sp, dim, blocks, scale, kernel, use_ea):
+    net = sp.PLKSR.RealPLKSR(dim=dim, n_blocks=blocks, upscaling_factor=scale,
+                             kernel_size=kernel, split_ratio=0.25, use_ea=use_ea)
+    return net, OrderedDict, sp.PLKSR.PLKSRArch()
+
+
 # name, network, file, wrapper, legacy pickle, input size, photo, crop origin
 CASES = [
     ("rrdb-old-x4", lambda sp: rrdb(sp, 4, 2, 4, None, "old"), ".pth", None, False,
@@ -200,6 +206,10 @@ CASES = [
      (11, 9), "chelsea.png", (230, 80)),
     ("span-x2", lambda sp: span(sp, 4, 2, False), ".pth", "params_ema", False,
      (13, 10), "coffee.png", (180, 110)),
+    ("realplksr-x4", lambda sp: plksr(sp, 8, 2, 4, 17, True), ".safetensors", None, False,
+     (23, 19), "astronaut.png", (170, 110)),
+    ("realplksr-x2", lambda sp: plksr(sp, 8, 1, 2, 13, False), ".pth", "params_ema", False,
+     (21, 17), "chelsea.png", (210, 70)),
 ]
 
 

@@ -116,6 +116,7 @@ const char *ag_realesrgan_name(ag_realesrgan_kind kind);
  */
 typedef enum ag_rrdb_layout { AG_RRDB_NEW = 1, AG_RRDB_BSRGAN, AG_RRDB_OLD } ag_rrdb_layout;
 #define AG_RRDB_MAX_BLOCKS 64
+#define AG_PLKSR_MAX_BLOCKS 64
 typedef struct ag_realesrgan_arch {
     ag_realesrgan_kind kind;
     int feat;         /* num_feat */
@@ -125,6 +126,9 @@ typedef struct ag_realesrgan_arch {
     int unshuffle;    /* RRDB: pixel-unshuffle factor of the input (1: none) */
     int layout;       /* RRDB: ag_rrdb_layout */
     int ups;          /* RRDB: nearest x2 + conv steps (scale * unshuffle = 2^ups) */
+    int kernel;       /* RealPLKSR: the partial large kernel's side */
+    int partial;      /* RealPLKSR: the channels it convolves (pdim) */
+    int attention;    /* RealPLKSR: element-wise attention present */
     char detail[128]; /* the layout and sizes found, for ag_model_info.detail */
 } ag_realesrgan_arch;
 /* Whether the set names tensors the way either network does (then it is one or refused). */

@@ -196,7 +196,7 @@ const char *ag_realesrgan_name(ag_realesrgan_kind kind) {
 }
 
 int ag_realesrgan_detect(const ag_tensor_set *set) {
-    return ag_span_detect(set) || rrdb_layout_of(set) ||
+    return ag_span_detect(set) || ag_plksr_detect(set) || rrdb_layout_of(set) ||
            find(set, "model.1.sub.0.RDB1.conv1x1.weight") || find(set, "conv_first.weight") ||
            find(set, "body.0.weight");
 }
@@ -206,6 +206,8 @@ int ag_realesrgan_infer(const ag_tensor_set *set, const char *path, ag_realesrga
     memset(a, 0, sizeof *a);
     if (ag_span_detect(set))
         return ag_span_infer(set, path, a, err);
+    if (ag_plksr_detect(set))
+        return ag_plksr_infer(set, path, a, err);
     if (ag_realesrgan_detect(set) && !find(set, "body.0.weight"))
         return infer_rrdb(set, path, a, err);
     if (find(set, "body.0.weight"))
@@ -218,7 +220,6 @@ int ag_realesrgan_infer(const ag_tensor_set *set, const char *path, ag_realesrga
 
 /* ---- derived weights --------------------------------------------------------------------- */
 
-#define BASE_WEIGHT "base.weight"
 #define S2D_WEIGHT "conv_first.s2d.weight"
 
 int ag_upscaler_add_tensor(ag_tensor_set *set, const char *name, int ndim, const int64_t *shape,
@@ -269,7 +270,7 @@ static int add_base_weight(ag_tensor_set *set, int s, const char *path, ag_error
     for (int c = 0; c < 3; c++)
         for (int k = 0; k < s * s; k++)
             w[(c * s * s + k) * 3 + c] = 1.0f;
-    return ag_upscaler_add_tensor(set, BASE_WEIGHT, 4, shape, w, path, err);
+    return ag_upscaler_add_tensor(set, AG_UPSCALER_BASE_WEIGHT, 4, shape, w, path, err);
 }
 
 /* The first conv (F, 3 f², 3, 3) over the input pixel-unshuffled by f (channel c f² + dy f +
@@ -306,7 +307,7 @@ int ag_realesrgan_prepare(ag_tensor_set *set, const char *path, ag_error *err) {
     int rc = ag_realesrgan_infer(set, path, &a, err);
     if (rc)
         return rc;
-    if (a.kind == AG_REALESRGAN_SRVGG)
+    if (a.kind == AG_REALESRGAN_SRVGG || a.kind == AG_REALESRGAN_PLKSR)
         return add_base_weight(set, a.scale, path, err);
     if (a.kind == AG_REALESRGAN_SPAN)
         return ag_span_prepare(set, &a, path, err);
@@ -460,7 +461,7 @@ static int build_srvgg(rb *b, const ag_realesrgan_arch *a) {
     snprintf(name, sizeof name, "body.%d", 2 * a->blocks + 2);
     if ((y = conv(b, name, y, 1.0f)) < 0)
         return -1;
-    int base = ag_upscaler_conv(b, "base", 0, BASE_WEIGHT, NULL, 1, 1, 0, 1.0f);
+    int base = ag_upscaler_conv(b, "base", 0, AG_UPSCALER_BASE_WEIGHT, NULL, 1, 1, 0, 1.0f);
     if (base < 0)
         return -1;
     ag_node sum = ag_node_make(AG_OP_ADD, "sum", y, base);
@@ -478,9 +479,10 @@ int ag_realesrgan_graph(const ag_tensor_set *set, const char *path, ag_realesrga
         return rc;
     rb b = {set, path, g, err};
     ag_graph_init(g);
-    int out = arch->kind == AG_REALESRGAN_RRDB   ? build_rrdb(&b, arch)
-              : arch->kind == AG_REALESRGAN_SPAN ? ag_span_graph(&b, arch)
-                                                 : build_srvgg(&b, arch);
+    int out = arch->kind == AG_REALESRGAN_RRDB    ? build_rrdb(&b, arch)
+              : arch->kind == AG_REALESRGAN_SPAN  ? ag_span_graph(&b, arch)
+              : arch->kind == AG_REALESRGAN_PLKSR ? ag_plksr_graph(&b, arch)
+                                                  : build_srvgg(&b, arch);
     if (out < 0)
         return err->code ? err->code : AG_E_FORMAT;
     return ag_graph_add_output(g, out, err);

@@ -8,6 +8,10 @@
 
 #include "model_internal.h"
 
+/* The derived (3 s², 3, 1, 1) conv copying input channel c to c s² + k (k < s²): SRVGG's
+ * nearest-upsampled input and RealPLKSR's repeat_interleave, before the pixel shuffle. */
+#define AG_UPSCALER_BASE_WEIGHT "base.weight"
+
 typedef struct ag_upscaler_builder {
     const ag_tensor_set *set;
     const char *path;
@@ -42,5 +46,9 @@ int ag_span_infer(const ag_tensor_set *set, const char *path, ag_realesrgan_arch
 int ag_span_prepare(ag_tensor_set *set, const ag_realesrgan_arch *a, const char *path,
                     ag_error *err);
 int ag_span_graph(ag_upscaler_builder *b, const ag_realesrgan_arch *a);
+int ag_plksr_detect(const ag_tensor_set *set);
+int ag_plksr_infer(const ag_tensor_set *set, const char *path, ag_realesrgan_arch *a,
+                   ag_error *err);
+int ag_plksr_graph(ag_upscaler_builder *b, const ag_realesrgan_arch *a);
 
 #endif
