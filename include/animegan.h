@@ -307,6 +307,14 @@ int ag_upscale_plan_for(const ag_engine *engine, int width, int height,
 int ag_upscale_reach(const ag_model *model);
 
 /*
+ * The most ag_upscale allocates beyond the tile window (ag_upscale_plan.bytes) for a result
+ * of `output_pixels` pixels of `bands` (3 or 4) at `scale` (0: the model's own): the network
+ * runs at its own scale first, so a x4 model asked for x2 makes a result 4 times larger, then
+ * resizes it (both held at once), plus the enlarged alpha. Saturates at SIZE_MAX.
+ */
+size_t ag_upscale_image_bytes(const ag_model *upscaler, int scale, size_t output_pixels, int bands);
+
+/*
  * Upscale `in` (RGB or RGBA, any size) by options->scale (NULL: defaults) into a new image
  * `out` (free with ag_image_fini); alpha is enlarged separately with Lanczos3. Runs on the
  * engine's threads; the engine is replanned for the window size when it changes.
