@@ -30,7 +30,8 @@ void ag_run_sigmoid_gate(const ag_node *n, const ag_op_io *io) {
         out[i] = x[i] * (1.0f / (1.0f + expf(-g[i])) - shift);
 }
 
-/* x * tanh(softplus(x)), softplus linear above 20 as PyTorch's. */
+/* x * tanh(softplus(x)), softplus linear above 20 as PyTorch's. With e = exp(x),
+ * tanh(log(1 + e)) = q / (q + 2) where q = e (e + 2): one exp instead of three calls. */
 void ag_run_mish(const ag_node *n, const ag_op_io *io) {
     (void)n;
     const float *x = io->src[0];
@@ -38,8 +39,8 @@ void ag_run_mish(const ag_node *n, const ag_op_io *io) {
     long count = (long)ag_shape_floats(io->in[0]);
 #pragma omp parallel for num_threads(io->threads) schedule(static)
     for (long i = 0; i < count; i++) {
-        float v = x[i];
-        out[i] = v * tanhf(v > 20.0f ? v : log1pf(expf(v)));
+        float v = x[i], e = expf(v < 20.0f ? v : 20.0f), q = e * (e + 2.0f);
+        out[i] = v >= 20.0f ? v : v * q / (q + 2.0f);
     }
 }
 
