@@ -152,6 +152,7 @@ GOLDEN(span_x4, "arch/span-x4")
 GOLDEN(span_x2, "arch/span-x2")
 GOLDEN(realplksr_x4, "arch/realplksr-x4")
 GOLDEN(realplksr_x2, "arch/realplksr-x2")
+GOLDEN(realplksr_ln_x4, "arch/realplksr-ln-x4")
 
 /* ---- architecture inference and bad input ------------------------------------------------ */
 
@@ -586,6 +587,7 @@ int main(int argc, char **argv) {
         TEST(span_x2),
         TEST(realplksr_x4),
         TEST(realplksr_x2),
+        TEST(realplksr_ln_x4),
         TEST(inferred),
         TEST(refuses_other_networks),
         TEST(family_scales),

@@ -173,9 +173,10 @@ def span(sp, feat, scale, norm):
     return net, layout, sp.SPAN.SPANArch()
 
 
-def plksr(sp, dim, blocks, scale, kernel, use_ea):
+def plksr(sp, dim, blocks, scale, kernel, use_ea, layer_norm=False):
     net = sp.PLKSR.RealPLKSR(dim=dim, n_blocks=blocks, upscaling_factor=scale,
-                             kernel_size=kernel, split_ratio=0.25, use_ea=use_ea)
+                             kernel_size=kernel, split_ratio=0.25, use_ea=use_ea,
+                             layer_norm=layer_norm)
     return net, OrderedDict, sp.PLKSR.PLKSRArch()
 
 
@@ -210,6 +211,8 @@ CASES = [
      (23, 19), "astronaut.png", (170, 110)),
     ("realplksr-x2", lambda sp: plksr(sp, 8, 1, 2, 13, False), ".pth", "params_ema", False,
      (21, 17), "chelsea.png", (210, 70)),
+    ("realplksr-ln-x4", lambda sp: plksr(sp, 8, 1, 4, 9, True, True), ".safetensors", None, False,
+     (12, 10), "coffee.png", (120, 90)),
 ]
 
 

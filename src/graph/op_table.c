@@ -174,6 +174,9 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
     [AG_OP_GROUP_NORM] = {"group_norm", 1, 1, 0, A(group_norm_attrs), T(gamma_beta), NULL,
                           ag_check_group_norm, NULL, NULL, NULL, NULL, ag_run_group_norm,
                           AG_FUSE_NONE, NULL},
+    [AG_OP_CHANNEL_NORM] = {"channel_norm", 1, 1, 0, A(norm_attrs), T(gamma_beta), NULL,
+                            ag_check_norm_affine, NULL, NULL, NULL, NULL, ag_run_channel_norm,
+                            AG_FUSE_NONE, NULL},
 };
 
 const ag_op_desc *ag_op_desc_of(ag_op op) {

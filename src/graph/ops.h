@@ -240,6 +240,8 @@ void ag_run_sigmoid_gate(const ag_node *n, const ag_op_io *io);
 void ag_run_mish(const ag_node *n, const ag_op_io *io);
 int ag_check_group_norm(const ag_node *n, const int *src_c, char *why);
 void ag_run_group_norm(const ag_node *n, const ag_op_io *io);
+int ag_check_norm_affine(const ag_node *n, const int *src_c, char *why);
+void ag_run_channel_norm(const ag_node *n, const ag_op_io *io);
 
 /* The largest side of any map (a bound for the shape arithmetic: no overflow). */
 #define AG_MAP_MAX_SIDE (1 << 20)

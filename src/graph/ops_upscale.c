@@ -2,8 +2,8 @@
  * ops_upscale.c - the ops the upscalers add to the table (ops.h): add_scaled, RRDBNet's
  * residual-in-residual "out * 0.2 + x" (the dense blocks' own 0.2 is their conv5's
  * weight_scale); sigmoid_gate, SPAN's attention, RealPLKSR's element-wise attention and
- * SiLU; mish and group_norm (RealPLKSR). No fused lowering: both backends run these kernels
- * on whole maps, parallel over pixels.
+ * SiLU; mish, group_norm and channel_norm (RealPLKSR). No fused lowering: both backends run these
+ * kernels on whole maps, parallel over pixels.
  */
 #include "ops.h"
 
@@ -54,6 +54,13 @@ int ag_check_group_norm(const ag_node *n, const int *src_c, char *why) {
     return 0;
 }
 
+int ag_check_norm_affine(const ag_node *n, const int *src_c, char *why) {
+    (void)src_c;
+    if (!n->gamma || !n->beta || !(n->eps >= 0.0f) || n->eps >= 1.0f)
+        return ag_op_fail(why, "needs gamma, beta and an eps in [0, 1)");
+    return 0;
+}
+
 /* GroupNorm: each group of C / groups channels normalised over (H, W, its channels), from
  * the channels' double moments, then the per-channel gamma and beta. */
 void ag_run_group_norm(const ag_node *n, const ag_op_io *io) {
@@ -80,4 +87,28 @@ void ag_run_group_norm(const ag_node *n, const ag_op_io *io) {
     for (long p = 0; p < (long)pixels; p++)
         for (int c = 0; c < C; c++)
             out[(size_t)p * C + c] = x[(size_t)p * C + c] * scale[c] + shift[c];
+}
+
+/* LayerNorm over the channels of each pixel (RealPLKSR's, ConvNeXt's channels-first one):
+ * (x - mean) / sqrt(var + eps) * gamma + beta, mean and variance over C in double. */
+void ag_run_channel_norm(const ag_node *n, const ag_op_io *io) {
+    const float *x = io->src[0];
+    float *out = io->out;
+    int C = io->in[0].c;
+    long pixels = (long)io->in[0].h * io->in[0].w;
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (long p = 0; p < pixels; p++) {
+        const float *x_p = x + (size_t)p * C;
+        float *out_p = out + (size_t)p * C;
+        double sum = 0, sq = 0;
+        for (int c = 0; c < C; c++)
+            sum += (double)x_p[c];
+        double mean = sum / C;
+        for (int c = 0; c < C; c++)
+            sq += ((double)x_p[c] - mean) * ((double)x_p[c] - mean);
+        double inv = 1.0 / sqrt(sq / C + (double)n->eps);
+        for (int c = 0; c < C; c++)
+            out_p[c] =
+                (float)(((double)x_p[c] - mean) * inv * (double)n->gamma[c] + (double)n->beta[c]);
+    }
 }

@@ -129,6 +129,7 @@ typedef struct ag_realesrgan_arch {
     int kernel;       /* RealPLKSR: the partial large kernel's side */
     int partial;      /* RealPLKSR: the channels it convolves (pdim) */
     int attention;    /* RealPLKSR: element-wise attention present */
+    int layer_norm;   /* RealPLKSR: LayerNorm first instead of GroupNorm last */
     char detail[128]; /* the layout and sizes found, for ag_model_info.detail */
 } ag_realesrgan_arch;
 /* Whether the set names tensors the way either network does (then it is one or refused). */

@@ -8,10 +8,11 @@
  *   A PLKBlock on x: channel_mixer (3x3 dim -> 2 dim, Mish, 3x3 -> dim), the partial large
  *   kernel (a k x k conv, k = 17 by default, over the first pdim channels only, the others
  *   passed through), the element-wise attention where present (x * sigmoid(3x3 conv x)),
- *   refine (1x1), GroupNorm(4) and + x.
+ *   refine (1x1), GroupNorm(4) and + x. With layer_norm=True (feats.N.layer_norm.*) a
+ *   LayerNorm over each pixel's channels (eps 1e-6) comes first instead of the GroupNorm.
  *
  * The repeated input is SRVGGNetCompact's base 1x1 conv (realesrgan.c adds it). Not
- * supported, refused with one line: the LayerNorm variant (layer_norm=True), DySample
+ * supported, refused with one line: DySample
  * upsampling (to_img.*), and PLKSR (the non-Real one, "channe_mixer").
  */
 #include "upscaler_internal.h"
@@ -19,8 +20,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PLKSR_GROUPS 4 /* norm_groups: not in the file; every released model uses 4 */
-#define PLKSR_EPS 1e-5f
+#define PLKSR_GROUPS 4             /* norm_groups: not in the file; every released model uses 4 */
+#define PLKSR_EPS 1e-5f            /* nn.GroupNorm's */
+#define PLKSR_LAYER_NORM_EPS 1e-6f /* its own LayerNorm's */
 
 static const ag_tensor_ref *findi(const ag_tensor_set *set, const char *fmt, int i) {
     char name[AG_TENSOR_NAME_BYTES];
@@ -40,7 +42,6 @@ static int refuse_variants(const ag_tensor_set *set, const char *path, ag_error 
         const char *key, *what;
     } variants[] = {
         {"feats.1.channe_mixer.0.weight", "PLKSR (not RealPLKSR)"},
-        {"feats.1.layer_norm.weight", "RealPLKSR with LayerNorm (layer_norm=True)"},
         {"to_img.init_pos", "RealPLKSR with DySample upsampling"},
         {"feats.1.lk.convs.0.weight", "sparse partial large kernels"},
         {"feats.1.lk.mn_conv.weight", "rectangular sparse partial large kernels"},
@@ -83,11 +84,13 @@ int ag_plksr_infer(const ag_tensor_set *set, const char *path, ag_realesrgan_arc
                             "3 s² channels (s 1-8), a width divisible by %d and pdim <= dim",
                             path, a->blocks, a->blocks + 2, PLKSR_GROUPS);
     a->attention = ag_tensor_set_find(set, "feats.1.attn.f.0.weight") != NULL;
+    a->layer_norm = ag_tensor_set_find(set, "feats.1.layer_norm.weight") != NULL;
     a->unshuffle = 1;
     a->kind = AG_REALESRGAN_PLKSR;
     snprintf(a->detail, sizeof a->detail,
-             "%d features, %d blocks, %dx%d partial kernels on %d channels%s", a->feat, a->blocks,
-             a->kernel, a->kernel, a->partial, a->attention ? ", element-wise attention" : "");
+             "%d features, %d blocks, %dx%d partial kernels on %d channels%s%s", a->feat, a->blocks,
+             a->kernel, a->kernel, a->partial, a->attention ? ", element-wise attention" : "",
+             a->layer_norm ? ", LayerNorm" : "");
     return AG_OK;
 }
 
@@ -127,25 +130,31 @@ static int partial_conv(ag_upscaler_builder *b, const ag_realesrgan_arch *a, int
     return named(b, AG_OP_CONCAT, i, "lk.cat", h, t);
 }
 
-static int group_norm(ag_upscaler_builder *b, int i, int x) {
-    char name[AG_GRAPH_NAME_BYTES];
-    snprintf(name, sizeof name, "feats.%d.norm", i);
-    const ag_tensor_ref *gamma = findi(b->set, "feats.%d.norm.weight", i);
-    const ag_tensor_ref *beta = findi(b->set, "feats.%d.norm.bias", i);
+/* feats.i.<part> (weight = gamma, bias = beta) as a group_norm or a channel_norm node. */
+static int norm(ag_upscaler_builder *b, int i, const char *part, ag_op op, int x) {
+    char name[AG_GRAPH_NAME_BYTES], key[AG_TENSOR_NAME_BYTES];
+    snprintf(name, sizeof name, "feats.%d.%s", i, part);
+    snprintf(key, sizeof key, "%s.weight", name);
+    const ag_tensor_ref *gamma = ag_tensor_set_find(b->set, key);
+    snprintf(key, sizeof key, "%s.bias", name);
+    const ag_tensor_ref *beta = ag_tensor_set_find(b->set, key);
     if (!gamma || !beta) {
         ag_error_set(b->err, AG_E_FORMAT, "%s: %s.weight or .bias is missing", b->path, name);
         return -1;
     }
-    ag_node n = ag_node_make(AG_OP_GROUP_NORM, name, x, -1);
-    n.groups = PLKSR_GROUPS, n.eps = PLKSR_EPS;
+    ag_node n = ag_node_make(op, name, x, -1);
+    n.groups = PLKSR_GROUPS;
+    n.eps = op == AG_OP_GROUP_NORM ? PLKSR_EPS : PLKSR_LAYER_NORM_EPS;
     n.tensor[AG_T_GAMMA] = (int)(gamma - b->set->tensors);
     n.tensor[AG_T_BETA] = (int)(beta - b->set->tensors);
     return add(b, &n);
 }
 
 static int plk_block(ag_upscaler_builder *b, const ag_realesrgan_arch *a, int i, int x) {
-    int y = conv(b, i, "channel_mixer.0", x, 3);
-    if (y < 0 || (y = named(b, AG_OP_MISH, i, "channel_mixer.1", y, -1)) < 0 ||
+    int y = a->layer_norm ? norm(b, i, "layer_norm", AG_OP_CHANNEL_NORM, x) : x;
+    if (y < 0 || (y = conv(b, i, "channel_mixer.0", y, 3)) < 0)
+        return -1;
+    if ((y = named(b, AG_OP_MISH, i, "channel_mixer.1", y, -1)) < 0 ||
         (y = conv(b, i, "channel_mixer.2", y, 3)) < 0 || (y = partial_conv(b, a, i, y)) < 0)
         return -1;
     if (a->attention) {
@@ -156,7 +165,8 @@ static int plk_block(ag_upscaler_builder *b, const ag_realesrgan_arch *a, int i,
         if (g < 0 || (y = add(b, &n)) < 0)
             return -1;
     }
-    if ((y = conv(b, i, "refine", y, 1)) < 0 || (y = group_norm(b, i, y)) < 0)
+    if ((y = conv(b, i, "refine", y, 1)) < 0 ||
+        (!a->layer_norm && (y = norm(b, i, "norm", AG_OP_GROUP_NORM, y)) < 0))
         return -1;
     return named(b, AG_OP_ADD, i, "skip", y, x);
 }
