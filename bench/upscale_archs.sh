@@ -8,7 +8,7 @@
 # DIR is a checkout of github.com/chaiNNer-org/spandrel (fetched outside the repository).
 # Networks at their released sizes, x4, seeded weights (bench/peers/upscale_arch_peer.py):
 # ESRGAN old keys 64 features 23 blocks growth 32 (4x-UltraSharp's shape), Compact 64
-# features 16 convs (realess-animevideov3's), SPAN 48 features, RealPLKSR 64 dim 28 blocks
+# features 16 convs (realesr-animevideov3's), SPAN 48 features, RealPLKSR 64 dim 28 blocks
 # 17x17. Each round runs, per architecture in turn: our engine (`animegan bench`, precisions
 # auto and fp32), PyTorch eager on spandrel's class, onnxruntime-node on the ONNX export
 # (bench/peers/ort_bench.js; `npm ci --ignore-scripts` in bench/), then the FMA peak loop
