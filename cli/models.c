@@ -1,6 +1,7 @@
 /*
  * models.c - `animegan models`: the bundled models found on the search path, each loaded to
- * show what it is and under which terms its weights may be used.
+ * show what it is and under which terms its weights may be used; `--inspect FILE` says what
+ * any model file is (a style, an upscaler, a face restorer...) or why it is refused.
  */
 #include "commands.h"
 
@@ -11,7 +12,7 @@
 #define MAX_BUNDLED 64
 
 static void print_help(void) {
-    fputs("Usage: animegan models\n"
+    fputs("Usage: animegan models [--inspect FILE]\n"
           "\n"
           "List the bundled models: name, kind, style, network, parameter count, the image\n"
           "sizes it takes, file and the licence terms of the weights. Models are looked up\n"
@@ -20,7 +21,9 @@ static void print_help(void) {
           "'animegan convert --model PATH'.\n"
           "\n"
           "Options:\n"
-          "  -h, --help   show this help\n",
+          "  --inspect FILE  what FILE is (network, scale, features, blocks, parameters, the\n"
+          "                  precisions that run on this CPU) or why it is refused\n"
+          "  -h, --help      show this help\n",
           stdout);
 }
 
@@ -47,6 +50,52 @@ static void print_model(const ag_model_info *info) {
     printf("  licence:    %s\n", info->license[0] ? info->license : "(unknown: see the file)");
 }
 
+/* Which precisions an engine accepts for the model on this CPU (fp32 always, bf16 and int8
+ * where the graph and the CPU allow), and what auto picks. */
+static void print_precisions(const ag_model *model) {
+    static const ag_precision precisions[] = {AG_PRECISION_FP32, AG_PRECISION_BF16,
+                                              AG_PRECISION_INT8};
+    printf("  precisions:");
+    for (int i = 0; i < 3; i++) {
+        ag_engine_options o = {
+            .backend = AG_BACKEND_ONEDNN, .precision = precisions[i], .threads = 1};
+        ag_precision_choice choice;
+        ag_engine *engine = NULL;
+        ag_error err = {0};
+        if (ag_precision_resolve(precisions[i], AG_BACKEND_ONEDNN, NULL, &choice) != AG_OK ||
+            ag_engine_create(model, &o, &engine, &err) != AG_OK)
+            continue;
+        printf(" %s%s", ag_precision_name(precisions[i]), choice.emulated ? " (emulated)" : "");
+        ag_engine_destroy(engine);
+    }
+    ag_precision_choice choice;
+    if (ag_precision_resolve(AG_PRECISION_AUTO, AG_BACKEND_ONEDNN, NULL, &choice) == AG_OK)
+        printf("; auto: %s", ag_precision_name(choice.precision));
+    putchar('\n');
+}
+
+/* Any file the project reads: a style or upscaler (safetensors, PyTorch, ONNX), else a face
+ * restorer (GPEN, GFPGAN checkpoints). Refused by both: each reason, one line. */
+static int inspect(const char *path) {
+    ag_model *model = NULL;
+    ag_error err = {0}, restore_err = {0};
+    if (ag_model_load(path, &model, &err) != AG_OK &&
+        ag_restore_model_load(path, &model, &restore_err) != AG_OK) {
+        fprintf(stderr, "animegan: %s is refused: %s", path, err.message);
+        if (restore_err.code != AG_E_IO && strcmp(restore_err.message, err.message))
+            fprintf(stderr, "; as a face restorer: %s", restore_err.message);
+        fputc('\n', stderr);
+        return AG_EXIT_FAILED;
+    }
+    const ag_model_info *info = ag_model_get_info(model);
+    print_model(info);
+    if (info->detail[0])
+        printf("  inferred:   %s\n", info->detail);
+    print_precisions(model);
+    ag_model_destroy(model);
+    return AG_EXIT_OK;
+}
+
 int ag_cli_models(int argc, char **argv) {
     static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
                                                  {NULL, 0, NULL, 0}};
@@ -55,6 +104,11 @@ int ag_cli_models(int argc, char **argv) {
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
             return print_help(), AG_EXIT_OK;
+        if (strcmp(argv[1], "--inspect") == 0) {
+            if (argc != 3)
+                return ag_cli_usage_error("models", "--inspect takes one FILE");
+            return inspect(argv[2]);
+        }
         return ag_cli_usage_error("models", "unexpected argument '%s'", argv[1]);
     }
     const char *names[MAX_BUNDLED];

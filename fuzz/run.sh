@@ -2,7 +2,8 @@
 # fuzz/run.sh [seconds] - builds the libFuzzer targets (model file parsers, image decode, video
 # probe/demux, the face path, the server's request parsers) with clang
 # (ASan + UBSan) into build/fuzz/ and runs each for `seconds` (default 20) on one thread,
-# seeded from tests/fixtures/pt/, tests/fixtures/onnx/ and models/*.safetensors. The corpus
+# seeded from tests/fixtures/pt/, tests/fixtures/onnx/, tests/fixtures/upscale/arch/ (the
+# upscalers' .safetensors) and models/*.safetensors. The corpus
 # grows across runs in build/fuzz/corpus_*. A crash leaves build/fuzz/crash_*: fix it, then
 # copy the input to tests/fixtures/pt/fuzz_<what>.pt (or .safetensors) so test_model_files
 # replays it, or to tests/fixtures/onnx/fuzz_<what>.onnx for test_onnx.
@@ -56,7 +57,7 @@ for target in pt safetensors onnx; do
             [ "$(wc -c <"$f")" -le 65536 ] && cp "$f" "$seeds/"
         done
     else
-        cp tests/fixtures/pt/*.safetensors "$seeds/"
+        cp tests/fixtures/pt/*.safetensors tests/fixtures/upscale/arch/*.safetensors "$seeds/"
         for f in models/*.safetensors; do [ -f "$f" ] && cp "$f" "$seeds/"; done
     fi
     echo "== fuzz_model_$target for ${seconds}s"

@@ -81,6 +81,8 @@ typedef struct ag_model_info {
                                  takes any side from AG_MIN_SIDE */
     int scale;                /* kind "upscaler": output side / input side; 1 otherwise */
     float pixel_max;          /* upscalers: RGB goes in and out as [0, pixel_max] (1 or 255) */
+    const char *detail;       /* what was inferred from the tensors ("old ESRGAN keys, 64
+                                 features, 23 blocks, growth 32"); "" when nothing was */
 } ag_model_info;
 
 /*
@@ -318,6 +320,14 @@ int ag_upscale_plan_for(const ag_engine *engine, int width, int height,
 
 /* Receptive radius of the model's output, in input pixels (the pad that makes tiles exact). */
 int ag_upscale_reach(const ag_model *model);
+
+/*
+ * The most ag_upscale allocates beyond the tile window (ag_upscale_plan.bytes) for a result
+ * of `output_pixels` pixels of `bands` (3 or 4) at `scale` (0: the model's own): the network
+ * runs at its own scale first, so a x4 model asked for x2 makes a result 4 times larger, then
+ * resizes it (both held at once), plus the enlarged alpha. Saturates at SIZE_MAX.
+ */
+size_t ag_upscale_image_bytes(const ag_model *upscaler, int scale, size_t output_pixels, int bands);
 
 /*
  * Upscale `in` (RGB or RGBA, any size) by options->scale (NULL: defaults) into a new image

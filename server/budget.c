@@ -227,15 +227,12 @@ static void raise_response(ag_budget *b, size_t response) {
 }
 
 void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels,
-                           size_t network_pixels) {
-    /* A worker: the tile window, the upscaled image and the encoder's working copy of it;
-     * a network of a larger scale than asked (an x8 file serving upscale=2) first makes its
-     * own result, network_pixels, then resamples it: that image is alive with the asked one.
+                           size_t upscale_image_bytes) {
+    /* A worker: the tile window, what ag_upscale holds (the network's result at its own
+     * scale, its resized copy, the alpha) and the encoder's working copies of the result.
      * A request: the encoded response, PNG's worst (raw + 1%) of the largest result. */
     size_t image = mul_sat(output_pixels, 4);
-    size_t network_extra =
-        network_pixels > output_pixels ? mul_sat(network_pixels - output_pixels, 4) : 0;
-    b->upscale_bytes = add_sat(add_sat(window_bytes, mul_sat(image, 3)), network_extra);
+    b->upscale_bytes = add_sat(window_bytes, add_sat(upscale_image_bytes, mul_sat(image, 2)));
     b->worker_bytes = add_sat(b->worker_bytes, b->upscale_bytes);
     b->total_bytes = add_sat(b->total_bytes, mul_sat((size_t)b->workers, b->upscale_bytes));
     raise_response(b, add_sat(image, image / 100 + 64 * 1024));

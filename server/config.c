@@ -69,6 +69,7 @@ typedef enum opt_kind {
     K_STRING,  /* const char *, not empty */
     K_MODEL,   /* appended to models[] */
     K_RESTORE, /* appended to restore_models[] */
+    K_UPSCALE, /* appended to upscale_models[]; the first is upscale_model too */
     K_PROXY,   /* an IP address appended to trusted_proxies[] */
     K_INT,     /* int in [min, max] */
     K_SCALED,  /* size_t: a whole number in [min, max] times `scale` bytes */
@@ -121,12 +122,12 @@ static const opt_def options[] = {
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
      "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
      "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
-    {"upscale-model", "NAME|FILE", K_STRING, 0, 0, 0, AT(upscale_model), NULL, NULL,
-     AG_SERVER_DEFAULT_UPSCALER,
+    {"upscale-model", "NAME|FILE", K_UPSCALE, 0, 0, 0, 0, NULL, NULL, AG_SERVER_DEFAULT_UPSCALER,
      "upscaler for upscale=2 and upscale=4 (convert, restore, POST /api/v1/upscale, video jobs): "
-     "a bundled family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a Real-ESRGAN .pth "
-     "(its own scale, resized with Lanczos to the asked one); loaded once at start-up; none = "
-     "off"},
+     "a bundled family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a user's file "
+     "(RRDBNet/ESRGAN, Compact, SPAN, RealPLKSR; .pth or .safetensors); repeatable, at most 4: "
+     "each upscale=N takes the file of scale N, else the smallest larger, else the largest, "
+     "resized with Lanczos to N; loaded once at start-up; none = off"},
     {"upscale-max-mb", "N", K_SCALED, 16, 65536, 1 << 20, AT(upscale_max_bytes), NULL, NULL,
      "128, less on a small host",
      "memory of one upscaling tile window per worker (arena and buffers) in MiB: images are "
@@ -428,6 +429,15 @@ static int apply(ag_server_config *c, const opt_def *o, const char *arg) {
         if (c->restore_model_count == AG_SERVER_MAX_RESTORERS)
             return usage_error("--restore-model: at most %d", AG_SERVER_MAX_RESTORERS);
         c->restore_models[c->restore_model_count++] = arg;
+        return 0;
+    case K_UPSCALE:
+        if (!arg[0])
+            return usage_error("--upscale-model: empty name");
+        if (c->upscale_model_count == AG_SERVER_MAX_UPSCALERS)
+            return usage_error("--upscale-model: at most %d", AG_SERVER_MAX_UPSCALERS);
+        if (c->upscale_model_count == 0)
+            c->upscale_model = arg;
+        c->upscale_models[c->upscale_model_count++] = arg;
         return 0;
     case K_INT:
         if (parse_whole(o, arg, &v))

@@ -419,6 +419,24 @@ static void upscalers_json(const ag_server *s, ag_text *t) {
     ag_text_append(t, "]", 1);
 }
 
+/* Every file --upscale-model loaded: its scale and the upscale=N it serves. */
+static void upscale_models_json(const ag_server *s, ag_text *t) {
+    ag_text_append(t, "[", 1);
+    for (int m = 0; m < s->upscale_model_count; m++) {
+        const ag_model_info *info = ag_model_get_info(s->upscale_models[m]);
+        ag_text_printf(t, "%s{\"name\":", m ? "," : "");
+        ag_text_json_string(t, info->name);
+        ag_text_append(t, ",\"architecture\":", 16);
+        ag_text_json_string(t, info->architecture);
+        ag_text_printf(t, ",\"scale\":%d,\"serves\":[", info->scale);
+        for (int i = 0, n = 0; i < AG_SERVER_UPSCALES; i++)
+            if (s->upscalers[i] == s->upscale_models[m])
+                ag_text_printf(t, "%s%d", n++ ? "," : "", ag_server_upscale_factor(i));
+        ag_text_append(t, "]}", 2);
+    }
+    ag_text_append(t, "]", 1);
+}
+
 static void handle_models(ag_server *s, ag_request *r) {
     ag_text t;
     ag_text_init(&t, SMALL_BODY_MAX);
@@ -449,6 +467,8 @@ static void handle_models(ag_server *s, ag_request *r) {
     restorers_json(s, &t);
     ag_text_append(&t, ",\"upscalers\":", 13);
     upscalers_json(s, &t);
+    ag_text_append(&t, ",\"upscale_models\":", 18);
+    upscale_models_json(s, &t);
     ag_text_printf(&t,
                    ",\"options\":{\"portrait\":[0,1],\"side_by_side\":[0,1],\"max_side\":{\"min\":%"
                    "d,\"max\":%d},\"format\":[\"png\",\"jpeg\",\"webp\"],\"quality\":{\"min\":1,"

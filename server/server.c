@@ -353,23 +353,47 @@ static int check_upscale_window(ag_server *s, ag_error *err) {
     return 0;
 }
 
-/* upscale=2 and upscale=4 from --upscale-model: a bundled family's x2 and x4 files, or one
- * file of its own scale for both (its result resized with Lanczos to the asked one). */
+/* How well a model of scale `have` serves upscale=`want` (lower is better): its own scale,
+ * else the smallest larger (downsized with Lanczos), else the largest. */
+static int upscale_rank(int have, int want) {
+    return have == want ? 0 : have > want ? have : 2 * AG_UPSCALE_MAX_SCALE - have;
+}
+
+/* m, or the loaded model of the same file (then m is destroyed). The list holds every
+ * name's file for each upscale=N: it cannot fill. */
+static ag_model *keep_upscaler(ag_server *s, ag_model *m) {
+    for (int j = 0; j < s->upscale_model_count; j++)
+        if (!strcmp(ag_model_get_info(s->upscale_models[j])->path, ag_model_get_info(m)->path)) {
+            ag_model_destroy(m);
+            return s->upscale_models[j];
+        }
+    s->upscale_models[s->upscale_model_count++] = m;
+    return m;
+}
+
+/* upscale=2 and upscale=4 from --upscale-model (repeatable): for each, every name's file for
+ * that scale (a bundled family's x2 and x4 files, a user's file its own) is loaded and the
+ * best ranked serves it; each file is loaded once. */
 static int load_upscalers(ag_server *s, ag_error *err) {
-    const char *name = s->config.upscale_model;
-    if (!name || !strcmp(name, "none"))
+    const ag_server_config *c = &s->config;
+    const char *one[1] = {c->upscale_model};
+    const char *const *names = c->upscale_model_count ? c->upscale_models : one;
+    int count = c->upscale_model_count ? c->upscale_model_count : 1;
+    if (!names[0] || !strcmp(names[0], "none"))
         return 0;
     for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
-        ag_model *m = NULL;
-        int rc = ag_upscaler_load(name, ag_server_upscale_factor(i), &m, err);
-        if (rc != AG_OK)
-            return rc;
-        const ag_model_info *mi = ag_model_get_info(m);
-        if (i > 0 && !strcmp(mi->path, ag_model_get_info(s->upscalers[0])->path)) {
-            ag_model_destroy(m); /* the same file: share it */
-            m = s->upscalers[0];
+        int want = ag_server_upscale_factor(i);
+        for (int n = 0; n < count; n++) {
+            ag_model *m = NULL;
+            int rc = ag_upscaler_load(names[n], want, &m, err);
+            if (rc != AG_OK)
+                return rc;
+            m = keep_upscaler(s, m);
+            const ag_model *best = s->upscalers[i];
+            if (!best || upscale_rank(ag_model_get_info(m)->scale, want) <
+                             upscale_rank(ag_model_get_info(best)->scale, want))
+                s->upscalers[i] = m;
         }
-        s->upscalers[i] = m;
     }
     return check_upscale_window(s, err);
 }
@@ -470,21 +494,6 @@ static int server_load(ag_server *s) {
     return 0;
 }
 
-/* The largest image an upscale=N request makes before it is resized to N: the output limit at
- * the network's own scale s, O x (s / N)^2 when s is above N (an x8 file serving upscale=2
- * makes 16 O), else O. */
-static size_t upscaler_network_pixels(const ag_server *s) {
-    double worst = 1;
-    for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
-        if (!s->upscalers[i])
-            continue;
-        double ratio =
-            (double)ag_model_get_info(s->upscalers[i])->scale / ag_server_upscale_factor(i);
-        worst = ratio * ratio > worst ? ratio * ratio : worst;
-    }
-    return (size_t)ceil((double)s->config.max_output_pixels * worst);
-}
-
 /* The worst-case memory bound: the styles, and per worker the face networks and each
  * restorer's arena and prepared weights at its face size with two crops (the restorers'
  * weights and their bf16 copies, made once before this, are in the measured base). */
@@ -504,9 +513,15 @@ static void budget_compute(ag_server *s) {
     ag_budget_add_faces(&s->budget, faces);
     if (s->face_detect) /* POST /api/v1/fuse runs only with the face models (503) */
         ag_budget_add_fuse(&s->budget, ag_budget_fuse_bytes(c), ag_budget_fuse_response_bytes(c));
-    if (s->upscalers[0])
-        ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels,
-                              upscaler_network_pixels(s));
+    if (s->upscalers[0]) {
+        size_t image = 0; /* the largest upscale=N's result at its network's scale */
+        for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
+            size_t b = ag_upscale_image_bytes(s->upscalers[i], ag_server_upscale_factor(i),
+                                              c->max_output_pixels, 4);
+            image = b > image ? b : image;
+        }
+        ag_budget_add_upscale(&s->budget, c->upscale_max_bytes, c->max_output_pixels, image);
+    }
     if (c->fuse_cache_entries)
         ag_budget_add_fuse_cache(&s->budget, ag_fuse_cache_bytes(c->fuse_cache_entries));
 }
@@ -636,9 +651,10 @@ static void server_teardown(ag_server *s) {
     ag_model_destroy(s->face_detect);
     for (int i = 0; i < s->restorer_count; i++)
         ag_model_destroy(s->restorers[i]);
-    for (int i = 0; i < AG_SERVER_UPSCALES; i++)
-        if (i == 0 || s->upscalers[i] != s->upscalers[0])
-            ag_model_destroy(s->upscalers[i]);
+    for (int i = 0; i < s->upscale_model_count; i++)
+        ag_model_destroy(s->upscale_models[i]);
+    s->upscale_model_count = 0;
+    memset(s->upscalers, 0, sizeof s->upscalers);
     restore_signals();
     ag_image_set_log_handler(NULL, NULL);
     ag_free(s);

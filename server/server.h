@@ -52,8 +52,9 @@ enum { AG_SERVER_EXIT_OK = 0, AG_SERVER_EXIT_FAILED = 1, AG_SERVER_EXIT_USAGE = 
 #define AG_CLIENT_BYTES 48              /* a client's address as text (INET6_ADDRSTRLEN) */
 #define AG_SERVER_UPSCALES 2            /* upscale=2 and upscale=4: AG_SERVER_UPSCALE[i] */
 #define AG_SERVER_DEFAULT_UPSCALER "esrgan-slim"
-#define AG_REQUEST_ID_BYTES 40 /* up to 36 characters + NUL: fits a UUID or nginx $request_id */
-#define AG_REQUEST_KEY_MIN 32  /* a client's id is a status key from this length on */
+#define AG_SERVER_MAX_UPSCALERS 4 /* --upscale-model, repeatable */
+#define AG_REQUEST_ID_BYTES 40    /* up to 36 characters + NUL: fits a UUID or nginx $request_id */
+#define AG_REQUEST_KEY_MIN 32     /* a client's id is a status key from this length on */
 
 /* ---- configuration (config.c) ---------------------------------------------------------- */
 
@@ -93,6 +94,10 @@ typedef struct ag_server_config {
     int trusted_proxy_count;
     int client_ipv6_prefix;    /* --client-ipv6-prefix: an IPv6 client is its /N (64) */
     const char *upscale_model; /* --upscale-model: upscale=2 and 4; "none" = off */
+    /* --upscale-model given several times: each upscale=N takes the file of scale N, else the
+     * smallest larger, else the largest (upscale_model is the first) */
+    const char *upscale_models[AG_SERVER_MAX_UPSCALERS];
+    int upscale_model_count;
     size_t upscale_max_bytes;  /* --upscale-max-mb: one tile window's memory, per worker */
     size_t max_output_pixels;  /* --max-output-pixels: what a request may ask for */
     int fuse_cache_entries;    /* --fuse-cache-entries: faces of fusion uploads; 0 = off */
@@ -621,12 +626,11 @@ typedef struct ag_budget {
     size_t total_bytes;
 } ag_budget;
 
-/* Add upscaling to a computed budget: per worker the tile window (--upscale-max-mb), the
- * largest upscaled image (output_pixels) and the network's own result before it is resized
- * (network_pixels, larger when its scale is above the asked one), per admitted request its
- * encoded response. */
+/* Add upscaling to a computed budget: per worker the tile window (--upscale-max-mb), what
+ * ag_upscale holds for the largest result (ag_upscale_image_bytes: at the network's own
+ * scale) and the encoder's copies, per admitted request its encoded response. */
 void ag_budget_add_upscale(ag_budget *b, size_t window_bytes, size_t output_pixels,
-                           size_t network_pixels);
+                           size_t upscale_image_bytes);
 /* Add the fusion face cache's table (ag_fuse_cache_bytes) to the cache term. */
 void ag_budget_add_fuse_cache(ag_budget *b, size_t bytes);
 /* Add one worker's face work (ag_budget_face_bytes) to a computed budget. */
@@ -777,6 +781,9 @@ struct ag_server {
     /* upscale=2, upscale=4: the upscaler of each (one file of its own scale serves both,
      * resized with Lanczos to N); NULL without --upscale-model. */
     ag_model *upscalers[AG_SERVER_UPSCALES];
+    /* every file --upscale-model loaded (upscalers[] point into these), in order */
+    ag_model *upscale_models[AG_SERVER_MAX_UPSCALERS * AG_SERVER_UPSCALES];
+    int upscale_model_count;
     ag_fuse_cache *fuse_cache; /* NULL when --fuse-cache-entries 0 */
 
     ag_queue queue;

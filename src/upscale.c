@@ -19,6 +19,7 @@
 #include "util/util_internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -294,6 +295,23 @@ int ag_upscale(ag_engine *e, const ag_image *in, const ag_upscale_options *o, ag
     if (rc)
         ag_image_fini(out);
     return rc;
+}
+
+static size_t add_sat(size_t a, size_t b) {
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+size_t ag_upscale_image_bytes(const ag_model *upscaler, int scale, size_t output_pixels,
+                              int bands) {
+    int s = upscaler->info.scale, want = scale > 0 ? scale : s;
+    /* the network's result: output_pixels x (s / want)², rounded up */
+    double net_px = ceil((double)output_pixels * s * s / ((double)want * want));
+    size_t net = net_px * bands >= (double)SIZE_MAX ? SIZE_MAX : (size_t)net_px * (size_t)bands,
+           out = 0;
+    if (!ag_mul_size(output_pixels, (size_t)bands, &out))
+        return SIZE_MAX;
+    size_t total = add_sat(net, want != s ? out : 0); /* the resized copy */
+    return add_sat(total, bands == 4 ? out : 0);      /* the alpha, enlarged as RGBA */
 }
 
 /* ---- loading ---------------------------------------------------------------------------- */

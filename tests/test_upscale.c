@@ -11,6 +11,7 @@
 #include "test.h"
 
 #include "../src/engine_internal.h"
+#include "../src/model/model_internal.h"
 
 #include <stdint.h>
 
@@ -136,6 +137,22 @@ GOLDEN(esrgan_slim_x2, "esrgan-slim-x2")
 GOLDEN(esrgan_slim_x3, "esrgan-slim-x3")
 GOLDEN(esrgan_medium_x2, "esrgan-medium-x2")
 GOLDEN(esrgan_medium_x4, "esrgan-medium-x4")
+/* tools/make_upscaler_arch_fixtures.py: spandrel's code on seeded weights */
+GOLDEN(rrdb_old_x4, "arch/rrdb-old-x4")
+GOLDEN(rrdb_old_x1, "arch/rrdb-old-x1")
+GOLDEN(rrdb_old_x2, "arch/rrdb-old-x2")
+GOLDEN(rrdb_old_x8, "arch/rrdb-old-x8")
+GOLDEN(rrdb_bsrgan_x4, "arch/rrdb-bsrgan-x4")
+GOLDEN(rrdb_new_x2, "arch/rrdb-new-x2")
+GOLDEN(rrdb_new_x1, "arch/rrdb-new-x1")
+GOLDEN(rrdb_new_x4, "arch/rrdb-new-x4")
+GOLDEN(compact_x1, "arch/compact-x1")
+GOLDEN(compact_x2, "arch/compact-x2")
+GOLDEN(span_x4, "arch/span-x4")
+GOLDEN(span_x2, "arch/span-x2")
+GOLDEN(realplksr_x4, "arch/realplksr-x4")
+GOLDEN(realplksr_x2, "arch/realplksr-x2")
+GOLDEN(realplksr_ln_x4, "arch/realplksr-ln-x4")
 
 /* ---- architecture inference and bad input ------------------------------------------------ */
 
@@ -148,6 +165,16 @@ static int inferred(void) {
         {"tests/fixtures/upscale/general-x4v3.pth", "srvggnet-compact", 4},
         {"tests/fixtures/upscale/x4plus.pth", "rrdbnet", 4},
         {"tests/fixtures/upscale/x2plus.pth", "rrdbnet", 2},
+        {"tests/fixtures/upscale/arch/rrdb-old-x4.pth", "rrdbnet", 4},
+        {"tests/fixtures/upscale/arch/rrdb-old-x1.pth", "rrdbnet", 1},
+        {"tests/fixtures/upscale/arch/rrdb-old-x8.safetensors", "rrdbnet", 8},
+        {"tests/fixtures/upscale/arch/rrdb-bsrgan-x4.pth", "rrdbnet", 4},
+        {"tests/fixtures/upscale/arch/rrdb-new-x1.pth", "rrdbnet", 1},
+        {"tests/fixtures/upscale/arch/compact-x1.pth", "srvggnet-compact", 1},
+        {"tests/fixtures/upscale/arch/span-x4.safetensors", "span", 4},
+        {"tests/fixtures/upscale/arch/span-x2.pth", "span", 2},
+        {"tests/fixtures/upscale/arch/realplksr-x4.safetensors", "realplksr", 4},
+        {"tests/fixtures/upscale/arch/realplksr-x2.pth", "realplksr", 2},
         {"models/esrgan-slim-x3.safetensors", "rdn", 3},
         {"models/esrgan-medium-x8.safetensors", "rdn", 8},
     };
@@ -187,6 +214,113 @@ static int family_scales(void) {
         int scale = ag_model_get_info(model)->scale;
         ag_model_destroy(model);
         CHECK_MSG(scale == want[i][1], "--scale %d picked x%d", want[i][0], scale);
+    }
+    return 0;
+}
+
+/* The same weights as .pth and as .safetensors give the same output, bit for bit. */
+static int safetensors_equals_pth(void) {
+    static const char *const files[] = {"tests/fixtures/upscale/arch/rrdb-new-x4.pth",
+                                        "tests/fixtures/upscale/arch/rrdb-new-x4.safetensors"};
+    const int w = 13, h = 11, n = w * h * 3;
+    float in[13 * 11 * 3], *out[2] = {NULL, NULL};
+    for (int i = 0; i < n; i++)
+        in[i] = (float)((i * 37) % 101) / 100.0f;
+    for (int f = 0; f < 2; f++) {
+        ag_model *model = NULL;
+        ag_engine *engine = NULL;
+        ag_error err = {0};
+        if (open_model(files[f], &model))
+            return 1;
+        ag_engine_options o = {.precision = AG_PRECISION_FP32, .threads = 2};
+        CHECK_OK(ag_engine_create(model, &o, &engine, &err), &err);
+        out[f] = ag_malloc((size_t)n * 16 * sizeof(float));
+        float *outs[1] = {out[f]};
+        CHECK_OK(ag_engine_run_raw(engine, in, w, h, outs, &err), &err);
+        ag_engine_destroy(engine);
+        ag_model_destroy(model);
+    }
+    int same = !memcmp(out[0], out[1], (size_t)n * 16 * sizeof(float));
+    printf("  rrdb-new-x4 .pth and .safetensors: %s\n", same ? "identical" : "different");
+    ag_free(out[0]);
+    ag_free(out[1]);
+    CHECK(same);
+    return 0;
+}
+
+/* `set` as a .safetensors file in memory (ag_malloc'ed), tensor `bad` one output channel
+ * wider (zeros), everything else as loaded (fp32). */
+static uint8_t *safetensors_with_wider(const ag_tensor_set *set, const char *bad, size_t *size) {
+    size_t header_cap = 64 + (size_t)set->count * 200, data_bytes = 0;
+    char *header = ag_malloc(header_cap);
+    size_t len = (size_t)snprintf(header, header_cap, "{");
+    for (int i = 0; i < set->count; i++) {
+        const ag_tensor_ref *t = &set->tensors[i];
+        int64_t d0 = t->shape[0] + !strcmp(t->name, bad);
+        size_t bytes = t->nbytes / (size_t)t->shape[0] * (size_t)d0;
+        len += (size_t)snprintf(header + len, header_cap - len,
+                                "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld", i ? "," : "",
+                                t->name, (long long)d0);
+        for (int d = 1; d < t->ndim; d++)
+            len +=
+                (size_t)snprintf(header + len, header_cap - len, ",%lld", (long long)t->shape[d]);
+        len += (size_t)snprintf(header + len, header_cap - len, "],\"data_offsets\":[%zu,%zu]}",
+                                data_bytes, data_bytes + bytes);
+        data_bytes += bytes;
+    }
+    len += (size_t)snprintf(header + len, header_cap - len, "}");
+    uint8_t *file = ag_calloc(8 + len + data_bytes, 1);
+    for (int b = 0; b < 8; b++)
+        file[b] = (uint8_t)((uint64_t)len >> (8 * b));
+    memcpy(file + 8, header, len);
+    uint8_t *data = file + 8 + len;
+    for (int i = 0; i < set->count; i++) {
+        const ag_tensor_ref *t = &set->tensors[i];
+        memcpy(data, t->data, t->nbytes);
+        data += t->nbytes / (size_t)t->shape[0] * (size_t)(t->shape[0] + !strcmp(t->name, bad));
+    }
+    ag_free(header);
+    *size = 8 + len + data_bytes;
+    return file;
+}
+
+/* A file of each architecture and layout with one tensor one channel wider is refused in
+ * one line naming that tensor's layer. */
+static int wrong_shape_refused(void) {
+    static const struct {
+        const char *file, *tensor, *layer;
+    } cases[] = {
+        {"arch/rrdb-old-x4.pth", "model.1.sub.0.RDB2.conv3.0.weight", "model.1.sub.0.RDB2.conv3.0"},
+        {"arch/rrdb-bsrgan-x4.pth", "upconv1.weight", "upconv1"},
+        {"arch/rrdb-new-x1.pth", "body.0.rdb1.conv2.weight", "body.0.rdb1.conv2"},
+        {"arch/compact-x2.safetensors", "body.4.weight", "body.4"},
+        {"arch/span-x4.safetensors", "block_3.c2_r.conv.1.weight", "block_3.c2_r.conv.1"},
+        {"arch/span-x2.pth", "upsampler.0.weight", "upsampler.0"},
+        {"arch/realplksr-x4.safetensors", "feats.2.lk.conv.weight", "feats.2.lk.conv"},
+        {"arch/realplksr-x2.pth", "feats.1.channel_mixer.2.weight", "feats.1.channel_mixer.2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/fixtures/upscale/%s", AG_SOURCE_DIR, cases[i].file);
+        uint8_t *data;
+        size_t size, bad_size;
+        ag_error err = {0};
+        ag_tensor_set set = {0};
+        CHECK_OK(ag_read_file(path, 64u << 20, &data, &size, &err), &err);
+        int st = strstr(path, ".safetensors") != NULL;
+        CHECK_OK(st ? ag_safetensors_parse(data, size, path, &set, &err)
+                    : ag_pytorch_parse(data, size, path, &set, &err),
+                 &err);
+        CHECK(ag_tensor_set_find(&set, cases[i].tensor));
+        uint8_t *bad = safetensors_with_wider(&set, cases[i].tensor, &bad_size);
+        ag_model *model = NULL;
+        int rc = ag_model_load_memory(bad, bad_size, "bad.safetensors", &model, &err);
+        printf("  %s, %s wider: %s\n", cases[i].file, cases[i].tensor, err.message);
+        CHECK(rc != AG_OK && !model);
+        CHECK(strstr(err.message, cases[i].layer) && !strchr(err.message, '\n'));
+        ag_free(bad);
+        ag_tensor_set_fini(&set);
+        ag_free(data);
     }
     return 0;
 }
@@ -266,7 +400,56 @@ static int tiled_equals_untiled(void) {
     static const int tiles[] = {16, 24, 20};
     return tiled_equals_untiled_case("models/esrgan-slim-x2.safetensors", 61, 47, tiles, 3) ||
            tiled_equals_untiled_case("tests/fixtures/upscale/animevideov3.pth", 91, 67, tiles, 2) ||
-           tiled_equals_untiled_case("tests/fixtures/upscale/x2plus.pth", 101, 87, tiles, 2);
+           tiled_equals_untiled_case("tests/fixtures/upscale/x2plus.pth", 101, 87, tiles, 2) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/arch/rrdb-old-x4.pth", 101, 87, tiles,
+                                     1) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/arch/rrdb-new-x1.pth", 101, 87, tiles,
+                                     1) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/arch/compact-x1.pth", 61, 47, tiles,
+                                     1) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/arch/span-x4.safetensors", 101, 87,
+                                     tiles, 1);
+}
+
+/* RealPLKSR's GroupNorm takes its statistics over the whole map, so a tile's window sees
+ * other ones than the image: by default the window is the whole image whenever the budget
+ * allows (then tiled = untiled trivially); forced tiles stay close, at a stated PSNR. */
+static int tiled_group_norm_psnr(void) {
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    if (open_model("tests/fixtures/upscale/arch/realplksr-x2.pth", &model))
+        return 1;
+    ag_engine_options o = {.precision = AG_PRECISION_FP32, .threads = 2};
+    CHECK_OK(ag_engine_create(model, &o, &engine, &err), &err);
+    ag_image in = {0}, whole = {0}, tiled = {0};
+    if (photo(101, 87, 3, &in))
+        return 1;
+    ag_upscale_options u;
+    ag_upscale_options_init(&u);
+    ag_upscale_plan p;
+    CHECK_OK(ag_upscale_plan_for(engine, 101, 87, &u, &p, &err), &err);
+    CHECK(p.tiles_x * p.tiles_y == 1);
+    CHECK_OK(ag_upscale(engine, &in, &u, &whole, &err), &err);
+    u.tile_px = 48;
+    CHECK_OK(ag_upscale(engine, &in, &u, &tiled, &err), &err);
+    double se = 0;
+    size_t n = (size_t)whole.width * whole.height * 3;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)whole.pixels[i] - (double)tiled.pixels[i];
+        se += d * d;
+    }
+    double psnr = se > 0 ? 10 * log10(255.0 * 255.0 * (double)n / se) : 99;
+    printf("  realplksr-x2 101x87: one window by default; tiles of 48: PSNR %.1f dB, max "
+           "difference %d\n",
+           psnr, max_diff(&whole, &tiled));
+    ag_image_fini(&in);
+    ag_image_fini(&whole);
+    ag_image_fini(&tiled);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    CHECK(psnr >= 35);
+    return 0;
 }
 
 /* Alpha enlarged separately, a requested scale other than the network's, tiny inputs. */
@@ -335,11 +518,14 @@ static int budget_bounds_the_tile(void) {
 /* int8 against fp32 on a photo: at least 38 dB (measured 49-54 on the bundled models). */
 static int int8_psnr(void) {
     static const char *const files[] = {"models/esrgan-slim-x2.safetensors",
-                                        "tests/fixtures/upscale/animevideov3.pth"};
+                                        "tests/fixtures/upscale/animevideov3.pth",
+                                        "tests/fixtures/upscale/arch/span-x4.safetensors",
+                                        "tests/fixtures/upscale/arch/realplksr-x4.safetensors",
+                                        "tests/fixtures/upscale/arch/rrdb-new-x2.safetensors"};
     ag_image in = {0};
     if (photo(48, 40, 3, &in))
         return 1;
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < (int)(sizeof files / sizeof files[0]); f++) {
         ag_model *model = NULL;
         ag_engine *e32 = NULL, *e8 = NULL;
         ag_error err = {0};
@@ -387,10 +573,28 @@ int main(int argc, char **argv) {
         TEST(esrgan_slim_x3),
         TEST(esrgan_medium_x2),
         TEST(esrgan_medium_x4),
+        TEST(rrdb_old_x4),
+        TEST(rrdb_old_x1),
+        TEST(rrdb_old_x2),
+        TEST(rrdb_old_x8),
+        TEST(rrdb_bsrgan_x4),
+        TEST(rrdb_new_x2),
+        TEST(rrdb_new_x1),
+        TEST(rrdb_new_x4),
+        TEST(compact_x1),
+        TEST(compact_x2),
+        TEST(span_x4),
+        TEST(span_x2),
+        TEST(realplksr_x4),
+        TEST(realplksr_x2),
+        TEST(realplksr_ln_x4),
         TEST(inferred),
         TEST(refuses_other_networks),
         TEST(family_scales),
+        TEST(safetensors_equals_pth),
+        TEST(wrong_shape_refused),
         TEST(tiled_equals_untiled),
+        TEST(tiled_group_norm_psnr),
         TEST(alpha_scale_and_small),
         TEST(budget_bounds_the_tile),
         TEST(int8_psnr),

@@ -181,5 +181,41 @@ else bad serve_upscale_off; cat "$tmp/e5.json" "$tmp/none.log"; fi
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 
+# --upscale-model repeated: each upscale=N takes the file of scale N, else the smallest
+# larger; /models lists every file with its scale; the memory bound counts an x8 network's
+# result at x8 (ag_upscale_image_bytes).
+A=tests/fixtures/upscale/arch
+upscale_term() { sed -n 's/.* + upscale \([0-9.]*\)).*/\1/p' "$1" | head -1; }
+"$BIN" serve --port 0 --threads 2 --upscale-model "$A/rrdb-old-x8.safetensors" >"$tmp/x8.log" 2>&1 &
+server=$!
+port=$(port_of "$tmp/x8.log")
+x8_term=$(upscale_term "$tmp/x8.log")
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+"$BIN" serve --port 0 --threads 2 --upscale-model "$A/compact-x2.safetensors" \
+    --upscale-model "$A/rrdb-old-x8.safetensors" --upscale-model "$A/span-x4.safetensors" \
+    >"$tmp/multi.log" 2>&1 &
+server=$!
+port=$(port_of "$tmp/multi.log")
+url=http://127.0.0.1:$port
+if [ -n "$port" ] && curl -s --max-time 10 "$url/api/v1/models" | /usr/bin/python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+assert [(x["upscale"], x["name"]) for x in m["upscalers"]] == \
+    [(2, "compact-x2"), (4, "span-x4")], m["upscalers"]
+assert [(x["name"], x["scale"], x["serves"]) for x in m["upscale_models"]] == \
+    [("compact-x2", 2, [2]), ("rrdb-old-x8", 8, []), ("span-x4", 4, [4])], m["upscale_models"]
+' && [ "$(post "$url/api/v1/upscale?upscale=4" "$tmp/small.png" "$tmp/m4.png")" = 200 ] &&
+    [ "$(shape "$tmp/m4.png")" = 228x164x3 ]; then
+    ok serve_upscale_models_repeated
+else bad serve_upscale_models_repeated; cat "$tmp/multi.log"; fi
+multi_term=$(upscale_term "$tmp/multi.log")
+if /usr/bin/python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert a > 2 * b, (a, b)" \
+    "$x8_term" "$multi_term"; then
+    ok serve_bound_counts_network_scale
+else bad serve_bound_counts_network_scale; echo "  x8 alone $x8_term, x2+x4 $multi_term"; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -68,6 +68,10 @@ typedef enum ag_op {
     AG_OP_ATTENTION,  /* softmax(q kᵀ / sqrt(d)) v, pixels as tokens, `heads` heads */
     AG_OP_CODEBOOK,   /* the weight row of each pixel's largest logit */
     AG_OP_ADAIN,      /* src[0] to the per-channel mean and std of src[1] */
+    /* upscalers: SPAN, RealPLKSR (ops_upscale.c) */
+    AG_OP_SIGMOID_GATE, /* src[0] * (sigmoid(src[1]) - alpha) */
+    AG_OP_MISH,         /* x * tanh(softplus(x)) */
+    AG_OP_CHANNEL_NORM, /* per pixel over its channels + per-channel gamma/beta */
     AG_OP_COUNT
 } ag_op;
 

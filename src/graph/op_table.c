@@ -59,6 +59,7 @@ ATTRS(group_norm_attrs, INT("groups", groups, 1, 4096, 32), FLT("eps", eps, 0, 0
 ATTRS(attention_attrs, INT("heads", groups, 1, 64, 1))
 ATTRS(adain_attrs, FLT("eps", eps, 0, 0.999999, 1e-5))
 ATTRS(add_scaled_attrs, FLT("alpha", alpha, -16, 16, 1))
+ATTRS(gate_attrs, FLT("shift", alpha, -1, 1, 0))
 
 static const ag_tensor_key weight_bias[] = {{"weight", AG_T_WEIGHT}, {"bias", AG_T_BIAS}};
 static const ag_tensor_key weight_only[] = {{"weight", AG_T_WEIGHT}};
@@ -181,6 +182,14 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
                         AG_FUSE_NONE, NULL},
     [AG_OP_ADAIN] = {"adain", 2, 2, 0, A(adain_attrs), NO_TENSORS, NULL, ag_check_adain, NULL, NULL,
                      NULL, NULL, ag_run_adain, AG_FUSE_NONE, NULL},
+    [AG_OP_SIGMOID_GATE] = {"sigmoid_gate", 2, 2, 0, A(gate_attrs), NO_TENSORS, NULL, ag_check_add,
+                            NULL, ag_shape_add, NULL, NULL, ag_run_sigmoid_gate, AG_FUSE_NONE,
+                            NULL},
+    [AG_OP_MISH] = {"mish", 1, 1, 0, NO_ATTRS, NO_TENSORS, NULL, NULL, NULL, NULL, NULL, NULL,
+                    ag_run_mish, AG_FUSE_NONE, NULL},
+    [AG_OP_CHANNEL_NORM] = {"channel_norm", 1, 1, 0, A(norm_attrs), T(gamma_beta), NULL,
+                            ag_check_norm_affine, NULL, NULL, NULL, NULL, ag_run_channel_norm,
+                            AG_FUSE_NONE, NULL},
 };
 
 const ag_op_desc *ag_op_desc_of(ag_op op) {

@@ -56,10 +56,15 @@ int ag_bind_matmul(ag_node *n, const int *src_c, const ag_dims *t, char *why) {
 
 /* ---- checks ---------------------------------------------------------------------------- */
 
+/* RealPLKSR's partial large kernels are 17x17 (up to 31 in its configs); an x1 RRDBNet's
+ * pixel-unshuffle-by-4 first conv becomes a 12x12 stride-4 one (src/model/realesrgan.c). */
+#define AG_CONV_MAX_K 31
+
 int ag_check_conv(const ag_node *n, const int *src_c, char *why) {
     int c = src_c[0];
-    if (!n->weight || n->k < 1 || n->k > 11 || n->stride < 1 || n->stride > 4 || n->groups < 1 ||
-        n->in_c != c || c % n->groups || n->out_c % n->groups || n->out_c < 1 || n->out_c > 4096)
+    if (!n->weight || n->k < 1 || n->k > AG_CONV_MAX_K || n->stride < 1 || n->stride > 4 ||
+        n->groups < 1 || n->in_c != c || c % n->groups || n->out_c % n->groups || n->out_c < 1 ||
+        n->out_c > 4096)
         return ag_op_fail(why,
                           "%d -> %d channels, kernel %d, stride %d, groups %d do not fit its "
                           "input of %d channels",

@@ -7,18 +7,6 @@
 
 #include "../kernels/transformer.h"
 
-int ag_check_group_norm(const ag_node *n, const int *src_c, char *why) {
-    if (n->groups < 1 || src_c[0] % n->groups)
-        return ag_op_fail(why, "%d channels do not split into %d groups", src_c[0], n->groups);
-    return !(n->eps >= 0.0f && n->eps < 1.0f) ? ag_op_fail(why, "eps not in [0, 1)") : 0;
-}
-
-void ag_run_group_norm(const ag_node *n, const ag_op_io *io) {
-    ag_shape in = io->in[0];
-    ag_ref_group_norm(io->out, io->src[0], n->gamma, n->beta, (size_t)in.h * in.w, in.c, n->groups,
-                      n->eps);
-}
-
 void ag_run_token_norm(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0];
     ag_ref_token_norm(io->out, io->src[0], n->gamma, n->beta, (size_t)in.h * in.w, in.c, n->eps);

@@ -1,9 +1,15 @@
 /*
- * ops_upscale.c - the op the upscalers add to the table (ops.h): add_scaled, RRDBNet's
+ * ops_upscale.c - the ops the upscalers add to the table (ops.h): add_scaled, RRDBNet's
  * residual-in-residual "out * 0.2 + x" (the dense blocks' own 0.2 is their conv5's
- * weight_scale). No fused lowering: both backends run the reference kernel on whole maps.
+ * weight_scale); sigmoid_gate, SPAN's attention, RealPLKSR's element-wise attention and
+ * SiLU; mish, group_norm and channel_norm (RealPLKSR). No fused lowering: both backends run these
+ * kernels on whole maps, parallel over pixels.
  */
 #include "ops.h"
+
+#include "../kernels/kernels.h"
+
+#include <math.h>
 
 /* src[0] * alpha + src[1]; shapes as add's (ag_check_add, ag_shape_add). */
 void ag_run_add_scaled(const ag_node *n, const ag_op_io *io) {
@@ -12,4 +18,97 @@ void ag_run_add_scaled(const ag_node *n, const ag_op_io *io) {
     size_t count = ag_shape_floats(io->in[0]);
     for (size_t i = 0; i < count; i++)
         out[i] = a[i] * n->alpha + b[i];
+}
+
+/* src[0] * (sigmoid(src[1]) - alpha); shapes as add's. */
+void ag_run_sigmoid_gate(const ag_node *n, const ag_op_io *io) {
+    const float *x = io->src[0], *g = io->src[1];
+    float *out = io->out, shift = n->alpha;
+    long count = (long)ag_shape_floats(io->in[0]);
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (long i = 0; i < count; i++)
+        out[i] = x[i] * (1.0f / (1.0f + expf(-g[i])) - shift);
+}
+
+/* x * tanh(softplus(x)), softplus linear above 20 as PyTorch's. With e = exp(x),
+ * tanh(log(1 + e)) = q / (q + 2) where q = e (e + 2): one exp instead of three calls. */
+void ag_run_mish(const ag_node *n, const ag_op_io *io) {
+    (void)n;
+    const float *x = io->src[0];
+    float *out = io->out;
+    long count = (long)ag_shape_floats(io->in[0]);
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (long i = 0; i < count; i++) {
+        float v = x[i], e = expf(v < 20.0f ? v : 20.0f), q = e * (e + 2.0f);
+        out[i] = v >= 20.0f ? v : v * q / (q + 2.0f);
+    }
+}
+
+int ag_check_group_norm(const ag_node *n, const int *src_c, char *why) {
+    int c = src_c[0];
+    if (c > AG_MAP_MAX_CHANNELS || n->groups < 1 || c % n->groups)
+        return ag_op_fail(why, "%d channels in %d groups (at most %d channels)", c, n->groups,
+                          AG_MAP_MAX_CHANNELS);
+    if (!n->gamma || !n->beta || !(n->eps >= 0.0f) || n->eps >= 1.0f)
+        return ag_op_fail(why, "needs gamma, beta and an eps in [0, 1)");
+    return 0;
+}
+
+int ag_check_norm_affine(const ag_node *n, const int *src_c, char *why) {
+    (void)src_c;
+    if (!n->gamma || !n->beta || !(n->eps >= 0.0f) || n->eps >= 1.0f)
+        return ag_op_fail(why, "needs gamma, beta and an eps in [0, 1)");
+    return 0;
+}
+
+/* GroupNorm: each group of C / groups channels normalised over (H, W, its channels), from
+ * the channels' double moments, then the per-channel gamma and beta. */
+void ag_run_group_norm(const ag_node *n, const ag_op_io *io) {
+    ag_shape in = io->in[0];
+    size_t pixels = (size_t)in.h * in.w;
+    int C = in.c, per = C / n->groups;
+    double mean[AG_MAP_MAX_CHANNELS], var[AG_MAP_MAX_CHANNELS];
+    float scale[AG_MAP_MAX_CHANNELS], shift[AG_MAP_MAX_CHANNELS];
+    ag_channel_moments(mean, var, io->src[0], pixels, C, io->threads);
+    for (int g = 0; g < n->groups; g++) {
+        double m = 0, sq = 0;
+        for (int c = g * per; c < (g + 1) * per; c++)
+            m += mean[c], sq += var[c] + mean[c] * mean[c];
+        m /= per;
+        double inv = 1.0 / sqrt(sq / per - m * m + (double)n->eps);
+        for (int c = g * per; c < (g + 1) * per; c++) {
+            scale[c] = (float)(inv * (double)n->gamma[c]);
+            shift[c] = (float)((double)n->beta[c] - m * inv * (double)n->gamma[c]);
+        }
+    }
+    const float *x = io->src[0];
+    float *out = io->out;
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (long p = 0; p < (long)pixels; p++)
+        for (int c = 0; c < C; c++)
+            out[(size_t)p * C + c] = x[(size_t)p * C + c] * scale[c] + shift[c];
+}
+
+/* LayerNorm over the channels of each pixel (RealPLKSR's, ConvNeXt's channels-first one):
+ * (x - mean) / sqrt(var + eps) * gamma + beta, mean and variance over C in double. */
+void ag_run_channel_norm(const ag_node *n, const ag_op_io *io) {
+    const float *x = io->src[0];
+    float *out = io->out;
+    int C = io->in[0].c;
+    long pixels = (long)io->in[0].h * io->in[0].w;
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (long p = 0; p < pixels; p++) {
+        const float *x_p = x + (size_t)p * C;
+        float *out_p = out + (size_t)p * C;
+        double sum = 0, sq = 0;
+        for (int c = 0; c < C; c++)
+            sum += (double)x_p[c];
+        double mean = sum / C;
+        for (int c = 0; c < C; c++)
+            sq += ((double)x_p[c] - mean) * ((double)x_p[c] - mean);
+        double inv = 1.0 / sqrt(sq / C + (double)n->eps);
+        for (int c = 0; c < C; c++)
+            out_p[c] =
+                (float)(((double)x_p[c] - mean) * inv * (double)n->gamma[c] + (double)n->beta[c]);
+    }
 }

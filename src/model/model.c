@@ -384,10 +384,11 @@ static int make_graph(ag_model *m, const ag_tensor_set *set, const ag_graph *gra
     if (!arch && ag_realesrgan_detect(set)) {
         ag_realesrgan_arch a;
         int rc = ag_realesrgan_graph(set, path, &a, &m->graph, err);
-        *architecture = a.kind == AG_REALESRGAN_RRDB ? "rrdbnet" : "srvggnet-compact";
+        *architecture = ag_realesrgan_name(a.kind);
         m->info.scale = a.scale;
         m->info.side_multiple = a.unshuffle > 1 ? a.unshuffle : 1;
         m->upscaler = 1;
+        snprintf(m->detail, sizeof m->detail, "%s", a.detail);
         return rc;
     }
     if (arch && strcmp(arch, "animeganv2"))
@@ -427,6 +428,7 @@ int ag_model_build(const ag_tensor_set *set, const ag_graph *graph, const char *
     ag_model *m = ag_calloc(1, sizeof *m);
     if (!m)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory", path);
+    m->info.detail = m->detail;
     const char *arch = "";
     int rc = read_semantics(m, set, path, err);
     if (rc == AG_OK)

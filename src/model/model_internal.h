@@ -90,10 +90,11 @@ int ag_onnx_parse(const uint8_t *data, size_t size, const char *label, ag_tensor
 
 struct ag_model {
     ag_model_info info;
-    char *strings;  /* one allocation holding info's strings */
-    float *weights; /* one allocation holding every parameter, fp32 */
-    ag_graph graph; /* weights bound, checked */
-    int upscaler;   /* a Real-ESRGAN checkpoint (its kind is not in the file) */
+    char *strings;    /* one allocation holding info's strings */
+    float *weights;   /* one allocation holding every parameter, fp32 */
+    ag_graph graph;   /* weights bound, checked */
+    int upscaler;     /* a Real-ESRGAN checkpoint (its kind is not in the file) */
+    char detail[128]; /* info.detail */
     /* bf16 copies of the modulated convs' packed weights and their demodulation sums
      * (over the taps, weight² per (IC, OC)), made once by the first bf16 engine
      * (ag_model_bf16_weights) and shared by all: one block, pointers per node. */
@@ -113,14 +114,34 @@ int ag_v2_graph(const ag_tensor_set *set, const char *path, float eps, ag_resize
 
 /* Users' Real-ESRGAN checkpoints (src/model/realesrgan.c): the architecture inferred from
  * the state_dict, then its graph (nodes naming tensors of `set` by index). */
-typedef enum ag_realesrgan_kind { AG_REALESRGAN_SRVGG = 1, AG_REALESRGAN_RRDB } ag_realesrgan_kind;
+typedef enum ag_realesrgan_kind {
+    AG_REALESRGAN_SRVGG = 1,
+    AG_REALESRGAN_RRDB,
+    AG_REALESRGAN_SPAN,
+    AG_REALESRGAN_PLKSR,
+} ag_realesrgan_kind;
+/* The architecture's name in ag_model_info ("rrdbnet", "srvggnet-compact", "span", ...). */
+const char *ag_realesrgan_name(ag_realesrgan_kind kind);
+/* RRDBNet key layouts: Real-ESRGAN/BasicSR (conv_first, body.N.rdbJ), BSRGAN/RealSR
+ * (RRDB_trunk.N.RDBJ, trunk_conv, upconvK, HRconv), the original ESRGAN (model.0, model.1.sub.N).
+ */
+typedef enum ag_rrdb_layout { AG_RRDB_NEW = 1, AG_RRDB_BSRGAN, AG_RRDB_OLD } ag_rrdb_layout;
+#define AG_RRDB_MAX_BLOCKS 64
+#define AG_PLKSR_MAX_BLOCKS 64
 typedef struct ag_realesrgan_arch {
     ag_realesrgan_kind kind;
-    int feat;      /* num_feat */
-    int grow;      /* RRDB: num_grow_ch */
-    int blocks;    /* SRVGG: num_conv; RRDB: num_block */
-    int scale;     /* output side / input side */
-    int unshuffle; /* RRDB: pixel-unshuffle factor of the input (1: none) */
+    int feat;         /* num_feat */
+    int grow;         /* RRDB: num_grow_ch */
+    int blocks;       /* SRVGG: num_conv; RRDB: num_block */
+    int scale;        /* output side / input side */
+    int unshuffle;    /* RRDB: pixel-unshuffle factor of the input (1: none) */
+    int layout;       /* RRDB: ag_rrdb_layout */
+    int ups;          /* RRDB: nearest x2 + conv steps (scale * unshuffle = 2^ups) */
+    int kernel;       /* RealPLKSR: the partial large kernel's side */
+    int partial;      /* RealPLKSR: the channels it convolves (pdim) */
+    int attention;    /* RealPLKSR: element-wise attention present */
+    int layer_norm;   /* RealPLKSR: LayerNorm first instead of GroupNorm last */
+    char detail[128]; /* the layout and sizes found, for ag_model_info.detail */
 } ag_realesrgan_arch;
 /* Whether the set names tensors the way either network does (then it is one or refused). */
 int ag_realesrgan_detect(const ag_tensor_set *set);

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# upscale_archs.sh - each upscaler architecture users download, against PyTorch running the
+# upstream code and ONNX Runtime running its ONNX export, interleaved in one run.
+#
+#   bench/upscale_archs.sh --spandrel DIR [--archs "esrgan compact span realplksr"]
+#                          [--rounds N] [--runs R] [--size S] [--threads T]
+#
+# DIR is a checkout of github.com/chaiNNer-org/spandrel (fetched outside the repository).
+# Networks at their released sizes, x4, seeded weights (bench/peers/upscale_arch_peer.py):
+# ESRGAN old keys 64 features 23 blocks growth 32 (4x-UltraSharp's shape), Compact 64
+# features 16 convs (realesr-animevideov3's), SPAN 48 features, RealPLKSR 64 dim 28 blocks
+# 17x17. Each round runs, per architecture in turn: our engine (`animegan bench`, precisions
+# auto and fp32), PyTorch eager on spandrel's class, onnxruntime-node on the ONNX export
+# (bench/peers/ort_bench.js; `npm ci --ignore-scripts` in bench/), then the FMA peak loop
+# (bench/fma_peaks.sh); all on --threads cores at S x S (default 256: a 1-megapixel input of
+# the large networks takes minutes per run on 2 cores) with R timed runs after a warm-up.
+# Prints a table (best round's median per row; MP/s of input and of output); raw lines go
+# to bench/results/upscale-archs-<date>/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+BUILD=${BUILD:-build}
+PY=/usr/bin/python3
+ARCHS="esrgan compact span realplksr" ROUNDS=2 RUNS=2 SIZE=256 THREADS=2 SPANDREL=
+
+die() { echo "upscale_archs.sh: $*" >&2; exit 1; }
+while [ $# -gt 0 ]; do
+    case $1 in
+    --spandrel) SPANDREL=$2; shift ;;
+    --archs) ARCHS=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --runs) RUNS=$2; shift ;;
+    --size) SIZE=$2; shift ;;
+    --threads) THREADS=$2; shift ;;
+    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1'" ;;
+    esac
+    shift
+done
+[ -n "$SPANDREL" ] || die "--spandrel DIR (a chaiNNer-org/spandrel checkout) is required"
+[ -x "$BUILD/animegan" ] || die "build first: make -j2"
+[ -f bench/node_modules/onnxruntime-node/package.json ] ||
+    (cd bench && npm ci --ignore-scripts --no-audit --no-fund) || die "npm ci in bench/ failed"
+OUT=bench/results/upscale-archs-$(date -u +%Y%m%d-%H%M%S)
+mkdir -p "$OUT" "$BUILD/bench"
+peer() { $PY bench/peers/upscale_arch_peer.py --spandrel "$SPANDREL" "$@"; }
+for a in $ARCHS; do
+    peer --make "$a" --out "$OUT/$a.pth" --onnx "$OUT/$a.onnx" --size "$SIZE" 2>/dev/null
+done
+. bench/fma_peaks.sh
+
+for r in $(seq "$ROUNDS"); do
+    for a in $ARCHS; do
+        for p in auto fp32; do
+            "$BUILD/animegan" bench --model "$OUT/$a.pth" --size "$SIZE" --runs "$RUNS" \
+                --threads "$THREADS" --precision "$p" >>"$OUT/ours-$a-$p.jsonl"
+        done
+        peer --bench "$OUT/$a.pth" --size "$SIZE" --runs "$RUNS" --threads "$THREADS" \
+            >>"$OUT/torch-$a.jsonl"
+        node bench/peers/ort_bench.js --model "$OUT/$a.onnx" --size "$SIZE" --runs "$RUNS" \
+            --threads "$THREADS" >>"$OUT/ort-$a.jsonl"
+    done
+    for isa in $peaks; do
+        "$BUILD/bench/fma_peak_$isa" --threads "$THREADS" --seconds 2 >>"$OUT/peak.jsonl"
+    done
+done
+uptime >"$OUT/load.txt"
+
+$PY - "$OUT" "$SIZE" "$ARCHS" <<'PY'
+import json, os, sys
+out, size, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+names = {"esrgan": "ESRGAN/RRDBNet 64f 23b", "compact": "Compact 64f 16c", "span": "SPAN 48f",
+         "realplksr": "RealPLKSR 64d 28b 17x17"}
+def rows(f):
+    return [json.loads(l) for l in open(os.path.join(out, f)) if l.strip()]
+peak_rows = rows("peak.jsonl")
+peak = max(r["gflops"] for r in peak_rows)
+print("CPU: %s; FMA peak %.0f GFLOP/s on %d threads; %s" % (
+    rows("ours-%s-fp32.jsonl" % archs[0])[0]["cpu"], peak, peak_rows[0]["threads"],
+    open(os.path.join(out, "load.txt")).read().strip()))
+print("| network x4, %dx%d in | runtime | ms | GFLOP/s | %% of peak | MP/s in | MP/s out | vs PyTorch | vs ONNX Runtime |" % (size, size))
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+mp_in = size * size / 1e6
+for a in archs:
+    t = min(r["ms_median"] for r in rows("torch-%s.jsonl" % a))
+    o = min(r["ms_median"] for r in rows("ort-%s.jsonl" % a))
+    for p in ("auto", "fp32"):
+        best = min(rows("ours-%s-%s.jsonl" % (a, p)), key=lambda r: r["ms_median"])
+        ms, gf = best["ms_median"], best["gflop"] / best["ms_median"] * 1e3
+        print("| %s | animegan %s (%s) | %.0f | %.0f | %.0f%% | %.3f | %.2f | %.2fx | %.2fx |" % (
+            names.get(a, a) if p == "auto" else "", p, best["precision"], ms, gf,
+            100 * gf / peak, mp_in / ms * 1e3, 16 * mp_in / ms * 1e3, t / ms, o / ms))
+    for label, ms in (("PyTorch %s eager" % rows("torch-%s.jsonl" % a)[0]["version"], t),
+                      ("ONNX Runtime (node)", o)):
+        print("| | %s | %.0f | | | %.3f | %.2f | %.2fx | %.2fx |" % (
+            label, ms, mp_in / ms * 1e3, 16 * mp_in / ms * 1e3, t / ms, o / ms))
+PY
