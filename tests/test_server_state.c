@@ -385,7 +385,7 @@ static int budget_fuse_style(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ag_server_config c;
         ag_config_defaults(&c, 2);
-        c.max_pixels = cases[i].max_pixels, c.max_side = cases[i].max_side;
+        c.max_pixels = c.fuse_max_pixels = cases[i].max_pixels, c.max_side = cases[i].max_side;
         ag_budget b;
         ag_budget_compute(&b, &c, NULL, 0, 0);
         size_t side = (size_t)(c.max_side > c.portrait_size ? c.max_side : c.portrait_size);
@@ -484,7 +484,7 @@ static int budget_fuse_monotonic(void) {
     for (size_t i = 0; i < sizeof pixels / sizeof pixels[0]; i++) {
         ag_server_config c;
         ag_config_defaults(&c, 2);
-        c.max_pixels = pixels[i];
+        c.max_pixels = c.fuse_max_pixels = pixels[i];
         size_t t = ag_budget_fuse_bytes(&c), r = ag_budget_fuse_response_bytes(&c);
         CHECK(t > last && t >= ag_budget_fuse_style_bytes(&c) && t >= c.max_pixels * 4 * 3);
         CHECK(r > last_response && r >= c.max_pixels * 4 + c.max_pixels * 4 / 100);
@@ -539,7 +539,7 @@ static void noise(uint8_t *p, size_t n, uint64_t seed) {
 static int budget_fuse_response(void) {
     ag_server_config c;
     ag_config_defaults(&c, 2);
-    c.max_pixels = (size_t)1024 * 1024, c.max_side = 256;
+    c.max_pixels = c.fuse_max_pixels = (size_t)1024 * 1024, c.max_side = 256;
     ag_budget b;
     ag_budget_compute(&b, &c, NULL, 0, 0);
     ag_budget_add_faces(&b, 1000);
