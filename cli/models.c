@@ -98,6 +98,7 @@ static int inspect(const char *path) {
 
 int ag_cli_models(int argc, char **argv) {
     static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
+                                                 {"inspect", required_argument, NULL, 'i'},
                                                  {NULL, 0, NULL, 0}};
     if (ag_cli_option_table_asked(argc, argv))
         return ag_cli_print_option_table(long_options, NULL);
