@@ -103,7 +103,7 @@ def non_style_models_are_refused_at_start_up():
 def a_bound_above_the_memory_there_is_is_refused():
     line = refused(["--model", "cute-v3", "--max-memory-mb", "100"],
                    "the memory bound is above the 100.0 MiB of --max-memory-mb")
-    check("workers x" in line and "--max-side" in line, "the line names the formula: " + line)
+    check("workers x" in line and "--workers" in line, "the line names the formula: " + line)
     # the machine's own memory: --max-side at its largest with many workers and a huge queue
     refused(["--model", "cute-v3", "--max-side", "8192", "--max-pixels", "67M",
              "--workers", "2", "--threads", "2", "--queue", "4096", "--max-upload-mb", "1024"],
