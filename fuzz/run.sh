@@ -108,7 +108,8 @@ grep -E '^stat::number_of_executed_units|ERROR|SUMMARY' "$out/video.log" || true
 # src/face/ instrumented, the rest (engine, models) from build/libanimegan.a.
 # -Wno-pass-failed: the warp's `omp simd` loops stay scalar at -O1 with the sanitizers.
 # shellcheck disable=SC2046 # word splitting of pkg-config output is intended
-$cc $flags -Wno-pass-failed -o "$out/fuzz_face" fuzz/fuzz_face.c src/face/*.c build/libanimegan.a \
+$cc $flags -Wno-pass-failed $(pkg-config --cflags vips) -o "$out/fuzz_face" fuzz/fuzz_face.c src/face/*.c \
+    build/libanimegan.a \
     $(pkg-config --libs vips libpng libjpeg libwebp libwebpdemux libwebpmux libexif libzip libcjson \
         libavformat libavcodec libavutil libswscale libswresample) -ldnnl -lm -fopenmp -pthread
 mkdir -p "$out/corpus_face"
