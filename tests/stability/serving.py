@@ -107,7 +107,7 @@ def a_bound_above_the_memory_there_is_is_refused():
     # the machine's own memory: --max-side at its largest with many workers and a huge queue
     refused(["--model", "cute-v3", "--max-side", "8192", "--max-pixels", "67M",
              "--workers", "2", "--threads", "2", "--queue", "4096", "--max-upload-mb", "1024"],
-            "this machine has")
+            "lower what was given (--queue")
 
 
 # ---- finding 9 (part): file descriptors -----------------------------------------------------
