@@ -71,7 +71,8 @@ typedef struct ag_jobs_config {
     double ttl_s;        /* --job-ttl: finished jobs are removed after this */
     int max_frames;      /* --max-video-frames: declared or decoded, per job */
     size_t max_work_mpx; /* --max-job-megapixels: frames x output pixels / 1e6, per job */
-    int per_client;      /* --jobs-per-client: queued + running jobs of one client; 0 none */
+    size_t max_result_bytes; /* --max-job-result-mb: a result's estimate, then its size */
+    int per_client;          /* --jobs-per-client: queued + running jobs of one client; 0 none */
     /* Redis mode (jobs_redis*.c): the queue and the jobs' states in Redis, dir shared */
     const char *redis_url; /* --jobs-redis redis://[:PASSWORD@]HOST:PORT[/DB]; NULL off */
     const char *instance;  /* --instance-name: the consumer name (default HOST:PORT) */
@@ -764,6 +765,12 @@ void ag_jobs_request_done(ag_server *s, ag_request *r);
 void ag_jobs_run_frame(ag_worker *w, ag_frame_task *task);
 /* The budget's video term for this configuration (0 without --jobs-dir). */
 size_t ag_jobs_budget_bytes(const ag_server_config *c);
+/* The estimated size in bytes of a job's result: `frames` frames of out_width x out_height
+ * in the format `ext` ("gif", "webp", "mp4", ...), from bytes per output pixel (a GIF is
+ * 13-25 times an H.264 clip); for a video codec at least the input again (in_bytes, N^2
+ * times with upscale=N). Saturates at SIZE_MAX / 2. */
+size_t ag_jobs_result_bytes(const char *ext, int64_t frames, int out_width, int out_height,
+                            size_t in_bytes, int upscale);
 /* The job metrics (Prometheus text), appended by ag_metrics_render; jobs may be NULL. */
 void ag_jobs_render_metrics(void *jobs, ag_text *t);
 
