@@ -6,7 +6,7 @@
 // progress bar, the player and the download; an animated WebP made into an animated GIF.
 // Issue 33: each tab (Anime, Restore, Upscale, Face fusion with its face boxes, Video), the
 // batch queue and its zip, Cancel (a photo, a video job), the progress figure of a long
-// upscale, and the fixed messages.
+// upscale, the fixed messages, and a clip saved as GIF (upscaled; over the result bound).
 // Prints "PASS name" / "FAIL name" and "N passed, N failed". An argument runs only the tests
 // whose name contains it.
 "use strict";
@@ -190,7 +190,8 @@ async function main() {
   const server = await startServer(["--workers", "1", "--threads", "2", "--queue", "1", "--max-upload-mb", "1",
                                     "--model", "hayao", "--model", "cute-v3",
                                     "--restore-model", path.join(ROOT, "tests", "fixtures", "restore", "gfpgan64_zip.pt"),
-                                    "--jobs-dir", path.join(clips, "spool"), "--max-side", "1024"]);
+                                    "--jobs-dir", path.join(clips, "spool"), "--max-side", "1024",
+                                    "--max-job-result-mb", "2"]);
   const base = `http://127.0.0.1:${server.port}`;
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "animegan-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
@@ -490,6 +491,48 @@ async function main() {
       check(size[0] === 128 && size[1] === 96, "animation size " + size);
       check((await page.getAttribute("#video-download", "download")) === "anim-anime.gif", "download name");
       check((await page.textContent("#video-info")).includes("25 frames"), "info line: " + (await page.textContent("#video-info")));
+    }],
+    ["video_saved_as_gif_upscaled", async () => {
+      // Issue 33 item 7: an H.264 clip saved as GIF (the result many times the upload, which
+      // failed after a few frames), with the Upscale choice sent (upscale=2: 256x192 frames).
+      await page.goto(base + "/");
+      await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.click("#tab-video");
+      check(!(await page.isHidden("#upscale-field")), "no Upscale choice on the Video tab");
+      check(await page.isHidden("#restore-field") && await page.isHidden("#restorer-field"), "restore choices on the Video tab, which ignores them");
+      await page.setInputFiles("#file", path.join(clips, "bt709_full.mp4"));
+      await pageWait(page, () => document.getElementById("status").dataset.state === "ready" &&
+                     document.querySelector("#format option[value='gif']") !== null, 10000, "video chosen");
+      await page.selectOption("#format", "gif");
+      await page.selectOption("#upscale", "2");
+      const sent = page.waitForRequest((r) => r.url().includes("/api/v1/jobs?") && r.method() === "POST");
+      await page.click("#go");
+      const url = (await sent).url();
+      check(/format=gif/.test(url) && /upscale=2/.test(url), "job request: " + url);
+      await page.waitForSelector("#status[data-state='done'], #status[data-state='error']", { timeout: 600000 });
+      check(await page.isHidden("#error"), "the GIF job failed: " + (await page.textContent("#error")));
+      await pageWait(page, () => document.getElementById("anim").naturalWidth > 0, 20000, "animated result");
+      const size = await page.evaluate(() => [document.getElementById("anim").naturalWidth, document.getElementById("anim").naturalHeight]);
+      check(size[0] === 256 && size[1] === 192, "GIF size " + size);
+      check((await page.getAttribute("#video-download", "download")) === "bt709_full-anime-2x.gif", "download name");
+      await page.selectOption("#upscale", "0");
+    }],
+    ["gif_over_the_result_bound_in_plain_words", async () => {
+      // 200 frames of 512x384 as GIF: about 38 MB estimated, over the server's
+      // --max-job-result-mb 2: refused at submission, the page says why and what fits.
+      await page.goto(base + "/");
+      await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.click("#tab-video");
+      await page.setInputFiles("#file", path.join(clips, "long.mp4"));
+      await pageWait(page, () => document.getElementById("status").dataset.state === "ready", 10000, "video chosen");
+      await page.selectOption("#format", "gif");
+      await page.selectOption("#upscale", "4");
+      await page.click("#go");
+      await page.waitForSelector("#error:not([hidden])", { timeout: 60000 });
+      const text = await page.textContent("#error");
+      check(/Saved as GIF this video would be about \d+ MB, over the server's 2 MB/.test(text) && /MP4 or WebM/.test(text),
+            "result-bound message: " + text);
+      await page.selectOption("#upscale", "0");
     }],
     ["faces_boxes_pick_and_paste", async () => {
       // Two faces: boxes over the preview; the second one picked for the portrait (face=2);
