@@ -703,6 +703,7 @@ typedef struct ag_worker {
     char current_id[AG_REQUEST_ID_BYTES];          /* request being converted, "" when idle */
     /* the current request's long stage (faces restored, tiles upscaled): /api/v1/status */
     atomic_int steps_done, steps_total;
+    atomic_int step_permille;       /* of the step under way, by its network's steps (bands) */
     _Atomic uint64_t busy_since_us; /* start of the current job, 0 when idle */
     int started;                    /* thread created */
     int init_status;                /* 0 ok, else AG_E_* from engine creation */

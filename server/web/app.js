@@ -435,10 +435,13 @@
             ? `Waiting in the queue: ${ahead} photo${ahead === 1 ? "" : "s"} ahead of yours…`
             : "Waiting in the queue: yours is next…");
         } else if (r.state === "working" && r.steps_total > 0) {
+          // steps done, and how far the one under way is (one face or tile can take a minute)
+          const figure = r.progress !== undefined ? r.progress : r.steps_done / r.steps_total;
+          const percent = `${Math.floor(100 * figure)}%`;
           el.progress.hidden = false;
-          el.progress.value = r.steps_done / r.steps_total;
-          setStatus("working", `${label}: ${r.steps_done} of ${r.steps_total} ${unit} done…`);
-          onStatus(`${r.steps_done} of ${r.steps_total} ${unit}`);
+          el.progress.value = figure;
+          setStatus("working", `${label}: ${r.steps_done} of ${r.steps_total} ${unit} done · ${percent}…`);
+          onStatus(`${r.steps_done} of ${r.steps_total} ${unit} · ${percent}`);
         } else if (r.state === "working") {
           setStatus("working", `${label}…`);
           onStatus("working…");

@@ -117,6 +117,8 @@ struct ag_engine {
     ag_mode mode;                 /* the precision mode (mode.c) */
     int (*cancelled)(void *user); /* ag_engine_set_cancel: asked before each step and band */
     void *cancel_user;
+    int (*progress)(void *user, int done, int total); /* ag_engine_set_progress: each step */
+    void *progress_user;
     int measure_only; /* prepare plans sizes only (ag_engine_arena_bytes_for) */
 
     /* The lowering (oneDNN backend), independent of the size. */

@@ -352,6 +352,32 @@ async function main() {
       check(size[0] === 902 && size[1] === 600, "upscaled result size " + size);
       check((await page.getAttribute("#download", "download")) === "chelsea-upscaled-2x.png", "download name");
     }],
+    ["progress_figure_within_one_tile", async () => {
+      // An upscale 4x: the server's figure counts the upscaler's network steps within the
+      // tile under way, so the bar moves between "k of N parts" (one tile can take minutes).
+      await page.goto(base + "/");
+      await pageWait(page, () => !document.getElementById("tab-upscale").hidden, 10000, "upscale tab");
+      await page.click("#tab-upscale");
+      await page.setInputFiles("#file", CHELSEA);
+      await page.selectOption("#upscaler", "4");
+      await page.evaluate(() => {
+        window.__figures = [];
+        const p = document.getElementById("progress"), s = document.getElementById("status");
+        const t = setInterval(() => { if (!p.hidden) window.__figures.push([p.value, s.textContent]); }, 50);
+        window.__stopFigures = () => clearInterval(t);
+      });
+      await page.click("#go");
+      await page.waitForSelector("#status[data-state='done']", { timeout: 300000 });
+      const figures = await page.evaluate(() => { window.__stopFigures(); return window.__figures; });
+      const within = figures.filter(([v, text]) => {
+        const m = /(\d+) of (\d+) parts done · \d+%/.exec(text);
+        return m && v > Number(m[1]) / Number(m[2]) + 1e-6 && v < (Number(m[1]) + 1) / Number(m[2]);
+      });
+      check(within.length > 0, "no figure within a tile: " + JSON.stringify(figures.slice(0, 10)));
+      const values = figures.map(([v]) => v);
+      check(values.every((v, i) => i === 0 || v >= values[i - 1]), "the figure went back: " + values.join(","));
+      await pageWait(page, () => document.getElementById("after").naturalWidth === 1804, 10000, "4x result");
+    }],
     ["batch_queue_and_zip", async () => {
       // Two photos at once: a line each, done one after the other, then one zip holding both
       // results under their names (stored entries whose CRC-32 and PNG signature check out).
