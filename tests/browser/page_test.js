@@ -331,6 +331,25 @@ async function main() {
       }
       await page.selectOption("#restore", "off");
     }],
+    ["restore_tab_keeps_or_raises_the_resolution", async () => {
+      // Issue 33 item 4: a 900x500 photo restored comes back 900x500 (not a 512 or --max-side
+      // square), and with Upscale 2x at 1800x1000, named after both.
+      await page.goto(base + "/");
+      await pageWait(page, () => !document.getElementById("tab-restore").hidden, 10000, "restore tab");
+      await page.click("#tab-restore");
+      for (const [upscale, want, name] of [["0", [900, 500], "mirrored-restored.png"], ["2", [1800, 1000], "mirrored-restored-2x.png"]]) {
+        await page.setInputFiles("#file", MIRRORED);
+        await page.selectOption("#upscale", upscale);
+        await page.click("#go");
+        await page.waitForSelector("#status[data-state='done'], #status[data-state='error']", { timeout: 300000 });
+        check(await page.isHidden("#error"), "restore failed: " + (await page.textContent("#error")));
+        await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
+        const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+        check(size[0] === want[0] && size[1] === want[1], `upscale ${upscale}: result size ${size}`);
+        check((await page.getAttribute("#download", "download")) === name, "download name " + (await page.getAttribute("#download", "download")));
+      }
+      await page.selectOption("#upscale", "0");
+    }],
     ["upscale_tab", async () => {
       // The Upscale tab: the upscaler chosen among the server's (2x), /api/v1/upscale, the
       // result twice the size, named "-upscaled-2x".
@@ -416,6 +435,28 @@ async function main() {
       check(await page.isHidden("#error") && await page.isHidden("#cancel") && !(await page.isDisabled("#go")), "after cancel");
       await waitFor(async () => (await admitted(server.port)) <= 1, 20000, "the cancelled request to go");
       check((await busy).status === 200, "occupying request failed");
+    }],
+    ["cancel_a_video_job", async () => {
+      // A running video job: Cancel deletes it on the server (the page says so, the job
+      // and its files are gone), and the page is ready for another.
+      await page.goto(base + "/");
+      await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.click("#tab-video");
+      await page.selectOption("#upscale", "0");
+      await page.setInputFiles("#file", path.join(clips, "long.mp4"));
+      await pageWait(page, () => document.getElementById("status").dataset.state === "ready", 10000, "video chosen");
+      await page.selectOption("#format", "webm");
+      const accepted = page.waitForResponse((r) => r.url().includes("/api/v1/jobs?") && r.request().method() === "POST", { timeout: 60000 });
+      await page.click("#go");
+      const r = await accepted;
+      check(r.status() === 202, "job not accepted: " + r.status());
+      const jobUrl = r.headers()["location"]; // the body may be gone from the inspector
+      check(/^\/api\/v1\/jobs\/\d+-[0-9a-f]{32}$/.test(jobUrl || ""), "Location " + jobUrl);
+      await page.waitForSelector("#status[data-state='working']", { timeout: 120000 });
+      await page.click("#cancel");
+      await page.waitForSelector("#status[data-state='cancelled']", { timeout: 10000 });
+      check(await page.isHidden("#error") && await page.isHidden("#cancel") && !(await page.isDisabled("#go")), "after cancel");
+      await waitFor(async () => (await request(server.port, "GET", jobUrl)).status === 404, 60000, "the job to be deleted");
     }],
     ["fixed_messages", async () => {
       // Issue 33 item 7: the page reads /api/v1/status, never /api/v1/jobs on load; the
