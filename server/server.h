@@ -153,9 +153,8 @@ static inline size_t ag_fuse_max_pixels(const ag_server_config *c) {
 }
 
 /* ---- defaults for the memory there is (defaults.c) ---- */
-/* The memory the bound is held against: --max-memory-mb, else the cgroup's limit (v2
- * memory.max or v1 memory.limit_in_bytes of this process's own cgroup, from
- * /proc/self/cgroup) when below the RAM, else the RAM; `why` names which. */
+/* The memory the bound is held against: --max-memory-mb, else the cgroup's limit
+ * (ag_cgroup_memory_limit) when below the RAM, else the RAM; `why` names which. */
 size_t ag_memory_limit(const ag_server_config *c, char *why, size_t why_cap);
 /* Levels of the derived defaults, from the largest (0: 8 GiB hosts and up) down. */
 int ag_defaults_levels(void);
@@ -170,9 +169,9 @@ void ag_config_usage(void);
 
 /* The lowest memory limit of this process's cgroups (v2 memory.max, v1
  * memory.limit_in_bytes, from /proc/self/cgroup's paths and their parents, and the mount
- * roots); 0 when none. `root` prefixes every path: "" in service, a directory in tests
- * (cgroup.c). */
-size_t ag_cgroup_memory_limit(const char *root);
+ * roots); 0 when none. `where` (where_cap bytes; 0: not asked) gets the file it is in, or
+ * "". `root` prefixes every path: "" in service, a directory in tests (cgroup.c). */
+size_t ag_cgroup_memory_limit(const char *root, char *where, size_t where_cap);
 
 /* ---- per-request options (options.c) --------------------------------------------------- */
 
