@@ -522,6 +522,32 @@ async function main() {
       check(await page.isHidden("#faces"), "face boxes to click without portrait");
       await page.click("label.switch:has(#paste)");
     }],
+    ["jobs_off_no_jobs_request", async () => {
+      // A server without --jobs-dir: its /api/v1/status has no "jobs" (here the answer is
+      // rewritten so): no Video tab, no request to /api/v1/jobs (which would be a 404).
+      const asked = [];
+      const listen = (req) => asked.push(new URL(req.url()).pathname);
+      await page.route("**/api/v1/status", async (route) => {
+        const r = await route.fetch();
+        const doc = await r.json();
+        delete doc.jobs;
+        await route.fulfill({ response: r, json: doc });
+      });
+      page.on("request", listen);
+      try {
+        await page.goto(base + "/");
+        await pageWait(page, () => !!document.querySelector("#model option[value='hayao']") &&
+                       /up to 1\.0 MB$/.test(document.getElementById("limits").textContent), 10000, "limits");
+        await page.setInputFiles("#file", path.join(clips, "bt709_full.mp4"));
+        const text = await page.textContent("#error");
+        check(/converts photos only/.test(text), "a video without jobs: " + text);
+      } finally {
+        page.off("request", listen);
+        await page.unroute("**/api/v1/status");
+      }
+      check(await page.isHidden("#tab-video"), "a Video tab without jobs");
+      check(!asked.includes("/api/v1/jobs"), "the page asked /api/v1/jobs: " + asked.join(","));
+    }],
     ["upscale_choice", async () => {
       // The bundled upscaler is served by default: 2x posts upscale=2 and shows the result
       // at twice the size.
