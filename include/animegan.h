@@ -63,6 +63,14 @@ typedef enum ag_resize_mode {
     AG_RESIZE_HALF_PIXEL,    /* src = (dst + 0.5) * in / out - 0.5 */
 } ag_resize_mode;
 
+/* What a model is for, from its "kind" metadata (info.kind keeps the string). */
+typedef enum ag_model_kind {
+    AG_MODEL_OTHER = 0, /* e.g. "detector", "landmarks": used by a step, never on its own */
+    AG_MODEL_GENERATOR, /* "generator": a style, the default when the file names none */
+    AG_MODEL_UPSCALER,  /* "upscaler" */
+    AG_MODEL_RESTORER,  /* "restorer": a face restorer (GPEN, GFPGAN) */
+} ag_model_kind;
+
 typedef struct ag_model_info {
     const char *name;         /* "hayao", or the file's base name */
     const char *path;         /* file it was loaded from */
@@ -70,6 +78,7 @@ typedef struct ag_model_info {
     const char *architecture; /* "animeganv2", "animeganv3", "animeganv3-tiny", "onnx", ... */
     const char *style;        /* e.g. "Hayao"; "" when unknown */
     const char *kind;         /* "generator" (a style), or e.g. "detector", "landmarks" */
+    ag_model_kind role;       /* kind as an enum: what code compares */
     const char *license;      /* licence terms of the weights; "" when unknown */
     float norm_eps;           /* LayerNorm / GroupNorm(1) epsilon */
     ag_resize_mode resize;    /* default upsampling mode of this model */
@@ -703,6 +712,17 @@ int ag_cpu_count(void);
  * AG_E_ARG when `text` is not such a number, AG_E_LIMIT when it is outside [min, max].
  */
 int ag_parse_int64(const char *text, long long min, long long max, long long *out);
+
+/* ---- the clock (src/util/clock.c) ------------------------------------------------------- */
+
+/* Microseconds of CLOCK_MONOTONIC: every duration, deadline and TTL of the library and the
+ * front ends. Thread-safe. */
+uint64_t ag_now_us(void);
+
+/* Replace the clock (tests that step time by hand); NULL restores CLOCK_MONOTONIC. Set it
+ * before the threads that read the clock start. */
+typedef uint64_t (*ag_clock_fn)(void);
+void ag_clock_hook(ag_clock_fn clock);
 
 /* ---- the CPU and the precision it runs best ----------------------------------------------- */
 
