@@ -589,6 +589,68 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
                      const ag_restore_options *options, ag_image *out, ag_restore_result *result,
                      ag_error *err);
 
+/* ---- the pipeline (src/pipeline/) ------------------------------------------------------ */
+
+/*
+ * One request on one image, as every front end describes it (the CLI's convert, restore and
+ * upscale, the server's worker, the Python module, each video frame): which steps run, in
+ * this order, over which engines and with which options. A step whose engine is NULL is
+ * skipped. The front ends only parse their input into this and call ag_pipeline_run.
+ */
+typedef enum ag_pipeline_step {
+    AG_STEP_RESTORE, /* restore faces (GPEN, GFPGAN) */
+    AG_STEP_STYLIZE, /* the style (or the caller's face-aware variant) */
+    AG_STEP_UPSCALE, /* tiled upscaling */
+    AG_STEP_COUNT
+} ag_pipeline_step;
+
+/* A stylisation in place of ag_stylize (face crops, pasted faces): `out` initialised by it. */
+typedef int (*ag_stylize_fn)(void *user, const ag_image *in, ag_image *out, ag_error *err);
+
+typedef struct ag_pipeline {
+    ag_engine *restorer;        /* AG_STEP_RESTORE: a restorer's engine, NULL: no restoring */
+    ag_face_detector *detector; /* its faces (NULL only with restore.aligned) */
+    ag_restore_options restore;
+    ag_engine *style;      /* AG_STEP_STYLIZE: a generator's engine, NULL: none */
+    int side_by_side;      /* the input and the result next to each other */
+    ag_stylize_fn stylize; /* non-NULL: runs the step instead of ag_stylize(style) */
+    void *stylize_user;
+    ag_engine *upscaler; /* AG_STEP_UPSCALE: an upscaler's engine, NULL: no upscaling */
+    ag_upscale_options upscale;
+    /* Non-NULL: the progress of every step (faces, then tiles) goes here instead of the
+     * steps' own options' callbacks; non-zero from it cancels (AG_E_CANCELLED). */
+    ag_step_progress_fn progress;
+    void *progress_user;
+    /* Non-NULL: called as each step starts (a progress bar's stage). */
+    void (*step_started)(void *user, ag_pipeline_step step);
+} ag_pipeline;
+
+/* What a run did, for the front ends' reports and metrics. */
+typedef struct ag_pipeline_result {
+    ag_pipeline_step failed; /* the step that failed (AG_STEP_COUNT: none) */
+    ag_restore_result faces; /* AG_STEP_RESTORE's counts (zeros when it did not run) */
+} ag_pipeline_result;
+
+/* The pipeline with no step: fill in what the request asks for. */
+void ag_pipeline_init(ag_pipeline *p);
+
+/* "restore", "stylize" or "upscale". */
+const char *ag_pipeline_step_name(ag_pipeline_step step);
+
+/*
+ * Run p's steps on `image`, which the call takes: on return it is empty and `out` (owned by
+ * the caller, initialised by the call) holds the result, also when no step ran. On failure
+ * `out` is empty and result->failed names the step. Same threads rule as the engines:
+ * each engine is used by one thread at a time.
+ */
+int ag_pipeline_run(const ag_pipeline *p, ag_image *image, ag_image *out,
+                    ag_pipeline_result *result, ag_error *err);
+
+/* The same on an image the caller keeps (video frames): `in` is left as it is; with no step
+ * `out` is a copy. */
+int ag_pipeline_apply(const ag_pipeline *p, const ag_image *in, ag_image *out,
+                      ag_pipeline_result *result, ag_error *err);
+
 /* ---- video and animated images --------------------------------------------------------- */
 
 /*
