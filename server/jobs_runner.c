@@ -1,7 +1,8 @@
 /*
  * jobs_runner.c - the runner thread: converts the queued jobs one at a time with
  * ag_video_convert, sending each frame through the same worker queue as photo requests (one
- * frame in the queue at a time, so a photo waits for at most one frame of a job), and
+ * frame in the queue at a time, so a photo waits for at most one frame of a job, and while
+ * a frame is upscaled the worker serves the photos between its steps), and
  * sweeps expired jobs once a second. Clients take turns: the next job is the oldest of the
  * client whose last job started longest ago (or never), so one uploader's ten jobs do not
  * keep another's one waiting behind them all. Also starting and stopping the runner and intake
