@@ -6,9 +6,11 @@ the real server on loopback (tests/server/driver.py). Prints "PASS name" / "FAIL
     python3 tests/stability/hardening3.py [filter]
 """
 
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -275,6 +277,7 @@ def small_hosts_get_defaults_that_fit():
 
 
 TMP = "/tmp/animegan-h3-%d" % os.getpid()
+atexit.register(shutil.rmtree, TMP, True)
 
 
 def ffmpeg(*args):
@@ -300,12 +303,12 @@ def long_clip():
 
 
 def pan_clip():
-    """A camera panning over chelsea.png, 480x320 at 25 fps, 4 s."""
+    """A camera panning over chelsea.png, 320x212 at 25 fps, 4 s."""
     os.makedirs(TMP, exist_ok=True)
     out = os.path.join(TMP, "pan.mp4")
     if not os.path.exists(out):
         ffmpeg("-loop", "1", "-framerate", "25", "-i", os.path.join(DATA, "chelsea.png"), "-vf",
-               "scale=520:-2,crop=480:320:x='t*10':y='t*2'", "-t", "4", "-c:v", "libx264",
+               "scale=360:-2,crop=320:212:x='t*8':y='t*2'", "-t", "4", "-c:v", "libx264",
                "-preset", "veryfast", "-pix_fmt", "yuv420p", out)
     with open(out, "rb") as f:
         return f.read()
@@ -381,7 +384,7 @@ def photos_wait_for_a_step_of_an_upscaled_frame():
     here is ~10-20 stylised ones."""
     s = jobs_server("yield", "--model", "cute-v3")
     try:
-        q = "?model=cute-v3&max_side=480"
+        q = "?model=cute-v3&max_side=320"
         style_ms = sorted(photo_ms(s, q)[1] for _ in range(3))[1]
         status, doc = submit_job(s, pan_clip(), "?model=cute-v3&upscale=2")
         check(status == 202, "%d %r" % (status, doc))
@@ -389,15 +392,20 @@ def photos_wait_for_a_step_of_an_upscaled_frame():
         while job_state(s, doc["id"])["frames_done"] < 1 and time.time() - t0 < 120:
             time.sleep(0.05)
         t1, done1 = time.time(), job_state(s, doc["id"])["frames_done"]
-        waits = []
+        waits, during = [], []
         for i in range(5):
             time.sleep(0.2 + 0.23 * i)
-            waits.append(photo_ms(s, q)[0])
+            wait, inference = photo_ms(s, q)
+            waits.append(wait)
+            during.append(inference)
         state = job_state(s, doc["id"])
         frame_ms = (time.time() - t1) * 1000 / max(state["frames_done"] - done1, 1)
         s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+        # One stylised frame: alone, or beside the runner's decoding and encoding (the
+        # frames' style step shares the 2 cores with them), whichever is longer.
+        style_ms = max(style_ms, sorted(during)[2])
         bound = 2 * style_ms + 300
-        print("  one stylised 480x319 photo %.0f ms; an upscaled frame %.0f ms (%.1f x); photos "
+        print("  one stylised 320x213 photo %.0f ms; an upscaled frame %.0f ms (%.1f x); photos "
               "waited %s ms (bound %.0f)" % (style_ms, frame_ms, frame_ms / style_ms,
                                              ", ".join("%.0f" % w for w in waits), bound))
         check(state["state"] == "running", "the job ended during the photos: %s" % state)
