@@ -66,12 +66,11 @@ typedef struct frame_hook {
     int upscaling;
 } frame_hook;
 
+static int run_cancelled(void *user);
+
 static int frame_between_steps(void *user) {
     frame_hook *h = user;
-    ag_jobs *j = h->w->server->jobs;
-    pthread_mutex_lock(&j->lock);
-    int cancel = !j->current || atomic_load(&j->current->cancel) || j->stopping;
-    pthread_mutex_unlock(&j->lock);
+    int cancel = run_cancelled(h->w->server->jobs);
     if (!cancel && h->upscaling)
         ag_worker_serve_waiting(h->w);
     return cancel;
@@ -135,7 +134,8 @@ static int on_progress(void *user, int64_t done, int64_t total) {
     return cancel;
 }
 
-/* Polled by the video reader between packets (its own thread). */
+/* Polled by the video reader between packets (its own thread), and by the worker between
+ * the steps of the job's frame. */
 static int run_cancelled(void *user) {
     ag_jobs *j = user;
     pthread_mutex_lock(&j->lock);
