@@ -220,8 +220,9 @@ static const opt_def options[] = {
      "most frames of a video job, from its header (MP4 sample tables, WebP frames) and as "
      "decoded; 413 before a frame is decoded"},
     {"max-job-megapixels", "N", K_SCALED, 0, 1e9, 1, AT(jobs.max_work_mpx), NULL, NULL, "20000",
-     "most work per video job: frames x output pixels (after max_side), in millions; 413 from "
-     "the header; 0 = no bound"},
+     "most work per video job, in millions of pixels of its style: frames x pixels (after "
+     "max_side), with upscale=N the upscaler's FLOPs counted in the style's (at least the "
+     "output pixels); 413 from the header; 0 = no bound"},
     {"jobs-per-client", "N", K_INT, 0, 4096, 0, AT(jobs.per_client), NULL, NULL, "0",
      "video jobs one client may have queued or running (with --jobs-redis, across every "
      "instance); more get 429; 0 = no bound"},
