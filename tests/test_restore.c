@@ -4,6 +4,7 @@
  * random-weight checkpoints and the full-size key layouts of the released files that
  * tools/make_restore_fixtures.py writes, and the refusals of files that fit neither.
  */
+#include "../src/engine_internal.h"
 #include "../src/model/restore_internal.h"
 #include "test.h"
 
@@ -394,6 +395,7 @@ typedef struct upstream {
     const uint8_t *in_u8, *out_u8; /* (n, n, 3) */
     const float *out_f32;          /* (n, n, 3) at (grid_px(i), grid_px(j)) */
     uint8_t *buf;
+    float w; /* CodeFormer's fidelity the outputs were made at (others: unused) */
 } upstream;
 
 static int grid_px(const upstream *u, int i) {
@@ -476,6 +478,7 @@ static int check_upstream_engine(const upstream *u, const ag_model *model, ag_ba
     ag_engine_options opt = {.backend = backend, .precision = bar.precision, .threads = 2};
     int rc = in && out && in8 ? ag_engine_create(model, &opt, &engine, &err) : AG_E_NOMEM;
     if (rc == AG_OK) {
+        ag_engine_set_runtime_alpha(engine, u->w);
         ag_image img = {.width = u->size, .height = u->size, .bands = 3, .pixels = in8};
         upstream_input(u, &img);
         for (size_t i = 0; i < n; i++)
@@ -510,6 +513,7 @@ static int check_upstream_aligned(const upstream *u, ag_model *model) {
     ag_restore_options o;
     ag_restore_options_init(&o);
     o.aligned = 1;
+    o.codeformer_fidelity = u->w;
     if (rc == AG_OK) {
         upstream_input(u, &in);
         rc = ag_restore_faces(engine, NULL, &in, &o, &out, NULL, &err);
@@ -544,9 +548,10 @@ static int check_upstream_precisions(const upstream *u, const ag_model *model) {
 /* One upstream fixture: oneDNN always, the reference backend only up to 512 px (its plain
  * loops take seconds per megapixel), bf16 and int8 if asked (once per network: their
  * preparation is slow), and the aligned restore path. */
-static int check_upstream(const char *name, int with_precisions) {
+static int check_upstream_at(const char *name, int with_precisions, float w) {
     upstream u;
     CHECK(upstream_read(name, &u) == 0);
+    u.w = w;
     char path[512];
     snprintf(path, sizeof path, AG_SOURCE_DIR "/%s", u.model);
     ag_model *model = NULL;
@@ -568,6 +573,10 @@ static int check_upstream(const char *name, int with_precisions) {
     return 0;
 }
 
+static int check_upstream(const char *name, int with_precisions) {
+    return check_upstream_at(name, with_precisions, 0.5f);
+}
+
 LEAK_CHECKED(test_upstream_gpen) {
     CHECK(check_upstream("up_gpen_bfr256.agrf", 1) == 0);
     CHECK(check_upstream("up_gpen_bfr512.agrf", 0) == 0);
@@ -577,6 +586,14 @@ LEAK_CHECKED(test_upstream_gpen) {
 
 LEAK_CHECKED(test_upstream_gfpgan) {
     CHECK(check_upstream("up_gfpgan512.agrf", 1) == 0);
+    return 0;
+}
+
+/* CodeFormer at w = 0, 0.5, 1 (tools/make_codeformer_fixtures.py: 78 distinct codes). */
+LEAK_CHECKED(test_upstream_codeformer) {
+    CHECK(check_upstream_at("up_codeformer_w0.agrf", 0, 0.0f) == 0);
+    CHECK(check_upstream_at("up_codeformer_w05.agrf", 1, 0.5f) == 0);
+    CHECK(check_upstream_at("up_codeformer_w1.agrf", 0, 1.0f) == 0);
     return 0;
 }
 
@@ -695,6 +712,6 @@ TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_gfpgan_params_ema_arch), TEST(test_full_size_layouts),
           TEST(test_full_size_layouts_build), TEST(test_layout_mismatches),
           TEST(test_bad_checkpoints), TEST(test_gpen_golden), TEST(test_gfpgan_golden),
-          TEST(test_upstream_gpen), TEST(test_upstream_gfpgan), TEST(test_restore_bf16_golden),
-          TEST(test_restore_int8_golden), TEST(test_restore_bf16_only),
-          TEST(test_restore_model_load_refusals))
+          TEST(test_upstream_gpen), TEST(test_upstream_gfpgan), TEST(test_upstream_codeformer),
+          TEST(test_restore_bf16_golden), TEST(test_restore_int8_golden),
+          TEST(test_restore_bf16_only), TEST(test_restore_model_load_refusals))
