@@ -151,6 +151,7 @@ static int restore_faces(ag_worker *w, ag_request *r, ag_image *in, ag_error *er
     ag_restore_result res;
     ag_restore_options ro;
     ag_restore_options_init(&ro);
+    ro.codeformer_fidelity = r->options.codeformer_fidelity;
     ro.progress = count_step, ro.progress_user = w;
     int rc =
         ag_restore_faces(w->restorers[r->options.restore - 1], w->faces, in, &ro, &out, &res, err);
