@@ -215,6 +215,72 @@ static int check_layout_builds(const char *file) {
 LEAK_CHECKED(test_full_size_layouts_build) {
     CHECK(check_layout_builds("layout_gpen_bfr_512.txt") == 0);
     CHECK(check_layout_builds("layout_gfpgan_v1.4.txt") == 0);
+    CHECK(check_layout_builds("layout_codeformer.txt") == 0);
+    return 0;
+}
+
+/* CodeFormer's architecture from the released file's layout and from the reduced fixture. */
+static int check_codeformer_arch(const ag_tensor_set *set, const char *file,
+                                 const ag_codeformer_arch *want, int64_t min_params,
+                                 int64_t max_params) {
+    ag_restore_arch a;
+    ag_error err = {0};
+    CHECK_OK(ag_restore_arch_infer(set, file, &a, &err), &err);
+    const ag_codeformer_arch *cf = &a.cf;
+    printf("  %s: CodeFormer nf %d, dim %d, %d layers, mlp %d, codebook %d x %d, %lld "
+           "parameters\n",
+           file, cf->nf, cf->dim, cf->layers, cf->mlp, cf->codebook, cf->emb_dim,
+           (long long)a.params);
+    CHECK(a.kind == AG_RESTORE_CODEFORMER && a.size == 512);
+    CHECK(cf->nf == want->nf && cf->dim == want->dim && cf->layers == want->layers);
+    CHECK(cf->mlp == want->mlp && cf->codebook == want->codebook && cf->heads == 8);
+    CHECK(cf->emb_dim == want->emb_dim);
+    CHECK(memcmp(cf->ch, want->ch, sizeof cf->ch) == 0);
+    CHECK(memcmp(cf->fuse, want->fuse, sizeof cf->fuse) == 0);
+    CHECK_MSG(a.params >= min_params && a.params <= max_params, "%lld", (long long)a.params);
+    return 0;
+}
+
+LEAK_CHECKED(test_codeformer_arch) {
+    ag_tensor_set set = {0};
+    void *zeros = NULL;
+    int rc = layout_set(RESTORE "layout_codeformer.txt", &set, &zeros);
+    const ag_codeformer_arch full = {.nf = 64,
+                                     .ch = {64, 128, 128, 256, 256, 512},
+                                     .emb_dim = 256,
+                                     .codebook = 1024,
+                                     .dim = 512,
+                                     .mlp = 1024,
+                                     .layers = 9,
+                                     .fuse = {false, true, true, true, true, false}};
+    if (rc == 0)
+        rc = check_codeformer_arch(&set, "layout_codeformer.txt", &full, 94000000, 94200000);
+    ag_tensor_set_fini(&set);
+    ag_free(zeros);
+    CHECK(rc == 0);
+    loaded l;
+    ag_error err = {0};
+    CHECK_OK(load(RESTORE "up_codeformer.pt", &l, &err), &err);
+    const ag_codeformer_arch small = {.nf = 32,
+                                      .ch = {32, 32, 32, 32, 32, 32},
+                                      .emb_dim = 256,
+                                      .codebook = 1024,
+                                      .dim = 64,
+                                      .mlp = 128,
+                                      .layers = 2,
+                                      .fuse = {false, true, true, true, true, false}};
+    rc = check_codeformer_arch(&l.set, "up_codeformer.pt", &small, 1400000, 1600000);
+    /* a wrong shape is named */
+    ag_tensor_ref *t = (ag_tensor_ref *)ag_tensor_set_find(&l.set, "ft_layers.1.linear2.weight");
+    if (rc == 0 && t) {
+        t->shape[1] -= 1;
+        rc = expect_refused(&l.set, AG_E_FORMAT,
+                            "tensor 'ft_layers.1.linear2.weight' is (64, 127) where CodeFormer "
+                            "512x512 has (64, 128)");
+        t->shape[1] += 1;
+    }
+    loaded_fini(&l);
+    CHECK(rc == 0 && t);
     return 0;
 }
 
@@ -715,9 +781,9 @@ LEAK_CHECKED(test_restore_model_load_refusals) {
 
 TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_gfpgan_params_ema_arch), TEST(test_full_size_layouts),
-          TEST(test_full_size_layouts_build), TEST(test_layout_mismatches),
-          TEST(test_bad_checkpoints), TEST(test_gpen_golden), TEST(test_gfpgan_golden),
-          TEST(test_upstream_gpen), TEST(test_upstream_gfpgan), TEST(test_upstream_codeformer),
-          TEST(test_upstream_codeformer_w0_w1), TEST(test_restore_bf16_golden),
-          TEST(test_restore_int8_golden), TEST(test_restore_bf16_only),
-          TEST(test_restore_model_load_refusals))
+          TEST(test_full_size_layouts_build), TEST(test_codeformer_arch),
+          TEST(test_layout_mismatches), TEST(test_bad_checkpoints), TEST(test_gpen_golden),
+          TEST(test_gfpgan_golden), TEST(test_upstream_gpen), TEST(test_upstream_gfpgan),
+          TEST(test_upstream_codeformer), TEST(test_upstream_codeformer_w0_w1),
+          TEST(test_restore_bf16_golden), TEST(test_restore_int8_golden),
+          TEST(test_restore_bf16_only), TEST(test_restore_model_load_refusals))
