@@ -120,8 +120,9 @@ static const opt_def options[] = {
      "an IPv6 client is its /N network for the per-client bounds (fusion face cache, video job "
      "turns), since one host is given a whole /64; 128 = each address"},
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
-     "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
-     "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
+     "a GPEN, GFPGAN or CodeFormer checkpoint for face restoration (POST /api/v1/restore, "
+     "restore=K on convert: K counts these from 1), repeatable; loaded once, shared by the "
+     "workers"},
     {"upscale-model", "NAME|FILE", K_UPSCALE, 0, 0, 0, 0, NULL, NULL, AG_SERVER_DEFAULT_UPSCALER,
      "upscaler for upscale=2 and upscale=4 (convert, restore, POST /api/v1/upscale, video jobs): "
      "a bundled family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a user's file "

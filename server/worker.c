@@ -218,8 +218,10 @@ static ag_pipeline request_pipeline(ag_worker *w, ag_request *r, face_step *face
     const ag_convert_options *o = &r->options;
     ag_pipeline p;
     ag_pipeline_init(&p);
-    if (o->restore)
+    if (o->restore) {
         p.restorer = w->restorers[o->restore - 1], p.detector = w->faces;
+        p.restore.codeformer_fidelity = o->codeformer_fidelity;
+    }
     if (!o->restore_only && !o->upscale_only) {
         p.style = w->engines[o->model];
         p.side_by_side = o->side_by_side;
