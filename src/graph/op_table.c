@@ -60,6 +60,7 @@ ATTRS(attention_attrs, INT("heads", groups, 1, 64, 1))
 ATTRS(adain_attrs, FLT("eps", eps, 0, 0.999999, 1e-5))
 ATTRS(add_scaled_attrs, FLT("alpha", alpha, -16, 16, 1))
 ATTRS(gate_attrs, FLT("shift", alpha, -1, 1, 0))
+ATTRS(dysample_attrs, INT("up", up, 1, 8, 2), INT("groups", groups, 1, 64, 4))
 
 static const ag_tensor_key weight_bias[] = {{"weight", AG_T_WEIGHT}, {"bias", AG_T_BIAS}};
 static const ag_tensor_key weight_only[] = {{"weight", AG_T_WEIGHT}};
@@ -190,6 +191,8 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
     [AG_OP_CHANNEL_NORM] = {"channel_norm", 1, 1, 0, A(norm_attrs), T(gamma_beta), NULL,
                             ag_check_norm_affine, NULL, NULL, NULL, NULL, ag_run_channel_norm,
                             AG_FUSE_NONE, NULL},
+    [AG_OP_DYSAMPLE] = {"dysample", 3, 3, 0, A(dysample_attrs), NO_TENSORS, NULL, ag_check_dysample,
+                        NULL, ag_shape_dysample, NULL, NULL, ag_run_dysample, AG_FUSE_NONE, NULL},
 };
 
 const ag_op_desc *ag_op_desc_of(ag_op op) {
