@@ -171,7 +171,7 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
                           AG_FUSE_NONE, NULL},
     [AG_OP_GROUP_NORM] = {"group_norm", 1, 1, 0, A(group_norm_attrs), T(gamma_beta), NULL,
                           ag_check_group_norm, NULL, NULL, NULL, NULL, ag_run_group_norm,
-                          AG_FUSE_NONE, NULL},
+                          AG_FUSE_NORM, NULL},
     [AG_OP_TOKEN_NORM] = {"token_norm", 1, 1, 0, A(norm_attrs), T(gamma_beta), NULL, NULL, NULL,
                           NULL, NULL, NULL, ag_run_token_norm, AG_FUSE_NONE, NULL},
     [AG_OP_GELU] = ACT("gelu", NO_ATTRS, AG_FUSE_NONE),
