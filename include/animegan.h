@@ -179,6 +179,14 @@ void ag_engine_release(ag_engine *engine);
  */
 void ag_engine_set_cancel(ag_engine *engine, int (*cancelled)(void *user), void *user);
 
+/*
+ * Tell `progress(user, done, total)` after each step of every run (its return value is not
+ * asked: ag_engine_set_cancel stops a run): the steps of one network run, for a progress
+ * figure within one long image (one face, one tile). NULL removes the hook.
+ */
+void ag_engine_set_progress(ag_engine *engine, int (*progress)(void *user, int done, int total),
+                            void *user);
+
 /* Bytes of the arena currently planned (0 before the first image). */
 size_t ag_engine_arena_bytes(const ag_engine *engine);
 

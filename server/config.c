@@ -214,7 +214,8 @@ static const opt_def options[] = {
      "video jobs held at once: queued, running, or finished and not yet expired; more get 503"},
     {"jobs-quota-mb", "N", K_SCALED, 1, 1 << 24, 1 << 20, AT(jobs.quota_bytes), NULL, NULL, "2048",
      "spool bytes at most; an upload reserves twice its size (itself and the result; 1 + N^2 "
-     "times with upscale=N); more get 507"},
+     "times with upscale=N), then itself and its result's estimate (--max-job-result-mb) from "
+     "the header; more get 507"},
     {"job-ttl", "S", K_SECONDS, 1, 2592000, 0, AT(jobs.ttl_s), NULL, NULL, "3600",
      "finished jobs and their results are removed S seconds after they finish"},
     {"max-video-frames", "N", K_INT, 1, 1e9, 0, AT(jobs.max_frames), NULL, NULL, "36000",
@@ -224,6 +225,11 @@ static const opt_def options[] = {
      "most work per video job, in millions of pixels of its style: frames x pixels (after "
      "max_side), with upscale=N the upscaler's FLOPs counted in the style's (at least the "
      "output pixels); 413 from the header; 0 = no bound"},
+    {"max-job-result-mb", "N", K_SCALED, 1, 1 << 24, 1 << 20, AT(jobs.max_result_bytes), NULL, NULL,
+     "1024",
+     "largest result of a video job in MiB, estimated at submission from its frames, their "
+     "output size and the format (a GIF takes about 1 byte a pixel a frame, 13 to 25 times an "
+     "MP4): 413 above it; the run fails past it"},
     {"jobs-per-client", "N", K_INT, 0, 4096, 0, AT(jobs.per_client), NULL, NULL, "0",
      "video jobs one client may have queued or running (with --jobs-redis, across every "
      "instance); more get 429; 0 = no bound"},

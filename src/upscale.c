@@ -195,6 +195,8 @@ static int run_tiles(ag_engine *e, const ag_image *in, const ag_upscale_plan *p,
     ag_advise_huge_pages(y, y ? win_bytes * s * s : 0);
     int rc =
         win && y ? AG_OK : ag_error_set(err, AG_E_NOMEM, "out of memory for a %dx%d tile", w, h);
+    if (rc == AG_OK && o->progress) /* the total, before the first tile */
+        o->progress(o->progress_user, 0, p->tiles_x * p->tiles_y);
     for (int ty = 0; rc == AG_OK && ty < p->tiles_y; ty++)
         for (int tx = 0; rc == AG_OK && tx < p->tiles_x; tx++) {
             int tx0 = tx * p->tile_px, ty0 = ty * p->tile_px;

@@ -265,6 +265,8 @@ int ag_engine_run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
             return rc;
         if (e->groups[gi].materialize)
             materialize(e, gi);
+        if (e->progress)
+            e->progress(e->progress_user, gi + 1, e->group_count);
         if (e->profile_ms) {
             double ms = (omp_get_wtime() - start) * 1000.0;
             e->profile_ms[ag_engine_head(e, gi)->op] += ms;

@@ -148,6 +148,8 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
                    : ag_error_set(err, AG_E_NOMEM, "out of memory for faces");
         if (rc == AG_OK)
             rc = copy_image(in, out, err);
+        if (rc == AG_OK && o.progress && res.restored > 0) /* the total, before the first */
+            o.progress(o.progress_user, 0, res.restored);
         for (int i = 0; rc == AG_OK && i < res.restored; i++) {
             ag_image crop = {0};
             rc = restore_crop(engine, in, &faces[i], size, o.fidelity, &crop, err);
