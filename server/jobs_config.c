@@ -24,6 +24,7 @@ void ag_jobs_config_defaults(ag_jobs_config *c) {
     c->max_work_mpx = 20000; /* 10 minutes at 30 fps of 1024x1024 frames (~19,000) */
     c->lease_s = 30;
     c->max_reclaims = 3;
+    c->segment_s = 60;
 }
 
 /* The side of a square frame of as many pixels as the largest a job may stylise at

@@ -61,6 +61,7 @@ struct ag_jobs_redis {
     pthread_cond_t lease_wake;
     /* the running job's entry (lock: ag_jobs.lock) */
     char entry[64];
+    char part[16];  /* "" a whole job, else its segment ("0", "1", ...) or "join" */
     int lease_lost; /* another instance took the job over: its run stops, nothing recorded */
     atomic_uint_fast64_t reclaimed, handed_back, lost;
 };
@@ -84,6 +85,8 @@ typedef enum {
     JR_EXPIRE,
     JR_HOLD,
     JR_ADMIT,
+    JR_SPLIT,
+    JR_PART_DONE,
 } ag_jr_script;
 redisReply *ag_jobs_redis_eval(ag_jobs *j, ag_rconn *k, ag_jr_script which, int argc,
                                const char **argv);

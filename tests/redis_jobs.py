@@ -32,6 +32,7 @@ CLIPS = os.path.join(TMP, "clips")
 SPOOL = os.path.join(TMP, "spool")
 ID = re.compile(r"^[0-9a-f]{32}$")
 LEASE = "3"
+SEGMENT_S = "2"  # --jobs-segment-seconds: segments.mp4 (6 s, a keyframe every 0.48 s) in 3
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
@@ -91,7 +92,8 @@ def instance(redis_url, name, *extra):
     return Server("--threads", "1", "--model", "hayao", "--max-side", "256", "--jobs-dir", SPOOL,
                   "--jobs-redis", redis_url, "--instance-name", name, "--jobs-lease", LEASE,
                   "--max-video-mb", "2", "--max-jobs", "8", "--job-ttl", "600",
-                  "--jobs-per-client", "4", "--queue", "4", *extra)
+                  "--jobs-per-client", "4", "--queue", "4", "--jobs-segment-seconds", SEGMENT_S,
+                  *extra)
 
 
 class Nginx:
@@ -174,6 +176,47 @@ def result_path(job_id, ext="mp4"):
     return os.path.join(SPOOL, "%s.out.%s" % (job_id, ext))
 
 
+def make_segment_clip(seconds=6, name="segments.mp4"):
+    """A clip cut in segments: H.264 with a keyframe every 12 frames (0.48 s at 25 fps) and
+    AAC sound (copied into MP4: the joined audio packets must be the source's bytes)."""
+    path = os.path.join(CLIPS, name)
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    "testsrc2=size=128x96:rate=25:duration=%g" % seconds, "-f", "lavfi", "-i",
+                    "sine=frequency=440:sample_rate=44100:duration=%g" % seconds,
+                    "-c:v", "libx264", "-preset", "veryfast", "-g", "12", "-pix_fmt", "yuv420p",
+                    "-c:a", "aac", "-b:a", "64k", path], check=True)
+    return path
+
+
+def packets(path, stream):
+    """Every packet of the stream: (pts, dts, duration, flags, size, data hash) lines."""
+    return ffprobe(path, "-select_streams", stream, "-show_entries",
+                   "packet=pts,dts,duration,size,flags", "-show_data_hash", "MD5",
+                   "-of", "csv=p=0").splitlines()
+
+
+def timing(path):
+    """The video's timestamps: pts of every frame (sorted), dts in decode order, the
+    duration of each frame by pts, the stream's frame count and duration."""
+    rows = [r.split(",") for r in packets(path, "v")]
+    by_pts = sorted((int(r[0]), r[2]) for r in rows)  # MP4 packets may say N/A
+    return {"pts": [p for p, _ in by_pts], "durations": [d for _, d in by_pts],
+            "dts": [int(r[1]) for r in rows], "frames": frame_count(path),
+            "duration": ffprobe(path, "-select_streams", "v", "-show_entries",
+                                "stream=duration,time_base", "-of", "csv=p=0")}
+
+
+def parts_started(job_id):
+    """{part: [instances that started it]} from every instance's log (killed ones too)."""
+    out = {}
+    for s in STATE["servers"] + STATE.get("gone", []):
+        for line in s.lines:
+            m = re.search(r"job %s part (\w+) of \d+ started on (\w+)" % job_id, line)
+            if m:
+                out.setdefault(m.group(1), []).append(m.group(2))
+    return out
+
+
 TESTS = []
 STATE = {}
 
@@ -211,6 +254,7 @@ def replace(name):
     old = by_name(name)
     s = instance(STATE["redis"].url, name, "--port", str(old.port))  # nginx's upstream
     s.name = name
+    STATE.setdefault("gone", []).append(old)
     STATE["servers"][STATE["servers"].index(old)] = s
     return s
 
@@ -321,6 +365,69 @@ def sigterm_hands_the_job_back():
     print("  SIGTERM to %s; running on %s %.1f s later" % (victim.name, again["instance"], took))
     replace(victim.name)
     front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def segments_joined_equal_a_single_run():
+    _, _, nginx = cluster()
+    src = make_segment_clip()
+    status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=64")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    final = poll(nginx.front, doc["id"], done, timeout=300)
+    check(final["state"] == "done" and final["frames_done"] == 150, str(final))
+    parts = parts_started(doc["id"])
+    check(sorted(parts) == ["0", "1", "2", "join"], "parts %s" % parts)
+    ran_on = {i for p in parts.values() for i in p}
+    check(len(ran_on) >= 2, "every part ran on %s: nothing in parallel" % ran_on)
+    # the same clip converted whole, by one process (the CLI: the same encoder settings)
+    whole = os.path.join(TMP, "whole.mp4")
+    out = subprocess.run([driver.BIN, "convert", src, "-o", whole, "--max-side", "64",
+                          "--threads", "1", "-q"], capture_output=True, text=True, timeout=300)
+    check(out.returncode == 0, "animegan convert: %s" % out.stderr)
+    joined = result_path(doc["id"])
+    a, b = timing(whole), timing(joined)
+    check(a["frames"] == b["frames"] == 150, "frames %d whole, %d joined" %
+          (a["frames"], b["frames"]))
+    for key in ("pts", "dts", "durations", "duration"):
+        check(a[key] == b[key], "%s differ: whole %s, joined %s" % (key, a[key], b[key]))
+    audio_whole, audio_joined = packets(whole, "a"), packets(joined, "a")
+    check(len(audio_whole) > 100 and audio_whole == audio_joined,
+          "audio packets differ (%d whole, %d joined)" % (len(audio_whole), len(audio_joined)))
+    left = [f for f in os.listdir(SPOOL) if f.startswith(doc["id"]) and ".out." not in f]
+    check(not left, "files left: %s" % left)
+    nginx.front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    print("  3 segments on %s, joined: 150 frames; every pts, dts and duration and the %d "
+          "audio packets (bytes) equal a whole conversion's" %
+          (sorted(ran_on), len(audio_whole)))
+
+
+@test
+def kill9_during_a_segment():
+    _, _, nginx = cluster()
+    status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=96")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    deadline = time.time() + 120
+    victim = None
+    while victim is None:
+        check(time.time() < deadline, "no segment started: %s" % parts_started(doc["id"]))
+        for part, where in parts_started(doc["id"]).items():
+            if part != "join":
+                victim, killed_part = by_name(where[0]), part
+                break
+        time.sleep(0.05)
+    time.sleep(0.3)  # into its frames
+    victim.proc.kill()
+    final = poll(nginx.front, doc["id"], done, timeout=180, all_200=False)
+    check(final["state"] == "done" and final["frames_done"] == 150, str(final))
+    check(frame_count(result_path(doc["id"])) == 150, "frames in the result")
+    parts = parts_started(doc["id"])
+    again = [p for p, where in parts.items() if len(where) > 1]
+    check(again == [killed_part] and parts[killed_part][0] == victim.name,
+          "killed %s running part %s; parts started %s" % (victim.name, killed_part, parts))
+    print("  killed %s in part %s: only that part ran again (on %s); 150 frames" %
+          (victim.name, killed_part, parts[killed_part][1]))
+    replace(victim.name)
+    nginx.front.request("DELETE", "/api/v1/jobs/" + doc["id"])
 
 
 @test
