@@ -370,7 +370,7 @@ def sigterm_hands_the_job_back():
 @test
 def segments_joined_equal_a_single_run():
     _, _, nginx = cluster()
-    src = make_segment_clip()
+    src = os.path.join(CLIPS, "segments.mp4")
     status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=64")
     check(status == 202, "submit: %d %s" % (status, doc))
     final = poll(nginx.front, doc["id"], done, timeout=300)
@@ -428,6 +428,31 @@ def kill9_during_a_segment():
           (victim.name, killed_part, parts[killed_part][1]))
     replace(victim.name)
     nginx.front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def delete_a_job_in_segments():
+    _, _, nginx = cluster()
+    status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=96")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    deadline = time.time() + 120
+    while not parts_started(doc["id"]):
+        check(time.time() < deadline, "no segment started")
+        time.sleep(0.05)
+    status, _, payload = nginx.front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    check(status == 202 and json.loads(payload)["state"] == "cancelling", "DELETE: %d %s" %
+          (status, payload[:200]))
+    deadline = time.time() + 30
+    while job(nginx.front, doc["id"])[0] != 404:
+        check(time.time() < deadline, "still there: %s" % (job(nginx.front, doc["id"]),))
+        time.sleep(0.1)
+    deadline = time.time() + 10  # parts still running elsewhere stop at their next renewal
+    while [f for f in os.listdir(SPOOL) if doc["id"] in f] and time.time() < deadline:
+        time.sleep(0.2)
+    left = [f for f in os.listdir(SPOOL) if doc["id"] in f]
+    check(not left, "files left: %s" % left)
+    print("  DELETE with parts %s started: gone, no segment left" %
+          sorted(parts_started(doc["id"])))
 
 
 @test
@@ -617,10 +642,44 @@ def throughput(instances, threads, jobs=6):
         subprocess.run(["rm", "-rf", redis.dir, SPOOL])
 
 
+def one_long_job(instances, segment_s, body):
+    """Seconds from submitting one long clip to its result, on `instances` instances of one
+    thread each, cut every `segment_s` s (0: whole)."""
+    redis = Redis()
+    servers = [instance(redis.url, "s%d" % i, "--jobs-segment-seconds", str(segment_s))
+               for i in range(instances)]
+    try:
+        t0 = time.time()
+        job_id = submit(servers[0], body, "?max_side=128")[2]["id"]
+        final = poll(servers[0], job_id, done, timeout=900, every=0.1)
+        check(final["state"] == "done", str(final))
+        return time.time() - t0, final["frames_done"]
+    finally:
+        for s in servers:
+            s.stop()
+        redis.kill()
+        subprocess.run(["rm", "-rf", redis.dir, SPOOL])
+
+
+def segment_figures():
+    """One 20 s clip (500 frames, a keyframe every 0.48 s): whole on one instance, in 4
+    segments on one, in 4 segments on two (one thread each)."""
+    with open(make_segment_clip(20, "long20.mp4"), "rb") as f:
+        body = f.read()
+    base = None
+    for n, seg in ((1, 0), (1, 5), (2, 5)):
+        took, frames = one_long_job(n, seg, body)
+        base = base or took
+        print("%d instance(s) x 1 thread, --jobs-segment-seconds %d: %d frames in %.1f s "
+              "(%.2fx the whole run's speed)" % (n, seg, frames, took, base / took))
+        sys.stdout.flush()
+
+
 def figures():
     """docs/cluster.md's figures: throughput with 1, 2 and 3 instances on this machine's
-    cores (threads split: 1 x 2, 2 x 1, 3 x 1)."""
+    cores (threads split: 1 x 2, 2 x 1, 3 x 1), and one long clip in segments."""
     print("cores: %d" % os.cpu_count())
+    segment_figures()
     for n, threads in ((1, 2), (2, 1), (3, 1)):
         rate, took, per = throughput(n, threads)
         print("%d instance(s) x %d thread(s): 6 jobs (clip.mp4, 50 frames, max_side=128) in "
@@ -641,6 +700,7 @@ def main():
         print("FAIL clips: " + made.stderr)
         print("0 passed, 1 failed")
         return 1
+    make_segment_clip()
     want = sys.argv[1] if len(sys.argv) > 1 else ""
     if want == "--figures":
         figures()
