@@ -393,6 +393,12 @@ static void run_part(ag_jobs *j, const char *entry, const char *id, const char *
     }
     if (rc == 0 && rename(p.tmp, keep) != 0)
         rc = ag_jobs_set_error(&err, AG_E_IO, "cannot keep the result");
+    /* A segment stays until the join: held in the spool's bound (the finish gives it back) */
+    if (rc == 0 && index >= 0 &&
+        ag_jobs_redis_hold(j, b->id, (long long)ag_jobs_file_size(keep), 0) == AG_JR_REFUSED) {
+        unlink(keep);
+        rc = ag_jobs_set_error(&err, AG_E_IO, "the shared spool is full (--jobs-quota-mb)");
+    }
     if (rc != 0) {
         unlink(p.tmp);
         snprintf(b->error_code, sizeof b->error_code, "%s", ag_jobs_error_code(rc));
