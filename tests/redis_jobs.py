@@ -642,18 +642,34 @@ def throughput(instances, threads, jobs=6):
         subprocess.run(["rm", "-rf", redis.dir, SPOOL])
 
 
+def cpu_seconds(servers):
+    """User + system CPU seconds the instances used so far (/proc/PID/stat)."""
+    total = 0
+    for s in servers:
+        with open("/proc/%d/stat" % s.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def one_long_job(instances, segment_s, body):
     """Seconds from submitting one long clip to its result, on `instances` instances of one
-    thread each, cut every `segment_s` s (0: whole)."""
+    thread each, cut every `segment_s` s (0: whole), and the CPU seconds they used."""
     redis = Redis()
     servers = [instance(redis.url, "s%d" % i, "--jobs-segment-seconds", str(segment_s))
                for i in range(instances)]
     try:
-        t0 = time.time()
+        t0, cpu0 = time.time(), cpu_seconds(servers)
         job_id = submit(servers[0], body, "?max_side=128")[2]["id"]
         final = poll(servers[0], job_id, done, timeout=900, every=0.1)
         check(final["state"] == "done", str(final))
-        return time.time() - t0, final["frames_done"]
+        for s in servers:
+            for line in s.lines:
+                m = re.search(r"part (\w+) (done after [\d.]+ s)", line)
+                if m:
+                    print("    %s: part %s %s" % (s.args[s.args.index("--instance-name") + 1],
+                                                 m.group(1), m.group(2)))
+        return time.time() - t0, final["frames_done"], cpu_seconds(servers) - cpu0
     finally:
         for s in servers:
             s.stop()
@@ -668,10 +684,11 @@ def segment_figures():
         body = f.read()
     base = None
     for n, seg in ((1, 0), (1, 5), (2, 5)):
-        took, frames = one_long_job(n, seg, body)
+        took, frames, cpu = one_long_job(n, seg, body)
         base = base or took
         print("%d instance(s) x 1 thread, --jobs-segment-seconds %d: %d frames in %.1f s "
-              "(%.2fx the whole run's speed)" % (n, seg, frames, took, base / took))
+              "(%.2fx the whole run's speed), %.1f CPU s; load average %.1f" %
+              (n, seg, frames, took, base / took, cpu, os.getloadavg()[0]))
         sys.stdout.flush()
 
 
