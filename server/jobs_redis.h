@@ -13,7 +13,8 @@
  *                   per instance); an entry pending at a consumer is its lease, renewed by
  *                   XCLAIM while the job runs, taken over by XAUTOCLAIM once it expired
  *   entries         stream entry -> the job it runs (clients take turns: an entry runs the
- *                   oldest job of the client served least recently, not necessarily its own)
+ *                   oldest job of the client served least recently, not necessarily its own),
+ *                   or a part of a job cut in segments: "ID#N" (segment N), "ID#join"
  *   job:ID          the job's hash (state, options, progress, instance, attempts, cancel)
  *   q:CLIENT        a client's queued jobs; clients (zset): when each was last served
  *   finished (zset) finished jobs by time, for --job-ttl; states (hash) jobs by state;

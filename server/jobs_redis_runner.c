@@ -12,6 +12,12 @@
  * cancel flag (DELETE on any instance). When the lease was taken over (this instance
  * stalled past it) the run stops and records nothing. While Redis is down the run goes on;
  * its finish is retried until Redis answers.
+ *
+ * A video longer than --jobs-segment-seconds is cut at keyframes by the runner that picks it
+ * (split): its entry gives way to one entry per segment, which runners anywhere convert at
+ * once into ID.segN (run_part), each under its own lease and reclaimed alone; the last one
+ * queues the join, whose runner writes the result with the sound of the source
+ * (ag_video_join) and finishes the job as a whole run does.
  */
 #include "jobs_redis.h"
 
@@ -319,13 +325,18 @@ static int convert_part(ag_jobs *j, const job *b, const run_paths *p, const int6
         o.segment = &seg;
         return ag_video_convert(NULL, p->in, p->tmp, &o, res, err);
     }
-    char names[AG_VIDEO_MAX_SEGMENTS][4096];
+    enum { NAME_MAX_BYTES = 4096 };
+    char *names = ag_malloc((size_t)count * NAME_MAX_BYTES);
+    if (!names)
+        return ag_jobs_set_error(err, AG_E_NOMEM, "out of memory");
     const char *paths[AG_VIDEO_MAX_SEGMENTS];
     for (int i = 0; i < count; i++) {
-        segment_path(j, b->id, i, names[i], sizeof names[i]);
-        paths[i] = names[i];
+        segment_path(j, b->id, i, names + (size_t)i * NAME_MAX_BYTES, NAME_MAX_BYTES);
+        paths[i] = names + (size_t)i * NAME_MAX_BYTES;
     }
-    return ag_video_join(p->in, paths, count, p->tmp, &o, res, err);
+    int rc = ag_video_join(p->in, paths, count, p->tmp, &o, res, err);
+    ag_free(names);
+    return rc;
 }
 
 /* What is left of a job that finished, failed or went: its input and segments. */
