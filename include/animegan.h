@@ -741,6 +741,9 @@ typedef struct ag_video_options {
     void *cancelled_user;
     size_t max_output_bytes; /* fail (AG_E_LIMIT) when the output grows past it; 0 = none */
     int private_output;      /* 1: the result is created 0600 (a spool), else 0644 */
+    /* NULL: the whole clip. Else only the segment's frames, encoded as the whole clip's
+     * conversion would encode them, without sound, into a segment file for ag_video_join. */
+    const struct ag_video_segment *segment;
 } ag_video_options;
 
 void ag_video_options_init(ag_video_options *options);
@@ -761,6 +764,38 @@ typedef struct ag_video_result {
  */
 int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_path,
                      const ag_video_options *options, ag_video_result *result, ag_error *err);
+
+/* ---- one clip over several workers: segments cut at keyframes, then joined ---------------- */
+
+#define AG_VIDEO_MAX_SEGMENTS 64
+
+/* The frames with from_pts <= pts < to_pts (the input video stream's time base; INT64_MIN
+ * and INT64_MAX leave an end open), for the output named `container` (its extension picks
+ * the encoder, as ag_video_convert's out_path does). */
+typedef struct ag_video_segment {
+    int64_t from_pts, to_pts;
+    const char *container;
+} ag_video_segment;
+
+/*
+ * Cut the clip at `path` at keyframes at least `seconds` apart (a demux of the video
+ * packets, nothing decoded): cuts[0..*count] are the segments' boundaries (cuts[0] is
+ * INT64_MIN, cuts[*count] INT64_MAX). *count is 1 when the clip is no longer than `seconds`,
+ * has no keyframe to cut at, or is an animated WebP; at most AG_VIDEO_MAX_SEGMENTS (the last
+ * segment is then longer). A last piece shorter than seconds / 2 joins the one before.
+ */
+int ag_video_plan_segments(const char *path, double seconds, const ag_video_limits *limits,
+                           int64_t cuts[AG_VIDEO_MAX_SEGMENTS + 1], int *count, ag_error *err);
+
+/*
+ * Join the segment files (ag_video_convert with options->segment, in order) into out_path,
+ * with the sound of `in_path` copied or re-encoded once, as ag_video_convert(in_path,
+ * out_path, options) would write it: the same frames, timestamps and durations, the audio
+ * packets the same bytes. options->segment is ignored. AG_E_FORMAT when a segment file is
+ * damaged or does not follow the one before it.
+ */
+int ag_video_join(const char *in_path, const char *const *segments, int count, const char *out_path,
+                  const ag_video_options *options, ag_video_result *result, ag_error *err);
 
 /* Bytes of frame buffers a conversion of frames of width x height (after max_side) holds
  * at most, excluding the engines' arenas (out_scale included): what a memory budget adds

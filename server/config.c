@@ -244,6 +244,9 @@ static const opt_def options[] = {
      "over a job whose lease expired (its instance died)"},
     {"jobs-reclaims", "N", K_INT, 0, 100, 0, AT(jobs.max_reclaims), NULL, NULL, "3",
      "with --jobs-redis: times a job is taken over after its instance died, then failed"},
+    {"jobs-segment-seconds", "S", K_SECONDS, 0, 86400, 0, AT(jobs.segment_s), NULL, NULL, "60",
+     "with --jobs-redis: a video longer than this is cut at keyframes into segments that "
+     "several instances convert at once, then joined; 0 = never cut"},
 };
 
 enum { OPTION_COUNT = sizeof options / sizeof options[0] };

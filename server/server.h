@@ -78,6 +78,7 @@ typedef struct ag_jobs_config {
     const char *instance;  /* --instance-name: the consumer name (default HOST:PORT) */
     double lease_s;        /* --jobs-lease: a running job's lease, renewed while it runs */
     int max_reclaims;      /* --jobs-reclaims: times a job is taken over, then failed */
+    double segment_s;      /* --jobs-segment-seconds: cut longer videos into segments; 0 off */
 } ag_jobs_config;
 
 void ag_jobs_config_defaults(ag_jobs_config *c);
