@@ -25,6 +25,7 @@ void ag_jobs_config_defaults(ag_jobs_config *c) {
     c->max_result_bytes = (size_t)1024 << 20;
     c->lease_s = 30;
     c->max_reclaims = 3;
+    c->segment_s = 60;
 }
 
 /* The side of a square frame of as many pixels as the largest a job may stylise at
