@@ -70,16 +70,17 @@ size_t ag_jobs_budget_bytes(const ag_server_config *c) {
 /* Bytes per output pixel of each result format, measured on stylised clips (tools/
  * make_test_clips.sh's clip.mp4 at 128x96 and a 640x360 pan over a photo, hayao) with some
  * margin: a GIF (a palette and LZW per frame, dithered) takes 0.64 to 1.03, about 13 to 25
- * times the H.264 upload; the lossy animated WebP 0.10; H.264 and VP9 at their CRF 0.04 to
- * 0.07, which the input's own size (times N^2 with upscale=N) usually exceeds. */
+ * times the H.264 upload; the lossy animated WebP 0.10. H.264 and VP9 at their CRF took 0.04
+ * to 0.07, less than a camera's upload: a video codec's result is estimated as the input
+ * again (times N^2 with upscale=N), so that every MP4 job the work bound takes fits. */
 static const struct {
     const char *ext;
     double bytes_per_px;
     size_t bytes_per_frame; /* a GIF frame's own colour table and headers */
     int from_input;         /* a video codec: at least the input's size again */
 } result_rates[] = {
-    {"gif", 1.0, 1024, 0}, {"webp", 0.3, 64, 0}, {"mp4", 0.1, 0, 1},
-    {"webm", 0.1, 0, 1},   {"mkv", 0.1, 0, 1},   {"mov", 0.1, 0, 1},
+    {"gif", 1.0, 1024, 0}, {"webp", 0.3, 64, 0}, {"mp4", 0, 0, 1},
+    {"webm", 0, 0, 1},     {"mkv", 0, 0, 1},     {"mov", 0, 0, 1},
 };
 
 size_t ag_jobs_result_bytes(const char *ext, int64_t frames, int out_width, int out_height,

@@ -782,7 +782,7 @@ void ag_jobs_run_frame(ag_worker *w, ag_frame_task *task);
 size_t ag_jobs_budget_bytes(const ag_server_config *c);
 /* The estimated size in bytes of a job's result: `frames` frames of out_width x out_height
  * in the format `ext` ("gif", "webp", "mp4", ...), from bytes per output pixel (a GIF is
- * 13-25 times an H.264 clip); for a video codec at least the input again (in_bytes, N^2
+ * 13-25 times an H.264 clip); for a video codec the input again (in_bytes, N^2
  * times with upscale=N). Saturates at SIZE_MAX / 2. */
 size_t ag_jobs_result_bytes(const char *ext, int64_t frames, int out_width, int out_height,
                             size_t in_bytes, int upscale);
