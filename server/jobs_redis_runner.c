@@ -461,7 +461,9 @@ static void run(ag_jobs *j, const char *entry, const char *id) {
     if (split(j, entry, b, p.in))
         return;
     size_t in_bytes = ag_jobs_file_size(p.in);
-    size_t allowance = 2 * in_bytes * ag_jobs_result_factor(b->upscale) + ((size_t)1 << 20);
+    int64_t frames = b->frames_total > 0 ? b->frames_total : b->max_frames;
+    size_t allowance =
+        2 * ag_jobs_result_bytes(b->ext, frames, b->out_width, b->out_height, in_bytes, b->upscale);
     ag_video_options o;
     ag_jobs_video_options(j, b, allowance, &o);
     pthread_mutex_lock(&j->lock);
