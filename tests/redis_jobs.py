@@ -379,8 +379,17 @@ def segments_joined_equal_a_single_run():
     src = os.path.join(CLIPS, "segments.mp4")
     status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=64")
     check(status == 202, "submit: %d %s" % (status, doc))
-    final = poll(nginx.front, doc["id"], done, timeout=300)
+    seen = set()
+
+    def segments_shown(d):
+        if d["state"] == "running" and "segments" in d:
+            check(d["segments"] == 3 and 0 <= d["segments_done"] <= 3, str(d))
+            seen.add(d["segments_done"])
+        return done(d)
+
+    final = poll(nginx.front, doc["id"], segments_shown, timeout=300, every=0.1)
     check(final["state"] == "done" and final["frames_done"] == 150, str(final))
+    check(seen, "the state never said \"segments\" while running")
     parts = parts_started(doc["id"])
     check(sorted(parts) == ["0", "1", "2", "join"], "parts %s" % parts)
     ran_on = {i for p in parts.values() for i in p}
