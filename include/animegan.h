@@ -781,8 +781,9 @@ typedef struct ag_video_segment {
  * Cut the clip at `path` at keyframes at least `seconds` apart (a demux of the video
  * packets, nothing decoded): cuts[0..*count] are the segments' boundaries (cuts[0] is
  * INT64_MIN, cuts[*count] INT64_MAX). *count is 1 when the clip is no longer than `seconds`,
- * has no keyframe to cut at, or is an animated WebP; at most AG_VIDEO_MAX_SEGMENTS (the last
- * segment is then longer). A last piece shorter than seconds / 2 joins the one before.
+ * has no keyframe to cut at, or is not in MP4/MOV or Matroska/WebM (whose indexes let each
+ * segment seek to its keyframe exactly); at most AG_VIDEO_MAX_SEGMENTS (the last segment is
+ * then longer). A last piece shorter than seconds / 2 joins the one before.
  */
 int ag_video_plan_segments(const char *path, double seconds, const ag_video_limits *limits,
                            int64_t cuts[AG_VIDEO_MAX_SEGMENTS + 1], int *count, ag_error *err);
