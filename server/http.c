@@ -35,17 +35,10 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SMALL_BODY_MAX ((size_t)256 * 1024) /* /metrics, /status, /models */
 #define CHUNKED_INITIAL ((size_t)256 * 1024)
-
-uint64_t ag_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* ---- the request owner ------------------------------------------------------------------ */
 

@@ -832,7 +832,6 @@ struct ag_server {
     ag_log_library_ctx library_log;
 };
 
-uint64_t ag_now_us(void);
 void ag_request_ref(ag_request *r);
 void ag_request_unref(ag_request *r);
 

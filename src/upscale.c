@@ -88,7 +88,7 @@ int ag_upscale_plan_for(const ag_engine *e, int width, int height, const ag_upsc
                         ag_upscale_plan *p, ag_error *err) {
     const ag_model_info *info = &e->model->info;
     memset(p, 0, sizeof *p);
-    if (info->scale < 1 || strcmp(info->kind, "upscaler"))
+    if (info->scale < 1 || info->role != AG_MODEL_UPSCALER)
         return ag_error_set(err, AG_E_ARG, "model %s is not an upscaler (kind %s)", info->name,
                             info->kind);
     if (width < 1 || height < 1)
@@ -350,7 +350,7 @@ int ag_upscaler_load(const char *name, int scale, ag_model **out, ag_error *err)
     if (rc)
         return rc;
     const ag_model_info *info = ag_model_get_info(*out);
-    if (strcmp(info->kind, "upscaler")) {
+    if (info->role != AG_MODEL_UPSCALER) {
         rc = ag_error_set(err, AG_E_ARG, "model %s is a %s, not an upscaler", info->name,
                           info->kind);
         ag_model_destroy(*out);

@@ -16,9 +16,9 @@
 
 #include <math.h>
 
-/* fuse_cache.c's clock (http.c's in the server): set by the tests. */
+/* fuse_cache.c's clock, stepped by the tests (main hooks it in). */
 static uint64_t fake_now_us = 1000000;
-uint64_t ag_now_us(void) {
+static uint64_t fake_clock(void) {
     return fake_now_us;
 }
 
@@ -33,6 +33,7 @@ static int fuse_cache_has(ag_fuse_cache *c, const char *client, const char *data
 static int fuse_cache_bounds(void) {
     ag_metrics m = {0};
     ag_fuse_cache *c = NULL;
+    ag_clock_hook(fake_clock);
     CHECK(ag_fuse_cache_create(0, 1, 1, &m, &c) == 0 && c == NULL); /* off */
     CHECK(ag_fuse_cache_create(3, 2, 10, &m, &c) == 0 && c);
     static ag_face faces[AG_FUSE_CACHE_FACES + 2];
@@ -64,6 +65,7 @@ static int fuse_cache_bounds(void) {
     CHECK(!fuse_cache_has(c, "c", "photo8", &found));
     CHECK(ag_allocated_bytes() == base);
     ag_fuse_cache_destroy(c);
+    ag_clock_hook(NULL);
     return 0;
 }
 

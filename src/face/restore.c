@@ -23,7 +23,7 @@ void ag_restore_options_init(ag_restore_options *o) {
 
 static int check_options(const ag_engine *engine, const ag_restore_options *o, ag_error *err) {
     const ag_model_info *info = ag_model_get_info(engine->model);
-    if (strcmp(info->kind, "restorer") != 0)
+    if (info->role != AG_MODEL_RESTORER)
         return ag_error_set(err, AG_E_ARG, "%s is a %s, not a face restorer (GPEN, GFPGAN)",
                             info->name, info->kind);
     if (!(o->fidelity >= 0.0f && o->fidelity <= 1.0f))
