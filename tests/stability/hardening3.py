@@ -303,12 +303,14 @@ def long_clip():
 
 
 def pan_clip():
-    """A camera panning over chelsea.png, 320x212 at 25 fps, 4 s."""
+    """A camera panning over chelsea.png at 25 fps, 4 s, in frames of 316x210: the size of
+    chelsea.png at max_side=316, so a photo and a frame share the engine's plan (a new
+    size plans it again)."""
     os.makedirs(TMP, exist_ok=True)
     out = os.path.join(TMP, "pan.mp4")
     if not os.path.exists(out):
         ffmpeg("-loop", "1", "-framerate", "25", "-i", os.path.join(DATA, "chelsea.png"), "-vf",
-               "scale=360:-2,crop=320:212:x='t*8':y='t*2'", "-t", "4", "-c:v", "libx264",
+               "scale=356:-2,crop=316:210:x='t*8':y='t*2'", "-t", "4", "-c:v", "libx264",
                "-preset", "veryfast", "-pix_fmt", "yuv420p", out)
     with open(out, "rb") as f:
         return f.read()
@@ -384,7 +386,7 @@ def photos_wait_for_a_step_of_an_upscaled_frame():
     here is ~10-20 stylised ones."""
     s = jobs_server("yield", "--model", "cute-v3")
     try:
-        q = "?model=cute-v3&max_side=320"
+        q = "?model=cute-v3&max_side=316"
         style_ms = sorted(photo_ms(s, q)[1] for _ in range(3))[1]
         status, doc = submit_job(s, pan_clip(), "?model=cute-v3&upscale=2")
         check(status == 202, "%d %r" % (status, doc))
@@ -403,11 +405,12 @@ def photos_wait_for_a_step_of_an_upscaled_frame():
         s.request("DELETE", "/api/v1/jobs/" + doc["id"])
         # One stylised frame: alone, or beside the runner's decoding and encoding (the
         # frames' style step shares the 2 cores with them), whichever is longer.
-        style_ms = max(style_ms, sorted(during)[2])
+        alone_ms, style_ms = style_ms, max(style_ms, sorted(during)[2])
         bound = 2 * style_ms + 300
-        print("  one stylised 320x213 photo %.0f ms; an upscaled frame %.0f ms (%.1f x); photos "
-              "waited %s ms (bound %.0f)" % (style_ms, frame_ms, frame_ms / style_ms,
-                                             ", ".join("%.0f" % w for w in waits), bound))
+        print("  one stylised 316x210 photo %.0f ms (alone %.0f); an upscaled frame %.0f ms "
+              "(%.1f x); photos waited %s ms (bound %.0f)" % (
+                  style_ms, alone_ms, frame_ms, frame_ms / style_ms,
+                  ", ".join("%.0f" % w for w in waits), bound))
         check(state["state"] == "running", "the job ended during the photos: %s" % state)
         check(max(waits) <= bound, "a photo waited %.0f ms; one stylised frame takes %.0f" % (
             max(waits), style_ms))
