@@ -45,7 +45,10 @@
  *                                         with an upscaler the largest upscale=N frames
  *                                         O allows) and 32 MiB of demuxer and codec
  *                                         state; the frames' inference and upscaling run
- *                                         on the workers, within their term
+ *                                         on the workers, within their term (a photo
+ *                                         served between a frame's upscaling steps holds
+ *                                         arena, decode and images while the frame holds
+ *                                         the upscale term; it asks no upscaler)
  *
  * S = max(--max-side, portrait size), O = --max-output-pixels. Admission makes "(queue + W)" exact:
  * a slot is taken when a convert (or fuse) request's headers arrive and given back when its
