@@ -179,6 +179,14 @@ void ag_engine_release(ag_engine *engine);
  */
 void ag_engine_set_cancel(ag_engine *engine, int (*cancelled)(void *user), void *user);
 
+/*
+ * Tell `progress(user, done, total)` after each step of every run (its return value is not
+ * asked: ag_engine_set_cancel stops a run): the steps of one network run, for a progress
+ * figure within one long image (one face, one tile). NULL removes the hook.
+ */
+void ag_engine_set_progress(ag_engine *engine, int (*progress)(void *user, int done, int total),
+                            void *user);
+
 /* Bytes of the arena currently planned (0 before the first image). */
 size_t ag_engine_arena_bytes(const ag_engine *engine);
 
@@ -533,13 +541,15 @@ size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t lon
 /*
  * Load a face restoration network from the user's PyTorch checkpoint (zip or legacy):
  * GPEN's FullGenerator (GPEN-BFR-256/512, the 1024 and 2048 files; a plain state_dict or a
- * trainer's {"g_ema": ...}) or GFPGANv1Clean (GFPGANv1.3 / v1.4: {"params_ema": ...}). The
- * architecture (size, channels, style width, mapping depth, SFT) is read from the tensors'
- * names and shapes, never the file name; a file of another network is refused naming the
- * first tensor that fits neither, a tensor of the wrong shape or a missing one by its name.
- * The model's info.kind is "restorer", info.architecture "gpen" or "gfpgan"; it maps an
- * aligned face of info.min_side x info.min_side (its only size) in [-1, 1] to the restored
- * face. Free with ag_model_destroy; engines over it share its weights.
+ * trainer's {"g_ema": ...}), GFPGANv1Clean (GFPGANv1.3 / v1.4: {"params_ema": ...}) or
+ * CodeFormer (codeformer.pth: {"params_ema": ...}, 512 px). The architecture (size,
+ * channels, style width, mapping depth, SFT; CodeFormer's widths, layers, fuse sizes) is
+ * read from the tensors' names and shapes, never the file name; a file of another network is
+ * refused naming the first tensor that fits none, a tensor of the wrong shape or a missing
+ * one by its name. The model's info.kind is "restorer", info.architecture "gpen", "gfpgan"
+ * or "codeformer"; it maps an aligned face of info.min_side x info.min_side (its only size)
+ * in [-1, 1] to the restored face. Free with ag_model_destroy; engines over it share its
+ * weights.
  */
 int ag_restore_model_load(const char *path, ag_model **out, ag_error *err);
 int ag_restore_model_load_memory(const void *data, size_t size, const char *label, ag_model **out,
@@ -564,11 +574,14 @@ typedef struct ag_restore_options {
     int max_faces;  /* faces restored, largest first, 1..AG_FACE_MAX (default 8) */
     int aligned;    /* the input is already an aligned face crop: resized to the model's
                        size and restored whole; the output is that size */
+    /* CodeFormer's w, 0-1: 0 the codebook's face (most restored), 1 closest to the input
+     * (default 0.5); other restorers ignore it */
+    float codeformer_fidelity;
     ag_step_progress_fn progress; /* NULL: none; steps are faces */
     void *progress_user;
 } ag_restore_options;
 
-/* Defaults: fidelity 1, max_faces 8, not aligned. */
+/* Defaults: fidelity 1, max_faces 8, not aligned, codeformer_fidelity 0.5. */
 void ag_restore_options_init(ag_restore_options *options);
 
 typedef struct ag_restore_result {
@@ -728,6 +741,9 @@ typedef struct ag_video_options {
     void *cancelled_user;
     size_t max_output_bytes; /* fail (AG_E_LIMIT) when the output grows past it; 0 = none */
     int private_output;      /* 1: the result is created 0600 (a spool), else 0644 */
+    /* NULL: the whole clip. Else only the segment's frames, encoded as the whole clip's
+     * conversion would encode them, without sound, into a segment file for ag_video_join. */
+    const struct ag_video_segment *segment;
 } ag_video_options;
 
 void ag_video_options_init(ag_video_options *options);
@@ -748,6 +764,38 @@ typedef struct ag_video_result {
  */
 int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_path,
                      const ag_video_options *options, ag_video_result *result, ag_error *err);
+
+/* ---- one clip over several workers: segments cut at keyframes, then joined ---------------- */
+
+#define AG_VIDEO_MAX_SEGMENTS 64
+
+/* The frames with from_pts <= pts < to_pts (the input video stream's time base; INT64_MIN
+ * and INT64_MAX leave an end open), for the output named `container` (its extension picks
+ * the encoder, as ag_video_convert's out_path does). */
+typedef struct ag_video_segment {
+    int64_t from_pts, to_pts;
+    const char *container;
+} ag_video_segment;
+
+/*
+ * Cut the clip at `path` at keyframes at least `seconds` apart (a demux of the video
+ * packets, nothing decoded): cuts[0..*count] are the segments' boundaries (cuts[0] is
+ * INT64_MIN, cuts[*count] INT64_MAX). *count is 1 when the clip is no longer than `seconds`,
+ * has no keyframe to cut at, or is an animated WebP; at most AG_VIDEO_MAX_SEGMENTS (the last
+ * segment is then longer). A last piece shorter than seconds / 2 joins the one before.
+ */
+int ag_video_plan_segments(const char *path, double seconds, const ag_video_limits *limits,
+                           int64_t cuts[AG_VIDEO_MAX_SEGMENTS + 1], int *count, ag_error *err);
+
+/*
+ * Join the segment files (ag_video_convert with options->segment, in order) into out_path,
+ * with the sound of `in_path` copied or re-encoded once, as ag_video_convert(in_path,
+ * out_path, options) would write it: the same frames, timestamps and durations, the audio
+ * packets the same bytes. options->segment is ignored. AG_E_FORMAT when a segment file is
+ * damaged or does not follow the one before it.
+ */
+int ag_video_join(const char *in_path, const char *const *segments, int count, const char *out_path,
+                  const ag_video_options *options, ag_video_result *result, ag_error *err);
 
 /* Bytes of frame buffers a conversion of frames of width x height (after max_side) holds
  * at most, excluding the engines' arenas (out_scale included): what a memory budget adds

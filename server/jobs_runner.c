@@ -166,9 +166,9 @@ const char *ag_jobs_error_code(int rc) {
     }
 }
 
-/* The result's share of the spool: its reservation (the input's size) and, while the quota
- * has room, as much again; the extra is held during the run and given back once the
- * result is measured. Lock held. */
+/* The result's share of the spool: its reservation (the estimate, ag_jobs_result_bytes)
+ * and, while the quota has room, as much again; the extra is held during the run and given
+ * back once the result is measured. Lock held. */
 static size_t output_allowance(ag_jobs *j, const job *b) {
     size_t free_bytes = j->c->quota_bytes > j->spool_bytes ? j->c->quota_bytes - j->spool_bytes : 0;
     size_t more = free_bytes < b->reserved_bytes ? free_bytes : b->reserved_bytes;
@@ -220,7 +220,8 @@ void ag_jobs_video_options(ag_jobs *j, const job *b, size_t allowance, ag_video_
     o->stylize_user = j;
     o->cancelled = run_cancelled;
     o->cancelled_user = j;
-    o->max_output_bytes = allowance;
+    /* --max-job-result-mb bounds the result whatever the spool would allow */
+    o->max_output_bytes = allowance < j->c->max_result_bytes ? allowance : j->c->max_result_bytes;
     o->private_output = 1;
 }
 

@@ -168,7 +168,16 @@ static int count_step(void *user, int done, int total) {
     ag_worker *w = user;
     atomic_store(&w->steps_total, total);
     atomic_store(&w->steps_done, done);
+    atomic_store(&w->step_permille, 0);
     return done > 0 ? between_steps(w) : 0;
+}
+
+/* ag_engine_set_progress on the restorers and upscalers: how far the face or tile under
+ * way is, so that one long face or tile is not a figure stuck at 0 for a minute. */
+static int count_band(void *user, int done, int total) {
+    ag_worker *w = user;
+    atomic_store(&w->step_permille, total > 0 ? done * 1000 / total : 0);
+    return 0;
 }
 
 /* The face modes (portrait=face, paste_faces) as the pipeline's stylisation. */
@@ -218,8 +227,10 @@ static ag_pipeline request_pipeline(ag_worker *w, ag_request *r, face_step *face
     const ag_convert_options *o = &r->options;
     ag_pipeline p;
     ag_pipeline_init(&p);
-    if (o->restore)
+    if (o->restore) {
         p.restorer = w->restorers[o->restore - 1], p.detector = w->faces;
+        p.restore.codeformer_fidelity = o->codeformer_fidelity;
+    }
     if (!o->restore_only && !o->upscale_only) {
         p.style = w->engines[o->model];
         p.side_by_side = o->side_by_side;
@@ -529,6 +540,8 @@ static void *worker_main(void *arg) {
         status = ag_engine_create(s->restorers[i], &ro, &w->restorers[i], &err);
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
+        else
+            ag_engine_set_progress(w->restorers[i], count_band, w);
     }
     for (int i = 0; i < AG_SERVER_UPSCALES && s->upscalers[i] && status == 0; i++) {
         ag_engine_options uo = ag_server_upscaler_engine(&s->config);
@@ -538,6 +551,8 @@ static void *worker_main(void *arg) {
             status = ag_engine_create(s->upscalers[i], &uo, &w->upscalers[i], &err);
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
+        else
+            ag_engine_set_progress(w->upscalers[i], count_band, w);
     }
     if (status == 0 && s->face_detect) {
         ag_engine_options fo = s->config.engine;

@@ -637,6 +637,27 @@ static int jobs_budget_upscale(void) {
     return 0;
 }
 
+/* The result's estimate (issue 33 item 7): a GIF by its frames and pixels (the measured
+ * clip.mp4 case: 50 frames of 128x96 gave 632,502 bytes, 25 times the 25,105 byte upload),
+ * a video codec at least its input again (N^2 with upscale=N), saturating on absurd sizes. */
+static int jobs_result_estimate(void) {
+    size_t gif = ag_jobs_result_bytes("gif", 50, 128, 96, 25105, 1);
+    CHECK(gif == 50 * (128 * 96 + 1024) + (64 << 10));
+    CHECK(gif > 632502 && gif < 2 * 632502);
+    CHECK(ag_jobs_result_bytes("gif", 50, 256, 192, 25105, 2) > 3 * gif);
+    size_t webp = ag_jobs_result_bytes("webp", 50, 128, 96, 25105, 1);
+    CHECK(webp > 58978 && webp < gif / 2); /* the measured animated WebP: 58,978 bytes */
+    /* H.264 at its CRF: 0.1 byte a pixel, unless the input is larger (N^2 with upscale) */
+    CHECK(ag_jobs_result_bytes("mp4", 50, 128, 96, 25105, 1) == 50 * 12288 / 10 + (64 << 10));
+    CHECK(ag_jobs_result_bytes("webm", 50, 128, 96, 10 << 20, 1) == (size_t)10 << 20);
+    CHECK(ag_jobs_result_bytes("mp4", 50, 128, 96, 10 << 20, 4) == (size_t)160 << 20);
+    CHECK(ag_jobs_result_bytes("mkv", 0, 128, 96, 0, 1) == 64 << 10);
+    CHECK(ag_jobs_result_bytes("unknown", 50, 128, 96, 0, 1) ==
+          ag_jobs_result_bytes("mp4", 50, 128, 96, 0, 1));
+    CHECK(ag_jobs_result_bytes("gif", INT64_MAX, 16384, 16384, 0, 1) == SIZE_MAX / 2);
+    return 0;
+}
+
 /* budget.c needs the config defaults: a copy-free stand-in of config.c's. */
 void ag_config_defaults(ag_server_config *c, int cpu_count) {
     memset(c, 0, sizeof *c);
@@ -664,4 +685,4 @@ TEST_MAIN(TEST(budget_fuse_covers_peak), TEST(queue_fifo_and_bounds),
           TEST(siphash_vectors), TEST(cache_lru_and_bound), TEST(text_builder),
           TEST(metrics_render), TEST(routes_counted_apart), TEST(budget_formula),
           TEST(budget_fuse_style), TEST(budget_fuse_monotonic), TEST(budget_fuse_response),
-          TEST(fuse_cache_bounds), TEST(jobs_budget_upscale))
+          TEST(fuse_cache_bounds), TEST(jobs_budget_upscale), TEST(jobs_result_estimate))
