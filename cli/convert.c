@@ -95,10 +95,12 @@ static void print_help(void) {
           "      --tile N, --tile-pad N, --max-mb N\n"
           "                         its tiles, as for 'animegan upscale --help'\n"
           "      --restore-faces FILE\n"
-          "                         restore the faces with a GPEN or GFPGAN checkpoint before\n"
-          "                         stylising (photos; see 'animegan restore --help')\n"
+          "                         restore the faces with a GPEN, GFPGAN or CodeFormer\n"
+          "                         checkpoint before stylising (see 'animegan restore --help')\n"
           "      --fidelity W       with --restore-faces: 0-1, the restored face's weight\n"
           "                         against the original (default: 1)\n"
+          "      --codeformer-fidelity W\n"
+          "                         with a CodeFormer checkpoint: its w, 0-1 (default: 0.5)\n"
           "      --aligned          with --restore-faces: the inputs are aligned face crops\n"
           "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
           "      --format F         png, jpg or webp, for files written into an output\n"
@@ -134,6 +136,7 @@ enum {
     OPT_MAX_FACES,
     OPT_RESTORE_FACES,
     OPT_FIDELITY,
+    OPT_CODEFORMER_FIDELITY,
     OPT_ALIGNED
 };
 
@@ -148,6 +151,7 @@ static const struct option long_options[] = {
     {"max-faces", required_argument, NULL, OPT_MAX_FACES},
     {"restore-faces", required_argument, NULL, OPT_RESTORE_FACES},
     {"fidelity", required_argument, NULL, OPT_FIDELITY},
+    {"codeformer-fidelity", required_argument, NULL, OPT_CODEFORMER_FIDELITY},
     {"aligned", no_argument, NULL, OPT_ALIGNED},
     {"size", required_argument, NULL, OPT_SIZE},
     {"side-by-side", no_argument, NULL, OPT_SIDE_BY_SIDE},
@@ -165,10 +169,21 @@ static const char *const refused_by_restore[] = {
     "portrait",     "all-faces",     "paste-faces", "face-model", "size",
     "side-by-side", "restore-faces", "upsample",    "crf",        "preset",
     "start",        "duration",      "max-frames",  "scale",      NULL};
-static const char *const refused_by_upscale[] = {
-    "portrait",      "all-faces", "paste-faces", "face-model", "size",
-    "side-by-side",  "upsample",  "max-faces",   "upscale",    "upscale-model",
-    "restore-faces", "fidelity",  "aligned",     NULL};
+static const char *const refused_by_upscale[] = {"portrait",
+                                                 "all-faces",
+                                                 "paste-faces",
+                                                 "face-model",
+                                                 "size",
+                                                 "side-by-side",
+                                                 "upsample",
+                                                 "max-faces",
+                                                 "upscale",
+                                                 "upscale-model",
+                                                 "restore-faces",
+                                                 "fidelity",
+                                                 "aligned",
+                                                 "codeformer-fidelity",
+                                                 NULL};
 static const char *const refused_by_convert[] = {"scale", NULL};
 
 /* One convert-only option: 0 ok, -1 bad value (reported). */
@@ -194,6 +209,10 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
     case OPT_FIDELITY:
         a->fidelity_given = 1;
         return ag_cli_parse_step_float(a->command, "fidelity", arg, &a->restore.fidelity);
+    case OPT_CODEFORMER_FIDELITY:
+        a->fidelity_given = 1;
+        return ag_cli_parse_step_float(a->command, "codeformer-fidelity", arg,
+                                       &a->restore.codeformer_fidelity);
     case OPT_MAX_FACES: return ag_cli_parse_step_int(a->command, "max-faces", arg, &a->max_faces);
     case OPT_SIDE_BY_SIDE: a->side_by_side = 1; return 0;
     case OPT_QUALITY: return ag_cli_parse_int(a->command, "quality", arg, 1, 100, &a->quality);
@@ -284,7 +303,8 @@ static int parse_args(int argc, char **argv, convert_args *a) {
                                               "--paste-faces or --restore-faces");
     if ((a->fidelity_given || a->aligned_given) && !restoring)
         return ag_cli_usage_error(a->command,
-                                  "--fidelity and --aligned apply only to face restoration");
+                                  "--fidelity, --codeformer-fidelity and --aligned apply only "
+                                  "to face restoration");
     if (restoring && (a->portrait || a->paste_faces))
         return ag_cli_usage_error(a->command, "face restoration is not combined with "
                                               "--portrait or --paste-faces");

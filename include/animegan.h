@@ -533,13 +533,15 @@ size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t lon
 /*
  * Load a face restoration network from the user's PyTorch checkpoint (zip or legacy):
  * GPEN's FullGenerator (GPEN-BFR-256/512, the 1024 and 2048 files; a plain state_dict or a
- * trainer's {"g_ema": ...}) or GFPGANv1Clean (GFPGANv1.3 / v1.4: {"params_ema": ...}). The
- * architecture (size, channels, style width, mapping depth, SFT) is read from the tensors'
- * names and shapes, never the file name; a file of another network is refused naming the
- * first tensor that fits neither, a tensor of the wrong shape or a missing one by its name.
- * The model's info.kind is "restorer", info.architecture "gpen" or "gfpgan"; it maps an
- * aligned face of info.min_side x info.min_side (its only size) in [-1, 1] to the restored
- * face. Free with ag_model_destroy; engines over it share its weights.
+ * trainer's {"g_ema": ...}), GFPGANv1Clean (GFPGANv1.3 / v1.4: {"params_ema": ...}) or
+ * CodeFormer (codeformer.pth: {"params_ema": ...}, 512 px). The architecture (size,
+ * channels, style width, mapping depth, SFT; CodeFormer's widths, layers, fuse sizes) is
+ * read from the tensors' names and shapes, never the file name; a file of another network is
+ * refused naming the first tensor that fits none, a tensor of the wrong shape or a missing
+ * one by its name. The model's info.kind is "restorer", info.architecture "gpen", "gfpgan"
+ * or "codeformer"; it maps an aligned face of info.min_side x info.min_side (its only size)
+ * in [-1, 1] to the restored face. Free with ag_model_destroy; engines over it share its
+ * weights.
  */
 int ag_restore_model_load(const char *path, ag_model **out, ag_error *err);
 int ag_restore_model_load_memory(const void *data, size_t size, const char *label, ag_model **out,
@@ -564,11 +566,14 @@ typedef struct ag_restore_options {
     int max_faces;  /* faces restored, largest first, 1..AG_FACE_MAX (default 8) */
     int aligned;    /* the input is already an aligned face crop: resized to the model's
                        size and restored whole; the output is that size */
+    /* CodeFormer's w, 0-1: 0 the codebook's face (most restored), 1 closest to the input
+     * (default 0.5); other restorers ignore it */
+    float codeformer_fidelity;
     ag_step_progress_fn progress; /* NULL: none; steps are faces */
     void *progress_user;
 } ag_restore_options;
 
-/* Defaults: fidelity 1, max_faces 8, not aligned. */
+/* Defaults: fidelity 1, max_faces 8, not aligned, codeformer_fidelity 0.5. */
 void ag_restore_options_init(ag_restore_options *options);
 
 typedef struct ag_restore_result {

@@ -120,8 +120,9 @@ static const opt_def options[] = {
      "an IPv6 client is its /N network for the per-client bounds (fusion face cache, video job "
      "turns), since one host is given a whole /64; 128 = each address"},
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
-     "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
-     "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
+     "a GPEN, GFPGAN or CodeFormer checkpoint for face restoration (POST /api/v1/restore, "
+     "restore=K on convert: K counts these from 1), repeatable; loaded once, shared by the "
+     "workers"},
     {"upscale-model", "NAME|FILE", K_UPSCALE, 0, 0, 0, 0, NULL, NULL, AG_SERVER_DEFAULT_UPSCALER,
      "upscaler for upscale=2 and upscale=4 (convert, restore, POST /api/v1/upscale, video jobs): "
      "a bundled family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a user's file "
@@ -220,8 +221,9 @@ static const opt_def options[] = {
      "most frames of a video job, from its header (MP4 sample tables, WebP frames) and as "
      "decoded; 413 before a frame is decoded"},
     {"max-job-megapixels", "N", K_SCALED, 0, 1e9, 1, AT(jobs.max_work_mpx), NULL, NULL, "20000",
-     "most work per video job: frames x output pixels (after max_side), in millions; 413 from "
-     "the header; 0 = no bound"},
+     "most work per video job, in millions of pixels of its style: frames x pixels (after "
+     "max_side), with upscale=N the upscaler's FLOPs counted in the style's (at least the "
+     "output pixels); 413 from the header; 0 = no bound"},
     {"jobs-per-client", "N", K_INT, 0, 4096, 0, AT(jobs.per_client), NULL, NULL, "0",
      "video jobs one client may have queued or running (with --jobs-redis, across every "
      "instance); more get 429; 0 = no bound"},

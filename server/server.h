@@ -185,10 +185,11 @@ typedef struct ag_convert_options {
     int restore;      /* restore=K: restore faces first with --restore-model K (1 = the first);
                          0 none */
     int restore_only; /* POST /api/v1/restore: restoration only, no stylisation */
-    int upscale;      /* upscale=N: the result N times larger (2 or 4); 0 none */
-    int upscale_only; /* POST /api/v1/upscale: upscaling only, no stylisation */
-    int side_by_side; /* 0/1 */
-    int max_side;     /* <= the server's --max-side */
+    float codeformer_fidelity; /* a CodeFormer restorer's w, 0-1 (default 0.5) */
+    int upscale;               /* upscale=N: the result N times larger (2 or 4); 0 none */
+    int upscale_only;          /* POST /api/v1/upscale: upscaling only, no stylisation */
+    int side_by_side;          /* 0/1 */
+    int max_side;              /* <= the server's --max-side */
     ag_format format;
     int quality; /* 1..100 */
     /* POST /api/v1/fuse (fuse.c): the fusion's options and which face of each image */
@@ -457,6 +458,8 @@ int ag_queue_take_expired(ag_queue *q, uint64_t now_us, void **out, int max);
 int ag_queue_take_all(ag_queue *q, void **out, int max);
 /* Remove one item; 1 when it was there (a worker had not taken it yet), else 0. */
 int ag_queue_remove(ag_queue *q, const void *item);
+/* Without waiting: the head when it is a request and take(item) says yes, else NULL. */
+void *ag_queue_pop_request_if(ag_queue *q, int (*take)(const void *item), uint64_t *deadline_us);
 /* Wake the workers: pop returns NULL once the queue is empty. */
 void ag_queue_close(ag_queue *q);
 int ag_queue_depth(ag_queue *q);
@@ -703,8 +706,14 @@ typedef struct ag_worker {
     /* the current request's long stage (faces restored, tiles upscaled): /api/v1/status */
     atomic_int steps_done, steps_total;
     _Atomic uint64_t busy_since_us; /* start of the current job, 0 when idle */
-    int started;                    /* thread created */
-    int init_status;                /* 0 ok, else AG_E_* from engine creation */
+    /* Asked between the steps of the work on this worker (its engines' steps and bands, tiles
+     * upscaled, faces restored): nonzero stops the work with AG_E_CANCELLED (a photo whose
+     * client left); a video frame's hook serves waiting photos there (jobs_runner.c). NULL:
+     * none. Worker thread only. */
+    int (*between_steps)(void *user);
+    void *between_steps_user;
+    int started;     /* thread created */
+    int init_status; /* 0 ok, else AG_E_* from engine creation */
     char init_error[AG_ERROR_MESSAGE_BYTES];
 } ag_worker;
 
@@ -717,6 +726,11 @@ void ag_worker_use_models(ag_worker *w, int model, int face_model);
 int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err);
 /* The arenas of w's upscaler engines (one when both scales share a file). */
 size_t ag_worker_upscaler_arena_bytes(const ag_worker *w);
+/* Between two steps of a video frame's upscaling on w: the photos waiting at the queue's
+ * head that need no upscaler are converted now, on this thread (the frame's upscaler is
+ * mid-image; the style engines, restorers and detector are free, and the frame's images
+ * are the runner's, in the video term). Returns how many. Worker thread only. */
+int ag_worker_serve_waiting(ag_worker *w);
 
 /* A boolean option's value: "1"/"true" or "0"/"false" into *out, 0; else -1 (options.c). */
 int ag_option_flag(const char *value, int *out);

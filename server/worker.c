@@ -27,6 +27,10 @@ static void job_error(ag_server *s, ag_request *r, const ag_error *err, const ch
     const char *code;
     int server_side =
         !strcmp(stage, "stylize") || !strcmp(stage, "encode") || !strcmp(stage, "upscale");
+    if (err->code == AG_E_CANCELLED) { /* stopped between two steps: the client left */
+        ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
+        return;
+    }
     switch (server_side && err->code != AG_E_NOMEM ? AG_E_INTERNAL : err->code) {
     case AG_E_LIMIT: status = 413, code = "too_large"; break;
     case AG_E_FORMAT: status = 422, code = "undecodable_image"; break;
@@ -136,13 +140,35 @@ static int face_convert(ag_worker *w, ag_request *r, const ag_image *in, ag_imag
     return rc;
 }
 
-/* restore=K: *in replaced by the photo with its faces restored (X-Faces: how many). */
-/* ag_step_progress_fn: the steps of the worker's current stage, for /api/v1/status. */
+/* The engines' cancel hook (before each step and band): the work's between_steps. */
+static int between_steps(void *user) {
+    ag_worker *w = user;
+    return w->between_steps ? w->between_steps(w->between_steps_user) : 0;
+}
+
+/* Every engine of w asks between_steps, so the work on it can stop (or yield) there. */
+static void hook_engines(ag_worker *w) {
+    for (int i = 0; i < w->server->model_count; i++)
+        ag_engine_set_cancel(w->engines[i], between_steps, w);
+    for (int i = 0; i < w->server->restorer_count; i++)
+        ag_engine_set_cancel(w->restorers[i], between_steps, w);
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++)
+        if (w->upscalers[i])
+            ag_engine_set_cancel(w->upscalers[i], between_steps, w);
+}
+
+/* A photo's hook: stop when its client has closed the connection (a poll, ~1 us). */
+static int request_abandoned(void *user) {
+    return ag_request_client_gone(user);
+}
+
+/* ag_step_progress_fn: the steps of the worker's current stage, for /api/v1/status; between
+ * two of them (faces, tiles) the work may stop or yield as between two engine steps. */
 static int count_step(void *user, int done, int total) {
     ag_worker *w = user;
     atomic_store(&w->steps_total, total);
     atomic_store(&w->steps_done, done);
-    return 0;
+    return done > 0 ? between_steps(w) : 0;
 }
 
 /* The face modes (portrait=face, paste_faces) as the pipeline's stylisation. */
@@ -192,8 +218,10 @@ static ag_pipeline request_pipeline(ag_worker *w, ag_request *r, face_step *face
     const ag_convert_options *o = &r->options;
     ag_pipeline p;
     ag_pipeline_init(&p);
-    if (o->restore)
+    if (o->restore) {
         p.restorer = w->restorers[o->restore - 1], p.detector = w->faces;
+        p.restore.codeformer_fidelity = o->codeformer_fidelity;
+    }
     if (!o->restore_only && !o->upscale_only) {
         p.style = w->engines[o->model];
         p.side_by_side = o->side_by_side;
@@ -433,8 +461,11 @@ static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
     atomic_store(&r->state, AG_REQ_RUNNING);
     atomic_fetch_add(&s->busy_workers, 1);
     set_current(w, r->id, r->keyed);
+    w->between_steps = request_abandoned, w->between_steps_user = r;
 
     int ok = convert(w, r);
+
+    w->between_steps = NULL, w->between_steps_user = NULL;
 
     uint64_t end = ag_now_us();
     size_t arena = 0;
@@ -456,6 +487,30 @@ static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
         atomic_store(&s->inference_ewma_us, old ? (old * 4 + (end - start)) / 5 : end - start);
     }
     ag_job_finish(s, r);
+}
+
+/* r needs no upscaler: it may run while a frame's upscaling is between two steps. */
+static int needs_no_upscaler(const void *item) {
+    const ag_request *r = item;
+    return r->options.upscale == 0;
+}
+
+int ag_worker_serve_waiting(ag_worker *w) {
+    ag_server *s = w->server;
+    int (*frame_hook)(void *) = w->between_steps;
+    void *frame_user = w->between_steps_user;
+    uint64_t busy_since = atomic_load(&w->busy_since_us), deadline;
+    int served = 0;
+    ag_request *r;
+    while ((r = ag_queue_pop_request_if(&s->queue, needs_no_upscaler, &deadline))) {
+        atomic_fetch_sub(&s->busy_workers, 1); /* run_job counts this worker again */
+        run_job(w, r, deadline);
+        atomic_fetch_add(&s->busy_workers, 1);
+        served++;
+    }
+    w->between_steps = frame_hook, w->between_steps_user = frame_user;
+    atomic_store(&w->busy_since_us, busy_since);
+    return served;
 }
 
 static void *worker_main(void *arg) {
@@ -491,6 +546,8 @@ static void *worker_main(void *arg) {
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
     }
+    if (status == 0)
+        hook_engines(w);
     pthread_mutex_lock(&init_lock);
     w->init_status = status;
     init_done++;

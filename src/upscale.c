@@ -32,7 +32,8 @@ void ag_upscale_options_init(ag_upscale_options *o) {
 /* ---- the network's reach ---------------------------------------------------------------- */
 
 /* Receptive radius of the graph's output in input pixels: each conv adds its half kernel
- * at its map's resolution, resampling adds a pixel. */
+ * at its map's resolution, resampling adds a pixel, DySample two (its bilinear neighbour and
+ * offsets, which are learnt and unbounded: a larger one reads past the context). */
 int ag_upscale_reach(const ag_model *model) {
     const ag_graph *g = &model->graph;
     double res[AG_GRAPH_MAX_NODES], reach[AG_GRAPH_MAX_NODES];
@@ -47,6 +48,7 @@ int ag_upscale_reach(const ag_model *model) {
         case AG_OP_CONV: r += (n->k / 2) / s, s /= n->stride; break;
         case AG_OP_NEAREST:
         case AG_OP_PIXEL_SHUFFLE: r += 1 / s, s *= n->up; break;
+        case AG_OP_DYSAMPLE: r += 2 / s, s *= n->up; break; /* bilinear + learnt offsets */
         case AG_OP_PIXEL_UNSHUFFLE: s /= n->down, r += 1 / s; break;
         default: break;
         }

@@ -123,6 +123,34 @@ static int queue_expire_cancel_position(void) {
     return 0;
 }
 
+static int is_odd(const void *item) {
+    return *(const int *)item % 2;
+}
+
+/* A worker running a video frame takes the waiting photo at the head, and only that: not a
+ * frame, not one the caller refuses (an upscale), not one behind those. */
+static int queue_pop_request_if_head(void) {
+    ag_queue q;
+    int items[4] = {1, 2, 3, 5};
+    uint64_t d = 0;
+    CHECK(ag_queue_init(&q, 4) == 0);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == NULL); /* empty: does not block */
+    CHECK(ag_queue_push(&q, &items[0], 100) == 0);
+    CHECK(ag_queue_push(&q, &items[1], 200) == 0);
+    CHECK(ag_queue_push_frame(&q, &items[2]) == 0);
+    CHECK(ag_queue_push(&q, &items[3], 500) == 0);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == &items[0] && d == 100);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == NULL); /* 2 is refused... */
+    CHECK(ag_queue_depth(&q) == 3);                         /* ...and stays, as 5 behind it */
+    CHECK(ag_queue_pop(&q, &d) == &items[1]);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == NULL); /* a frame (odd) is no request */
+    CHECK(ag_queue_pop(&q, &d) == &items[2]);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == &items[3] && d == 500);
+    CHECK(ag_queue_depth(&q) == 0);
+    ag_queue_fini(&q);
+    return 0;
+}
+
 typedef struct popper {
     ag_queue *q;
     int got;
@@ -632,8 +660,8 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
 }
 
 TEST_MAIN(TEST(budget_fuse_covers_peak), TEST(queue_fifo_and_bounds),
-          TEST(queue_expire_cancel_position), TEST(queue_threads), TEST(siphash_vectors),
-          TEST(cache_lru_and_bound), TEST(text_builder), TEST(metrics_render),
-          TEST(routes_counted_apart), TEST(budget_formula), TEST(budget_fuse_style),
-          TEST(budget_fuse_monotonic), TEST(budget_fuse_response), TEST(fuse_cache_bounds),
-          TEST(jobs_budget_upscale))
+          TEST(queue_expire_cancel_position), TEST(queue_pop_request_if_head), TEST(queue_threads),
+          TEST(siphash_vectors), TEST(cache_lru_and_bound), TEST(text_builder),
+          TEST(metrics_render), TEST(routes_counted_apart), TEST(budget_formula),
+          TEST(budget_fuse_style), TEST(budget_fuse_monotonic), TEST(budget_fuse_response),
+          TEST(fuse_cache_bounds), TEST(jobs_budget_upscale))

@@ -60,6 +60,7 @@ ATTRS(attention_attrs, INT("heads", groups, 1, 64, 1))
 ATTRS(adain_attrs, FLT("eps", eps, 0, 0.999999, 1e-5))
 ATTRS(add_scaled_attrs, FLT("alpha", alpha, -16, 16, 1))
 ATTRS(gate_attrs, FLT("shift", alpha, -1, 1, 0))
+ATTRS(dysample_attrs, INT("up", up, 1, 8, 2), INT("groups", groups, 1, 64, 4))
 
 static const ag_tensor_key weight_bias[] = {{"weight", AG_T_WEIGHT}, {"bias", AG_T_BIAS}};
 static const ag_tensor_key weight_only[] = {{"weight", AG_T_WEIGHT}};
@@ -304,7 +305,8 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
                           ATTRS_OF(group_norm_attrs),
                           TENSORS_OF(gamma_beta),
                           .check = ag_check_group_norm,
-                          .run = ag_run_group_norm},
+                          .run = ag_run_group_norm,
+                          .fusion = AG_FUSE_NORM},
     [AG_OP_TOKEN_NORM] = {.name = "token_norm",
                           SRC(1, 1),
                           ATTRS_OF(norm_attrs),
@@ -344,6 +346,12 @@ const ag_op_desc ag_op_table[AG_OP_COUNT] = {
                             TENSORS_OF(gamma_beta),
                             .check = ag_check_norm_affine,
                             .run = ag_run_channel_norm},
+    [AG_OP_DYSAMPLE] = {.name = "dysample",
+                        SRC(3, 3),
+                        ATTRS_OF(dysample_attrs),
+                        .check = ag_check_dysample,
+                        .shape = ag_shape_dysample,
+                        .run = ag_run_dysample},
 };
 
 const ag_op_desc *ag_op_desc_of(ag_op op) {

@@ -25,6 +25,8 @@ static const ag_step_option options[] = {
         "restore the faces with a GPEN or GFPGAN checkpoint first (API: the K-th --restore-model)"),
     ROW(RESTORE, "fidelity", C | R, NULL, "fidelity", FLOAT, 0, 1, 1,
         "the restored face's weight against the original"),
+    ROW(RESTORE, "codeformer-fidelity", C | R, "codeformer_fidelity", "codeformer_fidelity",
+        FLOAT, 0, 1, 0.5, "CodeFormer's w: 0 = quality, 1 = the input's identity"),
     ROW(RESTORE, "max-faces", C | R, NULL, "max_faces", INT, 1, AG_FACE_MAX, 8,
         "faces used per photo, largest first"),
     ROW(RESTORE, "aligned", C | R, NULL, "aligned", FLAG, 0, 1, 0,
