@@ -664,6 +664,39 @@ int ag_pipeline_run(const ag_pipeline *p, ag_image *image, ag_image *out,
 int ag_pipeline_apply(const ag_pipeline *p, const ag_image *in, ag_image *out,
                       ag_pipeline_result *result, ag_error *err);
 
+/*
+ * The options of the steps, declared once (src/pipeline/options.c): each row names the
+ * option as every front end spells it, with its type, range and default. The CLI's parsers
+ * take their ranges from here; test_cli checks the CLI's option tables and --help, the API's
+ * query parser, Python's keyword arguments and docs/api.md against it.
+ */
+typedef enum ag_option_type {
+    AG_OPTION_FLAG,  /* no value (CLI), 0/1 (API), bool (Python) */
+    AG_OPTION_INT,   /* in [min, max] */
+    AG_OPTION_FLOAT, /* in [min, max] */
+    AG_OPTION_TEXT,  /* a name, a file or a choice */
+} ag_option_type;
+
+/* Which CLI commands take an option (bits of ag_step_option.commands). */
+enum { AG_CMD_CONVERT = 1, AG_CMD_RESTORE = 2, AG_CMD_UPSCALE = 4 };
+
+typedef struct ag_step_option {
+    ag_pipeline_step step;
+    const char *name;    /* the CLI's long option: "fidelity" for --fidelity */
+    int commands;        /* AG_CMD_* bits: the commands whose tables hold it */
+    const char *query;   /* the API's query parameter; NULL: not on the API */
+    const char *keyword; /* Python's keyword argument; NULL: not in Python */
+    ag_option_type type;
+    double min, max, def;
+    const char *help; /* one line */
+} ag_step_option;
+
+/* The table: *count rows, in step order. */
+const ag_step_option *ag_step_options(int *count);
+
+/* The row of CLI option `name`; NULL when no step has it. */
+const ag_step_option *ag_step_option_find(const char *name);
+
 /* ---- video and animated images --------------------------------------------------------- */
 
 /*
