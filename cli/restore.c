@@ -118,22 +118,13 @@ int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_
     return rc;
 }
 
-int ag_cli_restore_image(ag_engine *restorer, ag_face_detector *detector,
-                         const ag_restore_options *options, const char *label, int quiet,
-                         ag_image *image, ag_error *err) {
-    ag_image out = {0};
-    ag_restore_result result;
-    int rc = ag_restore_faces(restorer, detector, image, options, &out, &result, err);
-    if (rc != AG_OK)
-        return rc;
-    ag_image_fini(image);
-    *image = out;
-    if (!quiet && !options->aligned && result.found == 0)
+void ag_cli_restore_report(const ag_restore_options *options, const ag_restore_result *result,
+                           const char *label) {
+    if (!options->aligned && result->found == 0)
         fprintf(stderr, "animegan: %s: no face found; written unchanged\n", label);
-    else if (!quiet && result.found > result.restored)
+    else if (result->found > result->restored)
         fprintf(stderr, "animegan: %s: %d faces, the largest %d restored (--max-faces)\n", label,
-                result.found, result.restored);
-    return AG_OK;
+                result->found, result->restored);
 }
 
 int ag_cli_restore(int argc, char **argv) {

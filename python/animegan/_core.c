@@ -584,7 +584,7 @@ static int engine_init(PyObject *obj, PyObject *args, PyObject *kwargs) {
         return -1;
     o.backend = (ag_backend)b, o.resize = (ag_resize_mode)r;
     const ag_model *model = ((WeightsObject *)weights)->model;
-    int restorer = !strcmp(ag_model_get_info(model)->kind, "restorer");
+    int restorer = ag_model_get_info(model)->role == AG_MODEL_RESTORER;
     if (restorer && p == AG_PRECISION_INT8)
         return input_error("a restorer runs in fp32 or bf16 (precision 'int8' given)"), -1;
     if ((restorer

@@ -119,7 +119,9 @@ struct ag_engine {
     void *cancel_user;
     int has_runtime_alpha; /* ag_engine_set_runtime_alpha was called */
     float runtime_alpha;   /* the alpha of add_scaled nodes marked runtime_alpha */
-    int measure_only;      /* prepare plans sizes only (ag_engine_arena_bytes_for) */
+    int (*progress)(void *user, int done, int total); /* ag_engine_set_progress: each step */
+    void *progress_user;
+    int measure_only; /* prepare plans sizes only (ag_engine_arena_bytes_for) */
 
     /* The lowering (oneDNN backend), independent of the size. */
     ag_group *groups; /* group_count entries, ag_malloc'ed at create */

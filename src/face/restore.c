@@ -24,7 +24,7 @@ void ag_restore_options_init(ag_restore_options *o) {
 
 static int check_options(const ag_engine *engine, const ag_restore_options *o, ag_error *err) {
     const ag_model_info *info = ag_model_get_info(engine->model);
-    if (strcmp(info->kind, "restorer") != 0)
+    if (info->role != AG_MODEL_RESTORER)
         return ag_error_set(err, AG_E_ARG,
                             "%s is a %s, not a face restorer (GPEN, GFPGAN, CodeFormer)",
                             info->name, info->kind);
@@ -148,6 +148,8 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
                    : ag_error_set(err, AG_E_NOMEM, "out of memory for faces");
         if (rc == AG_OK)
             rc = copy_image(in, out, err);
+        if (rc == AG_OK && o.progress && res.restored > 0) /* the total, before the first */
+            o.progress(o.progress_user, 0, res.restored);
         for (int i = 0; rc == AG_OK && i < res.restored; i++) {
             ag_image crop = {0};
             rc = restore_crop(engine, in, &faces[i], size, o.fidelity, &crop, err);

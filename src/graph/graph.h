@@ -72,6 +72,7 @@ typedef enum ag_op {
     AG_OP_SIGMOID_GATE, /* src[0] * (sigmoid(src[1]) - alpha) */
     AG_OP_MISH,         /* x * tanh(softplus(x)) */
     AG_OP_CHANNEL_NORM, /* per pixel over its channels + per-channel gamma/beta */
+    AG_OP_DYSAMPLE,     /* x sampled at offsets (src[1] gated by sigmoid(src[2])): (sH, sW, C) */
     AG_OP_COUNT
 } ag_op;
 
