@@ -90,7 +90,7 @@ int ag_upscale_plan_for(const ag_engine *e, int width, int height, const ag_upsc
                         ag_upscale_plan *p, ag_error *err) {
     const ag_model_info *info = &e->model->info;
     memset(p, 0, sizeof *p);
-    if (info->scale < 1 || strcmp(info->kind, "upscaler"))
+    if (info->scale < 1 || info->role != AG_MODEL_UPSCALER)
         return ag_error_set(err, AG_E_ARG, "model %s is not an upscaler (kind %s)", info->name,
                             info->kind);
     if (width < 1 || height < 1)
@@ -195,6 +195,8 @@ static int run_tiles(ag_engine *e, const ag_image *in, const ag_upscale_plan *p,
     ag_advise_huge_pages(y, y ? win_bytes * s * s : 0);
     int rc =
         win && y ? AG_OK : ag_error_set(err, AG_E_NOMEM, "out of memory for a %dx%d tile", w, h);
+    if (rc == AG_OK && o->progress) /* the total, before the first tile */
+        o->progress(o->progress_user, 0, p->tiles_x * p->tiles_y);
     for (int ty = 0; rc == AG_OK && ty < p->tiles_y; ty++)
         for (int tx = 0; rc == AG_OK && tx < p->tiles_x; tx++) {
             int tx0 = tx * p->tile_px, ty0 = ty * p->tile_px;
@@ -352,7 +354,7 @@ int ag_upscaler_load(const char *name, int scale, ag_model **out, ag_error *err)
     if (rc)
         return rc;
     const ag_model_info *info = ag_model_get_info(*out);
-    if (strcmp(info->kind, "upscaler")) {
+    if (info->role != AG_MODEL_UPSCALER) {
         rc = ag_error_set(err, AG_E_ARG, "model %s is a %s, not an upscaler", info->name,
                           info->kind);
         ag_model_destroy(*out);

@@ -229,9 +229,23 @@ void ag_engine_run_node(ag_engine *e, int gi, const ag_node_fast *fast) {
     int act = e->groups[gi].act;
     ag_node_fast with_act = *fast;
     with_act.act = act >= 0 ? &g->nodes[act] : NULL;
-    ag_node_run(head, e->shapes, e->groups[gi].head, in, ag_engine_y_map(e, gi),
-                e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, &with_act, e->resize,
-                e->threads);
+    ag_node now;
+    ag_node_run(ag_engine_node_now(e, head, &now), e->shapes, e->groups[gi].head, in,
+                ag_engine_y_map(e, gi), e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL,
+                &with_act, e->resize, e->threads);
+}
+
+void ag_engine_set_runtime_alpha(ag_engine *e, float alpha) {
+    e->has_runtime_alpha = 1;
+    e->runtime_alpha = alpha;
+}
+
+const ag_node *ag_engine_node_now(const ag_engine *e, const ag_node *n, ag_node *tmp) {
+    if (!n->runtime_alpha || !e->has_runtime_alpha)
+        return n;
+    *tmp = *n;
+    tmp->alpha = e->runtime_alpha;
+    return tmp;
 }
 
 int ag_engine_cancelled(const ag_engine *e, ag_error *err) {
@@ -254,6 +268,8 @@ int ag_engine_run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
             return rc;
         if (e->groups[gi].materialize)
             materialize(e, gi);
+        if (e->progress)
+            e->progress(e->progress_user, gi + 1, e->group_count);
         if (e->profile_ms) {
             double ms = (omp_get_wtime() - start) * 1000.0;
             e->profile_ms[ag_engine_head(e, gi)->op] += ms;

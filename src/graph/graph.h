@@ -123,6 +123,8 @@ typedef struct ag_node {
     int demod;           /* modconv: demodulate each output channel */
     int concat;          /* noise: GPEN's concatenation of weight * noise */
     float gain;          /* bias_lrelu (sqrt 2); upfirdn (up² when upsampling) */
+    int runtime_alpha;   /* add_scaled: alpha is the engine's run-time value when one is set
+                            (ag_engine_set_runtime_alpha: CodeFormer's fidelity w) */
     int aux_h, aux_w;    /* noise, const: the constant map's size, from its tensor */
     int fir_taps;        /* upfirdn: 0 = [1, 3, 3, 1] */
     float fir[AG_FIR_MAX_TAPS];
