@@ -35,6 +35,7 @@ void ag_fuse_options_init(ag_fuse_options *o) {
     memset(o, 0, sizeof *o);
     o->shape_ratio = o->texture_ratio = 0.7f;
     o->mode = AG_FUSE_NORMAL;
+    o->keep_occluders = 1;
 }
 
 /* Every buffer of one fusion, over the window (w, h) at image pixel (x0, y0). */
@@ -183,34 +184,9 @@ static int alloc_work(fuse_work *wk, ag_error *err) {
     return AG_OK;
 }
 
-/* m (h, w) <- its (2r+1) box blur (zero outside), rows through tmp (h, w). */
-static void blur_u8(uint8_t *m, float *tmp, int w, int h, int r) {
-    for (int y = 0; y < h; y++) {
-        const uint8_t *a = m + (size_t)y * w;
-        int sum = 0;
-        for (int x = -r; x < r && x < w; x++)
-            sum += x >= 0 ? a[x] : 0;
-        for (int x = 0; x < w; x++) {
-            sum += x + r < w ? a[x + r] : 0;
-            tmp[(size_t)y * w + x] = (float)sum;
-            sum -= x - r >= 0 ? a[x - r] : 0;
-        }
-    }
-    float norm = 1.0f / ((2 * r + 1) * (2 * r + 1));
-    for (int x = 0; x < w; x++) {
-        float sum = 0;
-        for (int y = -r; y < r && y < h; y++)
-            sum += y >= 0 ? tmp[(size_t)y * w + x] : 0;
-        for (int y = 0; y < h; y++) {
-            sum += y + r < h ? tmp[(size_t)(y + r) * w + x] : 0;
-            m[(size_t)y * w + x] = (uint8_t)(sum * norm + 0.5f);
-            sum -= y - r >= 0 ? tmp[(size_t)(y - r) * w + x] : 0;
-        }
-    }
-}
-
-/* The masks of the fused geometry: face oval, features, skin, and alpha: the oval blurred
- * twice, remapped so that it rises from 0 on the oval's edge to 255 a ramp inside it. */
+/* The masks of the fused geometry: face oval, features, skin, and alpha: rising from 0 on
+ * the oval's edge to 255 a ramp inside it, as a smoothstep of the distance to the oval
+ * polygon itself (not a blur of its raster, whose staircase a threshold kept). */
 static void make_masks(fuse_work *wk, float feather, int wide) {
     int w = wk->w, h = wk->h;
     size_t n = (size_t)w * h;
@@ -226,29 +202,34 @@ static void make_masks(fuse_work *wk, float feather, int wide) {
             p[k] = wk->fused[sets[s][k]];
         ag_fuse_fill_polygon(wk->feature, w, h, p, sizes[s], 1);
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         wk->face[i] = (uint8_t)(wk->face[i] && wk->map[i] >= 0);
-        wk->alpha[i] = (uint8_t)(wk->face[i] ? 255 : 0);
-    }
-    int r = (int)fmaxf(1.0f, feather * (wide ? 0.5f : 0.25f));
-    blur_u8(wk->alpha, wk->tmp, w, h, r);
-    blur_u8(wk->alpha, wk->tmp, w, h, r);
-    for (size_t i = 0; i < n; i++) {
-        int v = wk->face[i] ? 2 * wk->alpha[i] - 255 : 0;
-        wk->alpha[i] = (uint8_t)(v < 0 ? 0 : v);
-    }
+    for (int k = 0; k < AG_FUSE_RING; k++)
+        p[k] = wk->fused[ag_face_oval[k]];
+    float ramp = fmaxf(2.0f, feather * (wide ? 1.0f : 0.75f));
+    ag_fuse_edge_ramp(wk->alpha, wk->face, w, h, p, AG_FUSE_RING, ramp, wk->tmp);
 }
 
 /* visible <- where the warped target's face is not covered (its occluders stay on top:
  * the blend's alpha is 0 on them, the skin statistics leave them out); sw, lab and tmp,
  * consecutive, are its scratch (the source is warped after). */
+/* The blend's alpha is 0 where the face is under a quarter visible and rises to the full
+ * alpha at all visible: an occluder's soft edge (the guided filter's) stays the target's. */
+#define VISIBLE_FROM 64
 static void find_occluders(fuse_work *wk, int keep) {
     size_t n = (size_t)wk->w * wk->h;
-    if (!keep || !ag_fuse_visible(wk->visible, wk->tw, wk->face, wk->w, wk->h, wk->fused, wk->sw))
+    /* sw, lab and tmp: 7 n + h floats; a window too thin for the sub-rectangle's planes
+     * (a face mostly outside the image) is taken as uncovered */
+    int fits = ag_fuse_visible_floats(wk->w, wk->h) <= 7 * n + (size_t)wk->h;
+    if (!keep || !fits ||
+        !ag_fuse_visible(wk->visible, wk->tw, wk->face, wk->w, wk->h, wk->fused, wk->sw))
         memset(wk->visible, 255, n);
     for (size_t i = 0; i < n; i++) {
         wk->skin[i] = (uint8_t)(wk->face[i] && !wk->feature[i] && wk->visible[i] >= 128);
-        wk->alpha[i] = (uint8_t)((wk->alpha[i] * wk->visible[i] + 127) / 255);
+        int v = wk->visible[i] < VISIBLE_FROM
+                    ? 0
+                    : (wk->visible[i] - VISIBLE_FROM) * 255 / (255 - VISIBLE_FROM);
+        wk->alpha[i] = (uint8_t)((wk->alpha[i] * v + 127) / 255);
     }
 }
 
@@ -299,7 +280,7 @@ static void fuse_color(fuse_work *wk, const ag_fuse_options *o, float feather) {
     double sm[3], ssd[3], tm[3], tsd[3];
     ag_fuse_stats(wk->sw, wk->skin, n, sm, ssd);
     ag_fuse_stats(wk->lab, wk->skin, n, tm, tsd);
-    ag_fuse_transfer(wk->sw, wk->work, n, sm, ssd, tm, tsd);
+    ag_fuse_match_skin(wk->sw, wk->work, n, sm, ssd, tm, tsd);
     float whole = o->shape_ratio >= 0.5f ? 1.0f : 0.0f; /* features: from one face, whole */
     for (size_t i = 0; i < n; i++) {
         if (!wk->work[i])
