@@ -17,6 +17,7 @@
 #include "test.h"
 
 #include "../src/face/fuse_internal.h"
+#include "../src/util/util_internal.h"
 
 #include <stdint.h>
 
@@ -462,6 +463,116 @@ static int test_alpha_subpixel(void) {
     return 0;
 }
 
+/* A face on a disc: its oval on the circle of radius r, the other landmarks inside. */
+static void disc_face(ag_face *f, double cx, double cy, double r) {
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        double q = 0.8 * r * sqrt((i * 0.618034) - floor(i * 0.618034)), t = i * 2.399963;
+        f->landmarks[i][0] = (float)(cx + q * cos(t)),
+        f->landmarks[i][1] = (float)(cy + q * sin(t));
+    }
+    for (int k = 0; k < AG_FACE_OVAL_COUNT; k++) {
+        double t = 2 * M_PI * k / AG_FACE_OVAL_COUNT;
+        f->landmarks[ag_face_oval[k]][0] = (float)(cx + r * cos(t));
+        f->landmarks[ag_face_oval[k]][1] = (float)(cy + r * sin(t));
+    }
+    f->has_landmarks = 1, f->score = f->presence = 1;
+    f->box[0] = (float)(cx - r), f->box[1] = (float)(cy - r);
+    f->box[2] = (float)(cx + r), f->box[3] = (float)(cy + r);
+}
+
+/*
+ * The window bound (#35 item 8): a 1024^2 target resized (size=1023) whose face's window
+ * (~560^2) is over max_window_pixels 256^2, the source's face 2.2x the target's (shrunk
+ * first, and again for the small fusion), allocates at most ag_face_fuse_bytes with that
+ * bound, which is under a third of the unbounded term, and more than the bounded term less
+ * its small fusion's work (so a term leaving that out fails). Runs first: the allocator's
+ * peak must be this test's.
+ */
+static int test_window_bound_memory(void) {
+    const int side = 1024;
+    size_t px = (size_t)side * side, cap = (size_t)256 * 256;
+    size_t before = ag_allocated_bytes(), peak_before = ag_allocated_peak_bytes();
+    ag_image src = {side, side, 4, ag_malloc(px * 4)}, tgt = {side, side, 4, ag_malloc(px * 4)};
+    ag_face *f = ag_malloc(sizeof *f * 2);
+    CHECK(src.pixels && tgt.pixels && f);
+    for (size_t i = 0; i < px * 4; i++)
+        src.pixels[i] = (uint8_t)(i * 7 % 251), tgt.pixels[i] = (uint8_t)(i * 13 % 241);
+    disc_face(&f[0], 512, 512, 480); /* 2.2x the target's: shrunk first */
+    disc_face(&f[1], 512, 512, 215);
+    ag_fuse_options o;
+    ag_fuse_options_init(&o);
+    o.shape_ratio = o.texture_ratio = 1, o.max_window_pixels = (long)cap, o.size = side - 1;
+    ag_image out = {0};
+    ag_fuse_timing tm;
+    ag_error err;
+    CHECK_OK(ag_face_fuse(&src, &f[0], &tgt, &f[1], &o, &out, &tm, &err), &err);
+    size_t peak = ag_allocated_peak_bytes();
+    CHECK(peak > peak_before);
+    size_t inputs = 2 * px * 4 + 2 * sizeof(ag_face), used = peak - before - inputs;
+    size_t bound = ag_face_fuse_bytes(px, px, side, cap);
+    size_t whole = ag_face_fuse_bytes(px, px, side, px);
+    size_t small_work = cap * 48;
+    printf("  1024^2, window bound 256^2: small window %d px, source shrunk %.2f; peak %zu bytes, "
+           "term %zu (unbounded %zu; less the small work %zu)\n",
+           tm.region_px, (double)tm.source_shrink, used, bound, whole, bound - small_work);
+    CHECK(tm.region_px <= (int)cap);
+    CHECK(used <= bound && used > bound - small_work);
+    CHECK(bound * 3 < whole);
+    ag_image_fini(&out);
+    ag_free(src.pixels), ag_free(tgt.pixels), ag_free(f);
+    return 0;
+}
+
+/* On real photos: obama.jpg into biden.jpg with its window bounded to a quarter of itself
+ * against unbounded: close over the face (PSNR), and no pixel changes that the unbounded
+ * fusion's ring does not change (1 px of enlargement allowed). */
+static int test_window_bound_photo(void) {
+    loaded *l = calloc(1, sizeof *l);
+    CHECK(l && load_pair(&pairs[0], l) == 0);
+    ag_error err;
+    ag_fuse_options o;
+    ag_fuse_options_init(&o);
+    ag_image whole = {0}, bounded = {0};
+    ag_fuse_timing tw, tb;
+    CHECK_OK(ag_face_fuse(&l->s, &l->sf, &l->t, &l->tf, &o, &whole, &tw, &err), &err);
+    o.max_window_pixels = tw.region_px / 4;
+    CHECK_OK(ag_face_fuse(&l->s, &l->sf, &l->t, &l->tf, &o, &bounded, &tb, &err), &err);
+    int w = l->t.width, h = l->t.height, bands = l->t.bands;
+    double se = 0;
+    size_t n = 0, stray = 0;
+    for (int y = 1; y < h - 1; y++)
+        for (int x = 1; x < w - 1; x++) {
+            size_t i = ((size_t)y * w + x) * bands;
+            int changed_near = 0;
+            for (int dy = -1; dy <= 1; dy++)
+                for (int dx = -1; dx <= 1; dx++) {
+                    size_t j = ((size_t)(y + dy) * w + x + dx) * bands;
+                    changed_near |= memcmp(whole.pixels + j, l->t.pixels + j, 3) != 0;
+                }
+            if (!changed_near) {
+                stray += memcmp(bounded.pixels + i, l->t.pixels + i, 3) != 0;
+                continue;
+            }
+            for (int c = 0; c < 3; c++) {
+                double d = (double)whole.pixels[i + c] - bounded.pixels[i + c];
+                se += d * d;
+            }
+            n += 3;
+        }
+    double psnr = 10 * log10(255.0 * 255.0 / (se / (double)n));
+    printf("  obama into biden, window bounded to %ld px (of %d): %d px fused; against the "
+           "unbounded fusion %.1f dB over its region; %zu pixels changed outside it\n",
+           o.max_window_pixels, tw.region_px, tb.region_px, psnr, stray);
+    CHECK(tb.region_px <= o.max_window_pixels);
+    CHECK(psnr > 30 && stray == 0);
+    ag_image_fini(&whole);
+    ag_image_fini(&bounded);
+    free_pair(l);
+    free(l);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ag_error err = {0};
     if (ag_image_startup(argv[0], &err) != 0) {
@@ -469,9 +580,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     static const test_case tests[] = {
-        TEST(test_alpha_subpixel),
-        TEST(test_seams_and_blocks),
-        TEST(test_eye_brightness),
+        TEST(test_window_bound_memory), TEST(test_alpha_subpixel),     TEST(test_seams_and_blocks),
+        TEST(test_eye_brightness),      TEST(test_window_bound_photo),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     ag_face_detector_destroy(detector);

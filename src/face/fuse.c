@@ -36,6 +36,7 @@ void ag_fuse_options_init(ag_fuse_options *o) {
     o->shape_ratio = o->texture_ratio = 0.7f;
     o->mode = AG_FUSE_NORMAL;
     o->keep_occluders = 1;
+    o->max_window_pixels = AG_FUSE_WINDOW_PIXELS;
 }
 
 /* Every buffer of one fusion, over the window (w, h) at image pixel (x0, y0). */
@@ -87,6 +88,9 @@ static int check_options(const ag_fuse_options *o, ag_error *err) {
                                 (double)r[i].v, (double)r[i].lo, (double)r[i].hi);
     if (o->size != 0 && (o->size < 64 || o->size > 4096))
         return ag_error_set(err, AG_E_ARG, "fuse: size %d is not 0 or in [64, 4096]", o->size);
+    if (o->max_window_pixels != 0 && o->max_window_pixels < 4096)
+        return ag_error_set(err, AG_E_ARG, "fuse: max_window_pixels %ld is not 0 or at least 4096",
+                            o->max_window_pixels);
     if (o->mode < AG_FUSE_NORMAL || o->mode > AG_FUSE_OVERLAY)
         return ag_error_set(err, AG_E_ARG, "fuse: unknown mode %d", (int)o->mode);
     return AG_OK;
@@ -532,8 +536,15 @@ static int fuse_filtered(const ag_image *source, const ag_face *source_face, con
     return rc;
 }
 
-size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side) {
+/* The window a fusion works on at most: the options' bound (0: the default). */
+static size_t window_cap(const ag_fuse_options *o) {
+    return o->max_window_pixels > 0 ? (size_t)o->max_window_pixels : (size_t)AG_FUSE_WINDOW_PIXELS;
+}
+
+size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side,
+                          size_t window_pixels) {
     size_t tgt = target_pixels * 4, side = longest_side;
+    size_t cap = window_pixels ? window_pixels : (size_t)AG_FUSE_WINDOW_PIXELS;
     /* Held through the fusion: the resized target (size=N, at most target_pixels), the
      * shrunk source (a window of at most the source, each side max(8, ceil(side x r)),
      * r < PREFILTER_TO / PREFILTER_ABOVE = 5/8: (5/8 w + 9) (5/8 h + 9) pixels at most)
@@ -541,12 +552,19 @@ size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t lon
     size_t small = (source_pixels * 25 / 64 + 12 * side + 81) * 4;
     size_t held = tgt + small + tgt + 2 * sizeof(ag_face);
     /* Then, one at a time: a warp (the resize or the source's shrink, every image's side at
-     * most longest_side), or fuse_sized's work block over its window (at most the target)
-     * with its bookkeeping and the Poisson grids over the face's box (at most the window). */
+     * most longest_side), or fuse_sized's work block over its window (at most the target
+     * and the cap) with its bookkeeping and the Poisson grids over the face's box (at most
+     * the window). A window over the cap adds its shrunk copy and that copy fused (the cap's
+     * pixels, 4 bands each), the shrink's warp before, and the small fusion's own shrunk
+     * source (a second one at most as large) and its face struct. */
     size_t inputs = source_pixels > target_pixels ? source_pixels : target_pixels;
     size_t warp = ag_face_warp_bytes(inputs, side, side, side);
-    size_t fuse =
-        sizeof(fuse_work) + work_bytes(target_pixels, side) + laplace_bytes(target_pixels);
+    size_t window = target_pixels < cap ? target_pixels : cap;
+    size_t fuse = sizeof(fuse_work) + work_bytes(window, side) + laplace_bytes(window);
+    if (target_pixels > cap) { /* the outer fuse_work held too; a warp (either shrink) */
+        size_t copies = 2 * (cap * 4 + 8 * side + 64) + small + 2 * sizeof(ag_face);
+        fuse = copies + sizeof(fuse_work) + (fuse > warp ? fuse : warp);
+    }
     return held + (warp > fuse ? warp : fuse);
 }
 
@@ -577,6 +595,86 @@ int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_im
     return rc;
 }
 
+/* out's window += the change the small fusion made (fused - small), bilinearly enlarged
+ * by (1/sx, 1/sy); pixels where it is 0 at every tap stay the target's bit for bit. */
+static void add_change(ag_image *out, const fuse_work *wk, const ag_image *small,
+                       const ag_image *fused, double sx, double sy) {
+    int bands = out->bands, w = small->width, h = small->height;
+    for (int y = 0; y < wk->h; y++) {
+        double v = (y + 0.5) * sy - 0.5;
+        v = v < 0 ? 0 : v > h - 1 ? h - 1 : v;
+        int v0 = (int)v, v1 = v0 + 1 < h ? v0 + 1 : v0;
+        float fv = (float)(v - v0);
+        uint8_t *row = out->pixels + ((size_t)(wk->y0 + y) * out->width + wk->x0) * bands;
+        for (int x = 0; x < wk->w; x++) {
+            double u = (x + 0.5) * sx - 0.5;
+            u = u < 0 ? 0 : u > w - 1 ? w - 1 : u;
+            int u0 = (int)u, u1 = u0 + 1 < w ? u0 + 1 : u0;
+            float fu = (float)(u - u0);
+            size_t tap[4] = {(size_t)v0 * w + u0, (size_t)v0 * w + u1, (size_t)v1 * w + u0,
+                             (size_t)v1 * w + u1};
+            float wt[4] = {(1 - fu) * (1 - fv), fu * (1 - fv), (1 - fu) * fv, fu * fv};
+            for (int c = 0; c < 3; c++) {
+                float d = 0;
+                int any = 0;
+                for (int k = 0; k < 4; k++) {
+                    int dk = fused->pixels[tap[k] * bands + c] - small->pixels[tap[k] * bands + c];
+                    d += wt[k] * (float)dk, any |= dk;
+                }
+                if (!any)
+                    continue;
+                float val = row[x * bands + c] + d;
+                row[x * bands + c] = (uint8_t)(val <= 0 ? 0 : val >= 255 ? 255 : val + 0.5f);
+            }
+        }
+    }
+}
+
+/*
+ * A window over the cap (a face filling a large photo) is fused at the scale that brings it
+ * to the cap: the target's window shrunk (warp.c's box prefilter and cubic), fused, and the
+ * change that made enlarged onto the target's own pixels (add_change). The work is the
+ * cap's, not the photo's; what the small fusion left alone stays the target's exactly.
+ */
+static int fuse_scaled(const ag_image *source, const ag_face *sf, const ag_image *target,
+                       const ag_face *tf, const ag_fuse_options *o, const fuse_work *wk, size_t cap,
+                       ag_image *out, ag_fuse_timing *tm, ag_error *err) {
+    double s = sqrt((double)cap / ((double)wk->w * wk->h));
+    int sw = (int)fmax(8, floor(wk->w * s)), sh = (int)fmax(8, floor(wk->h * s));
+    double sx = (double)sw / wk->w, sy = (double)sh / wk->h;
+    ag_image small = {0}, fused = {0};
+    ag_face *face = ag_malloc(sizeof *face);
+    small.pixels = ag_malloc((size_t)sw * sh * target->bands);
+    int rc = AG_OK;
+    if (!face || !small.pixels) {
+        rc = ag_error_set(err, AG_E_NOMEM, "fuse: out of memory shrinking the window");
+        goto done;
+    }
+    small.width = sw, small.height = sh, small.bands = target->bands;
+    ag_affine m = {1 / sx, 0, wk->x0, 0, 1 / sy, wk->y0};
+    rc = ag_face_warp(target, &m, sw, sh, AG_WARP_REFLECT, AG_WARP_CUBIC, small.pixels, NULL, err);
+    if (rc)
+        goto done;
+    *face = *tf;
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        face->landmarks[i][0] = (float)(((double)tf->landmarks[i][0] - wk->x0) * sx);
+        face->landmarks[i][1] = (float)(((double)tf->landmarks[i][1] - wk->y0) * sy);
+    }
+    for (int k = 0; k < 4; k++) /* x0, y0, x1, y1 */
+        face->box[k] =
+            (float)(((double)tf->box[k] - (k % 2 ? wk->y0 : wk->x0)) * (k % 2 ? sy : sx));
+    ag_fuse_options inner = *o;
+    inner.size = 0, inner.max_window_pixels = (long)cap;
+    rc = fuse_filtered(source, sf, &small, face, &inner, &fused, tm, err);
+    if (rc == AG_OK)
+        add_change(out, wk, &small, &fused, sx, sy);
+done:
+    ag_image_fini(&fused);
+    ag_free(small.pixels);
+    ag_free(face);
+    return rc;
+}
+
 static int fuse_sized(const ag_image *source, const ag_face *source_face, const ag_image *target,
                       const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
                       ag_fuse_timing *timing, ag_error *err) {
@@ -600,6 +698,11 @@ static int fuse_sized(const ag_image *source, const ag_face *source_face, const 
     double t1 = ag_face_now_ms();
     if (wk->w < 3 || wk->h < 3) /* the face lies outside the image */
         goto done;
+    if ((size_t)wk->w * wk->h > window_cap(o)) {
+        rc = fuse_scaled(source, source_face, target, target_face, o, wk, window_cap(o), out, &tm,
+                         err);
+        goto done;
+    }
     rc = alloc_work(wk, err);
     if (rc)
         goto done;
