@@ -4,6 +4,7 @@
 #
 #   bench/upscale_archs.sh --spandrel DIR [--archs "esrgan compact span realplksr"]
 #                          [--rounds N] [--runs R] [--size S] [--threads T]
+#                          [--megapixel "ARCHS"] [--megapixel-only]
 #
 # DIR is a checkout of github.com/chaiNNer-org/spandrel (fetched outside the repository).
 # Networks at their released sizes, x4, seeded weights (bench/peers/upscale_arch_peer.py):
@@ -15,7 +16,12 @@
 # (bench/fma_peaks.sh); all on --threads cores at S x S (default 256: a 1-megapixel input of
 # the large networks takes minutes per run on 2 cores) with R timed runs after a warm-up.
 # Prints a table (best round's median per row; MP/s of input and of output); raw lines go
-# to bench/results/upscale-archs-<date>/.
+# to bench/results/upscale-archs-<date>/. --megapixel (default: every arch; "" for none)
+# then runs `animegan upscale` once per arch on a 1024x1024 photo (1.05 megapixels in, PNG
+# in and out, tiled within the default --max-mb 1024, default precision, x4: the usual scale
+# of these files) and prints megapixels per second in and out, wall and CPU time (on a
+# shared machine the CPU seconds / 2 approximate the wall time of two free cores) and peak
+# RSS; --megapixel-only skips the rounds.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +29,7 @@ cd "$ROOT"
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
 ARCHS="esrgan compact span realplksr" ROUNDS=2 RUNS=2 SIZE=256 THREADS=2 SPANDREL=
+MP_ARCHS=default MP_ONLY=0
 
 die() { echo "upscale_archs.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -33,23 +40,28 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --size) SIZE=$2; shift ;;
     --threads) THREADS=$2; shift ;;
+    --megapixel) MP_ARCHS=$2; shift ;;
+    --megapixel-only) MP_ONLY=1 ;;
     -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1'" ;;
     esac
     shift
 done
+[ "$MP_ARCHS" != default ] || MP_ARCHS=$ARCHS
 [ -n "$SPANDREL" ] || die "--spandrel DIR (a chaiNNer-org/spandrel checkout) is required"
 [ -x "$BUILD/animegan" ] || die "build first: make -j2"
-[ -f bench/node_modules/onnxruntime-node/package.json ] ||
+[ "$MP_ONLY" = 1 ] || [ -f bench/node_modules/onnxruntime-node/package.json ] ||
     (cd bench && npm ci --ignore-scripts --no-audit --no-fund) || die "npm ci in bench/ failed"
 OUT=bench/results/upscale-archs-$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$OUT" "$BUILD/bench"
 peer() { $PY bench/peers/upscale_arch_peer.py --spandrel "$SPANDREL" "$@"; }
+[ "$MP_ONLY" = 0 ] || ROUNDS=0 ARCHS=$MP_ARCHS
 for a in $ARCHS; do
-    peer --make "$a" --out "$OUT/$a.pth" --onnx "$OUT/$a.onnx" --size "$SIZE" 2>/dev/null
+    if [ "$ROUNDS" -gt 0 ]; then
+        peer --make "$a" --out "$OUT/$a.pth" --onnx "$OUT/$a.onnx" --size "$SIZE" 2>/dev/null
+    else peer --make "$a" --out "$OUT/$a.pth"; fi
 done
-. bench/fma_peaks.sh
-
+[ "$ROUNDS" = 0 ] || . bench/fma_peaks.sh
 for r in $(seq "$ROUNDS"); do
     for a in $ARCHS; do
         for p in auto fp32; do
@@ -67,6 +79,26 @@ for r in $(seq "$ROUNDS"); do
 done
 uptime >"$OUT/load.txt"
 
+# One megapixel through the whole command, per architecture.
+if [ -n "$MP_ARCHS" ]; then
+    $PY -c "from PIL import Image; import sys; \
+Image.open('tests/data/astronaut.png').convert('RGB').resize((1024, 1024), Image.LANCZOS) \
+.save(sys.argv[1])" "$OUT/mp.png"
+    for a in $MP_ARCHS; do
+        t0=$(date +%s.%N)
+        /usr/bin/time -f '%M %U %S' -o "$OUT/mp-$a.time" "$BUILD/animegan" upscale \
+            "$OUT/mp.png" -o "$OUT/mp-$a-out.png" --model "$OUT/$a.pth" --threads "$THREADS" -q
+        t1=$(date +%s.%N)
+        read -r rss user sys <"$OUT/mp-$a.time"
+        echo "{\"arch\": \"$a\", \"seconds\": $(echo "$t1 - $t0" | awk '{print $1 - $3}'), \
+\"cpu_seconds\": $(echo "$user + $sys" | awk '{print $1 + $3}'), \"rss_kb\": $rss}" \
+            >>"$OUT/megapixel.jsonl"
+        rm -f "$OUT/mp-$a-out.png"
+    done
+    uptime >>"$OUT/load.txt"
+fi
+
+if [ "$ROUNDS" -gt 0 ]; then
 $PY - "$OUT" "$SIZE" "$ARCHS" <<'PY'
 import json, os, sys
 out, size, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
@@ -96,3 +128,23 @@ for a in archs:
         print("| | %s | %.0f | | | %.3f | %.2f | %.2fx | %.2fx |" % (
             label, ms, mp_in / ms * 1e3, 16 * mp_in / ms * 1e3, t / ms, o / ms))
 PY
+fi
+if [ -s "$OUT/megapixel.jsonl" ]; then
+    $PY - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+names = {"esrgan": "ESRGAN/RRDBNet 64f 23b", "compact": "Compact 64f 16c", "span": "SPAN 48f",
+         "realplksr": "RealPLKSR 64d 28b 17x17"}
+print("\n1024x1024 in (1.05 MP), x4, `animegan upscale` PNG to PNG, default precision; %s"
+      % open(os.path.join(out, "load.txt")).read().strip().replace("\n", "; "))
+print("| network x4 | wall s | MP/s in | MP/s out | CPU s | MP/s in per 2 CPU s | peak RSS MB |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+mp = 1024 * 1024 / 1e6
+for l in open(os.path.join(out, "megapixel.jsonl")):
+    r = json.loads(l)
+    s, cpu = r["seconds"], r["cpu_seconds"]
+    print("| %s | %.1f | %.3f | %.2f | %.1f | %.3f | %.0f |" % (
+        names.get(r["arch"], r["arch"]), s, mp / s, 16 * mp / s, cpu, 2 * mp / cpu,
+        r["rss_kb"] / 1024))
+PY
+fi

@@ -9,7 +9,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct bench_args {
     ag_cli_engine_args e;
@@ -154,9 +153,7 @@ static int make_input(const bench_args *a, float **hwc, int *width, int *height,
 /* ---- timing and the report --------------------------------------------------------------- */
 
 static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    return (double)ag_now_us() * 1e-3;
 }
 
 static int compare_doubles(const void *a, const void *b) {
@@ -291,7 +288,7 @@ static int run_bench(const bench_args *a, ag_model *model, ag_engine_options *op
         goto done;
     double prepare_ms = now_ms() - start;
     /* An upscaler's input as the 8-bit image ag_upscale takes. */
-    int upscaler = !strcmp(ag_model_get_info(model)->kind, "upscaler");
+    int upscaler = ag_model_get_info(model)->role == AG_MODEL_UPSCALER;
     ag_image image = {width, height, 3, upscaler ? ag_malloc((size_t)width * height * 3) : NULL};
     if (upscaler && !image.pixels) {
         rc = AG_E_NOMEM;

@@ -191,8 +191,6 @@ typedef struct ag_cli_upscaler {
 int ag_cli_upscaler_open(ag_cli_upscaler *up, const ag_cli_upscale_args *args,
                          const ag_engine_options *engine, ag_error *err);
 void ag_cli_upscaler_close(ag_cli_upscaler *up);
-/* Replace *image by its upscaled copy. */
-int ag_cli_upscaler_apply(ag_cli_upscaler *up, ag_image *image, ag_error *err);
 void ag_cli_upscale_help(void);
 int ag_cli_upscale(int argc, char **argv);
 
@@ -235,11 +233,10 @@ int ag_cli_restore_check(const char **restore_model, const char *model, const ch
  * ag_restore_precision_resolve gives for options->precision, the engine's threads). */
 int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_model **model,
                          ag_engine **engine, ag_error *err);
-/* Replace *image by its restored version (ag_restore_faces); says on stderr when there was
- * no face (the image is then kept as it was) or when --max-faces left some out. */
-int ag_cli_restore_image(ag_engine *restorer, ag_face_detector *detector,
-                         const ag_restore_options *options, const char *label, int quiet,
-                         ag_image *image, ag_error *err);
+/* After the pipeline restored `label`: says on stderr when there was no face (the image was
+ * kept as it was) or when --max-faces left some out. */
+void ag_cli_restore_report(const ag_restore_options *options, const ag_restore_result *result,
+                           const char *label);
 
 /* ---- progress bar (cli/progress.c) ------------------------------------------------------- */
 

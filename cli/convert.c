@@ -95,10 +95,12 @@ static void print_help(void) {
           "      --tile N, --tile-pad N, --max-mb N\n"
           "                         its tiles, as for 'animegan upscale --help'\n"
           "      --restore-faces FILE\n"
-          "                         restore the faces with a GPEN or GFPGAN checkpoint before\n"
-          "                         stylising (photos; see 'animegan restore --help')\n"
+          "                         restore the faces with a GPEN, GFPGAN or CodeFormer\n"
+          "                         checkpoint before stylising (see 'animegan restore --help')\n"
           "      --fidelity W       with --restore-faces: 0-1, the restored face's weight\n"
           "                         against the original (default: 1)\n"
+          "      --codeformer-fidelity W\n"
+          "                         with a CodeFormer checkpoint: its w, 0-1 (default: 0.5)\n"
           "      --aligned          with --restore-faces: the inputs are aligned face crops\n"
           "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
           "      --format F         png, jpg or webp, for files written into an output\n"
@@ -134,6 +136,7 @@ enum {
     OPT_MAX_FACES,
     OPT_RESTORE_FACES,
     OPT_FIDELITY,
+    OPT_CODEFORMER_FIDELITY,
     OPT_ALIGNED
 };
 
@@ -148,6 +151,7 @@ static const struct option long_options[] = {
     {"max-faces", required_argument, NULL, OPT_MAX_FACES},
     {"restore-faces", required_argument, NULL, OPT_RESTORE_FACES},
     {"fidelity", required_argument, NULL, OPT_FIDELITY},
+    {"codeformer-fidelity", required_argument, NULL, OPT_CODEFORMER_FIDELITY},
     {"aligned", no_argument, NULL, OPT_ALIGNED},
     {"size", required_argument, NULL, OPT_SIZE},
     {"side-by-side", no_argument, NULL, OPT_SIDE_BY_SIDE},
@@ -165,10 +169,21 @@ static const char *const refused_by_restore[] = {
     "portrait",     "all-faces",     "paste-faces", "face-model", "size",
     "side-by-side", "restore-faces", "upsample",    "crf",        "preset",
     "start",        "duration",      "max-frames",  "scale",      NULL};
-static const char *const refused_by_upscale[] = {
-    "portrait",      "all-faces", "paste-faces", "face-model", "size",
-    "side-by-side",  "upsample",  "max-faces",   "upscale",    "upscale-model",
-    "restore-faces", "fidelity",  "aligned",     NULL};
+static const char *const refused_by_upscale[] = {"portrait",
+                                                 "all-faces",
+                                                 "paste-faces",
+                                                 "face-model",
+                                                 "size",
+                                                 "side-by-side",
+                                                 "upsample",
+                                                 "max-faces",
+                                                 "upscale",
+                                                 "upscale-model",
+                                                 "restore-faces",
+                                                 "fidelity",
+                                                 "aligned",
+                                                 "codeformer-fidelity",
+                                                 NULL};
 static const char *const refused_by_convert[] = {"scale", NULL};
 
 /* One convert-only option: 0 ok, -1 bad value (reported). */
@@ -191,14 +206,16 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
     case OPT_FACE_MODEL: a->face_model = arg; return 0;
     case OPT_RESTORE_FACES: a->restore_model = arg; return 0;
     case OPT_ALIGNED: a->restore.aligned = a->aligned_given = 1; return 0;
-    case OPT_FIDELITY: {
+    case OPT_FIDELITY:
+    case OPT_CODEFORMER_FIDELITY: {
         char *end;
         double w = strtod(arg, &end);
+        const char *name = opt == OPT_FIDELITY ? "fidelity" : "codeformer-fidelity";
         if (end == arg || *end || !(w >= 0 && w <= 1))
-            return ag_cli_usage_error(a->command, "--fidelity: '%s' is not a number from 0 to 1",
+            return ag_cli_usage_error(a->command, "--%s: '%s' is not a number from 0 to 1", name,
                                       arg),
                    -1;
-        a->restore.fidelity = (float)w;
+        *(opt == OPT_FIDELITY ? &a->restore.fidelity : &a->restore.codeformer_fidelity) = (float)w;
         a->fidelity_given = 1;
         return 0;
     }
@@ -294,7 +311,8 @@ static int parse_args(int argc, char **argv, convert_args *a) {
                                               "--paste-faces or --restore-faces");
     if ((a->fidelity_given || a->aligned_given) && !restoring)
         return ag_cli_usage_error(a->command,
-                                  "--fidelity and --aligned apply only to face restoration");
+                                  "--fidelity, --codeformer-fidelity and --aligned apply only "
+                                  "to face restoration");
     if (restoring && (a->portrait || a->paste_faces))
         return ag_cli_usage_error(a->command, "face restoration is not combined with "
                                               "--portrait or --paste-faces");
@@ -620,6 +638,41 @@ static char *face_path(const char *output, int n) {
     return path;
 }
 
+/* ag_pipeline's step_started: the bar's stage (faces, then tiles). */
+static void bar_stage(void *user, ag_pipeline_step step) {
+    ((ag_progress *)user)->stage = step == AG_STEP_RESTORE ? "face" : "tile";
+}
+
+/* The request on every photo of the batch (the face modes' stylisation is faces_render). */
+static ag_pipeline batch_pipeline(batch *b, int face_render) {
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.restorer = b->restorer;
+    p.detector = b->faces ? b->faces->detector : NULL;
+    p.restore = b->args->restore;
+    p.style = face_render ? NULL : b->engine;
+    p.side_by_side = b->args->side_by_side;
+    if (b->upscaler)
+        p.upscaler = b->upscaler->engine, p.upscale = b->upscaler->options;
+    p.progress = ag_progress_stage, p.progress_user = &b->progress;
+    p.step_started = bar_stage;
+    return p;
+}
+
+/* The face modes (--portrait, --paste-faces): faces_render stylises, one output per face
+ * with --all-faces, then each goes through the rest of the pipeline (upscaling). */
+static int render_faces(batch *b, const job *j, ag_image *in, ag_image *outs, int *count,
+                        ag_error *err) {
+    ag_pipeline rest = batch_pipeline(b, 1);
+    rest.restorer = NULL;
+    int rc = ag_cli_faces_render(b->faces, b->mode, in, j->input, outs, AG_FACE_MAX, count, err);
+    for (int i = 0; rc == 0 && rest.upscaler && i < *count; i++) {
+        ag_image face = outs[i];
+        rc = ag_pipeline_run(&rest, &face, &outs[i], NULL, err);
+    }
+    return rc;
+}
+
 static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
     ag_image in = {0}, outs[AG_FACE_MAX];
     int count = 0;
@@ -627,24 +680,15 @@ static int convert_one(batch *b, const job *j, int *fatal, ag_error *err) {
     if (b->args->portrait == 1) /* the crop from the photo at up to 4096 px */
         decode.max_side = decode.max_side && decode.max_side < 4096 ? 4096 : decode.max_side;
     int rc = ag_image_decode_file(j->input, &decode, &in, err);
-    ag_restore_options restore = b->args->restore; /* faces, then tiles, on the bar */
-    restore.progress = ag_progress_stage, restore.progress_user = &b->progress;
-    b->progress.stage = "face";
-    if (rc == 0 && b->restorer)
-        rc = ag_cli_restore_image(b->restorer, b->faces ? b->faces->detector : NULL, &restore,
-                                  j->input, b->args->quiet, &in, err);
-    b->progress.stage = "tile";
-    if (rc == 0 && b->restorer && b->args->restore_only) {
-        count = 1, outs[0] = in;
-        in = (ag_image){0};
-    } else if (rc == 0 && b->faces && !b->restorer)
-        rc = ag_cli_faces_render(b->faces, b->mode, &in, j->input, outs, AG_FACE_MAX, &count, err);
-    else if (rc == 0 && !b->engine)
-        outs[0] = in, in = (ag_image){0}, count = 1;
-    else if (rc == 0)
-        count = (rc = ag_stylize(b->engine, &in, b->args->side_by_side, &outs[0], err)) == 0;
-    for (int i = 0; rc == 0 && b->upscaler && i < count; i++)
-        rc = ag_cli_upscaler_apply(b->upscaler, &outs[i], err);
+    if (rc == 0 && b->faces && !b->restorer) {
+        rc = render_faces(b, j, &in, outs, &count, err);
+    } else if (rc == 0) {
+        ag_pipeline p = batch_pipeline(b, 0);
+        ag_pipeline_result res;
+        count = (rc = ag_pipeline_run(&p, &in, &outs[0], &res, err)) == 0;
+        if (b->restorer && res.failed > AG_STEP_RESTORE && !b->args->quiet)
+            ag_cli_restore_report(&b->args->restore, &res.faces, j->input);
+    }
     b->progress.stage = NULL;
     if (rc == 0 && b->jobs->dir_mode && !b->dir_ready) {
         *fatal = rc = make_directories(b->args->output, err);
@@ -690,9 +734,6 @@ static int run_batch(ag_engine *engine, ag_engine *restorer, ag_cli_upscaler *up
     int long_steps = restorer || upscaler;
     ag_progress_init(&b.progress, jobs->count, a->quiet || (jobs->count < 2 && !long_steps));
     b.progress.verb = a->restore_only ? "restored" : a->upscale_only ? "upscaled" : NULL;
-    if (upscaler)
-        upscaler->options.progress = ag_progress_stage,
-        upscaler->options.progress_user = &b.progress;
     if (jobs->count > 1)
         catch_interrupts();
     ag_progress_start(&b.progress);

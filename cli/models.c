@@ -33,7 +33,7 @@ static void print_model(const ag_model_info *info) {
     printf("  style:      %s\n", info->style[0] ? info->style : "(unknown)");
     printf("  network:    %s, %zu parameters (%.1f MB fp32)\n", info->architecture,
            info->param_count, (double)info->weight_bytes / 1048576.0);
-    if (!strcmp(info->kind, "upscaler"))
+    if (info->role == AG_MODEL_UPSCALER)
         printf("  scale:      x%d (animegan upscale --model %s, or --scale N of its family)\n",
                info->scale, info->name);
     else if (info->min_side > AG_MIN_SIDE)

@@ -6,13 +6,10 @@
 #include "commands.h"
 
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
 static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)ag_now_us() * 1e-6;
 }
 
 static int terminal_columns(void) {

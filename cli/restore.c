@@ -13,18 +13,22 @@ void ag_cli_restore_help(void) {
     fputs("Usage: animegan restore INPUT... -o OUTPUT --model FILE [options]\n"
           "\n"
           "Restore the faces of photos with a GPEN (GPEN-BFR-256.pth, GPEN-BFR-512.pth, the\n"
-          "1024 and 2048 files) or GFPGAN (GFPGANv1.3.pth, GFPGANv1.4.pth) checkpoint, read\n"
-          "directly; the network's size and layout come from the file's tensors. Each face is\n"
-          "found, cropped FFHQ-aligned at the network's size, restored and pasted back through\n"
-          "a feathered face mask; the rest of the photo is left as it was. A photo without a\n"
-          "face is written unchanged (said on stderr). INPUT and OUTPUT as for convert: a file\n"
-          "to a file, or several files and directories to a directory.\n"
+          "1024 and 2048 files), GFPGAN (GFPGANv1.3.pth, GFPGANv1.4.pth) or CodeFormer\n"
+          "(codeformer.pth) checkpoint, read directly; the network's size and layout come\n"
+          "from the file's tensors. Each face is found, cropped FFHQ-aligned at the network's\n"
+          "size, restored and pasted back through a feathered face mask; the rest of the\n"
+          "photo is left as it was. A photo without a face is written unchanged (said on\n"
+          "stderr). INPUT and OUTPUT as for convert: a file to a file, or several files and\n"
+          "directories to a directory.\n"
           "\n"
           "Options:\n"
           "  -o, --output PATH      output file or directory (required)\n"
-          "  -m, --model FILE       the GPEN or GFPGAN checkpoint (required)\n"
+          "  -m, --model FILE       the GPEN, GFPGAN or CodeFormer checkpoint (required)\n"
           "      --fidelity W       0-1: weight of the restored face against the original\n"
           "                         (GPEN's alpha; default: 1, restored only)\n"
+          "      --codeformer-fidelity W\n"
+          "                         CodeFormer's w, 0-1: lower restores more, higher keeps\n"
+          "                         closer to the input (default: 0.5)\n"
           "      --max-faces N      faces restored per photo, largest first, 1-64 (default: 8)\n"
           "      --aligned          the inputs are aligned face crops: resized to the\n"
           "                         network's size and restored whole (output at that size)\n"
@@ -60,7 +64,8 @@ int ag_cli_restore_check(const char **restore_model, const char *model, const ch
         return ag_cli_usage_error("restore", "--restore-faces belongs to convert: restore takes "
                                              "the checkpoint as --model");
     if (model == default_model)
-        return ag_cli_usage_error("restore", "missing --model FILE (a GPEN or GFPGAN checkpoint)");
+        return ag_cli_usage_error("restore",
+                                  "missing --model FILE (a GPEN, GFPGAN or CodeFormer checkpoint)");
     if (incompatible)
         return ag_cli_usage_error("restore", "--portrait, --paste-faces, --side-by-side and "
                                              "--upsample belong to convert");
@@ -113,22 +118,13 @@ int ag_cli_restorer_open(const char *path, const ag_engine_options *options, ag_
     return rc;
 }
 
-int ag_cli_restore_image(ag_engine *restorer, ag_face_detector *detector,
-                         const ag_restore_options *options, const char *label, int quiet,
-                         ag_image *image, ag_error *err) {
-    ag_image out = {0};
-    ag_restore_result result;
-    int rc = ag_restore_faces(restorer, detector, image, options, &out, &result, err);
-    if (rc != AG_OK)
-        return rc;
-    ag_image_fini(image);
-    *image = out;
-    if (!quiet && !options->aligned && result.found == 0)
+void ag_cli_restore_report(const ag_restore_options *options, const ag_restore_result *result,
+                           const char *label) {
+    if (!options->aligned && result->found == 0)
         fprintf(stderr, "animegan: %s: no face found; written unchanged\n", label);
-    else if (!quiet && result.found > result.restored)
+    else if (result->found > result->restored)
         fprintf(stderr, "animegan: %s: %d faces, the largest %d restored (--max-faces)\n", label,
-                result.found, result.restored);
-    return AG_OK;
+                result->found, result->restored);
 }
 
 int ag_cli_restore(int argc, char **argv) {

@@ -119,16 +119,6 @@ void ag_cli_upscaler_close(ag_cli_upscaler *up) {
     up->engine = NULL, up->model = NULL;
 }
 
-int ag_cli_upscaler_apply(ag_cli_upscaler *up, ag_image *image, ag_error *err) {
-    ag_image big;
-    int rc = ag_upscale(up->engine, image, &up->options, &big, err);
-    if (rc)
-        return rc;
-    ag_image_fini(image);
-    *image = big;
-    return AG_OK;
-}
-
 int ag_cli_upscale(int argc, char **argv) {
     return ag_cli_convert_command(argc, argv, AG_CLI_UPSCALE);
 }

@@ -192,22 +192,12 @@ static int on_progress(void *user, int64_t done, int64_t total) {
 
 /* ---- the conversion ------------------------------------------------------------------------ */
 
-/* What each frame goes through when it is upscaled: the style (NULL: none), then the
- * upscaler. */
-typedef struct frame_chain {
-    ag_engine *style;
-    ag_cli_upscaler *upscaler;
-} frame_chain;
-
+/* Each frame, when it is upscaled: the pipeline of the style (none when upscaling only),
+ * then the upscaler. */
 static int chain_frame(void *user, const ag_image *in, int side_by_side, ag_image *out,
                        ag_error *err) {
-    const frame_chain *c = user;
-    if (!c->style)
-        return ag_upscale(c->upscaler->engine, in, &c->upscaler->options, out, err);
-    int rc = ag_stylize(c->style, in, side_by_side, out, err);
-    if (rc == AG_OK && (rc = ag_cli_upscaler_apply(c->upscaler, out, err)) != AG_OK)
-        ag_image_fini(out);
-    return rc;
+    (void)side_by_side; /* the pipeline's, the same */
+    return ag_pipeline_apply(user, in, out, NULL, err);
 }
 
 /* The style's engine (unless upscaling only) and the upscaler's (when upscaling). */
@@ -254,13 +244,15 @@ int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_
     ag_model *model = NULL;
     ag_engine *engine = NULL;
     ag_cli_upscaler upscaler = {0};
-    frame_chain chain = {NULL, &upscaler};
+    ag_pipeline chain;
+    ag_pipeline_init(&chain);
     ag_error err = {0};
     ag_video_result res;
     int status = AG_EXIT_FAILED;
     if (open_engines(e, &options, up, style, &model, &engine, &upscaler, &err) == 0) {
         if (up) { /* frames come out `scale` times larger: the upscaler's, or its model's */
-            chain.style = engine;
+            chain.style = engine, chain.side_by_side = side_by_side;
+            chain.upscaler = upscaler.engine, chain.upscale = upscaler.options;
             vo.stylize = chain_frame;
             vo.stylize_user = &chain;
             vo.out_scale = up->scale ? up->scale : ag_model_get_info(upscaler.model)->scale;

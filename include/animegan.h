@@ -63,6 +63,14 @@ typedef enum ag_resize_mode {
     AG_RESIZE_HALF_PIXEL,    /* src = (dst + 0.5) * in / out - 0.5 */
 } ag_resize_mode;
 
+/* What a model is for, from its "kind" metadata (info.kind keeps the string). */
+typedef enum ag_model_kind {
+    AG_MODEL_OTHER = 0, /* e.g. "detector", "landmarks": used by a step, never on its own */
+    AG_MODEL_GENERATOR, /* "generator": a style, the default when the file names none */
+    AG_MODEL_UPSCALER,  /* "upscaler" */
+    AG_MODEL_RESTORER,  /* "restorer": a face restorer (GPEN, GFPGAN) */
+} ag_model_kind;
+
 typedef struct ag_model_info {
     const char *name;         /* "hayao", or the file's base name */
     const char *path;         /* file it was loaded from */
@@ -70,6 +78,7 @@ typedef struct ag_model_info {
     const char *architecture; /* "animeganv2", "animeganv3", "animeganv3-tiny", "onnx", ... */
     const char *style;        /* e.g. "Hayao"; "" when unknown */
     const char *kind;         /* "generator" (a style), or e.g. "detector", "landmarks" */
+    ag_model_kind role;       /* kind as an enum: what code compares */
     const char *license;      /* licence terms of the weights; "" when unknown */
     float norm_eps;           /* LayerNorm / GroupNorm(1) epsilon */
     ag_resize_mode resize;    /* default upsampling mode of this model */
@@ -169,6 +178,14 @@ void ag_engine_release(ag_engine *engine);
  * request's image this way without waiting for its last layer.
  */
 void ag_engine_set_cancel(ag_engine *engine, int (*cancelled)(void *user), void *user);
+
+/*
+ * Tell `progress(user, done, total)` after each step of every run (its return value is not
+ * asked: ag_engine_set_cancel stops a run): the steps of one network run, for a progress
+ * figure within one long image (one face, one tile). NULL removes the hook.
+ */
+void ag_engine_set_progress(ag_engine *engine, int (*progress)(void *user, int done, int total),
+                            void *user);
 
 /* Bytes of the arena currently planned (0 before the first image). */
 size_t ag_engine_arena_bytes(const ag_engine *engine);
@@ -534,13 +551,15 @@ size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t lon
 /*
  * Load a face restoration network from the user's PyTorch checkpoint (zip or legacy):
  * GPEN's FullGenerator (GPEN-BFR-256/512, the 1024 and 2048 files; a plain state_dict or a
- * trainer's {"g_ema": ...}) or GFPGANv1Clean (GFPGANv1.3 / v1.4: {"params_ema": ...}). The
- * architecture (size, channels, style width, mapping depth, SFT) is read from the tensors'
- * names and shapes, never the file name; a file of another network is refused naming the
- * first tensor that fits neither, a tensor of the wrong shape or a missing one by its name.
- * The model's info.kind is "restorer", info.architecture "gpen" or "gfpgan"; it maps an
- * aligned face of info.min_side x info.min_side (its only size) in [-1, 1] to the restored
- * face. Free with ag_model_destroy; engines over it share its weights.
+ * trainer's {"g_ema": ...}), GFPGANv1Clean (GFPGANv1.3 / v1.4: {"params_ema": ...}) or
+ * CodeFormer (codeformer.pth: {"params_ema": ...}, 512 px). The architecture (size,
+ * channels, style width, mapping depth, SFT; CodeFormer's widths, layers, fuse sizes) is
+ * read from the tensors' names and shapes, never the file name; a file of another network is
+ * refused naming the first tensor that fits none, a tensor of the wrong shape or a missing
+ * one by its name. The model's info.kind is "restorer", info.architecture "gpen", "gfpgan"
+ * or "codeformer"; it maps an aligned face of info.min_side x info.min_side (its only size)
+ * in [-1, 1] to the restored face. Free with ag_model_destroy; engines over it share its
+ * weights.
  */
 int ag_restore_model_load(const char *path, ag_model **out, ag_error *err);
 int ag_restore_model_load_memory(const void *data, size_t size, const char *label, ag_model **out,
@@ -565,11 +584,14 @@ typedef struct ag_restore_options {
     int max_faces;  /* faces restored, largest first, 1..AG_FACE_MAX (default 8) */
     int aligned;    /* the input is already an aligned face crop: resized to the model's
                        size and restored whole; the output is that size */
+    /* CodeFormer's w, 0-1: 0 the codebook's face (most restored), 1 closest to the input
+     * (default 0.5); other restorers ignore it */
+    float codeformer_fidelity;
     ag_step_progress_fn progress; /* NULL: none; steps are faces */
     void *progress_user;
 } ag_restore_options;
 
-/* Defaults: fidelity 1, max_faces 8, not aligned. */
+/* Defaults: fidelity 1, max_faces 8, not aligned, codeformer_fidelity 0.5. */
 void ag_restore_options_init(ag_restore_options *options);
 
 typedef struct ag_restore_result {
@@ -589,6 +611,68 @@ typedef struct ag_restore_result {
 int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_image *in,
                      const ag_restore_options *options, ag_image *out, ag_restore_result *result,
                      ag_error *err);
+
+/* ---- the pipeline (src/pipeline/) ------------------------------------------------------ */
+
+/*
+ * One request on one image, as every front end describes it (the CLI's convert, restore and
+ * upscale, the server's worker, the Python module, each video frame): which steps run, in
+ * this order, over which engines and with which options. A step whose engine is NULL is
+ * skipped. The front ends only parse their input into this and call ag_pipeline_run.
+ */
+typedef enum ag_pipeline_step {
+    AG_STEP_RESTORE, /* restore faces (GPEN, GFPGAN) */
+    AG_STEP_STYLIZE, /* the style (or the caller's face-aware variant) */
+    AG_STEP_UPSCALE, /* tiled upscaling */
+    AG_STEP_COUNT
+} ag_pipeline_step;
+
+/* A stylisation in place of ag_stylize (face crops, pasted faces): `out` initialised by it. */
+typedef int (*ag_stylize_fn)(void *user, const ag_image *in, ag_image *out, ag_error *err);
+
+typedef struct ag_pipeline {
+    ag_engine *restorer;        /* AG_STEP_RESTORE: a restorer's engine, NULL: no restoring */
+    ag_face_detector *detector; /* its faces (NULL only with restore.aligned) */
+    ag_restore_options restore;
+    ag_engine *style;      /* AG_STEP_STYLIZE: a generator's engine, NULL: none */
+    int side_by_side;      /* the input and the result next to each other */
+    ag_stylize_fn stylize; /* non-NULL: runs the step instead of ag_stylize(style) */
+    void *stylize_user;
+    ag_engine *upscaler; /* AG_STEP_UPSCALE: an upscaler's engine, NULL: no upscaling */
+    ag_upscale_options upscale;
+    /* Non-NULL: the progress of every step (faces, then tiles) goes here instead of the
+     * steps' own options' callbacks; non-zero from it cancels (AG_E_CANCELLED). */
+    ag_step_progress_fn progress;
+    void *progress_user;
+    /* Non-NULL: called as each step starts (a progress bar's stage). */
+    void (*step_started)(void *user, ag_pipeline_step step);
+} ag_pipeline;
+
+/* What a run did, for the front ends' reports and metrics. */
+typedef struct ag_pipeline_result {
+    ag_pipeline_step failed; /* the step that failed (AG_STEP_COUNT: none) */
+    ag_restore_result faces; /* AG_STEP_RESTORE's counts (zeros when it did not run) */
+} ag_pipeline_result;
+
+/* The pipeline with no step: fill in what the request asks for. */
+void ag_pipeline_init(ag_pipeline *p);
+
+/* "restore", "stylize" or "upscale". */
+const char *ag_pipeline_step_name(ag_pipeline_step step);
+
+/*
+ * Run p's steps on `image`, which the call takes: on return it is empty and `out` (owned by
+ * the caller, initialised by the call) holds the result, also when no step ran. On failure
+ * `out` is empty and result->failed names the step. Same threads rule as the engines:
+ * each engine is used by one thread at a time.
+ */
+int ag_pipeline_run(const ag_pipeline *p, ag_image *image, ag_image *out,
+                    ag_pipeline_result *result, ag_error *err);
+
+/* The same on an image the caller keeps (video frames): `in` is left as it is; with no step
+ * `out` is a copy. */
+int ag_pipeline_apply(const ag_pipeline *p, const ag_image *in, ag_image *out,
+                      ag_pipeline_result *result, ag_error *err);
 
 /* ---- video and animated images --------------------------------------------------------- */
 
@@ -667,6 +751,9 @@ typedef struct ag_video_options {
     void *cancelled_user;
     size_t max_output_bytes; /* fail (AG_E_LIMIT) when the output grows past it; 0 = none */
     int private_output;      /* 1: the result is created 0600 (a spool), else 0644 */
+    /* NULL: the whole clip. Else only the segment's frames, encoded as the whole clip's
+     * conversion would encode them, without sound, into a segment file for ag_video_join. */
+    const struct ag_video_segment *segment;
 } ag_video_options;
 
 void ag_video_options_init(ag_video_options *options);
@@ -687,6 +774,38 @@ typedef struct ag_video_result {
  */
 int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_path,
                      const ag_video_options *options, ag_video_result *result, ag_error *err);
+
+/* ---- one clip over several workers: segments cut at keyframes, then joined ---------------- */
+
+#define AG_VIDEO_MAX_SEGMENTS 64
+
+/* The frames with from_pts <= pts < to_pts (the input video stream's time base; INT64_MIN
+ * and INT64_MAX leave an end open), for the output named `container` (its extension picks
+ * the encoder, as ag_video_convert's out_path does). */
+typedef struct ag_video_segment {
+    int64_t from_pts, to_pts;
+    const char *container;
+} ag_video_segment;
+
+/*
+ * Cut the clip at `path` at keyframes at least `seconds` apart (a demux of the video
+ * packets, nothing decoded): cuts[0..*count] are the segments' boundaries (cuts[0] is
+ * INT64_MIN, cuts[*count] INT64_MAX). *count is 1 when the clip is no longer than `seconds`,
+ * has no keyframe to cut at, or is an animated WebP; at most AG_VIDEO_MAX_SEGMENTS (the last
+ * segment is then longer). A last piece shorter than seconds / 2 joins the one before.
+ */
+int ag_video_plan_segments(const char *path, double seconds, const ag_video_limits *limits,
+                           int64_t cuts[AG_VIDEO_MAX_SEGMENTS + 1], int *count, ag_error *err);
+
+/*
+ * Join the segment files (ag_video_convert with options->segment, in order) into out_path,
+ * with the sound of `in_path` copied or re-encoded once, as ag_video_convert(in_path,
+ * out_path, options) would write it: the same frames, timestamps and durations, the audio
+ * packets the same bytes. options->segment is ignored. AG_E_FORMAT when a segment file is
+ * damaged or does not follow the one before it.
+ */
+int ag_video_join(const char *in_path, const char *const *segments, int count, const char *out_path,
+                  const ag_video_options *options, ag_video_result *result, ag_error *err);
 
 /* Bytes of frame buffers a conversion of frames of width x height (after max_side) holds
  * at most, excluding the engines' arenas (out_scale included): what a memory budget adds
@@ -713,6 +832,17 @@ int ag_cpu_count(void);
  * AG_E_ARG when `text` is not such a number, AG_E_LIMIT when it is outside [min, max].
  */
 int ag_parse_int64(const char *text, long long min, long long max, long long *out);
+
+/* ---- the clock (src/util/clock.c) ------------------------------------------------------- */
+
+/* Microseconds of CLOCK_MONOTONIC: every duration, deadline and TTL of the library and the
+ * front ends. Thread-safe. */
+uint64_t ag_now_us(void);
+
+/* Replace the clock (tests that step time by hand); NULL restores CLOCK_MONOTONIC. Set it
+ * before the threads that read the clock start. */
+typedef uint64_t (*ag_clock_fn)(void);
+void ag_clock_hook(ag_clock_fn clock);
 
 /* ---- the CPU and the precision it runs best ----------------------------------------------- */
 

@@ -2,8 +2,8 @@
  * cgroup.c - the memory limit a container or a systemd unit puts on this process, read where
  * the kernel shows it: cgroup v2's memory.max or v1's memory.limit_in_bytes, in this process's
  * own cgroup (its path comes from /proc/self/cgroup, so a unit's MemoryMax= is seen without a
- * cgroup namespace) and in each ancestor, whose limits apply too. server.c holds the memory
- * bound against the lowest.
+ * cgroup namespace) and in each ancestor, whose limits apply too. The only cgroup reader:
+ * defaults.c's ag_memory_limit takes the lowest (and the file it is in) for the memory bound.
  */
 #include "server.h"
 
@@ -26,27 +26,36 @@ static unsigned long long read_limit(const char *path) {
     return value;
 }
 
-static unsigned long long lower(unsigned long long a, unsigned long long b) {
-    return !a ? b : !b ? a : a < b ? a : b;
+/* The lowest limit found so far and the file it was read from. */
+typedef struct lowest {
+    unsigned long long bytes; /* 0: none yet */
+    char *where;
+    size_t where_cap;
+} lowest;
+
+static void consider(lowest *l, unsigned long long bytes, const char *path) {
+    if (!bytes || (l->bytes && l->bytes <= bytes))
+        return;
+    l->bytes = bytes;
+    if (l->where_cap)
+        snprintf(l->where, l->where_cap, "%s", path);
 }
 
 /* The lowest limit in `file` of directory mount+cgroup and of each of its parents up to the
- * mount (a cgroup namespace's root is the mount itself). */
-static unsigned long long lowest_along(const char *mount, const char *cgroup, const char *file) {
+ * mount (a cgroup namespace's root is the mount itself), into l. */
+static void lowest_along(lowest *l, const char *mount, const char *cgroup, const char *file) {
     char dir[PATH_MAX], path[PATH_MAX + 64];
     if (snprintf(dir, sizeof dir, "%s%s", mount, cgroup) >= (int)sizeof dir)
-        return 0;
+        return;
     size_t mount_len = strlen(mount);
-    unsigned long long limit = 0;
     for (;;) {
         snprintf(path, sizeof path, "%s/%s", dir, file);
-        limit = lower(limit, read_limit(path));
+        consider(l, read_limit(path), path);
         char *slash = strrchr(dir, '/');
         if (!slash || (size_t)(slash - dir) < mount_len)
             break;
         *slash = '\0';
     }
-    return limit;
 }
 
 /* Whether the comma-separated `list` holds `name`. */
@@ -59,13 +68,16 @@ static int has_controller(const char *list, const char *name) {
     return 0;
 }
 
-size_t ag_cgroup_memory_limit(const char *root) {
+size_t ag_cgroup_memory_limit(const char *root, char *where, size_t where_cap) {
     char v2[PATH_MAX], v1[PATH_MAX], line[PATH_MAX + 64];
     snprintf(v2, sizeof v2, "%s/sys/fs/cgroup", root);
     snprintf(v1, sizeof v1, "%s/sys/fs/cgroup/memory", root);
+    lowest l = {0, where, where_cap};
+    if (where_cap)
+        where[0] = '\0';
     /* The mount points' own files: a container's limit when it has a cgroup namespace. */
-    unsigned long long limit = lowest_along(v2, "", "memory.max");
-    limit = lower(limit, lowest_along(v1, "", "memory.limit_in_bytes"));
+    lowest_along(&l, v2, "", "memory.max");
+    lowest_along(&l, v1, "", "memory.limit_in_bytes");
     snprintf(line, sizeof line, "%s/proc/self/cgroup", root);
     FILE *f = fopen(line, "re");
     while (f && fgets(line, sizeof line, f)) {
@@ -78,11 +90,11 @@ size_t ag_cgroup_memory_limit(const char *root) {
         *cgroup++ = '\0';
         *controllers++ = '\0';
         if (!strcmp(line, "0") && controllers[0] == '\0')
-            limit = lower(limit, lowest_along(v2, cgroup, "memory.max"));
+            lowest_along(&l, v2, cgroup, "memory.max");
         else if (has_controller(controllers, "memory"))
-            limit = lower(limit, lowest_along(v1, cgroup, "memory.limit_in_bytes"));
+            lowest_along(&l, v1, cgroup, "memory.limit_in_bytes");
     }
     if (f)
         fclose(f);
-    return limit > SIZE_MAX ? SIZE_MAX : (size_t)limit;
+    return l.bytes > SIZE_MAX ? SIZE_MAX : (size_t)l.bytes;
 }

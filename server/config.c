@@ -120,8 +120,9 @@ static const opt_def options[] = {
      "an IPv6 client is its /N network for the per-client bounds (fusion face cache, video job "
      "turns), since one host is given a whole /64; 128 = each address"},
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
-     "a GPEN or GFPGAN checkpoint for face restoration (POST /api/v1/restore, restore=K on "
-     "convert: K counts these from 1), repeatable; loaded once, shared by the workers"},
+     "a GPEN, GFPGAN or CodeFormer checkpoint for face restoration (POST /api/v1/restore, "
+     "restore=K on convert: K counts these from 1), repeatable; loaded once, shared by the "
+     "workers"},
     {"upscale-model", "NAME|FILE", K_UPSCALE, 0, 0, 0, 0, NULL, NULL, AG_SERVER_DEFAULT_UPSCALER,
      "upscaler for upscale=2 and upscale=4 (convert, restore, POST /api/v1/upscale, video jobs): "
      "a bundled family (esrgan-slim, esrgan-medium: its x2 and x4 files) or a user's file "
@@ -213,15 +214,22 @@ static const opt_def options[] = {
      "video jobs held at once: queued, running, or finished and not yet expired; more get 503"},
     {"jobs-quota-mb", "N", K_SCALED, 1, 1 << 24, 1 << 20, AT(jobs.quota_bytes), NULL, NULL, "2048",
      "spool bytes at most; an upload reserves twice its size (itself and the result; 1 + N^2 "
-     "times with upscale=N); more get 507"},
+     "times with upscale=N), then itself and its result's estimate (--max-job-result-mb) from "
+     "the header; more get 507"},
     {"job-ttl", "S", K_SECONDS, 1, 2592000, 0, AT(jobs.ttl_s), NULL, NULL, "3600",
      "finished jobs and their results are removed S seconds after they finish"},
     {"max-video-frames", "N", K_INT, 1, 1e9, 0, AT(jobs.max_frames), NULL, NULL, "36000",
      "most frames of a video job, from its header (MP4 sample tables, WebP frames) and as "
      "decoded; 413 before a frame is decoded"},
     {"max-job-megapixels", "N", K_SCALED, 0, 1e9, 1, AT(jobs.max_work_mpx), NULL, NULL, "20000",
-     "most work per video job: frames x output pixels (after max_side), in millions; 413 from "
-     "the header; 0 = no bound"},
+     "most work per video job, in millions of pixels of its style: frames x pixels (after "
+     "max_side), with upscale=N the upscaler's FLOPs counted in the style's (at least the "
+     "output pixels); 413 from the header; 0 = no bound"},
+    {"max-job-result-mb", "N", K_SCALED, 1, 1 << 24, 1 << 20, AT(jobs.max_result_bytes), NULL, NULL,
+     "1024",
+     "largest result of a video job in MiB, estimated at submission from its frames, their "
+     "output size and the format (a GIF takes about 1 byte a pixel a frame, 13 to 25 times an "
+     "MP4): 413 above it; the run fails past it"},
     {"jobs-per-client", "N", K_INT, 0, 4096, 0, AT(jobs.per_client), NULL, NULL, "0",
      "video jobs one client may have queued or running (with --jobs-redis, across every "
      "instance); more get 429; 0 = no bound"},
@@ -236,6 +244,9 @@ static const opt_def options[] = {
      "over a job whose lease expired (its instance died)"},
     {"jobs-reclaims", "N", K_INT, 0, 100, 0, AT(jobs.max_reclaims), NULL, NULL, "3",
      "with --jobs-redis: times a job is taken over after its instance died, then failed"},
+    {"jobs-segment-seconds", "S", K_SECONDS, 0, 86400, 0, AT(jobs.segment_s), NULL, NULL, "60",
+     "with --jobs-redis: a video longer than this is cut at keyframes into segments that "
+     "several instances convert at once, then joined; 0 = never cut"},
 };
 
 enum { OPTION_COUNT = sizeof options / sizeof options[0] };

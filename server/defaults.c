@@ -77,67 +77,6 @@ void ag_defaults_given(const ag_server_config *c, char *buf, size_t cap) {
 
 /* ---- the memory limit ------------------------------------------------------------------- */
 
-/* A cgroup file's number; 0 when absent, "max" or not a number. */
-static size_t read_limit(const char *path) {
-    FILE *f = fopen(path, "re");
-    unsigned long long v = 0;
-    if (f && fscanf(f, "%llu", &v) != 1)
-        v = 0;
-    if (f)
-        fclose(f);
-    return (size_t)v;
-}
-
-/* The lowest limit of `file` in the cgroup `dir` (under `root`) and its ancestors: a parent's
- * limit holds its children too. 0 when none is set. */
-static size_t cgroup_limit(const char *root, const char *dir, const char *file, char *where,
-                           size_t where_cap) {
-    char path[512], sub[256];
-    size_t lowest = 0;
-    snprintf(sub, sizeof sub, "%s", dir);
-    for (;;) {
-        snprintf(path, sizeof path, "%s%s/%s", root, strcmp(sub, "/") ? sub : "", file);
-        size_t v = read_limit(path);
-        if (v && (!lowest || v < lowest)) {
-            lowest = v;
-            snprintf(where, where_cap, "%s", path);
-        }
-        char *slash = strrchr(sub, '/');
-        if (!slash || slash == sub) {
-            if (!strcmp(sub, "/"))
-                break;
-            snprintf(sub, sizeof sub, "/");
-        } else {
-            *slash = '\0';
-        }
-    }
-    return lowest;
-}
-
-/* This process's cgroup limit, v2 (the "0::" line of /proc/self/cgroup) or v1 (the
- * "memory" controller's line); 0 when there is none. */
-static size_t own_cgroup_limit(char *where, size_t where_cap) {
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    char line[512];
-    size_t limit = 0;
-    while (f && !limit && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *path = strchr(line, ':') ? strchr(strchr(line, ':') + 1, ':') : NULL;
-        if (!path)
-            continue;
-        *path++ = '\0';
-        const char *controllers = strchr(line, ':') + 1;
-        if (!strncmp(line, "0:", 2) && !*controllers)
-            limit = cgroup_limit("/sys/fs/cgroup", path, "memory.max", where, where_cap);
-        else if (!strcmp(controllers, "memory"))
-            limit = cgroup_limit("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", where,
-                                 where_cap);
-    }
-    if (f)
-        fclose(f);
-    return limit;
-}
-
 size_t ag_memory_limit(const ag_server_config *c, char *why, size_t why_cap) {
     if (c->max_memory_bytes) {
         snprintf(why, why_cap, "--max-memory-mb");
@@ -145,8 +84,8 @@ size_t ag_memory_limit(const ag_server_config *c, char *why, size_t why_cap) {
     }
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t ram = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
-    char where[512] = "";
-    size_t cgroup = own_cgroup_limit(where, sizeof where);
+    char where[512];
+    size_t cgroup = ag_cgroup_memory_limit("", where, sizeof where);
     if (cgroup && cgroup < ram) {
         snprintf(why, why_cap, "the cgroup's %s", where);
         return cgroup;

@@ -35,17 +35,10 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SMALL_BODY_MAX ((size_t)256 * 1024) /* /metrics, /status, /models */
 #define CHUNKED_INITIAL ((size_t)256 * 1024)
-
-uint64_t ag_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* ---- the request owner ------------------------------------------------------------------ */
 
@@ -574,6 +567,7 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
     if (want && valid_request_id(want)) {
         const char *state = "unknown";
         int position = ag_queue_position(&s->queue, match_id, want), done = 0, total = 0;
+        int permille = 0;
         if (position > 0) {
             state = "queued";
         } else {
@@ -585,6 +579,7 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
                 if (hit) {
                     state = "working";
                     done = atomic_load(&w->steps_done), total = atomic_load(&w->steps_total);
+                    permille = atomic_load(&w->step_permille);
                     break;
                 }
             }
@@ -592,8 +587,11 @@ static void handle_status(ag_server *s, struct MHD_Connection *conn, ag_request 
         ag_text_append(&t, ",\"request\":{\"id\":", 17);
         ag_text_json_string(&t, want);
         ag_text_printf(&t, ",\"state\":\"%s\",\"position\":%d", state, position);
-        if (total > 0) /* faces restored or tiles upscaled so far */
-            ag_text_printf(&t, ",\"steps_done\":%d,\"steps_total\":%d", done, total);
+        if (total > 0) { /* faces restored or tiles upscaled so far, and of the one under way */
+            double part = done < total ? permille / 1000.0 : 0.0;
+            ag_text_printf(&t, ",\"steps_done\":%d,\"steps_total\":%d,\"progress\":%.3f", done,
+                           total, (done + part) / total);
+        }
         ag_text_append(&t, "}", 1);
     }
     ag_text_append(&t, "}\n", 2);

@@ -106,6 +106,60 @@ static double output_pixels(const ag_video_info *info, int max_side, int upscale
     return (double)info->width * scale * n * (double)info->height * scale * n;
 }
 
+/* What one frame costs in pixels of the job's style (the unit of --max-job-megapixels):
+ * its stylised pixels, and with upscale=N what the upscaler costs over them, by the
+ * networks' FLOPs per input pixel (the upscaler's at its own scale: an x4 file serving
+ * upscale=2 makes x4 before resizing; side by side, it upscales both halves), but never
+ * less than the output's pixels, the old price, which the encoder and the frames' memory go
+ * by (and FLOPs undercount a small upscaler's time: docs/stability.md). */
+typedef struct frame_cost {
+    double style_px, upscaler_ratio, work_px;
+} frame_cost;
+
+static frame_cost price_frame(const ag_server *s, const job *b, const ag_video_info *info) {
+    frame_cost c = {.style_px = output_pixels(info, b->max_side, 1)};
+    c.work_px = c.style_px;
+    int slot = b->upscale > 1 ? ag_server_upscale_slot(b->upscale) : -1;
+    if (slot < 0 || !s->upscalers[slot])
+        return c;
+    const int side = 256; /* FLOPs grow with the pixels: any size gives the ratio */
+    double style = ag_model_flop(s->models[b->model], side, side);
+    double up = ag_model_flop(s->upscalers[slot], side, side);
+    c.upscaler_ratio = style > 0 ? up / style : 0;
+    double sbs = b->side_by_side ? 2 : 1; /* the upscaler gets both halves */
+    double out_px = output_pixels(info, b->max_side, b->upscale) * sbs;
+    double network_px = c.style_px * (1 + c.upscaler_ratio * sbs);
+    c.work_px = network_px > out_px ? network_px : out_px;
+    return c;
+}
+
+/* --max-job-megapixels: 0, or -1 with the 413 prepared in r, naming the limit and, for
+ * upscale=N, the networks' costs it counted. */
+static int work_fits(ag_jobs *j, ag_request *r, const job *b, const ag_video_info *info,
+                     const frame_cost *c) {
+    double work_mpx = (double)info->frames * c->work_px / 1e6;
+    double bound_mpx = (double)j->c->max_work_mpx;
+    if (bound_mpx <= 0 || work_mpx <= bound_mpx)
+        return 0;
+    char upscaled[240] = "";
+    if (b->upscale > 1) {
+        const ag_server *s = j->server;
+        const ag_model *up = s->upscalers[ag_server_upscale_slot(b->upscale)];
+        snprintf(upscaled, sizeof upscaled,
+                 ", upscale=%d by %s costing %.1f times %s's FLOPs a pixel: %.0f pixels' "
+                 "work a frame",
+                 b->upscale, ag_model_get_info(up)->name, c->upscaler_ratio,
+                 s->model_names[b->model], c->work_px);
+    }
+    ag_jobs_prepare_error(r, 413, "too_large",
+                          "%lld frames of %.0f pixels stylised%s = %.0f megapixels of work; the "
+                          "limit is %.0f (--max-job-megapixels; a smaller max_side%s or a "
+                          "shorter clip fits)",
+                          (long long)info->frames, c->style_px, upscaled, work_mpx, bound_mpx,
+                          b->upscale > 1 ? ", upscale" : "");
+    return -1;
+}
+
 /* The result's frames within --max-output-pixels (upscale=N, as convert's upscale_fits
  * words it) and the encoders' 16384 px a side; 0, or -1 with the 413 prepared in r. */
 static int output_fits(ag_jobs *j, ag_request *r, const job *b, int out_w, int out_h) {
@@ -141,14 +195,38 @@ static int refuse_probe(ag_jobs *j, ag_request *r, const ag_error *err) {
     return -1;
 }
 
+/* The result's estimated bytes (ag_jobs_result_bytes: by format, frames and output size),
+ * within --max-job-result-mb: 0 and *bytes set, or -1 with the 413 prepared in r. A header
+ * without a frame count is estimated at the run's frame bound, capped by the setting. */
+static int result_fits(ag_jobs *j, ag_request *r, const job *b, const ag_video_info *info,
+                       int64_t max_frames, int out_w, int out_h, size_t in_bytes, size_t *bytes) {
+    int64_t frames = info->frames > 0 ? info->frames : max_frames;
+    size_t bound = j->c->max_result_bytes;
+    size_t estimate = ag_jobs_result_bytes(b->ext, frames, out_w, out_h, in_bytes, b->upscale);
+    if (estimate > bound && info->frames > 0) {
+        int animation = !strcmp(b->ext, "gif") || !strcmp(b->ext, "webp");
+        ag_jobs_prepare_error(r, 413, "too_large",
+                              "a %s of %lld frames of %dx%d would be about %.0f MiB; the limit "
+                              "is %zu MiB (--max-job-result-mb): %sa smaller max_side or a "
+                              "shorter clip fits",
+                              b->ext, (long long)frames, out_w, out_h, (double)estimate / 1048576.0,
+                              bound >> 20,
+                              animation ? "format=mp4 or webm (many times smaller), " : "");
+        return -1;
+    }
+    *bytes = estimate < bound ? estimate : bound;
+    return 0;
+}
+
 /* --jobs-redis: the job into the cluster's queue; the local slot was only the upload's and
  * is released here (its reservation is the job's in Redis now). 0, or -1 with the reply. */
-static int queue_in_redis(ag_jobs *j, ag_job_upload *up, job *b, const char *inpath) {
+static int queue_in_redis(ag_jobs *j, ag_job_upload *up, job *b, const char *inpath,
+                          size_t result_bytes) {
     ag_request *r = up->request;
     size_t in_bytes = ag_jobs_file_size(inpath);
     b->created_unix = ag_jobs_now_unix();
     b->state = JOB_QUEUED;
-    b->reserved_bytes = in_bytes * ag_jobs_result_factor(b->upscale);
+    b->reserved_bytes = result_bytes;
     b->file_bytes = in_bytes;
     int rc = ag_jobs_redis_submit(j, b);
     if (rc != AG_JR_OK) {
@@ -210,31 +288,43 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
         unlink(inpath);
         return -1;
     }
-    /* The work: frames x output pixels, what the runner's time goes by. */
-    double px = output_pixels(&info, b->max_side, b->upscale);
-    double work_mpx = (double)info.frames * px / 1e6;
-    double bound_mpx = (double)j->c->max_work_mpx;
-    if (bound_mpx > 0 && work_mpx > bound_mpx) {
+    /* The work: frames x what a frame costs, what the runner's time goes by. */
+    frame_cost cost = price_frame(s, b, &info);
+    if (work_fits(j, r, b, &info, &cost) != 0) {
         unlink(inpath);
-        ag_jobs_prepare_error(
-            r, 413, "too_large",
-            "%lld frames of %.0f pixels = %.0f megapixels of work; the limit is %.0f "
-            "(--max-job-megapixels; a smaller max_side%s or a shorter clip fits)",
-            (long long)info.frames, px, work_mpx, bound_mpx, b->upscale > 1 ? ", upscale" : "");
         return -1;
     }
+    double bound_mpx = (double)j->c->max_work_mpx, px = cost.work_px;
     int64_t by_work = bound_mpx > 0 && px > 0 ? (int64_t)(bound_mpx * 1e6 / px) : 0;
     int64_t max_frames = limits.max_frames;
     if (by_work > 0 && (max_frames == 0 || by_work < max_frames))
         max_frames = by_work; /* a header that undercounts is caught during the run */
+    size_t in_bytes = ag_jobs_file_size(inpath), result_bytes = 0;
+    if (result_fits(j, r, b, &info, max_frames, out_w, out_h, in_bytes, &result_bytes) != 0) {
+        unlink(inpath);
+        return -1;
+    }
     if (j->redis) {
         b->max_frames = max_frames;
         b->frames_total = info.frames;
         b->out_width = out_w;
         b->out_height = out_h;
-        return queue_in_redis(j, up, b, inpath);
+        return queue_in_redis(j, up, b, inpath, result_bytes);
     }
     pthread_mutex_lock(&j->lock);
+    /* The reservation now: the input as it is, plus the result's estimate (the upload
+     * reserved as much again as itself, which a GIF's result exceeds many times). */
+    size_t held = j->spool_bytes - b->reserved_bytes;
+    if (held + in_bytes + result_bytes > j->c->quota_bytes) {
+        pthread_mutex_unlock(&j->lock);
+        unlink(inpath);
+        r->retry_after_s = 60;
+        ag_jobs_prepare_error(r, 507, "spool_full",
+                              "the job spool is full (--jobs-quota-mb %zu; this %s result is "
+                              "estimated at %.0f MiB); try again later",
+                              j->c->quota_bytes >> 20, b->ext, (double)result_bytes / 1048576.0);
+        return -1;
+    }
     b->max_frames = max_frames;
     b->frames_total = info.frames;
     b->created_unix = ag_jobs_now_unix();
@@ -242,12 +332,8 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
     b->state = JOB_QUEUED;
     b->out_width = out_w;
     b->out_height = out_h;
-    /* The reservation now: the input as it is, plus as much again for the result (N^2
-     * times with upscale=N): at most what the upload reserved (upload_chunk), since the
-     * input is the upload or a field of it. */
-    size_t in_bytes = ag_jobs_file_size(inpath);
-    j->spool_bytes -= b->reserved_bytes;
-    b->reserved_bytes = in_bytes * ag_jobs_result_factor(b->upscale);
+    j->spool_bytes = held;
+    b->reserved_bytes = result_bytes;
     b->file_bytes = in_bytes;
     j->spool_bytes += b->reserved_bytes + b->file_bytes;
     ag_jobs_save_state(j, b);

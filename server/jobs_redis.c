@@ -209,11 +209,36 @@ static const char lua_submit[] =
 
 /* ARGV 5, 6: the stream entry this instance was given (new or claimed), --jobs-reclaims.
  * An entry already bound to a job runs that job again (it was taken over, or handed
- * back); a new one takes the oldest job of the client served least recently. Returns
- * {what, id}: run, failed (reclaimed too often), none (nothing to run, entry acked). */
+ * back); a new one takes the oldest job of the client served least recently. An entry of
+ * a part of a job cut in segments ("ID#N", "ID#join") runs that part, counted apart. Returns
+ * {what, id[, part]}: run, part, failed (reclaimed too often), none (nothing to run, entry
+ * acked), or {cancelled, id, ext}: a part of a job DELETE asked to stop (the job removed). */
 static const char lua_pick[] =
     "local e, limit = ARGV[5], tonumber(ARGV[6])\n"
     "local id = redis.call('HGET', P .. 'entries', e)\n"
+    "local of, part = string.match(id or '', '^([^#]+)#(.+)$')\n"
+    "if part then\n"
+    "  local k = job(of)\n"
+    "  local st = redis.call('HGET', k, 'state')\n"
+    "  if st ~= 'running' then ack(e) return {'none', of} end\n"
+    "  if redis.call('HGET', k, 'cancel') == '1' then\n"
+    "    local ext = redis.call('HGET', k, 'ext') or ''\n"
+    "    count(st, -1) release(of) drop(of) redis.call('DEL', k) ack(e)\n"
+    "    return {'cancelled', of, ext}\n"
+    "  end\n"
+    "  local n = redis.call('HINCRBY', k, 'attempts:' .. part, 1)\n"
+    "  if n > limit + 1 then\n"
+    "    finish(of, 'failed')\n"
+    "    redis.call('HSET', k, 'error_code', 'reclaimed', 'error', 'the instances running '\n"
+    "      .. 'part ' .. part .. ' of this job stopped ' .. (n - 1) .. ' times '\n"
+    "      .. '(--jobs-reclaims ' .. limit .. ')')\n"
+    "    ack(e)\n"
+    "    return {'failed', of}\n"
+    "  end\n"
+    "  if n > 1 then redis.call('INCR', P .. 'reclaims') end\n"
+    "  redis.call('HSET', k, 'instance', ME)\n"
+    "  return {'part', of, part}\n"
+    "end\n"
     "if id then\n"
     "  local k = job(id)\n"
     "  local st = redis.call('HGET', k, 'state')\n"
@@ -252,14 +277,63 @@ static const char lua_pick[] =
     "count('queued', -1) count('running', 1)\n"
     "return {'run', id}\n";
 
-/* ARGV 5..8: entry, id, frames done, frames total. {held, cancel}: the lease renewed (1),
- * or taken over by another instance (0). */
+/* ARGV 5..8[, 9]: entry, id, frames done, frames total[, part]. {held, cancel}: the lease
+ * renewed (1), taken over by another instance (0), or the job is gone or over (2: another
+ * part failed; the entry is acked). A part's frames add to the job's frames_done. */
 static const char lua_renew[] =
     "if owner(ARGV[5]) ~= ME then return {0, '0'} end\n"
     "local k = job(ARGV[6])\n"
+    "if redis.call('HGET', k, 'state') ~= 'running' then ack(ARGV[5]) return {2, '0'} end\n"
     "redis.call('XCLAIM', S, G, ME, 0, ARGV[5], 'JUSTID')\n"
-    "redis.call('HSET', k, 'frames_done', ARGV[7], 'frames_total', ARGV[8], 'beat', NOW)\n"
+    "if ARGV[9] then\n"
+    "  local f = 'fd:' .. ARGV[9]\n"
+    "  local was = tonumber(redis.call('HGET', k, f) or '0')\n"
+    "  redis.call('HINCRBY', k, 'frames_done', tonumber(ARGV[7]) - was)\n"
+    "  redis.call('HSET', k, f, ARGV[7], 'beat', NOW)\n"
+    "else\n"
+    "  redis.call('HSET', k, 'frames_done', ARGV[7], 'frames_total', ARGV[8], 'beat', NOW)\n"
+    "end\n"
     "return {1, redis.call('HGET', k, 'cancel') or '0'}\n";
+
+/* ARGV 5..9: entry, id, the number of parts, the cuts ("p0,p1,...": the video stream's
+ * time base), the frames in all: the job's entry gives way to one entry per part, at the
+ * stream's end. 1, or 0 when the entry is not ours or the job not running. */
+static const char lua_split[] =
+    "local e, id, n = ARGV[5], ARGV[6], tonumber(ARGV[7])\n"
+    "local k = job(id)\n"
+    "if owner(e) ~= ME or redis.call('HGET', k, 'state') ~= 'running' then return 0 end\n"
+    "redis.call('HSET', k, 'cuts', ARGV[8], 'parts', n, 'parts_left', n, 'frames_total',\n"
+    "  ARGV[9], 'frames_done', 0)\n"
+    "for i = 0, n - 1 do\n"
+    "  local pe = redis.call('XADD', S, '*', 'job', id, 'part', tostring(i))\n"
+    "  redis.call('HSET', P .. 'entries', pe, id .. '#' .. i)\n"
+    "end\n"
+    "ack(e)\n"
+    "return 1\n";
+
+/* ARGV 5..8: entry, id, part, its frames: a segment done. After the last one the join is
+ * queued (an entry of its own). ok, lost (not ours), gone (the job failed or went), or
+ * cancelled (DELETE asked: the job is removed, the caller removes the files). */
+static const char lua_part_done[] =
+    "local e, id, part = ARGV[5], ARGV[6], ARGV[7]\n"
+    "if owner(e) ~= ME then return 'lost' end\n"
+    "local k = job(id)\n"
+    "local st = redis.call('HGET', k, 'state')\n"
+    "if st ~= 'running' then ack(e) return 'gone' end\n"
+    "if redis.call('HGET', k, 'cancel') == '1' then\n"
+    "  count(st, -1) release(id) drop(id)\n"
+    "  redis.call('DEL', k) ack(e) return 'cancelled'\n"
+    "end\n"
+    "local f = 'fd:' .. part\n"
+    "redis.call('HINCRBY', k, 'frames_done', tonumber(ARGV[8]) -\n"
+    "  tonumber(redis.call('HGET', k, f) or '0'))\n"
+    "redis.call('HSET', k, f, ARGV[8])\n"
+    "ack(e)\n"
+    "if redis.call('HINCRBY', k, 'parts_left', -1) == 0 then\n"
+    "  local je = redis.call('XADD', S, '*', 'job', id, 'part', 'join')\n"
+    "  redis.call('HSET', P .. 'entries', je, id .. '#join')\n"
+    "end\n"
+    "return 'ok'\n";
 
 /* ARGV 5..7: entry, id, the state (done, failed), then field/value pairs. Returns ok, lost
  * (another instance holds it now: nothing written) or cancelled (DELETE asked: the job is
@@ -268,8 +342,10 @@ static const char lua_finish[] =
     "local e, id, st = ARGV[5], ARGV[6], ARGV[7]\n"
     "if owner(e) ~= ME then return 'lost' end\n"
     "local k = job(id)\n"
+    "local was = redis.call('HGET', k, 'state')\n"
+    "if was ~= 'running' then ack(e) return 'gone' end\n"
     "if redis.call('HGET', k, 'cancel') == '1' then\n"
-    "  count(redis.call('HGET', k, 'state'), -1) release(id) drop(id)\n"
+    "  count(was, -1) release(id) drop(id)\n"
     "  redis.call('DEL', k) ack(e) return 'cancelled'\n"
     "end\n"
     "local f = tail(8)\n"
@@ -280,14 +356,19 @@ static const char lua_finish[] =
     "ack(e)\n"
     "return 'ok'\n";
 
-/* ARGV 5..7: entry, id, idle ms: the job back to the queue at once (SIGTERM), its entry made
- * as idle as an expired lease so that the next XAUTOCLAIM takes it; not counted a reclaim. */
+/* ARGV 5..7[, 8]: entry, id, idle ms[, part]: the job (or one part of it) back to the queue
+ * at once (SIGTERM), its entry made as idle as an expired lease so that the next XAUTOCLAIM
+ * takes it; not counted a reclaim. */
 static const char lua_handback[] =
     "if owner(ARGV[5]) ~= ME then return 0 end\n"
     "local k = job(ARGV[6])\n"
-    "redis.call('HINCRBY', k, 'attempts', -1)\n"
-    "redis.call('HSET', k, 'state', 'queued', 'instance', '', 'frames_done', 0)\n"
-    "count('running', -1) count('queued', 1)\n"
+    "if ARGV[8] then\n"
+    "  redis.call('HINCRBY', k, 'attempts:' .. ARGV[8], -1)\n"
+    "else\n"
+    "  redis.call('HINCRBY', k, 'attempts', -1)\n"
+    "  redis.call('HSET', k, 'state', 'queued', 'instance', '', 'frames_done', 0)\n"
+    "  count('running', -1) count('queued', 1)\n"
+    "end\n"
     "redis.call('XCLAIM', S, G, ME, 0, ARGV[5], 'IDLE', ARGV[7], 'JUSTID')\n"
     "return 1\n";
 
@@ -373,7 +454,7 @@ static const char *const scripts[] = {
     [JR_SUBMIT] = lua_submit, [JR_PICK] = lua_pick,         [JR_RENEW] = lua_renew,
     [JR_FINISH] = lua_finish, [JR_HANDBACK] = lua_handback, [JR_DELETE] = lua_delete,
     [JR_GET] = lua_get,       [JR_EXPIRE] = lua_expire,     [JR_HOLD] = lua_hold,
-    [JR_ADMIT] = lua_admit,
+    [JR_ADMIT] = lua_admit,   [JR_SPLIT] = lua_split,       [JR_PART_DONE] = lua_part_done,
 };
 
 redisReply *ag_jobs_redis_eval(ag_jobs *j, ag_rconn *k, ag_jr_script which, int argc,

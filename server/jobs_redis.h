@@ -13,7 +13,8 @@
  *                   per instance); an entry pending at a consumer is its lease, renewed by
  *                   XCLAIM while the job runs, taken over by XAUTOCLAIM once it expired
  *   entries         stream entry -> the job it runs (clients take turns: an entry runs the
- *                   oldest job of the client served least recently, not necessarily its own)
+ *                   oldest job of the client served least recently, not necessarily its own),
+ *                   or a part of a job cut in segments: "ID#N" (segment N), "ID#join"
  *   job:ID          the job's hash (state, options, progress, instance, attempts, cancel)
  *   q:CLIENT        a client's queued jobs; clients (zset): when each was last served
  *   finished (zset) finished jobs by time, for --job-ttl; states (hash) jobs by state;
@@ -61,6 +62,7 @@ struct ag_jobs_redis {
     pthread_cond_t lease_wake;
     /* the running job's entry (lock: ag_jobs.lock) */
     char entry[64];
+    char part[16];  /* "" a whole job, else its segment ("0", "1", ...) or "join" */
     int lease_lost; /* another instance took the job over: its run stops, nothing recorded */
     atomic_uint_fast64_t reclaimed, handed_back, lost;
 };
@@ -84,6 +86,8 @@ typedef enum {
     JR_EXPIRE,
     JR_HOLD,
     JR_ADMIT,
+    JR_SPLIT,
+    JR_PART_DONE,
 } ag_jr_script;
 redisReply *ag_jobs_redis_eval(ag_jobs *j, ag_rconn *k, ag_jr_script which, int argc,
                                const char **argv);

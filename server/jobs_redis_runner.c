@@ -12,6 +12,12 @@
  * cancel flag (DELETE on any instance). When the lease was taken over (this instance
  * stalled past it) the run stops and records nothing. While Redis is down the run goes on;
  * its finish is retried until Redis answers.
+ *
+ * A video longer than --jobs-segment-seconds is cut at keyframes by the runner that picks it
+ * (split): its entry gives way to one entry per segment, which runners anywhere convert at
+ * once into ID.segN (run_part), each under its own lease and reclaimed alone; the last one
+ * queues the join, whose runner writes the result with the sound of the source
+ * (ag_video_join) and finishes the job as a whole run does.
  */
 #include "jobs_redis.h"
 
@@ -104,10 +110,16 @@ typedef struct run_paths {
     char in[4096], tmp[4096], out[4096];
 } run_paths;
 
-static void paths_of(ag_jobs *j, const job *b, run_paths *p) {
+/* A run's own name for its partial result. */
+static uint32_t run_token(void) {
     uint32_t token = 0;
     if (getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token)
         token = (uint32_t)ag_now_us();
+    return token;
+}
+
+static void paths_of(ag_jobs *j, const job *b, run_paths *p) {
+    uint32_t token = run_token();
     ag_jobs_path(j, b, "in", p->in, sizeof p->in);
     ag_jobs_result_path(j, b, p->out, sizeof p->out);
     snprintf(p->tmp, sizeof p->tmp, "%s/%s.run%08x.%s", j->c->dir, b->id, token, b->ext);
@@ -161,12 +173,13 @@ static const char *finish(ag_jobs *j, const char *entry, const job *b, const cha
     }
 }
 
-static void hand_back(ag_jobs *j, const char *entry, const job *b) {
+/* The job (or its part: "" for the whole job) back to the queue. */
+static void hand_back(ag_jobs *j, const char *entry, const job *b, const char *part) {
     ag_jobs_redis *R = j->redis;
     char idle[32];
     snprintf(idle, sizeof idle, "%lld", lease_ms(j) + 3600000LL);
-    const char *argv[] = {entry, b->id, idle};
-    redisReply *r = ag_jobs_redis_eval(j, &R->runner, JR_HANDBACK, 3, argv);
+    const char *argv[] = {entry, b->id, idle, part};
+    redisReply *r = ag_jobs_redis_eval(j, &R->runner, JR_HANDBACK, part[0] ? 4 : 3, argv);
     if (r)
         freeReplyObject(r);
     atomic_fetch_add(&R->handed_back, 1);
@@ -191,15 +204,16 @@ static int load_job(ag_jobs *j, const char *id) {
     return 0;
 }
 
-/* A run taken over: the partial results of the runs before it (ID.runTOKEN.EXT and the
- * encoder's hidden temporary of it), which a killed instance left, removed. */
-static void remove_partials(ag_jobs *j, const char *id) {
+/* Files of the spool named PREFIX... or .PREFIX... (the encoder's hidden temporary) removed:
+ * the partial results a killed run left (ID.runTOKEN.EXT, ID.segN.runTOKEN), or a job's
+ * segments (ID.seg). */
+static void remove_prefixed(ag_jobs *j, const char *what) {
     DIR *dir = opendir(j->c->dir);
     if (!dir)
         return;
-    char prefix[AG_JOB_ID_MAX + 8], hidden[AG_JOB_ID_MAX + 8], path[4096];
-    snprintf(prefix, sizeof prefix, "%s.run", id);
-    snprintf(hidden, sizeof hidden, ".%s.run", id);
+    char prefix[AG_JOB_ID_MAX + 32], hidden[AG_JOB_ID_MAX + 32], path[4096];
+    snprintf(prefix, sizeof prefix, "%s", what);
+    snprintf(hidden, sizeof hidden, ".%s", what);
     struct dirent *e;
     while ((e = readdir(dir)) != NULL)
         if (!strncmp(e->d_name, prefix, strlen(prefix)) ||
@@ -208,6 +222,231 @@ static void remove_partials(ag_jobs *j, const char *id) {
             unlink(path);
         }
     closedir(dir);
+}
+
+static void remove_partials(ag_jobs *j, const char *id) {
+    char prefix[AG_JOB_ID_MAX + 8];
+    snprintf(prefix, sizeof prefix, "%s.run", id);
+    remove_prefixed(j, prefix);
+}
+
+/* A job's segment files, once it is done, failed or gone. */
+static void remove_segments(ag_jobs *j, const char *id) {
+    char prefix[AG_JOB_ID_MAX + 8];
+    snprintf(prefix, sizeof prefix, "%s.seg", id);
+    remove_prefixed(j, prefix);
+}
+
+/* ---- a job in segments ----------------------------------------------------------------------- */
+
+/* The containers whose video can be cut and joined (not the animated images). */
+static int segmentable(const char *ext) {
+    static const char *const exts[] = {"mp4", "mov", "mkv", "webm"};
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (!strcmp(ext, exts[i]))
+            return 1;
+    return 0;
+}
+
+/* A video longer than --jobs-segment-seconds: cut at keyframes, its entry replaced by one
+ * per segment (the split script), which any instance takes. 1 when the job is no longer
+ * this run's (split, or the entry was lost); 0 to run it whole here (short, not a video
+ * container, unreadable: the run reports why, or Redis down). */
+static int split(ag_jobs *j, const char *entry, const job *b, const char *in) {
+    if (!(j->c->segment_s > 0) || !segmentable(b->ext))
+        return 0;
+    ag_video_options o;
+    ag_jobs_video_options(j, b, 0, &o);
+    int64_t cuts[AG_VIDEO_MAX_SEGMENTS + 1];
+    int n = 1;
+    ag_error err = {0};
+    if (ag_video_plan_segments(in, j->c->segment_s, &o.limits, cuts, &n, &err) || n < 2)
+        return 0;
+    char list[(AG_VIDEO_MAX_SEGMENTS + 1) * 24] = "", parts[16], total[32];
+    size_t used = 0;
+    for (int i = 0; i <= n; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%lld", i ? "," : "",
+                                 (long long)cuts[i]);
+    snprintf(parts, sizeof parts, "%d", n);
+    ag_video_info info = {0};
+    int64_t frames = b->frames_total;
+    if (frames <= 0 && ag_video_probe(in, &o.limits, &info, &err) == 0)
+        frames = info.frames;
+    snprintf(total, sizeof total, "%lld", (long long)frames);
+    const char *argv[] = {entry, b->id, parts, list, total};
+    redisReply *r = ag_jobs_redis_eval(j, &j->redis->runner, JR_SPLIT, 5, argv);
+    if (!r)
+        return 0;
+    int done = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    if (done)
+        ag_log_event(j->server->config.log_format, "info",
+                     "job %s cut into %d segments (--jobs-segment-seconds %g)", b->id, n,
+                     j->c->segment_s);
+    return 1;
+}
+
+/* The job's cuts (the split wrote them): the number of segments, 0 when unreadable. */
+static int load_cuts(ag_jobs *j, const char *id, int64_t cuts[AG_VIDEO_MAX_SEGMENTS + 1]) {
+    char key[AG_JOB_ID_MAX + 32];
+    snprintf(key, sizeof key, PREFIX "job:%s", id);
+    const char *argv[] = {"HGET", key, "cuts"};
+    redisReply *r = ag_rconn_argv(j->redis, &j->redis->runner, 3, argv, NULL);
+    int n = 0;
+    const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : "";
+    while (*p && n <= AG_VIDEO_MAX_SEGMENTS) {
+        char *end = NULL;
+        cuts[n++] = strtoll(p, &end, 10);
+        if (end == p || (*end != ',' && *end != 0)) {
+            n = 0;
+            break;
+        }
+        p = *end ? end + 1 : end;
+    }
+    if (r)
+        freeReplyObject(r);
+    int ok = n >= 3 && *p == 0 && cuts[0] == INT64_MIN && cuts[n - 1] == INT64_MAX;
+    return ok ? n - 1 : 0;
+}
+
+static void segment_path(ag_jobs *j, const char *id, int index, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s.seg%d", j->c->dir, id, index);
+}
+
+/* Convert segment `index`, or join them all (index -1), into tmp. */
+static int convert_part(ag_jobs *j, const job *b, const run_paths *p, const int64_t *cuts,
+                        int count, int index, ag_video_result *res, ag_error *err) {
+    size_t in_bytes = ag_jobs_file_size(p->in);
+    size_t allowance = 2 * in_bytes * ag_jobs_result_factor(b->upscale) + ((size_t)1 << 20);
+    ag_video_options o;
+    ag_jobs_video_options(j, b, allowance, &o);
+    if (index >= 0) {
+        ag_video_segment seg = {cuts[index], cuts[index + 1], p->out};
+        o.segment = &seg;
+        return ag_video_convert(NULL, p->in, p->tmp, &o, res, err);
+    }
+    enum { NAME_MAX_BYTES = 4096 };
+    char *names = ag_malloc((size_t)count * NAME_MAX_BYTES);
+    if (!names)
+        return ag_jobs_set_error(err, AG_E_NOMEM, "out of memory");
+    const char *paths[AG_VIDEO_MAX_SEGMENTS];
+    for (int i = 0; i < count; i++) {
+        segment_path(j, b->id, i, names + (size_t)i * NAME_MAX_BYTES, NAME_MAX_BYTES);
+        paths[i] = names + (size_t)i * NAME_MAX_BYTES;
+    }
+    int rc = ag_video_join(p->in, paths, count, p->tmp, &o, res, err);
+    ag_free(names);
+    return rc;
+}
+
+/* What is left of a job that finished, failed or went: its input and segments. */
+static void part_cleanup(ag_jobs *j, const job *b, const char *what, const run_paths *p) {
+    if (!strcmp(what, "lost") || !what[0])
+        return;
+    unlink(p->in);
+    remove_segments(j, b->id);
+    if (!strcmp(what, "cancelled"))
+        ag_jobs_remove_files(j, b);
+}
+
+/* One part of a job in segments: segment N ("0", "1", ...) or the join ("join"). */
+static void run_part(ag_jobs *j, const char *entry, const char *id, const char *part) {
+    ag_jobs_redis *R = j->redis;
+    int64_t cuts[AG_VIDEO_MAX_SEGMENTS + 1];
+    int count = load_cuts(j, id, cuts);
+    int index = strcmp(part, "join") ? atoi(part) : -1;
+    if (load_job(j, id) != 0 || count < 2 || index >= count)
+        return; /* Redis went away: the entry stays ours until its lease expires */
+    job *b = &j->redis_job;
+    run_paths p;
+    paths_of(j, b, &p);
+    char prefix[AG_JOB_ID_MAX + 32];
+    snprintf(prefix, sizeof prefix, "%s.seg%s.run", b->id, part);
+    remove_prefixed(j, prefix); /* a killed run's partial segment or join */
+    if (index < 0)
+        remove_partials(j, b->id);
+    if (index >= 0) /* the join's partial result is named as a whole run's (ID.runTOKEN.EXT) */
+        snprintf(p.tmp, sizeof p.tmp, "%s/%s%08x", j->c->dir, prefix, run_token());
+    char keep[4096]; /* where the run's file goes: the segment, or the result */
+    snprintf(keep, sizeof keep, "%s", p.out);
+    if (index >= 0)
+        segment_path(j, b->id, index, keep, sizeof keep);
+    pthread_mutex_lock(&j->lock);
+    atomic_store(&b->cancel, 0);
+    b->remove_when_stopped = 0;
+    b->frames_done = 0;
+    j->current = b;
+    snprintf(R->entry, sizeof R->entry, "%s", entry);
+    snprintf(R->part, sizeof R->part, "%s", part);
+    R->lease_lost = 0;
+    pthread_cond_broadcast(&R->lease_wake);
+    pthread_mutex_unlock(&j->lock);
+    ag_log_event(j->server->config.log_format, "info", "job %s part %s of %d started on %s", b->id,
+                 part, count, R->instance);
+
+    ag_video_result res;
+    ag_error err = {0};
+    uint64_t start = ag_now_us();
+    int rc = convert_part(j, b, &p, cuts, count, index, &res, &err);
+    double took = (double)(ag_now_us() - start) / 1e6;
+
+    pthread_mutex_lock(&j->lock);
+    j->current = NULL;
+    int lost = R->lease_lost, cancel = b->remove_when_stopped, stop = j->stopping;
+    R->entry[0] = 0;
+    R->part[0] = 0;
+    pthread_mutex_unlock(&j->lock);
+    if (lost || (rc == AG_E_CANCELLED && stop && !cancel)) {
+        unlink(p.tmp);
+        if (!lost)
+            hand_back(j, entry, b, part);
+        return;
+    }
+    if (rc == 0 && rename(p.tmp, keep) != 0)
+        rc = ag_jobs_set_error(&err, AG_E_IO, "cannot keep the result");
+    /* A segment stays until the join: held in the spool's bound (the finish gives it back) */
+    if (rc == 0 && index >= 0 &&
+        ag_jobs_redis_hold(j, b->id, (long long)ag_jobs_file_size(keep), 0) == AG_JR_REFUSED) {
+        unlink(keep);
+        rc = ag_jobs_set_error(&err, AG_E_IO, "the shared spool is full (--jobs-quota-mb)");
+    }
+    if (rc != 0) {
+        unlink(p.tmp);
+        snprintf(b->error_code, sizeof b->error_code, "%s", ag_jobs_error_code(rc));
+        snprintf(b->error, sizeof b->error, "%s", err.message);
+    }
+    const char *what;
+    if (index >= 0 && rc == 0) {
+        char frames[32];
+        snprintf(frames, sizeof frames, "%lld", (long long)res.frames);
+        const char *argv[] = {entry, b->id, part, frames};
+        redisReply *r = ag_jobs_redis_eval(j, &R->runner, JR_PART_DONE, 4, argv);
+        what = r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) &&
+                       !strcmp(r->str, "ok")
+                   ? "segment"
+               : r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) &&
+                       !strcmp(r->str, "cancelled")
+                   ? "cancelled"
+               : r ? "gone"
+                   : "";
+        if (r)
+            freeReplyObject(r);
+    } else {
+        size_t bytes = rc == 0 ? ag_jobs_file_size(p.out) : 0;
+        what = finish(j, entry, b, rc == 0 ? "done" : "failed", rc == 0 ? &res : NULL, bytes);
+    }
+    if (strcmp(what, "segment") != 0)
+        part_cleanup(j, b, what, &p);
+    int which = !strcmp(what, "cancelled") ? 2 : rc == 0 ? 0 : 1;
+    if (!strcmp(what, "ok") || !strcmp(what, "cancelled")) {
+        atomic_fetch_add(&j->finished[which], 1);
+        ag_jobs_observe_duration(j, ag_jobs_now_unix() - b->started_unix);
+    }
+    static const char *const outcome[] = {"done", "failed", "cancelled"};
+    ag_log_event(j->server->config.log_format, which == 0 ? "info" : "warn",
+                 "job %s part %s %s after %.1f s (%lld frames; recorded: %s)%s%s", b->id, part,
+                 outcome[which], took, (long long)(rc == 0 ? res.frames : 0),
+                 what[0] ? what : "no, redis down", rc ? ": " : "", rc ? err.message : "");
 }
 
 static void run(ag_jobs *j, const char *entry, const char *id) {
@@ -219,8 +458,12 @@ static void run(ag_jobs *j, const char *entry, const char *id) {
         remove_partials(j, b->id);
     run_paths p;
     paths_of(j, b, &p);
+    if (split(j, entry, b, p.in))
+        return;
     size_t in_bytes = ag_jobs_file_size(p.in);
-    size_t allowance = 2 * in_bytes * ag_jobs_result_factor(b->upscale) + ((size_t)1 << 20);
+    int64_t frames = b->frames_total > 0 ? b->frames_total : b->max_frames;
+    size_t allowance =
+        2 * ag_jobs_result_bytes(b->ext, frames, b->out_width, b->out_height, in_bytes, b->upscale);
     ag_video_options o;
     ag_jobs_video_options(j, b, allowance, &o);
     pthread_mutex_lock(&j->lock);
@@ -228,6 +471,7 @@ static void run(ag_jobs *j, const char *entry, const char *id) {
     b->remove_when_stopped = 0;
     j->current = b;
     snprintf(R->entry, sizeof R->entry, "%s", entry);
+    R->part[0] = 0;
     R->lease_lost = 0;
     pthread_cond_broadcast(&R->lease_wake);
     pthread_mutex_unlock(&j->lock);
@@ -256,7 +500,7 @@ static void run(ag_jobs *j, const char *entry, const char *id) {
     }
     if (rc == AG_E_CANCELLED && stop && !cancel) {
         unlink(p.tmp);
-        hand_back(j, entry, b);
+        hand_back(j, entry, b, "");
         return;
     }
     const char *state = rc == 0 ? "done" : "failed";
@@ -298,10 +542,12 @@ static void take(ag_jobs *j, const char *entry, int reclaimed) {
     snprintf(limit, sizeof limit, "%d", j->c->max_reclaims);
     const char *argv[] = {entry, limit};
     redisReply *r = ag_jobs_redis_eval(j, &j->redis->runner, JR_PICK, 2, argv);
-    char what[16] = "", id[AG_JOB_ID_MAX + 1] = "";
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+    char what[16] = "", id[AG_JOB_ID_MAX + 1] = "", part[16] = "";
+    if (r && r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3)) {
         copy_id(what, sizeof what, r->element[0]);
         copy_id(id, sizeof id, r->element[1]);
+        if (r->elements == 3)
+            copy_id(part, sizeof part, r->element[2]);
     }
     if (r)
         freeReplyObject(r);
@@ -311,6 +557,7 @@ static void take(ag_jobs *j, const char *entry, int reclaimed) {
         char in[4096];
         ag_jobs_path(j, &gone, "in", in, sizeof in);
         unlink(in);
+        remove_segments(j, id);
         ag_log_event(j->server->config.log_format, "warn",
                      "job %s failed: taken over more than --jobs-reclaims %d times", id,
                      j->c->max_reclaims);
@@ -318,6 +565,17 @@ static void take(ag_jobs *j, const char *entry, int reclaimed) {
         if (reclaimed)
             atomic_fetch_add(&j->redis->reclaimed, 1);
         run(j, entry, id);
+    } else if (!strcmp(what, "cancelled") && ag_jobs_valid_id(id, strlen(id))) {
+        job gone = {0};
+        snprintf(gone.id, sizeof gone.id, "%s", id);
+        snprintf(gone.ext, sizeof gone.ext, "%s", part);
+        ag_jobs_remove_files(j, &gone);
+        remove_segments(j, id);
+        ag_log_event(j->server->config.log_format, "info", "job %s cancelled", id);
+    } else if (!strcmp(what, "part") && ag_jobs_valid_id(id, strlen(id)) && part[0]) {
+        if (reclaimed)
+            atomic_fetch_add(&j->redis->reclaimed, 1);
+        run_part(j, entry, id, part);
     }
 }
 
@@ -334,8 +592,10 @@ static void sweep(ag_jobs *j) {
         job gone = {0};
         copy_id(gone.id, sizeof gone.id, r->element[i]);
         copy_id(gone.ext, sizeof gone.ext, r->element[i + 1]);
-        if (ag_jobs_valid_id(gone.id, strlen(gone.id)))
+        if (ag_jobs_valid_id(gone.id, strlen(gone.id))) {
             ag_jobs_remove_files(j, &gone);
+            remove_segments(j, gone.id);
+        }
     }
     if (r)
         freeReplyObject(r);
@@ -389,7 +649,7 @@ static void *runner_main(void *arg) {
 /* One renewal of the running job's lease; its cancel flag and a lost lease applied. */
 static void renew(ag_jobs *j) {
     ag_jobs_redis *R = j->redis;
-    char entry[64], id[AG_JOB_ID_MAX + 1], done[32], total[32];
+    char entry[64], id[AG_JOB_ID_MAX + 1], done[32], total[32], part[16];
     pthread_mutex_lock(&j->lock);
     job *b = j->current;
     int have = b && R->entry[0] && !R->lease_lost;
@@ -398,12 +658,13 @@ static void renew(ag_jobs *j) {
         snprintf(id, sizeof id, "%s", b->id);
         snprintf(done, sizeof done, "%lld", (long long)b->frames_done);
         snprintf(total, sizeof total, "%lld", (long long)b->frames_total);
+        snprintf(part, sizeof part, "%s", R->part);
     }
     pthread_mutex_unlock(&j->lock);
     if (!have)
         return;
-    const char *argv[] = {entry, id, done, total};
-    redisReply *r = ag_jobs_redis_eval(j, &R->lease, JR_RENEW, 4, argv);
+    const char *argv[] = {entry, id, done, total, part};
+    redisReply *r = ag_jobs_redis_eval(j, &R->lease, JR_RENEW, part[0] ? 5 : 4, argv);
     if (!r)
         return; /* Redis down: the run goes on */
     int held = -1, cancel = 0;
@@ -415,11 +676,11 @@ static void renew(ag_jobs *j) {
     freeReplyObject(r);
     pthread_mutex_lock(&j->lock);
     if (j->current == b && !strcmp(R->entry, entry)) {
-        if (held == 0)
+        if (held == 0 || held == 2) /* taken over, or the job failed elsewhere or went */
             R->lease_lost = 1;
         if (cancel)
             b->remove_when_stopped = 1;
-        if (held == 0 || cancel)
+        if (held == 0 || held == 2 || cancel)
             atomic_store(&b->cancel, 1);
     }
     pthread_mutex_unlock(&j->lock);

@@ -1,7 +1,8 @@
 /*
  * jobs_runner.c - the runner thread: converts the queued jobs one at a time with
  * ag_video_convert, sending each frame through the same worker queue as photo requests (one
- * frame in the queue at a time, so a photo waits for at most one frame of a job), and
+ * frame in the queue at a time, so a photo waits for at most one frame of a job, and while
+ * a frame is upscaled the worker serves the photos between its steps), and
  * sweeps expired jobs once a second. Clients take turns: the next job is the oldest of the
  * client whose last job started longest ago (or never), so one uploader's ten jobs do not
  * keep another's one waiting behind them all. Also starting and stopping the runner and intake
@@ -55,16 +56,39 @@ static int stylize_via_workers(void *user, const ag_image *in, int side_by_side,
     return rc;
 }
 
+/* The worker's hook while it runs a frame (between the engines' steps and bands, and
+ * between tiles): the frame stops when its job is cancelled or the server stops; while it
+ * is upscaled, the photos waiting meanwhile are converted there and then, so a photo waits
+ * for one step of an upscaled frame rather than all of it (an upscaled frame costs many
+ * stylised ones; its style step is one stylised frame, which a photo may wait for). */
+typedef struct frame_hook {
+    ag_worker *w;
+    int upscaling;
+} frame_hook;
+
+static int run_cancelled(void *user);
+
+static int frame_between_steps(void *user) {
+    frame_hook *h = user;
+    int cancel = run_cancelled(h->w->server->jobs);
+    if (!cancel && h->upscaling)
+        ag_worker_serve_waiting(h->w);
+    return cancel;
+}
+
 /* The frame's steps on the worker: the style, then upscale=N as convert does it (the
  * worker's upscaler, its window within --upscale-max-mb, animegan_upscaled_total). The
  * stylised frame is handed over to the upscaled one and freed there: task->out is the one
  * image the runner owns, whatever the outcome (empty on failure). */
 static int frame_steps(ag_worker *w, ag_frame_task *task) {
+    frame_hook hook = {.w = w};
+    w->between_steps = frame_between_steps, w->between_steps_user = &hook;
     int rc =
         ag_stylize(w->engines[task->model], task->in, task->side_by_side, task->out, &task->err);
     if (rc != AG_OK || task->upscale <= 1)
         return rc;
     ag_error err = {0};
+    hook.upscaling = 1;
     rc = ag_worker_upscale(w, task->upscale, task->out, &err);
     if (rc != AG_OK) {
         ag_image_fini(task->out);
@@ -80,6 +104,7 @@ void ag_jobs_run_frame(ag_worker *w, ag_frame_task *task) {
     atomic_store(&w->busy_since_us, ag_now_us());
     ag_worker_use_models(w, task->model, -1); /* the budget's one arena (worker.c) */
     int rc = frame_steps(w, task);
+    w->between_steps = NULL, w->between_steps_user = NULL;
     size_t arena = ag_worker_upscaler_arena_bytes(w);
     for (int i = 0; i < s->model_count; i++)
         arena += ag_engine_arena_bytes(w->engines[i]);
@@ -109,7 +134,8 @@ static int on_progress(void *user, int64_t done, int64_t total) {
     return cancel;
 }
 
-/* Polled by the video reader between packets (its own thread). */
+/* Polled by the video reader between packets (its own thread), and by the worker between
+ * the steps of the job's frame. */
 static int run_cancelled(void *user) {
     ag_jobs *j = user;
     pthread_mutex_lock(&j->lock);
@@ -140,9 +166,9 @@ const char *ag_jobs_error_code(int rc) {
     }
 }
 
-/* The result's share of the spool: its reservation (the input's size) and, while the quota
- * has room, as much again; the extra is held during the run and given back once the
- * result is measured. Lock held. */
+/* The result's share of the spool: its reservation (the estimate, ag_jobs_result_bytes)
+ * and, while the quota has room, as much again; the extra is held during the run and given
+ * back once the result is measured. Lock held. */
 static size_t output_allowance(ag_jobs *j, const job *b) {
     size_t free_bytes = j->c->quota_bytes > j->spool_bytes ? j->c->quota_bytes - j->spool_bytes : 0;
     size_t more = free_bytes < b->reserved_bytes ? free_bytes : b->reserved_bytes;
@@ -194,7 +220,8 @@ void ag_jobs_video_options(ag_jobs *j, const job *b, size_t allowance, ag_video_
     o->stylize_user = j;
     o->cancelled = run_cancelled;
     o->cancelled_user = j;
-    o->max_output_bytes = allowance;
+    /* --max-job-result-mb bounds the result whatever the spool would allow */
+    o->max_output_bytes = allowance < j->c->max_result_bytes ? allowance : j->c->max_result_bytes;
     o->private_output = 1;
 }
 

@@ -29,6 +29,7 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
     opts->format = AG_FORMAT_PNG;
     opts->quality = AG_DEFAULT_QUALITY;
     opts->face_model = -1;
+    opts->codeformer_fidelity = 0.5f;
     ag_fuse_options_init(&opts->fusion); /* POST /api/v1/fuse */
     opts->source_face = opts->target_face = 1;
     opts->style = -1;
@@ -81,6 +82,7 @@ enum {
     OPT_FACE_MODEL,
     OPT_FACE,
     OPT_RESTORE,
+    OPT_CODEFORMER_FIDELITY,
     OPT_UPSCALE,
     OPT_RATIO,
     OPT_SHAPE_RATIO,
@@ -111,6 +113,7 @@ static const struct {
     [OPT_FACE_MODEL] = {"face_model", ROUTE_CONVERT},
     [OPT_FACE] = {"face", ROUTE_CONVERT},
     [OPT_RESTORE] = {"restore", ROUTE_CONVERT},
+    [OPT_CODEFORMER_FIDELITY] = {"codeformer_fidelity", ROUTE_CONVERT},
     [OPT_UPSCALE] = {"upscale", ROUTE_CONVERT},
     [OPT_RATIO] = {"ratio", ROUTE_FUSE},
     [OPT_SHAPE_RATIO] = {"shape_ratio", ROUTE_FUSE},
@@ -257,6 +260,17 @@ static int convert_value(ag_convert_options *opts, const char *key, const char *
                            "first), not '%s'",
                            vq);
         return -1;
+    case OPT_CODEFORMER_FIDELITY: {
+        char *end;
+        double w = value ? strtod(value, &end) : -1.0;
+        if (value && end != value && !*end && w >= 0.0 && w <= 1.0) {
+            opts->codeformer_fidelity = (float)w;
+            return 0;
+        }
+        ag_reply_error_set(err, 400, "bad_option",
+                           "codeformer_fidelity must be a number from 0 to 1, not '%s'", vq);
+        return -1;
+    }
     case OPT_UPSCALE:
         if (parse_uint(value, &v) == 0 && (v == 0 || ag_server_upscale_slot(v) >= 0)) {
             opts->upscale = v;

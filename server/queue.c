@@ -77,6 +77,20 @@ void *ag_queue_pop_kind(ag_queue *q, uint64_t *deadline_us, int *kind) {
     return item;
 }
 
+void *ag_queue_pop_request_if(ag_queue *q, int (*take)(const void *item), uint64_t *deadline_us) {
+    void *item = NULL;
+    pthread_mutex_lock(&q->lock);
+    ag_queue_entry *e = q->count > 0 ? &q->ring[q->head] : NULL;
+    if (e && e->kind == AG_QUEUE_REQUEST && take(e->item)) {
+        item = e->item;
+        *deadline_us = e->deadline_us;
+        q->head = (q->head + 1) % q->capacity;
+        q->count--;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return item;
+}
+
 /* Keep the entries for which keep() is true, in order; move the others to out (up to max;
  * entries beyond max stay). Called with the lock held. */
 static int compact(ag_queue *q, int (*keep)(const ag_queue_entry *e, uint64_t now), uint64_t now,

@@ -193,7 +193,7 @@ static int model_error(ag_error *err, int code, const char *fmt, ...) {
 static int add_loaded(ag_server *s, ag_model *m, ag_error *err) {
     const ag_model_info *info = ag_model_get_info(m);
     int rc = AG_OK;
-    if (strcmp(info->kind, "generator"))
+    if (info->role != AG_MODEL_GENERATOR)
         rc = model_error(err, AG_E_ARG, "%s is a %s network, not a style: it cannot be served",
                          info->path, info->kind);
     for (int j = 0; rc == AG_OK && j < s->model_count; j++)
@@ -228,7 +228,7 @@ static int add_if_style(ag_server *s, const char *path, int *served, ag_error *e
     ag_model *m = NULL;
     if (ag_model_load(path, &m, err) != 0)
         return err->code;
-    if (strcmp(ag_model_get_info(m)->kind, "generator")) {
+    if (ag_model_get_info(m)->role != AG_MODEL_GENERATOR) {
         ag_model_destroy(m);
         return AG_OK;
     }

@@ -71,12 +71,14 @@ typedef struct ag_jobs_config {
     double ttl_s;        /* --job-ttl: finished jobs are removed after this */
     int max_frames;      /* --max-video-frames: declared or decoded, per job */
     size_t max_work_mpx; /* --max-job-megapixels: frames x output pixels / 1e6, per job */
-    int per_client;      /* --jobs-per-client: queued + running jobs of one client; 0 none */
+    size_t max_result_bytes; /* --max-job-result-mb: a result's estimate, then its size */
+    int per_client;          /* --jobs-per-client: queued + running jobs of one client; 0 none */
     /* Redis mode (jobs_redis*.c): the queue and the jobs' states in Redis, dir shared */
     const char *redis_url; /* --jobs-redis redis://[:PASSWORD@]HOST:PORT[/DB]; NULL off */
     const char *instance;  /* --instance-name: the consumer name (default HOST:PORT) */
     double lease_s;        /* --jobs-lease: a running job's lease, renewed while it runs */
     int max_reclaims;      /* --jobs-reclaims: times a job is taken over, then failed */
+    double segment_s;      /* --jobs-segment-seconds: cut longer videos into segments; 0 off */
 } ag_jobs_config;
 
 void ag_jobs_config_defaults(ag_jobs_config *c);
@@ -152,9 +154,8 @@ static inline size_t ag_fuse_max_pixels(const ag_server_config *c) {
 }
 
 /* ---- defaults for the memory there is (defaults.c) ---- */
-/* The memory the bound is held against: --max-memory-mb, else the cgroup's limit (v2
- * memory.max or v1 memory.limit_in_bytes of this process's own cgroup, from
- * /proc/self/cgroup) when below the RAM, else the RAM; `why` names which. */
+/* The memory the bound is held against: --max-memory-mb, else the cgroup's limit
+ * (ag_cgroup_memory_limit) when below the RAM, else the RAM; `why` names which. */
 size_t ag_memory_limit(const ag_server_config *c, char *why, size_t why_cap);
 /* Levels of the derived defaults, from the largest (0: 8 GiB hosts and up) down. */
 int ag_defaults_levels(void);
@@ -169,9 +170,9 @@ void ag_config_usage(void);
 
 /* The lowest memory limit of this process's cgroups (v2 memory.max, v1
  * memory.limit_in_bytes, from /proc/self/cgroup's paths and their parents, and the mount
- * roots); 0 when none. `root` prefixes every path: "" in service, a directory in tests
- * (cgroup.c). */
-size_t ag_cgroup_memory_limit(const char *root);
+ * roots); 0 when none. `where` (where_cap bytes; 0: not asked) gets the file it is in, or
+ * "". `root` prefixes every path: "" in service, a directory in tests (cgroup.c). */
+size_t ag_cgroup_memory_limit(const char *root, char *where, size_t where_cap);
 
 /* ---- per-request options (options.c) --------------------------------------------------- */
 
@@ -185,10 +186,11 @@ typedef struct ag_convert_options {
     int restore;      /* restore=K: restore faces first with --restore-model K (1 = the first);
                          0 none */
     int restore_only; /* POST /api/v1/restore: restoration only, no stylisation */
-    int upscale;      /* upscale=N: the result N times larger (2 or 4); 0 none */
-    int upscale_only; /* POST /api/v1/upscale: upscaling only, no stylisation */
-    int side_by_side; /* 0/1 */
-    int max_side;     /* <= the server's --max-side */
+    float codeformer_fidelity; /* a CodeFormer restorer's w, 0-1 (default 0.5) */
+    int upscale;               /* upscale=N: the result N times larger (2 or 4); 0 none */
+    int upscale_only;          /* POST /api/v1/upscale: upscaling only, no stylisation */
+    int side_by_side;          /* 0/1 */
+    int max_side;              /* <= the server's --max-side */
     ag_format format;
     int quality; /* 1..100 */
     /* POST /api/v1/fuse (fuse.c): the fusion's options and which face of each image */
@@ -457,6 +459,8 @@ int ag_queue_take_expired(ag_queue *q, uint64_t now_us, void **out, int max);
 int ag_queue_take_all(ag_queue *q, void **out, int max);
 /* Remove one item; 1 when it was there (a worker had not taken it yet), else 0. */
 int ag_queue_remove(ag_queue *q, const void *item);
+/* Without waiting: the head when it is a request and take(item) says yes, else NULL. */
+void *ag_queue_pop_request_if(ag_queue *q, int (*take)(const void *item), uint64_t *deadline_us);
 /* Wake the workers: pop returns NULL once the queue is empty. */
 void ag_queue_close(ag_queue *q);
 int ag_queue_depth(ag_queue *q);
@@ -702,9 +706,16 @@ typedef struct ag_worker {
     char current_id[AG_REQUEST_ID_BYTES];          /* request being converted, "" when idle */
     /* the current request's long stage (faces restored, tiles upscaled): /api/v1/status */
     atomic_int steps_done, steps_total;
+    atomic_int step_permille;       /* of the step under way, by its network's steps (bands) */
     _Atomic uint64_t busy_since_us; /* start of the current job, 0 when idle */
-    int started;                    /* thread created */
-    int init_status;                /* 0 ok, else AG_E_* from engine creation */
+    /* Asked between the steps of the work on this worker (its engines' steps and bands, tiles
+     * upscaled, faces restored): nonzero stops the work with AG_E_CANCELLED (a photo whose
+     * client left); a video frame's hook serves waiting photos there (jobs_runner.c). NULL:
+     * none. Worker thread only. */
+    int (*between_steps)(void *user);
+    void *between_steps_user;
+    int started;     /* thread created */
+    int init_status; /* 0 ok, else AG_E_* from engine creation */
     char init_error[AG_ERROR_MESSAGE_BYTES];
 } ag_worker;
 
@@ -717,6 +728,11 @@ void ag_worker_use_models(ag_worker *w, int model, int face_model);
 int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err);
 /* The arenas of w's upscaler engines (one when both scales share a file). */
 size_t ag_worker_upscaler_arena_bytes(const ag_worker *w);
+/* Between two steps of a video frame's upscaling on w: the photos waiting at the queue's
+ * head that need no upscaler are converted now, on this thread (the frame's upscaler is
+ * mid-image; the style engines, restorers and detector are free, and the frame's images
+ * are the runner's, in the video term). Returns how many. Worker thread only. */
+int ag_worker_serve_waiting(ag_worker *w);
 
 /* A boolean option's value: "1"/"true" or "0"/"false" into *out, 0; else -1 (options.c). */
 int ag_option_flag(const char *value, int *out);
@@ -764,6 +780,12 @@ void ag_jobs_request_done(ag_server *s, ag_request *r);
 void ag_jobs_run_frame(ag_worker *w, ag_frame_task *task);
 /* The budget's video term for this configuration (0 without --jobs-dir). */
 size_t ag_jobs_budget_bytes(const ag_server_config *c);
+/* The estimated size in bytes of a job's result: `frames` frames of out_width x out_height
+ * in the format `ext` ("gif", "webp", "mp4", ...), from bytes per output pixel (a GIF is
+ * 13-25 times an H.264 clip); for a video codec at least the input again (in_bytes, N^2
+ * times with upscale=N). Saturates at SIZE_MAX / 2. */
+size_t ag_jobs_result_bytes(const char *ext, int64_t frames, int out_width, int out_height,
+                            size_t in_bytes, int upscale);
 /* The job metrics (Prometheus text), appended by ag_metrics_render; jobs may be NULL. */
 void ag_jobs_render_metrics(void *jobs, ag_text *t);
 
@@ -819,7 +841,6 @@ struct ag_server {
     ag_log_library_ctx library_log;
 };
 
-uint64_t ag_now_us(void);
 void ag_request_ref(ag_request *r);
 void ag_request_unref(ag_request *r);
 

@@ -27,6 +27,10 @@ static void job_error(ag_server *s, ag_request *r, const ag_error *err, const ch
     const char *code;
     int server_side =
         !strcmp(stage, "stylize") || !strcmp(stage, "encode") || !strcmp(stage, "upscale");
+    if (err->code == AG_E_CANCELLED) { /* stopped between two steps: the client left */
+        ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
+        return;
+    }
     switch (server_side && err->code != AG_E_NOMEM ? AG_E_INTERNAL : err->code) {
     case AG_E_LIMIT: status = 413, code = "too_large"; break;
     case AG_E_FORMAT: status = 422, code = "undecodable_image"; break;
@@ -136,33 +140,124 @@ static int face_convert(ag_worker *w, ag_request *r, const ag_image *in, ag_imag
     return rc;
 }
 
-/* restore=K: *in replaced by the photo with its faces restored (X-Faces: how many). */
-/* ag_step_progress_fn: the steps of the worker's current stage, for /api/v1/status. */
+/* The engines' cancel hook (before each step and band): the work's between_steps. */
+static int between_steps(void *user) {
+    ag_worker *w = user;
+    return w->between_steps ? w->between_steps(w->between_steps_user) : 0;
+}
+
+/* Every engine of w asks between_steps, so the work on it can stop (or yield) there. */
+static void hook_engines(ag_worker *w) {
+    for (int i = 0; i < w->server->model_count; i++)
+        ag_engine_set_cancel(w->engines[i], between_steps, w);
+    for (int i = 0; i < w->server->restorer_count; i++)
+        ag_engine_set_cancel(w->restorers[i], between_steps, w);
+    for (int i = 0; i < AG_SERVER_UPSCALES; i++)
+        if (w->upscalers[i])
+            ag_engine_set_cancel(w->upscalers[i], between_steps, w);
+}
+
+/* A photo's hook: stop when its client has closed the connection (a poll, ~1 us). */
+static int request_abandoned(void *user) {
+    return ag_request_client_gone(user);
+}
+
+/* ag_step_progress_fn: the steps of the worker's current stage, for /api/v1/status; between
+ * two of them (faces, tiles) the work may stop or yield as between two engine steps. */
 static int count_step(void *user, int done, int total) {
     ag_worker *w = user;
     atomic_store(&w->steps_total, total);
     atomic_store(&w->steps_done, done);
+    atomic_store(&w->step_permille, 0);
+    return done > 0 ? between_steps(w) : 0;
+}
+
+/* ag_engine_set_progress on the restorers and upscalers: how far the face or tile under
+ * way is, so that one long face or tile is not a figure stuck at 0 for a minute. */
+static int count_band(void *user, int done, int total) {
+    ag_worker *w = user;
+    atomic_store(&w->step_permille, total > 0 ? done * 1000 / total : 0);
     return 0;
 }
 
-static int restore_faces(ag_worker *w, ag_request *r, ag_image *in, ag_error *err) {
-    ag_server *s = w->server;
-    ag_image out = {0};
-    ag_restore_result res;
-    ag_restore_options ro;
-    ag_restore_options_init(&ro);
-    ro.progress = count_step, ro.progress_user = w;
-    int rc =
-        ag_restore_faces(w->restorers[r->options.restore - 1], w->faces, in, &ro, &out, &res, err);
-    if (rc != AG_OK)
+/* The face modes (portrait=face, paste_faces) as the pipeline's stylisation. */
+typedef struct face_step {
+    ag_worker *w;
+    ag_request *r;
+    ag_decode_options *decode;
+    int decode_failed; /* the centre crop's decode failed: a "decode" error */
+} face_step;
+
+/* ag_stylize_fn: face_convert, or with no face the centre crop, as portrait=center. */
+static int stylize_faces(void *user, const ag_image *in, ag_image *out, ag_error *err) {
+    face_step *f = user;
+    ag_request *r = f->r;
+    int fallback = 0;
+    int rc = face_convert(f->w, r, in, out, &fallback, err);
+    if (rc != AG_OK || !fallback)
         return rc;
-    atomic_fetch_add(&s->metrics.restorations, 1);
-    atomic_fetch_add(&s->metrics.faces_restored, (uint_fast64_t)res.restored);
-    atomic_fetch_add(&s->metrics.faces_detected, (uint_fast64_t)res.found);
-    r->faces = res.restored;
-    ag_image_fini(in);
-    *in = out;
-    return AG_OK;
+    ag_image crop = {0};
+    f->decode->portrait = 1;
+    r->portrait_fallback = 1;
+    if ((rc = ag_image_decode(r->image, r->image_size, "upload", f->decode, &crop, err)) != 0) {
+        f->decode_failed = 1;
+        return rc;
+    }
+    rc = ag_stylize(f->w->engines[r->options.model], &crop, r->options.side_by_side, out, err);
+    ag_image_fini(&crop);
+    return rc;
+}
+
+/* ag_pipeline's step_started: the status page counts each step's tiles from zero. */
+static void step_started(void *user, ag_pipeline_step step) {
+    if (step == AG_STEP_UPSCALE)
+        count_step(user, 0, 0);
+}
+
+/* The upscale step of a pipeline: the worker's upscaler for `scale`, its window within
+ * --upscale-max-mb. */
+static void upscale_step(ag_worker *w, int scale, ag_pipeline *p) {
+    p->upscaler = w->upscalers[ag_server_upscale_slot(scale)];
+    p->upscale.scale = scale;
+    p->upscale.max_bytes = w->server->config.upscale_max_bytes;
+}
+
+/* The request as a pipeline: restore=K, the style (or the face modes), upscale=N. */
+static ag_pipeline request_pipeline(ag_worker *w, ag_request *r, face_step *faces) {
+    const ag_convert_options *o = &r->options;
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    if (o->restore) {
+        p.restorer = w->restorers[o->restore - 1], p.detector = w->faces;
+        p.restore.codeformer_fidelity = o->codeformer_fidelity;
+    }
+    if (!o->restore_only && !o->upscale_only) {
+        p.style = w->engines[o->model];
+        p.side_by_side = o->side_by_side;
+    }
+    if (p.style && w->faces && (o->portrait == 1 || o->paste_faces))
+        p.stylize = stylize_faces, p.stylize_user = faces;
+    if (o->upscale)
+        upscale_step(w, o->upscale, &p);
+    p.progress = count_step, p.progress_user = w;
+    p.step_started = step_started;
+    return p;
+}
+
+/* The metrics and headers of a run (also when a later step failed); X-Faces is the face
+ * modes' count when they ran (face_convert's), else the restored faces'. */
+static void count_run(ag_worker *w, ag_request *r, const ag_pipeline *p,
+                      const ag_pipeline_result *res) {
+    ag_server *s = w->server;
+    if (r->options.restore && res->failed > AG_STEP_RESTORE) {
+        atomic_fetch_add(&s->metrics.restorations, 1);
+        atomic_fetch_add(&s->metrics.faces_restored, (uint_fast64_t)res->faces.restored);
+        atomic_fetch_add(&s->metrics.faces_detected, (uint_fast64_t)res->faces.found);
+        if (!p->stylize)
+            r->faces = res->faces.restored;
+    }
+    if (r->options.upscale && res->failed == AG_STEP_COUNT)
+        atomic_fetch_add(&s->metrics.upscaled, 1);
 }
 
 /* upscale=N: the result the request asks for, from the image's header (after max_side, a
@@ -195,20 +290,17 @@ static int upscale_fits(ag_server *s, ag_request *r, int width, int height) {
 }
 
 int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err) {
-    ag_server *s = w->server;
-    ag_upscale_options uo;
-    ag_upscale_options_init(&uo);
-    uo.scale = scale;
-    uo.max_bytes = s->config.upscale_max_bytes;
-    uo.progress = count_step, uo.progress_user = w;
-    count_step(w, 0, 0);
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    upscale_step(w, scale, &p);
+    p.progress = count_step, p.progress_user = w;
+    p.step_started = step_started;
     ag_image big;
-    int rc = ag_upscale(w->upscalers[ag_server_upscale_slot(scale)], image, &uo, &big, err);
+    int rc = ag_pipeline_run(&p, image, &big, NULL, err);
     if (rc != AG_OK)
         return rc;
-    ag_image_fini(image);
     *image = big;
-    atomic_fetch_add(&s->metrics.upscaled, 1);
+    atomic_fetch_add(&w->server->metrics.upscaled, 1);
     return AG_OK;
 }
 
@@ -297,7 +389,7 @@ static int convert(ag_worker *w, ag_request *r) {
         ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
         return 0;
     }
-    int rc = AG_OK, fallback = 0;
+    int rc = AG_OK;
     ag_worker_use_models(w, o->model, o->paste_faces ? o->face_model : -1);
     if (w->faces && o->faces_only) {
         ag_face *faces = ag_malloc(sizeof *faces * AG_FACE_MAX);
@@ -316,33 +408,16 @@ static int convert(ag_worker *w, ag_request *r) {
             job_error(s, r, &err, "faces");
         return ok;
     }
-    if (o->restore)
-        rc = restore_faces(w, r, &in, &err);
-    if (rc == AG_OK && (o->restore_only || o->upscale_only)) {
-        out = in;
-        in = (ag_image){0};
-    }
-    if (rc == AG_OK && w->faces && (o->portrait == 1 || o->paste_faces))
-        rc = face_convert(w, r, &in, &out, &fallback, &err);
-    if (rc == AG_OK && fallback) { /* no face: the centre crop, as portrait=center */
-        ag_image_fini(&in);
-        d.portrait = 1;
-        r->portrait_fallback = 1;
-        if (ag_image_decode(r->image, r->image_size, "upload", &d, &in, &err) != 0) {
-            job_error(s, r, &err, "decode");
-            return 0;
-        }
-    }
-    if (rc == AG_OK && !o->restore_only && !o->upscale_only &&
-        (!w->faces || !(o->portrait == 1 || o->paste_faces) || fallback))
-        rc = ag_stylize(w->engines[o->model], &in, o->side_by_side, &out, &err);
-    ag_image_fini(&in);
-    const char *stage = "stylize";
-    if (rc == AG_OK && o->upscale)
-        rc = ag_worker_upscale(w, o->upscale, &out, &err), stage = "upscale";
+    face_step faces = {.w = w, .r = r, .decode = &d};
+    ag_pipeline p = request_pipeline(w, r, &faces);
+    ag_pipeline_result res;
+    rc = ag_pipeline_run(&p, &in, &out, &res, &err);
+    count_run(w, r, &p, &res);
     if (rc != 0) {
-        ag_image_fini(&out);
-        job_error(s, r, &err, stage);
+        job_error(s, r, &err,
+                  res.failed == AG_STEP_UPSCALE ? "upscale"
+                  : faces.decode_failed         ? "decode"
+                                                : "stylize");
         return 0;
     }
     void *data = NULL;
@@ -395,8 +470,11 @@ static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
     atomic_store(&r->state, AG_REQ_RUNNING);
     atomic_fetch_add(&s->busy_workers, 1);
     set_current(w, r->id, r->keyed);
+    w->between_steps = request_abandoned, w->between_steps_user = r;
 
     int ok = convert(w, r);
+
+    w->between_steps = NULL, w->between_steps_user = NULL;
 
     uint64_t end = ag_now_us();
     size_t arena = 0;
@@ -420,6 +498,30 @@ static void run_job(ag_worker *w, ag_request *r, uint64_t deadline_us) {
     ag_job_finish(s, r);
 }
 
+/* r needs no upscaler: it may run while a frame's upscaling is between two steps. */
+static int needs_no_upscaler(const void *item) {
+    const ag_request *r = item;
+    return r->options.upscale == 0;
+}
+
+int ag_worker_serve_waiting(ag_worker *w) {
+    ag_server *s = w->server;
+    int (*frame_hook)(void *) = w->between_steps;
+    void *frame_user = w->between_steps_user;
+    uint64_t busy_since = atomic_load(&w->busy_since_us), deadline;
+    int served = 0;
+    ag_request *r;
+    while ((r = ag_queue_pop_request_if(&s->queue, needs_no_upscaler, &deadline))) {
+        atomic_fetch_sub(&s->busy_workers, 1); /* run_job counts this worker again */
+        run_job(w, r, deadline);
+        atomic_fetch_add(&s->busy_workers, 1);
+        served++;
+    }
+    w->between_steps = frame_hook, w->between_steps_user = frame_user;
+    atomic_store(&w->busy_since_us, busy_since);
+    return served;
+}
+
 static void *worker_main(void *arg) {
     ag_worker *w = arg;
     ag_server *s = w->server;
@@ -436,6 +538,8 @@ static void *worker_main(void *arg) {
         status = ag_engine_create(s->restorers[i], &ro, &w->restorers[i], &err);
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
+        else
+            ag_engine_set_progress(w->restorers[i], count_band, w);
     }
     for (int i = 0; i < AG_SERVER_UPSCALES && s->upscalers[i] && status == 0; i++) {
         ag_engine_options uo = ag_server_upscaler_engine(&s->config);
@@ -445,6 +549,8 @@ static void *worker_main(void *arg) {
             status = ag_engine_create(s->upscalers[i], &uo, &w->upscalers[i], &err);
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
+        else
+            ag_engine_set_progress(w->upscalers[i], count_band, w);
     }
     if (status == 0 && s->face_detect) {
         ag_engine_options fo = s->config.engine;
@@ -453,6 +559,8 @@ static void *worker_main(void *arg) {
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
     }
+    if (status == 0)
+        hook_engines(w);
     pthread_mutex_lock(&init_lock);
     w->init_status = status;
     init_done++;

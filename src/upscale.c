@@ -32,7 +32,8 @@ void ag_upscale_options_init(ag_upscale_options *o) {
 /* ---- the network's reach ---------------------------------------------------------------- */
 
 /* Receptive radius of the graph's output in input pixels: each conv adds its half kernel
- * at its map's resolution, resampling adds a pixel. */
+ * at its map's resolution, resampling adds a pixel, DySample two (its bilinear neighbour and
+ * offsets, which are learnt and unbounded: a larger one reads past the context). */
 int ag_upscale_reach(const ag_model *model) {
     const ag_graph *g = &model->graph;
     double res[AG_GRAPH_MAX_NODES], reach[AG_GRAPH_MAX_NODES];
@@ -47,6 +48,7 @@ int ag_upscale_reach(const ag_model *model) {
         case AG_OP_CONV: r += (n->k / 2) / s, s /= n->stride; break;
         case AG_OP_NEAREST:
         case AG_OP_PIXEL_SHUFFLE: r += 1 / s, s *= n->up; break;
+        case AG_OP_DYSAMPLE: r += 2 / s, s *= n->up; break; /* bilinear + learnt offsets */
         case AG_OP_PIXEL_UNSHUFFLE: s /= n->down, r += 1 / s; break;
         default: break;
         }
@@ -88,7 +90,7 @@ int ag_upscale_plan_for(const ag_engine *e, int width, int height, const ag_upsc
                         ag_upscale_plan *p, ag_error *err) {
     const ag_model_info *info = &e->model->info;
     memset(p, 0, sizeof *p);
-    if (info->scale < 1 || strcmp(info->kind, "upscaler"))
+    if (info->scale < 1 || info->role != AG_MODEL_UPSCALER)
         return ag_error_set(err, AG_E_ARG, "model %s is not an upscaler (kind %s)", info->name,
                             info->kind);
     if (width < 1 || height < 1)
@@ -193,6 +195,8 @@ static int run_tiles(ag_engine *e, const ag_image *in, const ag_upscale_plan *p,
     ag_advise_huge_pages(y, y ? win_bytes * s * s : 0);
     int rc =
         win && y ? AG_OK : ag_error_set(err, AG_E_NOMEM, "out of memory for a %dx%d tile", w, h);
+    if (rc == AG_OK && o->progress) /* the total, before the first tile */
+        o->progress(o->progress_user, 0, p->tiles_x * p->tiles_y);
     for (int ty = 0; rc == AG_OK && ty < p->tiles_y; ty++)
         for (int tx = 0; rc == AG_OK && tx < p->tiles_x; tx++) {
             int tx0 = tx * p->tile_px, ty0 = ty * p->tile_px;
@@ -350,7 +354,7 @@ int ag_upscaler_load(const char *name, int scale, ag_model **out, ag_error *err)
     if (rc)
         return rc;
     const ag_model_info *info = ag_model_get_info(*out);
-    if (strcmp(info->kind, "upscaler")) {
+    if (info->role != AG_MODEL_UPSCALER) {
         rc = ag_error_set(err, AG_E_ARG, "model %s is a %s, not an upscaler", info->name,
                           info->kind);
         ag_model_destroy(*out);

@@ -4,9 +4,11 @@
 sharing one --jobs-dir, and nginx with contrib/nginx/animegan-cluster.conf in front. A job
 posted and polled through nginx (every poll 200), kill -9 of the instance running a job (it
 completes on another, every frame there), SIGTERM (handed back at once), DELETE through
-another instance, Redis killed and restarted mid-queue (nothing lost, 503 + Retry-After
-meanwhile, photos unaffected), --jobs-per-client across instances, a Redis that answers
-garbage or drops the connection, and bad URLs refused in one line at start-up.
+another instance, a clip cut in segments run on several instances and joined into the file
+a whole conversion writes (timestamps, audio bytes), kill -9 and DELETE of a job in
+segments, Redis killed and restarted mid-queue (nothing lost, 503 + Retry-After meanwhile,
+photos unaffected), --jobs-per-client across instances, a Redis that answers garbage or
+drops the connection, and bad URLs refused in one line at start-up.
 Prints "N passed, N failed"; `--figures` prints the figures of docs/cluster.md instead.
 """
 
@@ -32,6 +34,7 @@ CLIPS = os.path.join(TMP, "clips")
 SPOOL = os.path.join(TMP, "spool")
 ID = re.compile(r"^[0-9a-f]{32}$")
 LEASE = "3"
+SEGMENT_S = "2"  # --jobs-segment-seconds: segments.mp4 (6 s, a keyframe every 0.48 s) in 3
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
@@ -91,7 +94,8 @@ def instance(redis_url, name, *extra):
     return Server("--threads", "1", "--model", "hayao", "--max-side", "256", "--jobs-dir", SPOOL,
                   "--jobs-redis", redis_url, "--instance-name", name, "--jobs-lease", LEASE,
                   "--max-video-mb", "2", "--max-jobs", "8", "--job-ttl", "600",
-                  "--jobs-per-client", "4", "--queue", "4", *extra)
+                  "--jobs-per-client", "4", "--queue", "4", "--jobs-segment-seconds", SEGMENT_S,
+                  *extra)
 
 
 class Nginx:
@@ -174,6 +178,47 @@ def result_path(job_id, ext="mp4"):
     return os.path.join(SPOOL, "%s.out.%s" % (job_id, ext))
 
 
+def make_segment_clip(seconds=6, name="segments.mp4"):
+    """A clip cut in segments: H.264 with a keyframe every 12 frames (0.48 s at 25 fps) and
+    AAC sound (copied into MP4: the joined audio packets must be the source's bytes)."""
+    path = os.path.join(CLIPS, name)
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    "testsrc2=size=128x96:rate=25:duration=%g" % seconds, "-f", "lavfi", "-i",
+                    "sine=frequency=440:sample_rate=44100:duration=%g" % seconds,
+                    "-c:v", "libx264", "-preset", "veryfast", "-g", "12", "-pix_fmt", "yuv420p",
+                    "-c:a", "aac", "-b:a", "64k", path], check=True)
+    return path
+
+
+def packets(path, stream):
+    """Every packet of the stream: (pts, dts, duration, flags, size, data hash) lines."""
+    return ffprobe(path, "-select_streams", stream, "-show_entries",
+                   "packet=pts,dts,duration,size,flags", "-show_data_hash", "MD5",
+                   "-of", "csv=p=0").splitlines()
+
+
+def timing(path):
+    """The video's timestamps: pts of every frame (sorted), dts in decode order, the
+    duration of each frame by pts, the stream's frame count and duration."""
+    rows = [r.split(",") for r in packets(path, "v")]
+    by_pts = sorted((int(r[0]), r[2]) for r in rows)  # MP4 packets may say N/A
+    return {"pts": [p for p, _ in by_pts], "durations": [d for _, d in by_pts],
+            "dts": [int(r[1]) for r in rows], "frames": frame_count(path),
+            "duration": ffprobe(path, "-select_streams", "v", "-show_entries",
+                                "stream=duration,time_base", "-of", "csv=p=0")}
+
+
+def parts_started(job_id):
+    """{part: [instances that started it]} from every instance's log (killed ones too)."""
+    out = {}
+    for s in STATE["servers"] + STATE.get("gone", []):
+        for line in s.lines:
+            m = re.search(r"job %s part (\w+) of \d+ started on (\w+)" % job_id, line)
+            if m:
+                out.setdefault(m.group(1), []).append(m.group(2))
+    return out
+
+
 TESTS = []
 STATE = {}
 
@@ -211,6 +256,7 @@ def replace(name):
     old = by_name(name)
     s = instance(STATE["redis"].url, name, "--port", str(old.port))  # nginx's upstream
     s.name = name
+    STATE.setdefault("gone", []).append(old)
     STATE["servers"][STATE["servers"].index(old)] = s
     return s
 
@@ -321,6 +367,94 @@ def sigterm_hands_the_job_back():
     print("  SIGTERM to %s; running on %s %.1f s later" % (victim.name, again["instance"], took))
     replace(victim.name)
     front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def segments_joined_equal_a_single_run():
+    _, _, nginx = cluster()
+    src = os.path.join(CLIPS, "segments.mp4")
+    status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=64")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    final = poll(nginx.front, doc["id"], done, timeout=300)
+    check(final["state"] == "done" and final["frames_done"] == 150, str(final))
+    parts = parts_started(doc["id"])
+    check(sorted(parts) == ["0", "1", "2", "join"], "parts %s" % parts)
+    ran_on = {i for p in parts.values() for i in p}
+    check(len(ran_on) >= 2, "every part ran on %s: nothing in parallel" % ran_on)
+    # the same clip converted whole, by one process (the CLI: the same encoder settings)
+    whole = os.path.join(TMP, "whole.mp4")
+    out = subprocess.run([driver.BIN, "convert", src, "-o", whole, "--max-side", "64",
+                          "--threads", "1", "-q"], capture_output=True, text=True, timeout=300)
+    check(out.returncode == 0, "animegan convert: %s" % out.stderr)
+    joined = result_path(doc["id"])
+    a, b = timing(whole), timing(joined)
+    check(a["frames"] == b["frames"] == 150, "frames %d whole, %d joined" %
+          (a["frames"], b["frames"]))
+    for key in ("pts", "dts", "durations", "duration"):
+        check(a[key] == b[key], "%s differ: whole %s, joined %s" % (key, a[key], b[key]))
+    audio_whole, audio_joined = packets(whole, "a"), packets(joined, "a")
+    check(len(audio_whole) > 100 and audio_whole == audio_joined,
+          "audio packets differ (%d whole, %d joined)" % (len(audio_whole), len(audio_joined)))
+    left = [f for f in os.listdir(SPOOL) if f.startswith(doc["id"]) and ".out." not in f]
+    check(not left, "files left: %s" % left)
+    nginx.front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    print("  3 segments on %s, joined: 150 frames; every pts, dts and duration and the %d "
+          "audio packets (bytes) equal a whole conversion's" %
+          (sorted(ran_on), len(audio_whole)))
+
+
+@test
+def kill9_during_a_segment():
+    _, _, nginx = cluster()
+    status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=96")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    deadline = time.time() + 120
+    victim = None
+    while victim is None:
+        check(time.time() < deadline, "no segment started: %s" % parts_started(doc["id"]))
+        for part, where in parts_started(doc["id"]).items():
+            if part != "join":
+                victim, killed_part = by_name(where[0]), part
+                break
+        time.sleep(0.05)
+    time.sleep(0.3)  # into its frames
+    victim.proc.kill()
+    final = poll(nginx.front, doc["id"], done, timeout=180, all_200=False)
+    check(final["state"] == "done" and final["frames_done"] == 150, str(final))
+    check(frame_count(result_path(doc["id"])) == 150, "frames in the result")
+    parts = parts_started(doc["id"])
+    again = [p for p, where in parts.items() if len(where) > 1]
+    check(again == [killed_part] and parts[killed_part][0] == victim.name,
+          "killed %s running part %s; parts started %s" % (victim.name, killed_part, parts))
+    print("  killed %s in part %s: only that part ran again (on %s); 150 frames" %
+          (victim.name, killed_part, parts[killed_part][1]))
+    replace(victim.name)
+    nginx.front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def delete_a_job_in_segments():
+    _, _, nginx = cluster()
+    status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=96")
+    check(status == 202, "submit: %d %s" % (status, doc))
+    deadline = time.time() + 120
+    while not parts_started(doc["id"]):
+        check(time.time() < deadline, "no segment started")
+        time.sleep(0.05)
+    status, _, payload = nginx.front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    check(status == 202 and json.loads(payload)["state"] == "cancelling", "DELETE: %d %s" %
+          (status, payload[:200]))
+    deadline = time.time() + 30
+    while job(nginx.front, doc["id"])[0] != 404:
+        check(time.time() < deadline, "still there: %s" % (job(nginx.front, doc["id"]),))
+        time.sleep(0.1)
+    deadline = time.time() + 10  # parts still running elsewhere stop at their next renewal
+    while [f for f in os.listdir(SPOOL) if doc["id"] in f] and time.time() < deadline:
+        time.sleep(0.2)
+    left = [f for f in os.listdir(SPOOL) if doc["id"] in f]
+    check(not left, "files left: %s" % left)
+    print("  DELETE with parts %s started: gone, no segment left" %
+          sorted(parts_started(doc["id"])))
 
 
 @test
@@ -510,10 +644,66 @@ def throughput(instances, threads, jobs=6):
         subprocess.run(["rm", "-rf", redis.dir, SPOOL])
 
 
+def cpu_seconds(servers):
+    """User + system CPU seconds each instance used so far (/proc/PID/stat)."""
+    out = []
+    for s in servers:
+        with open("/proc/%d/stat" % s.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
+def one_long_job(instances, segment_s, body):
+    """Seconds from submitting one long clip to its result, on `instances` instances of one
+    thread each, cut every `segment_s` s (0: whole), and the CPU seconds they used."""
+    redis = Redis()
+    servers = [instance(redis.url, "s%d" % i, "--jobs-segment-seconds", str(segment_s))
+               for i in range(instances)]
+    try:
+        t0, cpu0 = time.time(), cpu_seconds(servers)
+        job_id = submit(servers[0], body, "?max_side=128")[2]["id"]
+        final = poll(servers[0], job_id, done, timeout=900, every=0.1)
+        check(final["state"] == "done", str(final))
+        for s in servers:
+            for line in s.lines:
+                m = re.search(r"part (\w+) (done after [\d.]+ s)", line)
+                if m:
+                    print("    %s: part %s %s" % (s.args[s.args.index("--instance-name") + 1],
+                                                 m.group(1), m.group(2)))
+        return (time.time() - t0, final["frames_done"],
+                [b - a for a, b in zip(cpu0, cpu_seconds(servers))])
+    finally:
+        for s in servers:
+            s.stop()
+        redis.kill()
+        subprocess.run(["rm", "-rf", redis.dir, SPOOL])
+
+
+def segment_figures():
+    """One 20 s clip (500 frames, a keyframe every 0.48 s): whole on one instance, in 4
+    segments on one, in 4 segments on two (one thread each)."""
+    with open(make_segment_clip(20, "long20.mp4"), "rb") as f:
+        body = f.read()
+    base = None
+    for n, seg in ((1, 0), (1, 5), (2, 5)):
+        took, frames, cpu = one_long_job(n, seg, body)
+        base = base or (took, sum(cpu))
+        # With a core per instance the job would take its busiest instance's CPU time; this
+        # session's share of the shared machine caps all its processes together.
+        print("%d instance(s) x 1 thread, --jobs-segment-seconds %d: %d frames in %.1f s wall "
+              "(%.2fx the whole run), CPU s per instance %s (busiest: %.2fx less than the "
+              "whole run's %.1f); load average %.1f" %
+              (n, seg, frames, took, base[0] / took, " + ".join("%.1f" % c for c in cpu),
+               base[1] / max(cpu), base[1], os.getloadavg()[0]))
+        sys.stdout.flush()
+
+
 def figures():
     """docs/cluster.md's figures: throughput with 1, 2 and 3 instances on this machine's
-    cores (threads split: 1 x 2, 2 x 1, 3 x 1)."""
+    cores (threads split: 1 x 2, 2 x 1, 3 x 1), and one long clip in segments."""
     print("cores: %d" % os.cpu_count())
+    segment_figures()
     for n, threads in ((1, 2), (2, 1), (3, 1)):
         rate, took, per = throughput(n, threads)
         print("%d instance(s) x %d thread(s): 6 jobs (clip.mp4, 50 frames, max_side=128) in "
@@ -534,6 +724,7 @@ def main():
         print("FAIL clips: " + made.stderr)
         print("0 passed, 1 failed")
         return 1
+    make_segment_clip()
     want = sys.argv[1] if len(sys.argv) > 1 else ""
     if want == "--figures":
         figures()

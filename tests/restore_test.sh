@@ -3,7 +3,7 @@
 # GPEN and GFPGAN checkpoints of tests/fixtures/restore (tools/make_restore_fixtures.py):
 # faces restored and pasted back (the rest of the photo untouched), a photo without faces
 # written unchanged, --max-faces on many faces, --aligned, --fidelity, a directory batch,
-# convert --restore-faces, and the refusals (another network's state_dict, a pickled whole
+# convert --restore-faces, CodeFormer's --codeformer-fidelity (CLI and service), and the refusals (another network's state_dict, a pickled whole
 # module, a truncated checkpoint, usage errors) with no output left behind.
 # Prints "N passed, N failed".
 set -u
@@ -249,6 +249,42 @@ if [ -n "$port" ] && [ "$(post /api/v1/restore tests/data/astronaut.png "$tmp/s3
     cmp -s "$tmp/c32.png" "$tmp/s32.png"; then
     ok serve_restore_fp32_as_cli
 else bad serve_restore_fp32_as_cli; cat "$tmp/serve32.log"; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
+# CodeFormer (the reduced upstream fixture, 512 px): the face restored, w reaching the
+# network (--codeformer-fidelity 0 and 1 differ), the service's codeformer_fidelity= gives
+# the CLI's face byte for byte, and out of range is refused (exit 2; 400).
+CF=$FIX/up_codeformer.pt
+if "$BIN" restore tests/data/astronaut.png -o "$tmp/cf.png" --model "$CF" -q -t 2 \
+    --precision fp32 2>"$tmp/err" &&
+    [ "$(changed tests/data/astronaut.png "$tmp/cf.png" | cut -d' ' -f1)" -gt 2000 ] &&
+    "$BIN" restore tests/data/astronaut.png -o "$tmp/cf1.png" --model "$CF" -q -t 2 \
+        --precision fp32 --codeformer-fidelity 1 2>>"$tmp/err" &&
+    [ "$(changed "$tmp/cf.png" "$tmp/cf1.png" | cut -d' ' -f1)" -gt 100 ]; then
+    ok restore_codeformer_fidelity
+else bad restore_codeformer_fidelity; cat "$tmp/err"; fi
+usage restore_codeformer_fidelity_range "--codeformer-fidelity: '2'" restore \
+    tests/data/astronaut.png -o "$tmp/u.png" --model "$CF" --codeformer-fidelity 2
+"$BIN" serve --port 0 --restore-model "$CF" --threads 2 --precision fp32 --quiet \
+    >"$tmp/servecf.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 100); do
+    port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/servecf.log" | head -1 | cut -d: -f2)
+    [ -n "$port" ] && break
+    sleep 0.1
+done
+url=http://127.0.0.1:$port
+if [ -n "$port" ] &&
+    [ "$(post '/api/v1/restore?codeformer_fidelity=1' tests/data/astronaut.png "$tmp/scf.png")" = "200 1" ] &&
+    cmp -s "$tmp/cf1.png" "$tmp/scf.png"; then
+    ok serve_codeformer_fidelity_as_cli
+else bad serve_codeformer_fidelity_as_cli; cat "$tmp/servecf.log"; fi
+if [ "$(post '/api/v1/restore?codeformer_fidelity=1.5' tests/data/astronaut.png "$tmp/scf.json" | cut -c1-3)" = 400 ] &&
+    grep -q "codeformer_fidelity must be a number from 0 to 1" "$tmp/scf.json"; then
+    ok serve_codeformer_fidelity_range
+else bad serve_codeformer_fidelity_range; cat "$tmp/scf.json"; fi
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 

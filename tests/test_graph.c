@@ -7,6 +7,7 @@
 #include "test.h"
 
 #include "../src/engine_internal.h"
+#include "../src/graph/ops.h"
 
 #include <stdint.h>
 
@@ -601,8 +602,29 @@ static int test_no_leak(void) {
     return 0;
 }
 
-TEST_MAIN(TEST(test_mixed_graph_equals_reference), TEST(test_bf16_refused_for_generic_ops),
-          TEST(test_bad_graphs_refused), TEST(test_shape_mismatch_named), TEST(test_raw_outputs),
+/* Every op has its row in the op table (a new enum value without one would be all zeros):
+ * a name that parses back to it, a kernel (the input excepted), sane input counts and
+ * attribute and tensor lists that agree with their counts. */
+static int test_every_op_has_a_row(void) {
+    for (int op = 0; op < AG_OP_COUNT; op++) {
+        const ag_op_desc *d = ag_op_desc_of((ag_op)op);
+        CHECK_MSG(d->name && d->name[0], "op %d has no row in src/graph/op_table.c", op);
+        CHECK_MSG(ag_op_parse(d->name) == op, "op %d: name %s is taken twice", op, d->name);
+        CHECK_MSG(d->run || op == AG_OP_INPUT, "op %s has no kernel", d->name);
+        CHECK_MSG(d->min_src <= d->max_src && d->max_src <= AG_NODE_MAX_SRC,
+                  "op %s takes %d..%d inputs", d->name, d->min_src, d->max_src);
+        CHECK_MSG(!d->attr_count == !d->attrs && !d->tensor_count == !d->tensors,
+                  "op %s: a list and its count disagree", d->name);
+        for (int i = 0; i < d->attr_count; i++)
+            CHECK_MSG(d->attrs[i].key && d->attrs[i].lo <= d->attrs[i].hi, "op %s: attribute %d",
+                      d->name, i);
+    }
+    return 0;
+}
+
+TEST_MAIN(TEST(test_every_op_has_a_row), TEST(test_mixed_graph_equals_reference),
+          TEST(test_bf16_refused_for_generic_ops), TEST(test_bad_graphs_refused),
+          TEST(test_shape_mismatch_named), TEST(test_raw_outputs),
           TEST(test_auto_precision_resolved), TEST(test_late_residual_and_chain_sized_resize),
           TEST(test_concat_bands), TEST(test_wide_maps_refused_at_load),
           TEST(test_wide_vectors_only_sliced), TEST(test_wide_output_runs), TEST(test_no_leak))

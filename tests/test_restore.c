@@ -4,6 +4,7 @@
  * random-weight checkpoints and the full-size key layouts of the released files that
  * tools/make_restore_fixtures.py writes, and the refusals of files that fit neither.
  */
+#include "../src/engine_internal.h"
 #include "../src/model/restore_internal.h"
 #include "test.h"
 
@@ -214,6 +215,72 @@ static int check_layout_builds(const char *file) {
 LEAK_CHECKED(test_full_size_layouts_build) {
     CHECK(check_layout_builds("layout_gpen_bfr_512.txt") == 0);
     CHECK(check_layout_builds("layout_gfpgan_v1.4.txt") == 0);
+    CHECK(check_layout_builds("layout_codeformer.txt") == 0);
+    return 0;
+}
+
+/* CodeFormer's architecture from the released file's layout and from the reduced fixture. */
+static int check_codeformer_arch(const ag_tensor_set *set, const char *file,
+                                 const ag_codeformer_arch *want, int64_t min_params,
+                                 int64_t max_params) {
+    ag_restore_arch a;
+    ag_error err = {0};
+    CHECK_OK(ag_restore_arch_infer(set, file, &a, &err), &err);
+    const ag_codeformer_arch *cf = &a.cf;
+    printf("  %s: CodeFormer nf %d, dim %d, %d layers, mlp %d, codebook %d x %d, %lld "
+           "parameters\n",
+           file, cf->nf, cf->dim, cf->layers, cf->mlp, cf->codebook, cf->emb_dim,
+           (long long)a.params);
+    CHECK(a.kind == AG_RESTORE_CODEFORMER && a.size == 512);
+    CHECK(cf->nf == want->nf && cf->dim == want->dim && cf->layers == want->layers);
+    CHECK(cf->mlp == want->mlp && cf->codebook == want->codebook && cf->heads == 8);
+    CHECK(cf->emb_dim == want->emb_dim);
+    CHECK(memcmp(cf->ch, want->ch, sizeof cf->ch) == 0);
+    CHECK(memcmp(cf->fuse, want->fuse, sizeof cf->fuse) == 0);
+    CHECK_MSG(a.params >= min_params && a.params <= max_params, "%lld", (long long)a.params);
+    return 0;
+}
+
+LEAK_CHECKED(test_codeformer_arch) {
+    ag_tensor_set set = {0};
+    void *zeros = NULL;
+    int rc = layout_set(RESTORE "layout_codeformer.txt", &set, &zeros);
+    const ag_codeformer_arch full = {.nf = 64,
+                                     .ch = {64, 128, 128, 256, 256, 512},
+                                     .emb_dim = 256,
+                                     .codebook = 1024,
+                                     .dim = 512,
+                                     .mlp = 1024,
+                                     .layers = 9,
+                                     .fuse = {false, true, true, true, true, false}};
+    if (rc == 0)
+        rc = check_codeformer_arch(&set, "layout_codeformer.txt", &full, 94000000, 94200000);
+    ag_tensor_set_fini(&set);
+    ag_free(zeros);
+    CHECK(rc == 0);
+    loaded l;
+    ag_error err = {0};
+    CHECK_OK(load(RESTORE "up_codeformer.pt", &l, &err), &err);
+    const ag_codeformer_arch small = {.nf = 32,
+                                      .ch = {32, 32, 32, 32, 32, 32},
+                                      .emb_dim = 256,
+                                      .codebook = 1024,
+                                      .dim = 64,
+                                      .mlp = 128,
+                                      .layers = 2,
+                                      .fuse = {false, true, true, true, true, false}};
+    rc = check_codeformer_arch(&l.set, "up_codeformer.pt", &small, 1400000, 1600000);
+    /* a wrong shape is named */
+    ag_tensor_ref *t = (ag_tensor_ref *)ag_tensor_set_find(&l.set, "ft_layers.1.linear2.weight");
+    if (rc == 0 && t) {
+        t->shape[1] -= 1;
+        rc = expect_refused(&l.set, AG_E_FORMAT,
+                            "tensor 'ft_layers.1.linear2.weight' is (64, 127) where CodeFormer "
+                            "512x512 has (64, 128)");
+        t->shape[1] += 1;
+    }
+    loaded_fini(&l);
+    CHECK(rc == 0 && t);
     return 0;
 }
 
@@ -394,6 +461,7 @@ typedef struct upstream {
     const uint8_t *in_u8, *out_u8; /* (n, n, 3) */
     const float *out_f32;          /* (n, n, 3) at (grid_px(i), grid_px(j)) */
     uint8_t *buf;
+    float w; /* CodeFormer's fidelity the outputs were made at (others: unused) */
 } upstream;
 
 static int grid_px(const upstream *u, int i) {
@@ -476,6 +544,7 @@ static int check_upstream_engine(const upstream *u, const ag_model *model, ag_ba
     ag_engine_options opt = {.backend = backend, .precision = bar.precision, .threads = 2};
     int rc = in && out && in8 ? ag_engine_create(model, &opt, &engine, &err) : AG_E_NOMEM;
     if (rc == AG_OK) {
+        ag_engine_set_runtime_alpha(engine, u->w);
         ag_image img = {.width = u->size, .height = u->size, .bands = 3, .pixels = in8};
         upstream_input(u, &img);
         for (size_t i = 0; i < n; i++)
@@ -510,6 +579,7 @@ static int check_upstream_aligned(const upstream *u, ag_model *model) {
     ag_restore_options o;
     ag_restore_options_init(&o);
     o.aligned = 1;
+    o.codeformer_fidelity = u->w;
     if (rc == AG_OK) {
         upstream_input(u, &in);
         rc = ag_restore_faces(engine, NULL, &in, &o, &out, NULL, &err);
@@ -544,9 +614,10 @@ static int check_upstream_precisions(const upstream *u, const ag_model *model) {
 /* One upstream fixture: oneDNN always, the reference backend only up to 512 px (its plain
  * loops take seconds per megapixel), bf16 and int8 if asked (once per network: their
  * preparation is slow), and the aligned restore path. */
-static int check_upstream(const char *name, int with_precisions) {
+static int check_upstream_at(const char *name, int with_precisions, float w) {
     upstream u;
     CHECK(upstream_read(name, &u) == 0);
+    u.w = w;
     char path[512];
     snprintf(path, sizeof path, AG_SOURCE_DIR "/%s", u.model);
     ag_model *model = NULL;
@@ -568,6 +639,10 @@ static int check_upstream(const char *name, int with_precisions) {
     return 0;
 }
 
+static int check_upstream(const char *name, int with_precisions) {
+    return check_upstream_at(name, with_precisions, 0.5f);
+}
+
 LEAK_CHECKED(test_upstream_gpen) {
     CHECK(check_upstream("up_gpen_bfr256.agrf", 1) == 0);
     CHECK(check_upstream("up_gpen_bfr512.agrf", 0) == 0);
@@ -577,6 +652,19 @@ LEAK_CHECKED(test_upstream_gpen) {
 
 LEAK_CHECKED(test_upstream_gfpgan) {
     CHECK(check_upstream("up_gfpgan512.agrf", 1) == 0);
+    return 0;
+}
+
+/* CodeFormer at w = 0.5 (tools/make_codeformer_fixtures.py: 78 distinct codes), with bf16
+ * and int8; then w = 0 and 1. */
+LEAK_CHECKED(test_upstream_codeformer) {
+    CHECK(check_upstream_at("up_codeformer_w05.agrf", 1, 0.5f) == 0);
+    return 0;
+}
+
+LEAK_CHECKED(test_upstream_codeformer_w0_w1) {
+    CHECK(check_upstream_at("up_codeformer_w0.agrf", 0, 0.0f) == 0);
+    CHECK(check_upstream_at("up_codeformer_w1.agrf", 0, 1.0f) == 0);
     return 0;
 }
 
@@ -693,8 +781,9 @@ LEAK_CHECKED(test_restore_model_load_refusals) {
 
 TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_gfpgan_params_ema_arch), TEST(test_full_size_layouts),
-          TEST(test_full_size_layouts_build), TEST(test_layout_mismatches),
-          TEST(test_bad_checkpoints), TEST(test_gpen_golden), TEST(test_gfpgan_golden),
-          TEST(test_upstream_gpen), TEST(test_upstream_gfpgan), TEST(test_restore_bf16_golden),
-          TEST(test_restore_int8_golden), TEST(test_restore_bf16_only),
-          TEST(test_restore_model_load_refusals))
+          TEST(test_full_size_layouts_build), TEST(test_codeformer_arch),
+          TEST(test_layout_mismatches), TEST(test_bad_checkpoints), TEST(test_gpen_golden),
+          TEST(test_gfpgan_golden), TEST(test_upstream_gpen), TEST(test_upstream_gfpgan),
+          TEST(test_upstream_codeformer), TEST(test_upstream_codeformer_w0_w1),
+          TEST(test_restore_bf16_golden), TEST(test_restore_int8_golden),
+          TEST(test_restore_bf16_only), TEST(test_restore_model_load_refusals))

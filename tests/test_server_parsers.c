@@ -7,6 +7,7 @@
 #include "test.h"
 
 #include "../server/address.c"
+#include "../server/cgroup.c"
 #include "../server/config.c"
 #include "../server/defaults.c"
 #include "../server/head.c"
@@ -540,8 +541,8 @@ static int client_keys(void) {
     return 0;
 }
 
-/* #35 item 8: the settings not given come from the memory level; a cgroup's limit is the
- * lowest of its own and its ancestors' files, "max" (v2) meaning none. */
+/* #35 item 8: the settings not given come from the memory level; the limit is
+ * --max-memory-mb, else the cgroup's (server/cgroup.c), else the RAM. */
 static int memory_defaults(void) {
     ag_server_config c;
     char *args[] = {"serve", "--queue", "16", NULL};
@@ -555,28 +556,7 @@ static int memory_defaults(void) {
     CHECK(!strcmp(text, "--queue"));
     ag_defaults_describe(&c, text, sizeof text);
     CHECK(strstr(text, "queue 16 (given), max-pixels 3.0M,") != NULL);
-    /* a cgroup tree: /a has 1 GiB, /a/b "max", /a/b/c 2 GiB -> 1 GiB, from /a */
-    char root[] = "/tmp/animegan-cgroup-XXXXXX", path[600], where[512];
-    CHECK(mkdtemp(root) != NULL);
-    const char *files[][2] = {
-        {"/a", "1073741824\n"}, {"/a/b", "max\n"}, {"/a/b/c", "2147483648\n"}};
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s%s", root, files[i][0]);
-        CHECK(mkdir(path, 0700) == 0);
-        snprintf(path, sizeof path, "%s%s/memory.max", root, files[i][0]);
-        FILE *f = fopen(path, "w");
-        CHECK(f && fputs(files[i][1], f) >= 0 && fclose(f) == 0);
-    }
-    CHECK(cgroup_limit(root, "/a/b/c", "memory.max", where, sizeof where) == (size_t)1 << 30);
-    CHECK(strstr(where, "/a/memory.max") && !strstr(where, "/b/"));
-    CHECK(cgroup_limit(root, "/none", "memory.max", where, sizeof where) == 0);
-    for (int i = 2; i >= 0; i--) {
-        snprintf(path, sizeof path, "%s%s/memory.max", root, files[i][0]);
-        unlink(path);
-        snprintf(path, sizeof path, "%s%s", root, files[i][0]);
-        rmdir(path);
-    }
-    rmdir(root);
+    /* the cgroup's limit: server/cgroup.c, the one reader (tests/test_cgroup.c) */
     size_t limit = ag_memory_limit(&c, text, sizeof text);
     CHECK(limit > 0 && (strstr(text, "RAM") || strstr(text, "cgroup")));
     c.max_memory_bytes = (size_t)1 << 30;

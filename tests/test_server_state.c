@@ -16,9 +16,9 @@
 
 #include <math.h>
 
-/* fuse_cache.c's clock (http.c's in the server): set by the tests. */
+/* fuse_cache.c's clock, stepped by the tests (main hooks it in). */
 static uint64_t fake_now_us = 1000000;
-uint64_t ag_now_us(void) {
+static uint64_t fake_clock(void) {
     return fake_now_us;
 }
 
@@ -33,6 +33,7 @@ static int fuse_cache_has(ag_fuse_cache *c, const char *client, const char *data
 static int fuse_cache_bounds(void) {
     ag_metrics m = {0};
     ag_fuse_cache *c = NULL;
+    ag_clock_hook(fake_clock);
     CHECK(ag_fuse_cache_create(0, 1, 1, &m, &c) == 0 && c == NULL); /* off */
     CHECK(ag_fuse_cache_create(3, 2, 10, &m, &c) == 0 && c);
     static ag_face faces[AG_FUSE_CACHE_FACES + 2];
@@ -64,6 +65,7 @@ static int fuse_cache_bounds(void) {
     CHECK(!fuse_cache_has(c, "c", "photo8", &found));
     CHECK(ag_allocated_bytes() == base);
     ag_fuse_cache_destroy(c);
+    ag_clock_hook(NULL);
     return 0;
 }
 
@@ -118,6 +120,34 @@ static int queue_expire_cancel_position(void) {
     CHECK(ag_queue_push(&q, &items[0], 1) == -1);
     ag_queue_fini(&q);
     ag_queue_fini(&q); /* idempotent */
+    return 0;
+}
+
+static int is_odd(const void *item) {
+    return *(const int *)item % 2;
+}
+
+/* A worker running a video frame takes the waiting photo at the head, and only that: not a
+ * frame, not one the caller refuses (an upscale), not one behind those. */
+static int queue_pop_request_if_head(void) {
+    ag_queue q;
+    int items[4] = {1, 2, 3, 5};
+    uint64_t d = 0;
+    CHECK(ag_queue_init(&q, 4) == 0);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == NULL); /* empty: does not block */
+    CHECK(ag_queue_push(&q, &items[0], 100) == 0);
+    CHECK(ag_queue_push(&q, &items[1], 200) == 0);
+    CHECK(ag_queue_push_frame(&q, &items[2]) == 0);
+    CHECK(ag_queue_push(&q, &items[3], 500) == 0);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == &items[0] && d == 100);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == NULL); /* 2 is refused... */
+    CHECK(ag_queue_depth(&q) == 3);                         /* ...and stays, as 5 behind it */
+    CHECK(ag_queue_pop(&q, &d) == &items[1]);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == NULL); /* a frame (odd) is no request */
+    CHECK(ag_queue_pop(&q, &d) == &items[2]);
+    CHECK(ag_queue_pop_request_if(&q, is_odd, &d) == &items[3] && d == 500);
+    CHECK(ag_queue_depth(&q) == 0);
+    ag_queue_fini(&q);
     return 0;
 }
 
@@ -607,6 +637,27 @@ static int jobs_budget_upscale(void) {
     return 0;
 }
 
+/* The result's estimate (issue 33 item 7): a GIF by its frames and pixels (the measured
+ * clip.mp4 case: 50 frames of 128x96 gave 632,502 bytes, 25 times the 25,105 byte upload),
+ * a video codec at least its input again (N^2 with upscale=N), saturating on absurd sizes. */
+static int jobs_result_estimate(void) {
+    size_t gif = ag_jobs_result_bytes("gif", 50, 128, 96, 25105, 1);
+    CHECK(gif == 50 * (128 * 96 + 1024) + (64 << 10));
+    CHECK(gif > 632502 && gif < 2 * 632502);
+    CHECK(ag_jobs_result_bytes("gif", 50, 256, 192, 25105, 2) > 3 * gif);
+    size_t webp = ag_jobs_result_bytes("webp", 50, 128, 96, 25105, 1);
+    CHECK(webp > 58978 && webp < gif / 2); /* the measured animated WebP: 58,978 bytes */
+    /* H.264 at its CRF: 0.1 byte a pixel, unless the input is larger (N^2 with upscale) */
+    CHECK(ag_jobs_result_bytes("mp4", 50, 128, 96, 25105, 1) == 50 * 12288 / 10 + (64 << 10));
+    CHECK(ag_jobs_result_bytes("webm", 50, 128, 96, 10 << 20, 1) == (size_t)10 << 20);
+    CHECK(ag_jobs_result_bytes("mp4", 50, 128, 96, 10 << 20, 4) == (size_t)160 << 20);
+    CHECK(ag_jobs_result_bytes("mkv", 0, 128, 96, 0, 1) == 64 << 10);
+    CHECK(ag_jobs_result_bytes("unknown", 50, 128, 96, 0, 1) ==
+          ag_jobs_result_bytes("mp4", 50, 128, 96, 0, 1));
+    CHECK(ag_jobs_result_bytes("gif", INT64_MAX, 16384, 16384, 0, 1) == SIZE_MAX / 2);
+    return 0;
+}
+
 /* budget.c needs the config defaults: a copy-free stand-in of config.c's. */
 void ag_config_defaults(ag_server_config *c, int cpu_count) {
     memset(c, 0, sizeof *c);
@@ -630,8 +681,8 @@ void ag_convert_options_init(ag_convert_options *opts, int server_max_side) {
 }
 
 TEST_MAIN(TEST(budget_fuse_covers_peak), TEST(queue_fifo_and_bounds),
-          TEST(queue_expire_cancel_position), TEST(queue_threads), TEST(siphash_vectors),
-          TEST(cache_lru_and_bound), TEST(text_builder), TEST(metrics_render),
-          TEST(routes_counted_apart), TEST(budget_formula), TEST(budget_fuse_style),
-          TEST(budget_fuse_monotonic), TEST(budget_fuse_response), TEST(fuse_cache_bounds),
-          TEST(jobs_budget_upscale))
+          TEST(queue_expire_cancel_position), TEST(queue_pop_request_if_head), TEST(queue_threads),
+          TEST(siphash_vectors), TEST(cache_lru_and_bound), TEST(text_builder),
+          TEST(metrics_render), TEST(routes_counted_apart), TEST(budget_formula),
+          TEST(budget_fuse_style), TEST(budget_fuse_monotonic), TEST(budget_fuse_response),
+          TEST(fuse_cache_bounds), TEST(jobs_budget_upscale), TEST(jobs_result_estimate))

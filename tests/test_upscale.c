@@ -153,6 +153,9 @@ GOLDEN(span_x2, "arch/span-x2")
 GOLDEN(realplksr_x4, "arch/realplksr-x4")
 GOLDEN(realplksr_x2, "arch/realplksr-x2")
 GOLDEN(realplksr_ln_x4, "arch/realplksr-ln-x4")
+GOLDEN(realplksr_dys_x4, "arch/realplksr-dys-x4")
+GOLDEN(realplksr_dys_x3, "arch/realplksr-dys-x3")
+GOLDEN(realplksr_dys_x1, "arch/realplksr-dys-x1")
 
 /* ---- architecture inference and bad input ------------------------------------------------ */
 
@@ -175,6 +178,9 @@ static int inferred(void) {
         {"tests/fixtures/upscale/arch/span-x2.pth", "span", 2},
         {"tests/fixtures/upscale/arch/realplksr-x4.safetensors", "realplksr", 4},
         {"tests/fixtures/upscale/arch/realplksr-x2.pth", "realplksr", 2},
+        {"tests/fixtures/upscale/arch/realplksr-dys-x4.safetensors", "realplksr", 4},
+        {"tests/fixtures/upscale/arch/realplksr-dys-x3.pth", "realplksr", 3},
+        {"tests/fixtures/upscale/arch/realplksr-dys-x1.pth", "realplksr", 1},
         {"models/esrgan-slim-x3.safetensors", "rdn", 3},
         {"models/esrgan-medium-x8.safetensors", "rdn", 8},
     };
@@ -298,6 +304,9 @@ static int wrong_shape_refused(void) {
         {"arch/span-x2.pth", "upsampler.0.weight", "upsampler.0"},
         {"arch/realplksr-x4.safetensors", "feats.2.lk.conv.weight", "feats.2.lk.conv"},
         {"arch/realplksr-x2.pth", "feats.1.channel_mixer.2.weight", "feats.1.channel_mixer.2"},
+        {"arch/realplksr-dys-x4.safetensors", "to_img.scope.weight", "to_img.scope"},
+        {"arch/realplksr-dys-x4.safetensors", "to_img.end_conv.weight", "to_img.end_conv"},
+        {"arch/realplksr-dys-x3.pth", "to_img.offset.weight", "to_img.offset"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
@@ -408,6 +417,10 @@ static int tiled_equals_untiled(void) {
            tiled_equals_untiled_case("tests/fixtures/upscale/arch/compact-x1.pth", 61, 47, tiles,
                                      1) ||
            tiled_equals_untiled_case("tests/fixtures/upscale/arch/span-x4.safetensors", 101, 87,
+                                     tiles, 1) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/arch/realplksr-dys-x4.safetensors",
+                                     101, 87, tiles, 1) ||
+           tiled_equals_untiled_case("tests/fixtures/upscale/arch/realplksr-dys-x1.pth", 61, 47,
                                      tiles, 1);
 }
 
@@ -521,6 +534,7 @@ static int int8_psnr(void) {
                                         "tests/fixtures/upscale/animevideov3.pth",
                                         "tests/fixtures/upscale/arch/span-x4.safetensors",
                                         "tests/fixtures/upscale/arch/realplksr-x4.safetensors",
+                                        "tests/fixtures/upscale/arch/realplksr-dys-x4.safetensors",
                                         "tests/fixtures/upscale/arch/rrdb-new-x2.safetensors"};
     ag_image in = {0};
     if (photo(48, 40, 3, &in))
@@ -588,6 +602,9 @@ int main(int argc, char **argv) {
         TEST(realplksr_x4),
         TEST(realplksr_x2),
         TEST(realplksr_ln_x4),
+        TEST(realplksr_dys_x4),
+        TEST(realplksr_dys_x3),
+        TEST(realplksr_dys_x1),
         TEST(inferred),
         TEST(refuses_other_networks),
         TEST(family_scales),

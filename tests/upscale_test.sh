@@ -217,5 +217,56 @@ else bad serve_bound_counts_network_scale; echo "  x8 alone $x8_term, x2+x4 $mul
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 
+# Files of scale 1 and 8 (issue 34 item 4): /models lists their own scales and what each
+# serves (x8 serves upscale=2 and 4, resized down; x1 alone serves both, resized up); a
+# request runs; the memory bound's upscale term counts the network's own scale:
+# window + the result at the network's scale + its resized copy + alpha + 2 encoder copies,
+# at 4 bytes a pixel: W + 80 P with the x8 file (its result 16 P at upscale=2), W + 17 P with
+# the x1 file alone (P / 4 at upscale=2).
+serve_scales() { # log, upscale-model files...
+    log=$1
+    shift
+    for f in "$@"; do set -- "$@" --upscale-model "$f"; shift; done
+    "$BIN" serve --port 0 --threads 2 --max-output-pixels 1000000 --upscale-max-mb 64 "$@" \
+        >"$log" 2>&1 &
+    server=$!
+    port=$(port_of "$log")
+    url=http://127.0.0.1:$port
+}
+term_is() { # log, k: the logged upscale term is 64 MiB + k P bytes, within its 0.1 rounding
+    /usr/bin/python3 -c "import sys; a, k = float(sys.argv[1] or -1), int(sys.argv[2]); \
+b = 64 + k * 1e6 / 2**20; assert abs(a - b) <= 0.051, (a, b)" "$(upscale_term "$1")" "$2"
+}
+serve_scales "$tmp/x18.log" "$A/rrdb-old-x1.pth" "$A/rrdb-old-x8.safetensors"
+if [ -n "$port" ] && curl -s --max-time 10 "$url/api/v1/models" | /usr/bin/python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+assert [(x["upscale"], x["name"], x["model_scale"]) for x in m["upscalers"]] == \
+    [(2, "rrdb-old-x8", 8), (4, "rrdb-old-x8", 8)], m["upscalers"]
+assert [(x["name"], x["scale"], x["serves"]) for x in m["upscale_models"]] == \
+    [("rrdb-old-x1", 1, []), ("rrdb-old-x8", 8, [2, 4])], m["upscale_models"]
+' && [ "$(post "$url/api/v1/upscale?upscale=2" "$tmp/small.png" "$tmp/x8_2.png")" = 200 ] &&
+    [ "$(shape "$tmp/x8_2.png")" = 114x82x3 ] &&
+    [ "$(post "$url/api/v1/upscale?upscale=4" "$tmp/small.png" "$tmp/x8_4.png")" = 200 ] &&
+    [ "$(shape "$tmp/x8_4.png")" = 228x164x3 ] &&
+    term_is "$tmp/x18.log" 80; then
+    ok serve_x1_x8_files
+else bad serve_x1_x8_files; cat "$tmp/x18.log"; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+serve_scales "$tmp/x1.log" "$A/rrdb-old-x1.pth"
+if [ -n "$port" ] && curl -s --max-time 10 "$url/api/v1/models" | /usr/bin/python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+assert [(x["name"], x["scale"], x["serves"]) for x in m["upscale_models"]] == \
+    [("rrdb-old-x1", 1, [2, 4])], m["upscale_models"]
+' && [ "$(post "$url/api/v1/upscale?upscale=2" "$tmp/small.png" "$tmp/x1_2.png")" = 200 ] &&
+    [ "$(shape "$tmp/x1_2.png")" = 114x82x3 ] &&
+    term_is "$tmp/x1.log" 17; then
+    ok serve_x1_file
+else bad serve_x1_file; cat "$tmp/x1.log"; fi
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -196,6 +196,54 @@ def animated_webp_to_gif():
 
 
 @test
+def video_to_gif_result_estimated():
+    """Issue 33 item 7: an H.264 clip saved as GIF (about 25 times the upload here) is done,
+    not failed after a few frames for a result bound of twice the upload."""
+    s = server()
+    status, _, doc = submit(s, clip("clip.mp4"), "?format=gif")
+    check(status == 202 and doc["frames_total"] == 50, "status %d: %s" % (status, doc))
+    status, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "done" and done["frames_done"] == 50, str(done))
+    status, headers, payload = s.request("GET", done["result_url"])
+    check(status == 200 and headers["content-type"] == "image/gif", str(headers))
+    check(len(payload) > 4 * len(clip("clip.mp4")),
+          "the GIF is %d bytes, not several times the upload's %d: the case is not tested"
+          % (len(payload), len(clip("clip.mp4"))))
+    path = os.path.join(TMP, "clip.gif")
+    with open(path, "wb") as f:
+        f.write(payload)
+    check(frame_count(path) == "50", "frames %s" % frame_count(path))
+    check(ffprobe(path, "-show_entries", "stream=width,height", "-of", "csv=s=x:p=0") == "128x96",
+          "size")
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def gif_result_bounded_at_submission():
+    """The result's estimate (by format, frames and output size) against --max-job-result-mb
+    (413, naming it and the formats that fit) and the quota (507), from the header."""
+    s = new_server("--max-job-result-mb", "3", "--jobs-quota-mb", "2",
+                   spool=os.path.join(TMP, "spool_result"))
+    try:
+        # 200 frames of 256x192 as GIF: about 10 MiB
+        status, _, doc = submit(s, clip("long.mp4"), "?format=gif&upscale=2")
+        error_of(status, doc, 413, "too_large")
+        message = doc["error"]["message"]
+        check("--max-job-result-mb" in message and "format=mp4" in message
+              and "200 frames of 256x192" in message, message)
+        # 200 frames of 128x96 as GIF: about 2.6 MiB, within the bound, over the 2 MiB quota
+        status, _, doc = submit(s, clip("long.mp4"), "?format=gif")
+        error_of(status, doc, 507, "spool_full")
+        check("estimated" in doc["error"]["message"], str(doc))
+        # the same clip as MP4 fits both
+        status, _, doc = submit(s, clip("long.mp4"), "?format=mp4")
+        check(status == 202, "as MP4: %d %s" % (status, doc))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    finally:
+        s.stop()
+
+
+@test
 def bad_inputs():
     s = server()
     before = spool_files()

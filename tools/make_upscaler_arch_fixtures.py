@@ -173,10 +173,10 @@ def span(sp, feat, scale, norm):
     return net, layout, sp.SPAN.SPANArch()
 
 
-def plksr(sp, dim, blocks, scale, kernel, use_ea, layer_norm=False):
+def plksr(sp, dim, blocks, scale, kernel, use_ea, layer_norm=False, dysample=False):
     net = sp.PLKSR.RealPLKSR(dim=dim, n_blocks=blocks, upscaling_factor=scale,
                              kernel_size=kernel, split_ratio=0.25, use_ea=use_ea,
-                             layer_norm=layer_norm)
+                             layer_norm=layer_norm, dysample=dysample)
     return net, OrderedDict, sp.PLKSR.PLKSRArch()
 
 
@@ -213,6 +213,13 @@ CASES = [
      (21, 17), "chelsea.png", (210, 70)),
     ("realplksr-ln-x4", lambda sp: plksr(sp, 8, 1, 4, 9, True, True), ".safetensors", None, False,
      (12, 10), "coffee.png", (120, 90)),
+    # DySample (to_img.*): 4 groups and the end conv at x4, 3 groups at x3, no end conv at x1
+    ("realplksr-dys-x4", lambda sp: plksr(sp, 8, 1, 4, 9, True, True, True), ".safetensors",
+     None, False, (13, 11), "astronaut.png", (190, 130)),
+    ("realplksr-dys-x3", lambda sp: plksr(sp, 8, 1, 3, 7, False, False, True), ".pth",
+     "params_ema", False, (12, 9), "chelsea.png", (240, 50)),
+    ("realplksr-dys-x1", lambda sp: plksr(sp, 8, 1, 1, 7, True, True, True), ".pth", None,
+     False, (17, 13), "coffee.png", (140, 60)),
 ]
 
 

@@ -276,11 +276,12 @@ class Model:
             self._pool.release(engine)
         return _result(out, kind)
 
-    def restore(self, image, fidelity=1.0, max_faces=8, aligned=False):
+    def restore(self, image, fidelity=1.0, max_faces=8, aligned=False, codeformer_fidelity=0.5):
         """A restorer's Model: the faces of `image` restored and pasted back, as `animegan
         restore`; returns (image, faces restored). fidelity: 0-1, the restored face's weight
         against the original (GPEN's alpha). aligned: `image` is an aligned face crop,
-        resized to the network's size and restored whole (the result is that size)."""
+        resized to the network's size and restored whole (the result is that size).
+        codeformer_fidelity: 0-1, a CodeFormer's w (lower restores more; others ignore it)."""
         if self.kind != "restorer":
             raise InputError(f"restore: {self.name} is a {self.kind}, not a restorer")
         pixels, kind = _as_pixels(image)
@@ -288,10 +289,12 @@ class Model:
         engine = self._pool.acquire()
         try:
             if aligned:
-                out, n = engine.restore(pixels, None, float(fidelity), max_faces, True)
+                out, n = engine.restore(pixels, None, float(fidelity), max_faces, True,
+                                        float(codeformer_fidelity))
             else:  # the detector is one per process: held for the whole restoration
                 with _detector_lock:
-                    out, n = engine.restore(pixels, detector, float(fidelity), max_faces)
+                    out, n = engine.restore(pixels, detector, float(fidelity), max_faces, False,
+                                            float(codeformer_fidelity))
         finally:
             self._pool.release(engine)
         return _result(out, kind), n

@@ -62,7 +62,12 @@ class Model:
     @property
     def info(self) -> ModelInfo: ...
     def restore(
-        self, image: Image, fidelity: float = 1.0, max_faces: int = 8, aligned: bool = False
+        self,
+        image: Image,
+        fidelity: float = 1.0,
+        max_faces: int = 8,
+        aligned: bool = False,
+        codeformer_fidelity: float = 0.5,
     ) -> tuple[Image, int]: ...
     def upscale(
         self, image: Image, scale: int | None = None, tile: int = 0, max_mb: int = 1024

@@ -584,7 +584,7 @@ static int engine_init(PyObject *obj, PyObject *args, PyObject *kwargs) {
         return -1;
     o.backend = (ag_backend)b, o.resize = (ag_resize_mode)r;
     const ag_model *model = ((WeightsObject *)weights)->model;
-    int restorer = !strcmp(ag_model_get_info(model)->kind, "restorer");
+    int restorer = ag_model_get_info(model)->role == AG_MODEL_RESTORER;
     if (restorer && p == AG_PRECISION_INT8)
         return input_error("a restorer runs in fp32 or bf16 (precision 'int8' given)"), -1;
     if ((restorer
@@ -772,15 +772,19 @@ static int run_restore(EngineObject *e, DetectorObject *d, const ag_image *in, v
 }
 
 static PyObject *engine_restore(PyObject *obj, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"image", "detector", "fidelity", "max_faces", "aligned", NULL};
+    static char *keywords[] = {
+        "image", "detector", "fidelity", "max_faces", "aligned", "codeformer_fidelity", NULL};
     PyObject *src, *detector = Py_None;
     restore_args a = {0};
     ag_restore_options_init(&a.options);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Ofip", keywords, &src, &detector,
-                                     &a.options.fidelity, &a.options.max_faces, &a.options.aligned))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Ofipf", keywords, &src, &detector,
+                                     &a.options.fidelity, &a.options.max_faces, &a.options.aligned,
+                                     &a.options.codeformer_fidelity))
         return NULL;
     if (!(a.options.fidelity >= 0.0f && a.options.fidelity <= 1.0f))
         return input_error("fidelity: must be 0 to 1");
+    if (!(a.options.codeformer_fidelity >= 0.0f && a.options.codeformer_fidelity <= 1.0f))
+        return input_error("codeformer_fidelity: must be 0 to 1");
     if (a.options.max_faces < 1 || a.options.max_faces > AG_FACE_MAX)
         return PyErr_Format(InputError, "max_faces: must be 1 to %d", AG_FACE_MAX);
     if (!a.options.aligned && !PyObject_TypeCheck(detector, DetectorType))
@@ -839,7 +843,8 @@ static PyGetSetDef engine_getset[] = {
 
 static PyMethodDef engine_methods[] = {
     {"restore", (PyCFunction)(void (*)(void))engine_restore, METH_VARARGS | METH_KEYWORDS,
-     "restore(image, detector=None, fidelity=1.0, max_faces=8, aligned=False) -> (Pixels, "
+     "restore(image, detector=None, fidelity=1.0, max_faces=8, aligned=False, "
+     "codeformer_fidelity=0.5) -> (Pixels, "
      "restored): the faces restored (ag_restore_faces)"},
     {"upscale", (PyCFunction)(void (*)(void))engine_upscale, METH_VARARGS | METH_KEYWORDS,
      "upscale(image, scale=0, tile=0, max_mb=1024) -> Pixels, tiled (ag_upscale)"},

@@ -435,10 +435,13 @@
             ? `Waiting in the queue: ${ahead} photo${ahead === 1 ? "" : "s"} ahead of yours…`
             : "Waiting in the queue: yours is next…");
         } else if (r.state === "working" && r.steps_total > 0) {
+          // steps done, and how far the one under way is (one face or tile can take a minute)
+          const figure = r.progress !== undefined ? r.progress : r.steps_done / r.steps_total;
+          const percent = `${Math.floor(100 * figure)}%`;
           el.progress.hidden = false;
-          el.progress.value = r.steps_done / r.steps_total;
-          setStatus("working", `${label}: ${r.steps_done} of ${r.steps_total} ${unit} done…`);
-          onStatus(`${r.steps_done} of ${r.steps_total} ${unit}`);
+          el.progress.value = figure;
+          setStatus("working", `${label}: ${r.steps_done} of ${r.steps_total} ${unit} done · ${percent}…`);
+          onStatus(`${r.steps_done} of ${r.steps_total} ${unit} · ${percent}`);
         } else if (r.state === "working") {
           setStatus("working", `${label}…`);
           onStatus("working…");
@@ -455,10 +458,18 @@
     const code = body && body.error ? body.error.code : "";
     const wait = retryAfter ? ` in ${Math.ceil(Number(retryAfter) / 60)} minute${retryAfter <= 60 ? "" : "s"}` : " later";
     switch (status) {
-      case 413:
-        return code === "too_large" && body.error.message.includes(" s long")
+      case 413: {
+        const message = code === "too_large" ? body.error.message : "";
+        // The result's estimate over --max-job-result-mb: "a gif of N frames ... about X MiB"
+        const result = /^a (\w+) of .* would be about (\d+) MiB; the limit is (\d+) MiB/.exec(message);
+        if (result)
+          return `Saved as ${result[1].toUpperCase()} this video would be about ${result[2]} MB, over the server's ` +
+            `${result[3]} MB.` + (/^(gif|webp)$/.test(result[1]) ? " Choose MP4 or WebM (many times smaller), or try a shorter clip."
+                                                                  : " Try a shorter clip or no upscaling.");
+        return message.includes(" s long")
           ? `That video is too long (the limit is ${Math.round(videoJobs.max_video_seconds / 60)} minutes). Try a shorter one.`
           : "That video is too large. Try a shorter or smaller one.";
+      }
       case 415: return "That file is not a video we can read. Try an MP4, MOV, MKV or WebM clip.";
       case 422: return "That video seems to be damaged: we could not read it. Try another one.";
       case 503:
@@ -574,7 +585,7 @@
     }
     const base = (photo.name || "video").replace(/\.[^.]*$/, "");
     el.videoDownload.href = videoUrl;
-    el.videoDownload.download = `${base}-anime.${format}`;
+    el.videoDownload.download = `${base}-anime${job.upscale > 1 ? `-${job.upscale}x` : ""}.${format}`;
     el.videoInfo.textContent = `${job.frames_done} frames${job.audio ? " · sound: " + job.audio.replace(/^audio \d+: /, "") : ""}`;
     el.result.hidden = true;
     el.videoResult.hidden = false;

@@ -224,3 +224,9 @@ void ag_engine_set_cancel(ag_engine *e, int (*cancelled)(void *user), void *user
     e->cancelled = cancelled;
     e->cancel_user = user;
 }
+
+void ag_engine_set_progress(ag_engine *e, int (*progress)(void *user, int done, int total),
+                            void *user) {
+    e->progress = progress;
+    e->progress_user = user;
+}

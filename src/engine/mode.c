@@ -10,7 +10,8 @@
 /* A precision on a graph: the mode it runs as. */
 typedef struct mode_row {
     ag_precision precision;
-    int stylegan; /* the graph has modulated convs (GPEN, GFPGAN) */
+    int stylegan; /* a face restorer's graph: modulated convs (GPEN, GFPGAN) or a codebook
+                     (CodeFormer); its activations stay fp32 */
     ag_mode mode;
 } mode_row;
 
@@ -29,7 +30,7 @@ static const mode_row mode_rows[] = {
 
 static int has_modconv(const ag_graph *g) {
     for (int i = 0; i < g->count; i++)
-        if (g->nodes[i].op == AG_OP_MODCONV)
+        if (g->nodes[i].op == AG_OP_MODCONV || g->nodes[i].op == AG_OP_CODEBOOK)
             return 1;
     return 0;
 }
@@ -112,8 +113,18 @@ int ag_mode_conv_int8(const ag_engine *e, const ag_node *head) {
     return e->mode == AG_MODE_INT8 && head->groups == 1 && head->out_c != 3;
 }
 
+/* Whether node n comes before a codebook (CodeFormer's encoder and transformer): the convs
+ * that decide the codes stay fp32, since a code chosen otherwise changes a whole patch. */
+static int decides_codes(const ag_graph *g, const ag_node *n) {
+    for (const ag_node *c = n + 1; c < g->nodes + g->count; c++)
+        if (c->op == AG_OP_CODEBOOK)
+            return 1;
+    return 0;
+}
+
 /* StyleGAN graphs in bf16: every plain conv's products bf16 too, on a bf16 band of its fp32
  * source (the band is where the conversion costs no extra pass). */
 int ag_mode_conv_bf16_band(const ag_engine *e, const ag_node *head) {
-    return e->mode == AG_MODE_MODCONV_BF16 && head->groups == 1;
+    return e->mode == AG_MODE_MODCONV_BF16 && head->groups == 1 &&
+           !decides_codes(&e->model->graph, head);
 }

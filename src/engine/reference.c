@@ -55,8 +55,9 @@ int ag_reference_steps(ag_engine *e, const ag_io *io, ag_error *err) {
         const float *src[AG_NODE_MAX_SRC] = {NULL};
         for (int j = 0; j < AG_NODE_MAX_SRC && node->src[j] >= 0; j++)
             src[j] = ag_engine_buffer(e, e->node_buffer[node->src[j]]);
-        ag_node_run(node, e->shapes, i, src, ag_engine_buffer(e, e->node_buffer[i]), scratch, NULL,
-                    e->resize, 1);
+        ag_node now;
+        ag_node_run(ag_engine_node_now(e, node, &now), e->shapes, i, src,
+                    ag_engine_buffer(e, e->node_buffer[i]), scratch, NULL, e->resize, 1);
     }
     return AG_OK;
 }

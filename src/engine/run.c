@@ -77,6 +77,20 @@ ag_band_source ag_engine_band_source(ag_engine *e, int gi, const ag_io *io) {
 }
 
 /* The affine form of group gi's norm from statistics of its output (fp32 maps). */
+/* GroupNorm: each channel's moments replaced by its group's (equal pixel counts). */
+static void pool_groups(double *mean, double *var, int C, int groups) {
+    int per = C / groups;
+    for (int g = 0; g < groups; g++) {
+        double m = 0.0, sq = 0.0;
+        for (int c = g * per; c < (g + 1) * per; c++)
+            m += mean[c], sq += var[c] + mean[c] * mean[c];
+        m /= per;
+        double v = sq / per - m * m;
+        for (int c = g * per; c < (g + 1) * per; c++)
+            mean[c] = m, var[c] = v;
+    }
+}
+
 void ag_engine_norm_affine(ag_engine *e, int gi) {
     const ag_group *gr = &e->groups[gi];
     const ag_node *norm = &e->model->graph.nodes[gr->norm];
@@ -96,6 +110,8 @@ void ag_engine_norm_affine(ag_engine *e, int gi) {
         if (norm->op == AG_OP_LADE)
             mean_y[c] *= ys, var_y[c] *= ys * ys;
     }
+    if (norm->op == AG_OP_GROUP_NORM)
+        pool_groups(mean, var, C, norm->groups);
     for (int c = 0; c < C; c++) {
         double scale = 1.0 / sqrt(var[c] + (double)norm->eps), shift = 0.0;
         if (norm->op == AG_OP_LADE)
@@ -210,9 +226,23 @@ void ag_engine_run_node(ag_engine *e, int gi, const ag_node_fast *fast) {
     int act = e->groups[gi].act;
     ag_node_fast with_act = *fast;
     with_act.act = act >= 0 ? &g->nodes[act] : NULL;
-    ag_node_run(head, e->shapes, e->groups[gi].head, in, ag_engine_y_map(e, gi),
-                e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL, &with_act, e->resize,
-                e->threads);
+    ag_node now;
+    ag_node_run(ag_engine_node_now(e, head, &now), e->shapes, e->groups[gi].head, in,
+                ag_engine_y_map(e, gi), e->lade_id >= 0 ? ag_engine_buffer(e, e->lade_id) : NULL,
+                &with_act, e->resize, e->threads);
+}
+
+void ag_engine_set_runtime_alpha(ag_engine *e, float alpha) {
+    e->has_runtime_alpha = 1;
+    e->runtime_alpha = alpha;
+}
+
+const ag_node *ag_engine_node_now(const ag_engine *e, const ag_node *n, ag_node *tmp) {
+    if (!n->runtime_alpha || !e->has_runtime_alpha)
+        return n;
+    *tmp = *n;
+    tmp->alpha = e->runtime_alpha;
+    return tmp;
 }
 
 int ag_engine_cancelled(const ag_engine *e, ag_error *err) {
@@ -235,6 +265,8 @@ int ag_engine_run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
             return rc;
         if (e->groups[gi].materialize)
             materialize(e, gi);
+        if (e->progress)
+            e->progress(e->progress_user, gi + 1, e->group_count);
         if (e->profile_ms) {
             double ms = (omp_get_wtime() - start) * 1000.0;
             e->profile_ms[ag_engine_head(e, gi)->op] += ms;

@@ -117,6 +117,10 @@ struct ag_engine {
     ag_mode mode;                 /* the precision mode (mode.c) */
     int (*cancelled)(void *user); /* ag_engine_set_cancel: asked before each step and band */
     void *cancel_user;
+    int has_runtime_alpha; /* ag_engine_set_runtime_alpha was called */
+    float runtime_alpha;   /* the alpha of add_scaled nodes marked runtime_alpha */
+    int (*progress)(void *user, int done, int total); /* ag_engine_set_progress: each step */
+    void *progress_user;
     int measure_only; /* prepare plans sizes only (ag_engine_arena_bytes_for) */
 
     /* The lowering (oneDNN backend), independent of the size. */
@@ -209,6 +213,10 @@ int ag_engine_quantize_weights(ag_engine *e, ag_error *err);
 /* run.c: the steps. */
 int ag_engine_run_steps(ag_engine *e, const ag_io *io, ag_error *err);
 int ag_engine_cancelled(const ag_engine *e, ag_error *err); /* AG_E_CANCELLED when asked */
+/* The value of the graph's run-time alpha (CodeFormer's fidelity w) for the next runs. */
+void ag_engine_set_runtime_alpha(ag_engine *e, float alpha);
+/* Node n as it runs now: n itself, or a copy in *tmp with the run-time alpha. */
+const ag_node *ag_engine_node_now(const ag_engine *e, const ag_node *n, ag_node *tmp);
 ag_band_source ag_engine_band_source(ag_engine *e, int gi, const ag_io *io);
 void ag_engine_norm_affine(ag_engine *e, int gi);
 float *ag_engine_range_begin(ag_engine *e, int gi, int layer_norm);

@@ -16,12 +16,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 double ag_face_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    return (double)ag_now_us() / 1e3;
 }
 
 int ag_face_models_load(ag_model **detect, ag_model **mesh, ag_error *err) {

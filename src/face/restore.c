@@ -19,15 +19,20 @@ void ag_restore_options_init(ag_restore_options *o) {
     memset(o, 0, sizeof *o);
     o->fidelity = 1.0f;
     o->max_faces = 8;
+    o->codeformer_fidelity = 0.5f;
 }
 
 static int check_options(const ag_engine *engine, const ag_restore_options *o, ag_error *err) {
     const ag_model_info *info = ag_model_get_info(engine->model);
-    if (strcmp(info->kind, "restorer") != 0)
-        return ag_error_set(err, AG_E_ARG, "%s is a %s, not a face restorer (GPEN, GFPGAN)",
+    if (info->role != AG_MODEL_RESTORER)
+        return ag_error_set(err, AG_E_ARG,
+                            "%s is a %s, not a face restorer (GPEN, GFPGAN, CodeFormer)",
                             info->name, info->kind);
     if (!(o->fidelity >= 0.0f && o->fidelity <= 1.0f))
         return ag_error_set(err, AG_E_ARG, "fidelity %g is not in [0, 1]", (double)o->fidelity);
+    if (!(o->codeformer_fidelity >= 0.0f && o->codeformer_fidelity <= 1.0f))
+        return ag_error_set(err, AG_E_ARG, "codeformer fidelity %g is not in [0, 1]",
+                            (double)o->codeformer_fidelity);
     if (o->max_faces < 1 || o->max_faces > AG_FACE_MAX)
         return ag_error_set(err, AG_E_ARG, "max_faces %d is not in [1, %d]", o->max_faces,
                             AG_FACE_MAX);
@@ -129,6 +134,8 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
     else
         ag_restore_options_init(&o);
     int rc = check_options(engine, &o, err);
+    if (rc == AG_OK) /* CodeFormer's w; other restorers have no node that reads it */
+        ag_engine_set_runtime_alpha(engine, o.codeformer_fidelity);
     int size = ag_model_get_info(engine->model)->min_side;
     if (rc == AG_OK && o.aligned) {
         rc = restore_aligned(engine, in, size, o.fidelity, out, err);
@@ -141,6 +148,8 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
                    : ag_error_set(err, AG_E_NOMEM, "out of memory for faces");
         if (rc == AG_OK)
             rc = copy_image(in, out, err);
+        if (rc == AG_OK && o.progress && res.restored > 0) /* the total, before the first */
+            o.progress(o.progress_user, 0, res.restored);
         for (int i = 0; rc == AG_OK && i < res.restored; i++) {
             ag_image crop = {0};
             rc = restore_crop(engine, in, &faces[i], size, o.fidelity, &crop, err);

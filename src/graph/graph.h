@@ -72,6 +72,7 @@ typedef enum ag_op {
     AG_OP_SIGMOID_GATE, /* src[0] * (sigmoid(src[1]) - alpha) */
     AG_OP_MISH,         /* x * tanh(softplus(x)) */
     AG_OP_CHANNEL_NORM, /* per pixel over its channels + per-channel gamma/beta */
+    AG_OP_DYSAMPLE,     /* x sampled at offsets (src[1] gated by sigmoid(src[2])): (sH, sW, C) */
     AG_OP_COUNT
 } ag_op;
 
@@ -122,6 +123,8 @@ typedef struct ag_node {
     int demod;           /* modconv: demodulate each output channel */
     int concat;          /* noise: GPEN's concatenation of weight * noise */
     float gain;          /* bias_lrelu (sqrt 2); upfirdn (up² when upsampling) */
+    int runtime_alpha;   /* add_scaled: alpha is the engine's run-time value when one is set
+                            (ag_engine_set_runtime_alpha: CodeFormer's fidelity w) */
     int aux_h, aux_w;    /* noise, const: the constant map's size, from its tensor */
     int fir_taps;        /* upfirdn: 0 = [1, 3, 3, 1] */
     float fir[AG_FIR_MAX_TAPS];

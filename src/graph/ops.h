@@ -255,6 +255,9 @@ void ag_run_sigmoid_gate(const ag_node *n, const ag_op_io *io);
 void ag_run_mish(const ag_node *n, const ag_op_io *io);
 int ag_check_norm_affine(const ag_node *n, const int *src_c, char *why);
 void ag_run_channel_norm(const ag_node *n, const ag_op_io *io);
+int ag_check_dysample(const ag_node *n, const int *src_c, char *why);
+int ag_shape_dysample(const ag_node *n, const ag_shape *in, ag_shape *out, char *why);
+void ag_run_dysample(const ag_node *n, const ag_op_io *io);
 
 /* The engine's fast kernels for ag_node_run: matmuls on sgemm, a modulated conv's bf16
  * products, fp32 Winograd or u8 x s8 conv when the engine made one for it, and the

@@ -112,3 +112,66 @@ void ag_run_channel_norm(const ag_node *n, const ag_op_io *io) {
                 (float)(((double)x_p[c] - mean) * inv * (double)n->gamma[c] + (double)n->beta[c]);
     }
 }
+
+/* ---- DySample (RealPLKSR's learnt upsampler) ---------------------------------------------- */
+
+/* dysample(x, offset, scope), x (H, W, C) in `groups` groups of channels, offset and scope
+ * (H, W, 2 groups up²), channel d groups up² + g up² + i up + j (d 0: along x, 1: along y).
+ * The output pixel (y up + i, x up + j) of group g is its channels bilinearly sampled at
+ * (x, y) + offset sigmoid(scope) / 2 + init, in input pixels, init the sub-pixel centre
+ * ((j, i) - (up - 1) / 2) / up; past the border the edge pixel (grid_sample's bilinear,
+ * padding "border", align_corners False, from which the pixel units follow exactly). */
+int ag_check_dysample(const ag_node *n, const int *src_c, char *why) {
+    int offsets = 2 * n->groups * n->up * n->up;
+    if (src_c[0] % n->groups || src_c[1] != offsets || src_c[2] != offsets)
+        return ag_op_fail(why, "%d channels in %d groups with 2 x %d offsets need (C, %d, %d)",
+                          src_c[0], n->groups, offsets / 2, offsets, offsets);
+    return 0;
+}
+
+int ag_shape_dysample(const ag_node *n, const ag_shape *in, ag_shape *out, char *why) {
+    for (int j = 1; j < 3; j++)
+        if (in[j].h != in[0].h || in[j].w != in[0].w)
+            return ag_op_fail(why, "offsets %dx%d for a %dx%d map", in[j].w, in[j].h, in[0].w,
+                              in[0].h);
+    return ag_shape_nearest(n, in, out, why);
+}
+
+/* The bilinear sample of `count` channels of x (NHWC, w x h, stride C) at (px, py). */
+static void sample_border(const float *x, int w, int h, int C, int count, float px, float py,
+                          float *out) {
+    px = px < 0.0f ? 0.0f : px > (float)(w - 1) ? (float)(w - 1) : px;
+    py = py < 0.0f ? 0.0f : py > (float)(h - 1) ? (float)(h - 1) : py;
+    int x0 = (int)floorf(px), y0 = (int)floorf(py);
+    int x1 = x0 + (x0 < w - 1), y1 = y0 + (y0 < h - 1);
+    float fx = px - (float)x0, fy = py - (float)y0;
+    const float *a = x + ((size_t)y0 * w + x0) * C, *b = x + ((size_t)y0 * w + x1) * C;
+    const float *c = x + ((size_t)y1 * w + x0) * C, *d = x + ((size_t)y1 * w + x1) * C;
+    float wa = (1 - fx) * (1 - fy), wb = fx * (1 - fy), wc = (1 - fx) * fy, wd = fx * fy;
+    for (int k = 0; k < count; k++)
+        out[k] = a[k] * wa + b[k] * wb + c[k] * wc + d[k] * wd;
+}
+
+void ag_run_dysample(const ag_node *n, const ag_op_io *io) {
+    const float *x = io->src[0], *offset = io->src[1], *scope = io->src[2];
+    int h = io->in[0].h, w = io->in[0].w, C = io->in[0].c, s = n->up, G = n->groups;
+    int per = C / G, half = G * s * s, ow = w * s;
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (int y = 0; y < h; y++)
+        for (int xx = 0; xx < w; xx++) {
+            const float *o = offset + ((size_t)y * w + xx) * 2 * half;
+            const float *g = scope + ((size_t)y * w + xx) * 2 * half;
+            for (int grp = 0; grp < G; grp++)
+                for (int i = 0; i < s; i++)
+                    for (int j = 0; j < s; j++) {
+                        int k = grp * s * s + i * s + j;
+                        float dx = o[k] / (1.0f + expf(-g[k])) * 0.5f +
+                                   ((float)j - (float)(s - 1) * 0.5f) / (float)s;
+                        float dy = o[half + k] / (1.0f + expf(-g[half + k])) * 0.5f +
+                                   ((float)i - (float)(s - 1) * 0.5f) / (float)s;
+                        float *dst = io->out + ((size_t)(y * s + i) * ow + xx * s + j) * C;
+                        sample_border(x + grp * per, w, h, C, per, (float)xx + dx, (float)y + dy,
+                                      dst + grp * per);
+                    }
+        }
+}

@@ -20,6 +20,7 @@
  */
 #include "kernels.h"
 #include "onednn.h"
+#include "onednn_internal.h"
 
 #include "../util/util_internal.h"
 
@@ -83,6 +84,20 @@ struct ag_gemm_bf16 {
     void *scratchpad;       /* bound: ag_gemm_bf16_create's scratch_bytes */
 };
 
+/* Accumulate into the output: a sum post-op. */
+static dnnl_status_t add_sum(dnnl_primitive_attr_t attr, const void *arg) {
+    (void)arg;
+    dnnl_post_ops_t post = NULL;
+    dnnl_status_t st = dnnl_post_ops_create(&post);
+    if (st == dnnl_success)
+        st = dnnl_post_ops_append_sum(post, 1.0f);
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_set_post_ops(attr, post);
+    if (post)
+        dnnl_post_ops_destroy(post);
+    return st;
+}
+
 static dnnl_status_t product_create(product *p, ag_dnnl *dnnl, dnnl_dim_t M, dnnl_dim_t N,
                                     dnnl_dim_t K, dnnl_dim_t lda, dnnl_dim_t ldb, dnnl_dim_t ldc,
                                     int accumulate, size_t *scratch_bytes) {
@@ -97,38 +112,18 @@ static dnnl_status_t product_create(product *p, ag_dnnl *dnnl, dnnl_dim_t M, dnn
     dnnl_matmul_desc_t desc;
     if (st == dnnl_success)
         st = dnnl_matmul_desc_init(&desc, &a, &b, NULL, &c);
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t post = NULL;
-    if (st == dnnl_success)
-        st = dnnl_primitive_attr_create(&attr);
-    if (st == dnnl_success)
-        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success && accumulate) {
-        st = dnnl_post_ops_create(&post);
-        if (st == dnnl_success)
-            st = dnnl_post_ops_append_sum(post, 1.0f);
-        if (st == dnnl_success)
-            st = dnnl_primitive_attr_set_post_ops(attr, post);
-    }
+    /* a, b and c are fully given: the descriptor reports them back as they are */
+    const ag_dnnl_arg_memory args[] = {{dnnl_query_src_md, 0, &p->a},
+                                       {dnnl_query_weights_md, 0, &p->b},
+                                       {dnnl_query_dst_md, 0, &p->c},
+                                       {dnnl_query_scratchpad_md, 0, &p->scratch}};
     dnnl_primitive_desc_t pd = NULL;
+    size_t bytes = 0;
     if (st == dnnl_success)
-        st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
-    if (post)
-        dnnl_post_ops_destroy(post);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
+        st = ag_dnnl_primitive_create(&desc, engine, accumulate ? add_sum : NULL, NULL, args, 4,
+                                      &p->primitive, &pd, &bytes);
     if (st == dnnl_success)
-        st = dnnl_primitive_create(&p->primitive, pd);
-    const dnnl_memory_desc_t *pad_md =
-        st == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
-    dnnl_memory_t *mems[4] = {&p->a, &p->b, &p->c, &p->scratch};
-    const dnnl_memory_desc_t *mds[4] = {&a, &b, &c, pad_md};
-    for (int i = 0; i < 4 && st == dnnl_success; i++)
-        st = dnnl_memory_create(mems[i], mds[i], engine, DNNL_MEMORY_NONE);
-    if (st == dnnl_success) {
-        size_t bytes = dnnl_memory_desc_get_size(pad_md);
         *scratch_bytes = bytes > *scratch_bytes ? bytes : *scratch_bytes;
-    }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     return st;

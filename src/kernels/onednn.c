@@ -9,6 +9,7 @@
 #include "onednn.h"
 
 #include "kernels.h"
+#include "onednn_internal.h"
 
 #include "../util/util_internal.h"
 
@@ -108,8 +109,36 @@ static dnnl_status_t init_mds(const ag_conv_shape *s, dnnl_memory_desc_t *src,
     return dnnl_memory_desc_init_by_tag(weight, 5, w, src_dt, dnnl_format_tag_any);
 }
 
-/* The primitive with a user-managed scratchpad, so its scratch comes from our plan. */
-static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd) {
+dnnl_status_t ag_dnnl_primitive_create(const void *desc, dnnl_engine_t engine, ag_dnnl_attr_fn more,
+                                       const void *more_arg, const ag_dnnl_arg_memory *args,
+                                       int arg_count, dnnl_primitive_t *primitive,
+                                       dnnl_primitive_desc_t *pd, size_t *scratch_bytes) {
+    *pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_status_t st = dnnl_primitive_attr_create(&attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success && more)
+        st = more(attr, more_arg);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(pd, desc, attr, engine, NULL);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(primitive, *pd);
+    for (int i = 0; i < arg_count && st == dnnl_success; i++)
+        st = dnnl_memory_create(args[i].mem,
+                                dnnl_primitive_desc_query_md(*pd, args[i].what, args[i].index),
+                                engine, DNNL_MEMORY_NONE);
+    if (st == dnnl_success && scratch_bytes)
+        *scratch_bytes = dnnl_memory_desc_get_size(
+            dnnl_primitive_desc_query_md(*pd, dnnl_query_scratchpad_md, 0));
+    return st;
+}
+
+/* The conv's primitive and its memories (the bias's only when it has one). */
+static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd,
+                                      size_t *scratch_bytes) {
     const ag_conv_shape *s = &c->shape;
     dnnl_memory_desc_t src, weight, bias, dst;
     dnnl_status_t st = init_mds(s, &src, &weight, &bias, &dst);
@@ -120,39 +149,17 @@ static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd
         st = dnnl_convolution_forward_desc_init(
             &desc, dnnl_forward_inference, dnnl_convolution_direct, &src, &weight,
             s->has_bias ? &bias : NULL, &dst, strides, pad_l, pad_r);
-    dnnl_primitive_attr_t attr = NULL;
+    const ag_dnnl_arg_memory args[] = {{dnnl_query_src_md, 0, &c->src},
+                                       {dnnl_query_dst_md, 0, &c->dst},
+                                       {dnnl_query_weights_md, 0, &c->weight},
+                                       {dnnl_query_scratchpad_md, 0, &c->scratch},
+                                       {dnnl_query_weights_md, 1, &c->bias}};
     if (st == dnnl_success)
-        st = dnnl_primitive_attr_create(&attr);
+        st = ag_dnnl_primitive_create(&desc, c->dnnl->engine, NULL, NULL, args, s->has_bias ? 5 : 4,
+                                      &c->primitive, pd, scratch_bytes);
     if (st == dnnl_success)
-        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success)
-        st = dnnl_primitive_desc_create(pd, &desc, attr, c->dnnl->engine, NULL);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    if (st == dnnl_success)
-        st = dnnl_primitive_create(&c->primitive, *pd);
+        c->weight_md = *dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0);
     return st;
-}
-
-static dnnl_status_t create_memories(ag_dnnl_conv *c, dnnl_primitive_desc_t pd) {
-    dnnl_engine_t e = c->dnnl->engine;
-    const dnnl_memory_desc_t *md[5] = {
-        dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
-        dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
-        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
-        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0),
-    };
-    dnnl_memory_t *mem[5] = {&c->src, &c->dst, &c->weight, &c->bias, &c->scratch};
-    c->weight_md = *md[2];
-    for (int i = 0; i < 5; i++) {
-        if (i == 3 && !c->shape.has_bias)
-            continue;
-        dnnl_status_t st = dnnl_memory_create(mem[i], md[i], e, DNNL_MEMORY_NONE);
-        if (st != dnnl_success)
-            return st;
-    }
-    return dnnl_success;
 }
 
 int ag_dnnl_conv_create(ag_dnnl *dnnl, const ag_conv_shape *shape, ag_dnnl_conv **out,
@@ -172,14 +179,9 @@ int ag_dnnl_conv_create(ag_dnnl *dnnl, const ag_conv_shape *shape, ag_dnnl_conv 
         return AG_OK;
     }
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t st = create_primitive(c, &pd);
+    dnnl_status_t st = create_primitive(c, &pd, scratch_bytes);
     if (st == dnnl_success)
-        st = create_memories(c, pd);
-    if (st == dnnl_success) {
-        *scratch_bytes = dnnl_memory_desc_get_size(
-            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
         *weight_bytes = dnnl_memory_desc_get_size(&c->weight_md);
-    }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (st != dnnl_success) {
@@ -312,7 +314,8 @@ struct ag_wino_conv {
     float *in_band, *out_band; /* bound: (IC / 16, rows + 2, W, 16), (OC / 16, rows, W, 16) */
 };
 
-static dnnl_status_t wino_primitive(ag_wino_conv *c, dnnl_primitive_desc_t *pd) {
+static dnnl_status_t wino_primitive(ag_wino_conv *c, dnnl_primitive_desc_t *pd,
+                                    size_t *scratch_bytes) {
     dnnl_memory_desc_t src, weight, dst;
     dnnl_dims_t sd = {1, c->IC, c->rows + 2, c->W}, dd = {1, c->OC, c->rows, c->W};
     dnnl_dims_t wd = {c->OC, c->IC, 3, 3}, strides = {1, 1}, pad_l = {0, 1}, pad_r = {0, 1};
@@ -326,15 +329,13 @@ static dnnl_status_t wino_primitive(ag_wino_conv *c, dnnl_primitive_desc_t *pd) 
         st = dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
                                                 dnnl_convolution_winograd, &src, &weight, NULL,
                                                 &dst, strides, pad_l, pad_r);
-    dnnl_primitive_attr_t attr = NULL;
+    const ag_dnnl_arg_memory args[] = {{dnnl_query_src_md, 0, &c->src},
+                                       {dnnl_query_dst_md, 0, &c->dst},
+                                       {dnnl_query_weights_md, 0, &c->weight},
+                                       {dnnl_query_scratchpad_md, 0, &c->scratch}};
     if (st == dnnl_success)
-        st = dnnl_primitive_attr_create(&attr);
-    if (st == dnnl_success)
-        st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success)
-        st = dnnl_primitive_desc_create(pd, &desc, attr, c->dnnl->engine, NULL);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
+        st = ag_dnnl_primitive_create(&desc, c->dnnl->engine, NULL, NULL, args, 4, &c->primitive,
+                                      pd, scratch_bytes);
     return st;
 }
 
@@ -352,24 +353,16 @@ int ag_wino_conv_create(ag_dnnl *dnnl, int H, int W, int IC, int OC, ag_wino_con
     c->H = H, c->W = W, c->IC = IC, c->OC = OC;
     c->rows = H <= 2 * WINO_BAND_ROWS ? H : WINO_BAND_ROWS;
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t st = wino_primitive(c, &pd);
+    dnnl_status_t st = wino_primitive(c, &pd, scratch_bytes);
     if (st == dnnl_unimplemented) { /* no Winograd kernel for this CPU: the sgemm path */
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
         ag_free(c);
         return AG_OK;
     }
-    if (st == dnnl_success)
-        st = dnnl_primitive_create(&c->primitive, pd);
-    dnnl_memory_t *mem[4] = {&c->src, &c->dst, &c->weight, &c->scratch};
-    dnnl_query_t what[4] = {dnnl_query_src_md, dnnl_query_dst_md, dnnl_query_weights_md,
-                            dnnl_query_scratchpad_md};
-    for (int i = 0; i < 4 && st == dnnl_success; i++)
-        st = dnnl_memory_create(mem[i], dnnl_primitive_desc_query_md(pd, what[i], 0), dnnl->engine,
-                                DNNL_MEMORY_NONE);
     if (st == dnnl_success) {
         c->weight_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         *weight_bytes = dnnl_memory_desc_get_size(&c->weight_md);
-        *scratch_bytes = dnnl_memory_desc_get_size(
-            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
         *band_bytes = sizeof(float) * ((size_t)(c->rows + 2) * W * IC + (size_t)c->rows * W * OC);
     }
     if (pd)
@@ -463,7 +456,9 @@ void *ag_dnnl_stream_handle(const ag_dnnl *dnnl) {
     return dnnl->stream;
 }
 
-unsigned ag_dnnl_effective_isa(char *name, size_t name_bytes) {
+/* oneDNN's effective ISA (its detection lowered by ONEDNN_MAX_CPU_ISA): its name into
+ * `name` and the AG_CPU_* flags it implies. */
+static unsigned effective_isa(char *name, size_t name_bytes) {
     /* dnnl_cpu_isa_t values are bit sets: each level contains the bits of those below. */
     static const struct {
         unsigned bits;
@@ -499,4 +494,18 @@ unsigned ag_dnnl_effective_isa(char *name, size_t name_bytes) {
     }
     snprintf(name, name_bytes, "%s", "any");
     return 0;
+}
+
+static ag_cpu_info cpu;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+
+static void detect_cpu(void) {
+    ag_cpu_detect(&cpu);
+    cpu.onednn_flags = cpu.flags & effective_isa(cpu.onednn_isa, sizeof cpu.onednn_isa);
+}
+
+/* Here rather than in src/util/cpu.c: util sits below the kernels and does not call them. */
+const ag_cpu_info *ag_cpu_get_info(void) {
+    pthread_once(&cpu_once, detect_cpu);
+    return &cpu;
 }

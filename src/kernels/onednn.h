@@ -90,8 +90,4 @@ void ag_wino_conv_run(const ag_wino_conv *c, float *out, const float *src, const
 void *ag_dnnl_engine_handle(const ag_dnnl *dnnl);
 void *ag_dnnl_stream_handle(const ag_dnnl *dnnl);
 
-/* oneDNN's effective ISA (its detection lowered by ONEDNN_MAX_CPU_ISA): its name into
- * `name` and the AG_CPU_* flags it implies, for src/util/cpu.c. */
-unsigned ag_dnnl_effective_isa(char *name, size_t name_bytes);
-
 #endif

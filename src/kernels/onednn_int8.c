@@ -8,6 +8,8 @@
  */
 #include "onednn_int8.h"
 
+#include "onednn_internal.h"
+
 #include "../util/util_internal.h"
 
 #include <dnnl.h>
@@ -68,36 +70,40 @@ static dnnl_status_t init_desc(const ag_int8_conv_shape *s, dnnl_convolution_des
     return st;
 }
 
+typedef struct int8_attr {
+    const ag_int8_conv_shape *shape;
+    const float *scales; /* (OC) */
+} int8_attr;
+
 /* Output scales per OC fixed here (run-time ones have no VNNI kernel in oneDNN 2.6); zero
- * points at run time, so the primitive outlives an image. `scales` holds OC values. */
-static dnnl_status_t init_attr(const ag_int8_conv_shape *s, const float *scales,
-                               dnnl_primitive_attr_t *attr) {
+ * points at run time, so the primitive outlives an image. */
+static dnnl_status_t set_int8_attr(dnnl_primitive_attr_t attr, const void *arg) {
+    const int8_attr *a = arg;
     const int32_t runtime_s32 = DNNL_RUNTIME_S32_VAL;
-    dnnl_status_t st = dnnl_primitive_attr_create(attr);
+    dnnl_status_t st = dnnl_primitive_attr_set_output_scales(attr, a->shape->OC, 1 << 1, a->scales);
     if (st == dnnl_success)
-        st = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success)
-        st = dnnl_primitive_attr_set_output_scales(*attr, s->OC, 1 << 1, scales);
-    if (st == dnnl_success)
-        st = dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &runtime_s32);
-    if (st == dnnl_success && s->u8_dst)
-        st = dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &runtime_s32);
+        st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &runtime_s32);
+    if (st == dnnl_success && a->shape->u8_dst)
+        st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &runtime_s32);
     return st;
 }
 
+/* The primitive and the memories of its arguments (the bias is created from our own array
+ * in create_memories). */
 static dnnl_status_t create_primitive(ag_dnnl_int8_conv *c, const float *scales,
-                                      dnnl_primitive_desc_t *pd) {
+                                      dnnl_primitive_desc_t *pd, size_t *scratch_bytes) {
     dnnl_convolution_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
+    const int8_attr attr = {&c->shape, scales};
+    const ag_dnnl_arg_memory args[] = {{dnnl_query_src_md, 0, &c->src},
+                                       {dnnl_query_dst_md, 0, &c->dst},
+                                       {dnnl_query_weights_md, 0, &c->weight},
+                                       {dnnl_query_scratchpad_md, 0, &c->scratch}};
     dnnl_status_t st = init_desc(&c->shape, &desc);
     if (st == dnnl_success)
-        st = init_attr(&c->shape, scales, &attr);
+        st = ag_dnnl_primitive_create(&desc, engine_of(c), set_int8_attr, &attr, args, 4,
+                                      &c->primitive, pd, scratch_bytes);
     if (st == dnnl_success)
-        st = dnnl_primitive_desc_create(pd, &desc, attr, engine_of(c), NULL);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    if (st == dnnl_success)
-        st = dnnl_primitive_create(&c->primitive, *pd);
+        c->weight_md = *dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0);
     const char *impl = NULL;
     if (st == dnnl_success &&
         dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success)
@@ -105,26 +111,12 @@ static dnnl_status_t create_primitive(ag_dnnl_int8_conv *c, const float *scales,
     return st;
 }
 
-static dnnl_status_t create_memories(ag_dnnl_int8_conv *c, dnnl_primitive_desc_t pd) {
+/* The bias and the run-time arguments, pointing at this object's own arrays. */
+static dnnl_status_t create_memories(ag_dnnl_int8_conv *c) {
     dnnl_engine_t e = engine_of(c);
-    const dnnl_memory_desc_t *md[5] = {
-        dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
-        dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
-        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
-        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0),
-    };
-    dnnl_memory_t *mem[5] = {&c->src, &c->dst, &c->weight, &c->bias, &c->scratch};
-    c->weight_md = *md[2];
-    dnnl_status_t st = dnnl_success;
-    for (int i = 0; i < 5 && st == dnnl_success; i++)
-        if (i != 3)
-            st = dnnl_memory_create(mem[i], md[i], e, DNNL_MEMORY_NONE);
-    /* The bias and the run-time arguments point at this object's own arrays. */
     dnnl_memory_desc_t oc_f32, one_s32;
     dnnl_dims_t oc = {c->shape.OC}, one = {1};
-    if (st == dnnl_success)
-        st = dnnl_memory_desc_init_by_tag(&oc_f32, 1, oc, dnnl_f32, dnnl_x);
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&oc_f32, 1, oc, dnnl_f32, dnnl_x);
     if (st == dnnl_success)
         st = dnnl_memory_desc_init_by_tag(&one_s32, 1, one, dnnl_s32, dnnl_x);
     if (st == dnnl_success && c->shape.has_bias)
@@ -162,15 +154,12 @@ int ag_dnnl_int8_conv_create(ag_dnnl *dnnl, const ag_int8_conv_shape *shape, con
         scales[oc] = w_scale[oc] * multiplier;
     }
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t st = create_primitive(c, scales, &pd);
+    dnnl_status_t st = create_primitive(c, scales, &pd, scratch_bytes);
     ag_free(scales); /* oneDNN keeps its own copy */
     if (st == dnnl_success)
-        st = create_memories(c, pd);
-    if (st == dnnl_success) {
-        *scratch_bytes = dnnl_memory_desc_get_size(
-            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+        st = create_memories(c);
+    if (st == dnnl_success)
         *weight_bytes = dnnl_memory_desc_get_size(&c->weight_md);
-    }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (st != dnnl_success) {

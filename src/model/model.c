@@ -333,6 +333,23 @@ static int read_semantics(ag_model *m, const ag_tensor_set *set, const char *pat
     return AG_OK;
 }
 
+/* The kind strings code tells apart; any other kind is AG_MODEL_OTHER. */
+static const struct {
+    const char *name;
+    ag_model_kind role;
+} model_kinds[] = {
+    {"generator", AG_MODEL_GENERATOR},
+    {"upscaler", AG_MODEL_UPSCALER},
+    {"restorer", AG_MODEL_RESTORER},
+};
+
+static ag_model_kind kind_role(const char *kind) {
+    for (size_t i = 0; i < sizeof model_kinds / sizeof model_kinds[0]; i++)
+        if (!strcmp(kind, model_kinds[i].name))
+            return model_kinds[i].role;
+    return AG_MODEL_OTHER;
+}
+
 /* info's strings, in one allocation. */
 static int set_strings(ag_model *m, const ag_tensor_set *set, const char *path, const char *format,
                        const char *architecture, ag_error *err) {
@@ -366,6 +383,7 @@ static int set_strings(ag_model *m, const ag_tensor_set *set, const char *path, 
         *fields[i] = p;
         p += n;
     }
+    m->info.role = kind_role(m->info.kind);
     return AG_OK;
 }
 
@@ -437,8 +455,7 @@ int ag_model_build(const ag_tensor_set *set, const ag_graph *graph, const char *
         rc = set_strings(m, set, path, format, arch, err);
     if (rc == AG_OK)
         rc = bind_graph(m, set, path, err);
-    const char *kind = ag_tensor_set_meta_get(set, "kind");
-    int generator = !m->upscaler && (!kind || !strcmp(kind, "generator"));
+    int generator = m->info.role == AG_MODEL_GENERATOR;
     if (rc == AG_OK && generator && m->graph.nodes[m->graph.outputs[0]].out_c != 3)
         rc = ag_error_set(err, AG_E_FORMAT, "%s: the output has %d channels, not 3", path,
                           m->graph.nodes[m->graph.outputs[0]].out_c);

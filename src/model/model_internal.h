@@ -141,6 +141,7 @@ typedef struct ag_realesrgan_arch {
     int partial;      /* RealPLKSR: the channels it convolves (pdim) */
     int attention;    /* RealPLKSR: element-wise attention present */
     int layer_norm;   /* RealPLKSR: LayerNorm first instead of GroupNorm last */
+    int dysample;     /* RealPLKSR: DySample's channel groups (0: a pixel shuffle instead) */
     char detail[128]; /* the layout and sizes found, for ag_model_info.detail */
 } ag_realesrgan_arch;
 /* Whether the set names tensors the way either network does (then it is one or refused). */

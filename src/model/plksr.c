@@ -11,12 +11,15 @@
  *   refine (1x1), GroupNorm(4) and + x. With layer_norm=True (feats.N.layer_norm.*) a
  *   LayerNorm over each pixel's channels (eps 1e-6) comes first instead of the GroupNorm.
  *
- * The repeated input is SRVGGNetCompact's base 1x1 conv (realesrgan.c adds it). Not
- * supported, refused with one line: DySample
- * upsampling (to_img.*), and PLKSR (the non-Real one, "channe_mixer").
+ * The repeated input is SRVGGNetCompact's base 1x1 conv (realesrgan.c adds it). With
+ * dysample=True (to_img.*) DySample replaces the pixel shuffle: 1x1 convs to_img.offset and
+ * to_img.scope give the sampling offsets, the op dysample samples, and to_img.end_conv (1x1,
+ * 3 s² -> 3; absent at x1) mixes the result. Not supported, refused with one line: PLKSR
+ * (the non-Real one, "channe_mixer") and the sparse kernels.
  */
 #include "upscaler_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,7 +45,6 @@ static int refuse_variants(const ag_tensor_set *set, const char *path, ag_error 
         const char *key, *what;
     } variants[] = {
         {"feats.1.channe_mixer.0.weight", "PLKSR (not RealPLKSR)"},
-        {"to_img.init_pos", "RealPLKSR with DySample upsampling"},
         {"feats.1.lk.convs.0.weight", "sparse partial large kernels"},
         {"feats.1.lk.mn_conv.weight", "rectangular sparse partial large kernels"},
     };
@@ -50,6 +52,49 @@ static int refuse_variants(const ag_tensor_set *set, const char *path, ag_error 
         if (ag_tensor_set_find(set, variants[i].key))
             return ag_error_set(err, AG_E_UNSUPPORTED, "%s: %s is not supported (it has %s)", path,
                                 variants[i].what, variants[i].key);
+    return AG_OK;
+}
+
+/* DySample's groups from to_img.offset (2 groups s², 3 s², 1, 1), its init_pos checked against
+ * the sub-pixel centres the op computes (a buffer the class always makes the same way). */
+static int dysample_groups(const ag_tensor_set *set, const char *path, ag_realesrgan_arch *a,
+                           ag_error *err) {
+    a->dysample = 0;
+    const ag_tensor_ref *init = ag_tensor_set_find(set, "to_img.init_pos");
+    if (!init)
+        return AG_OK;
+    const ag_tensor_ref *offset = ag_tensor_set_find(set, "to_img.offset.weight");
+    const ag_tensor_ref *scope = ag_tensor_set_find(set, "to_img.scope.weight");
+    int s = a->scale, in = 3 * s * s;
+    if (!ag_is_conv(scope, 1) || !ag_is_conv(offset, 1) || scope->shape[0] != offset->shape[0] ||
+        scope->shape[1] != offset->shape[1])
+        return ag_error_set(err, AG_E_FORMAT,
+                            "%s: DySample needs to_img.scope.weight shaped as "
+                            "to_img.offset.weight, both 1x1 convs",
+                            path);
+    int groups = ag_is_conv(offset, 1) ? (int)(offset->shape[0] / (2 * s * s)) : 0;
+    if (groups < 1 || offset->shape[0] != 2 * groups * s * s || offset->shape[1] != in ||
+        in % groups || init->ndim != 4 || init->shape[1] != offset->shape[0])
+        return ag_error_set(err, AG_E_FORMAT,
+                            "%s: DySample needs to_img.offset.weight (2 G %d, %d, 1, 1) with G "
+                            "dividing %d, and to_img.init_pos (1, 2 G %d, 1, 1)",
+                            path, s * s, in, in, s * s);
+    double pos[2 * 64 * 64];
+    int count = 2 * groups * s * s, rc;
+    if (count > (int)(sizeof pos / sizeof pos[0]))
+        return ag_error_set(err, AG_E_FORMAT, "%s: DySample with %d groups at x%d", path, groups,
+                            s);
+    if ((rc = ag_tensor_values(init, pos, (size_t)count, path, err)))
+        return rc;
+    for (int c = 0; c < count; c++) {
+        int k = c % (s * s), along_x = c < count / 2;
+        double centre = ((along_x ? k % s : k / s) - (s - 1) / 2.0) / s;
+        if (fabs(pos[c] - centre) > 1e-6)
+            return ag_error_set(err, AG_E_FORMAT,
+                                "%s: to_img.init_pos[%d] is %g, not the sub-pixel centre %g", path,
+                                c, pos[c], centre);
+    }
+    a->dysample = groups;
     return AG_OK;
 }
 
@@ -87,10 +132,13 @@ int ag_plksr_infer(const ag_tensor_set *set, const char *path, ag_realesrgan_arc
     a->layer_norm = ag_tensor_set_find(set, "feats.1.layer_norm.weight") != NULL;
     a->unshuffle = 1;
     a->kind = AG_REALESRGAN_PLKSR;
+    if ((rc = dysample_groups(set, path, a, err)))
+        return rc;
     snprintf(a->detail, sizeof a->detail,
-             "%d features, %d blocks, %dx%d partial kernels on %d channels%s%s", a->feat, a->blocks,
-             a->kernel, a->kernel, a->partial, a->attention ? ", element-wise attention" : "",
-             a->layer_norm ? ", LayerNorm" : "");
+             "%d features, %d blocks, %dx%d partial kernels on %d channels%s%s%s", a->feat,
+             a->blocks, a->kernel, a->kernel, a->partial,
+             a->attention ? ", element-wise attention" : "", a->layer_norm ? ", LayerNorm" : "",
+             a->dysample ? ", DySample" : "");
     return AG_OK;
 }
 
@@ -171,6 +219,23 @@ static int plk_block(ag_upscaler_builder *b, const ag_realesrgan_arch *a, int i,
     return named(b, AG_OP_ADD, i, "skip", y, x);
 }
 
+/* to_img: the offsets (1x1 convs), the dysample op, the end conv where the file has it. */
+static int dysample(ag_upscaler_builder *b, const ag_realesrgan_arch *a, int x) {
+    int offset = ag_upscaler_conv(b, "to_img.offset", x, "to_img.offset.weight",
+                                  "to_img.offset.bias", 1, 1, 0, 1.0f);
+    int scope = offset < 0 ? -1
+                           : ag_upscaler_conv(b, "to_img.scope", x, "to_img.scope.weight", NULL, 1,
+                                              1, 0, 1.0f);
+    if (scope < 0)
+        return -1;
+    ag_node n = ag_node_make(AG_OP_DYSAMPLE, "to_img", x, offset);
+    n.src[2] = scope, n.up = a->scale, n.groups = a->dysample;
+    int y = add(b, &n);
+    if (y < 0 || !ag_tensor_set_find(b->set, "to_img.end_conv.weight"))
+        return y;
+    return ag_upscaler_conv_k(b, "to_img.end_conv", y, 1);
+}
+
 int ag_plksr_graph(ag_upscaler_builder *b, const ag_realesrgan_arch *a) {
     int y = ag_upscaler_conv_k(b, "feats.0", 0, 3);
     for (int i = 1; i <= a->blocks && y >= 0; i++)
@@ -183,9 +248,11 @@ int ag_plksr_graph(ag_upscaler_builder *b, const ag_realesrgan_arch *a) {
     if (base < 0)
         return -1;
     ag_node sum = ag_node_make(AG_OP_ADD, "sum", y, base);
-    ag_node ps = ag_node_make(AG_OP_PIXEL_SHUFFLE, "out", -1, -1);
-    ps.up = a->scale;
-    if ((ps.src[0] = add(b, &sum)) < 0)
+    if ((y = add(b, &sum)) < 0)
         return -1;
+    if (a->dysample)
+        return dysample(b, a, y);
+    ag_node ps = ag_node_make(AG_OP_PIXEL_SHUFFLE, "out", y, -1);
+    ps.up = a->scale;
     return add(b, &ps);
 }

@@ -112,19 +112,23 @@ int ag_restore_arch_infer(const ag_tensor_set *set, const char *path, ag_restore
     memset(a, 0, sizeof *a);
     bool gpen = ag_tensor_set_find(set, "generator.input.input") != NULL;
     bool gfpgan = ag_tensor_set_find(set, "stylegan_decoder.constant_input.weight") != NULL;
-    if (!gpen && !gfpgan) {
+    bool codeformer = ag_tensor_set_find(set, "position_emb") &&
+                      ag_tensor_set_find(set, "quantize.embedding.weight");
+    if (!gpen && !gfpgan && !codeformer) {
         if (set->count == 0)
             return ag_error_set(err, AG_E_FORMAT, "%s: holds no tensors", path);
         return ag_error_set(err, AG_E_FORMAT,
-                            "%s: tensor '%s' fits neither GPEN nor GFPGAN (a state_dict of "
-                            "another network?)",
+                            "%s: tensor '%s' fits neither GPEN nor GFPGAN nor CodeFormer (a "
+                            "state_dict of another network?)",
                             path, set->tensors[0].name);
     }
     ag_layout l;
     int rc = ag_layout_init(&l, err);
     if (rc != AG_OK)
         return rc;
-    rc = gpen ? ag_gpen_arch(set, path, a, &l, err) : ag_gfpgan_arch(set, path, a, &l, err);
+    rc = gpen     ? ag_gpen_arch(set, path, a, &l, err)
+         : gfpgan ? ag_gfpgan_arch(set, path, a, &l, err)
+                  : ag_codeformer_arch_infer(set, path, a, &l, err);
     if (rc == AG_OK)
         rc = ag_layout_check(&l, set, path, err);
     for (int i = 0; rc == AG_OK && i < l.count; i++) {

@@ -16,10 +16,26 @@
 
 #include <stdbool.h>
 
-typedef enum ag_restore_kind { AG_RESTORE_GPEN = 1, AG_RESTORE_GFPGAN } ag_restore_kind;
+typedef enum ag_restore_kind {
+    AG_RESTORE_GPEN = 1,
+    AG_RESTORE_GFPGAN,
+    AG_RESTORE_CODEFORMER
+} ag_restore_kind;
 
 /* Resolutions 2^2 .. 2^11 (4 .. 2048) index the channel tables by their log2. */
 #define AG_RESTORE_MAX_LOG 11
+
+/* CodeFormer (sczhou/CodeFormer): a VQGAN of AG_CF_LEVELS resolutions 512 .. 16 (level i at
+ * 512 >> i), a transformer over its 16 x 16 latent and the fuse blocks of connect_list. */
+#define AG_CF_LEVELS 6
+typedef struct ag_codeformer_arch {
+    int nf;                  /* the first conv's width */
+    int ch[AG_CF_LEVELS];    /* VQGAN channels at level i (nf x ch_mult[i]) */
+    int emb_dim, codebook;   /* the latent's channels (256), codebook entries (1024) */
+    int dim, mlp, layers;    /* transformer width, feed-forward width, layers */
+    int heads;               /* not in the file: upstream's 8 */
+    bool fuse[AG_CF_LEVELS]; /* fuse_convs_dict.{512 >> i} present (connect_list) */
+} ag_codeformer_arch;
 
 typedef struct ag_restore_arch {
     ag_restore_kind kind;
@@ -31,6 +47,7 @@ typedef struct ag_restore_arch {
     int unet[AG_RESTORE_MAX_LOG + 1];     /* GFPGAN: U-Net channels at 2^i (half) */
     bool sft_half;                        /* GFPGAN: SFT on the second half of the channels */
     int64_t params;                       /* elements of every tensor of the layout */
+    ag_codeformer_arch cf;                /* CodeFormer */
 } ag_restore_arch;
 
 /* One expected tensor: its name and shape, after the loader's dropping of a leading size-1
@@ -71,6 +88,8 @@ int ag_gpen_arch(const ag_tensor_set *set, const char *path, ag_restore_arch *a,
                  ag_error *err);
 int ag_gfpgan_arch(const ag_tensor_set *set, const char *path, ag_restore_arch *a, ag_layout *l,
                    ag_error *err);
+int ag_codeformer_arch_infer(const ag_tensor_set *set, const char *path, ag_restore_arch *a,
+                             ag_layout *l, ag_error *err);
 
 /* Which network the set holds and its architecture, checked tensor by tensor. A set that
  * fits neither is refused naming its first tensor. */
@@ -114,6 +133,15 @@ void ag_restore_squeeze_biases(ag_tensor_set *set);
  * face in [-1, 1] (unclamped, no tanh), into the caller's g (ag_graph_init'ed here). */
 int ag_gpen_graph(const ag_restore_arch *a, const ag_tensor_set *set, ag_graph *g, ag_error *err);
 int ag_gfpgan_graph(const ag_restore_arch *a, const ag_tensor_set *set, ag_graph *g, ag_error *err);
+
+/* CodeFormer's linear layers as 1x1 convs: its 2-D weights reshaped to (OC, IC, 1, 1) in
+ * place, the attention's in_proj split into q, k, v views ("<name>#q" ...) and the position
+ * embedding viewed as a (1, dim, 16, 16) map ("position_emb#map"). After the layout check. */
+int ag_codeformer_views(ag_tensor_set *set, const ag_restore_arch *a, ag_error *err);
+/* The graph; its fuse blocks' add_scaled nodes take the fidelity w at run time
+ * (runtime_alpha, ag_engine_set_runtime_alpha), 0.5 (upstream's default) unless set. */
+int ag_codeformer_graph(const ag_restore_arch *a, const ag_tensor_set *set, ag_graph *g,
+                        ag_error *err);
 
 /* A restorer model from a parsed checkpoint (restore_model.c; the weights are copied, the
  * set's biases squeezed in place): what ag_restore_model_load does after parsing. */

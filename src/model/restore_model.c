@@ -19,15 +19,21 @@ int ag_restore_model_from_set(ag_tensor_set *set, const char *path, ag_model **o
     if (rc != AG_OK)
         return rc;
     ag_restore_squeeze_biases(set);
-    const char *arch = a.kind == AG_RESTORE_GPEN ? "gpen" : "gfpgan";
+    if (a.kind == AG_RESTORE_CODEFORMER && (rc = ag_codeformer_views(set, &a, err)) != AG_OK)
+        return ag_error_prefix(rc, path, err);
+    static const char *const names[] = {[AG_RESTORE_GPEN] = "gpen",
+                                        [AG_RESTORE_GFPGAN] = "gfpgan",
+                                        [AG_RESTORE_CODEFORMER] = "codeformer"};
+    const char *arch = names[a.kind];
     if ((rc = ag_tensor_set_meta(set, "architecture", arch, err)) != AG_OK ||
         (rc = ag_tensor_set_meta(set, "kind", "restorer", err)) != AG_OK)
         return ag_error_prefix(rc, path, err);
     ag_graph *g = ag_malloc(sizeof *g);
     if (!g)
         return ag_error_set(err, AG_E_NOMEM, "%s: out of memory for the graph", path);
-    rc = a.kind == AG_RESTORE_GPEN ? ag_gpen_graph(&a, set, g, err)
-                                   : ag_gfpgan_graph(&a, set, g, err);
+    rc = a.kind == AG_RESTORE_GPEN     ? ag_gpen_graph(&a, set, g, err)
+         : a.kind == AG_RESTORE_GFPGAN ? ag_gfpgan_graph(&a, set, g, err)
+                                       : ag_codeformer_graph(&a, set, g, err);
     if (rc != AG_OK)
         ag_error_prefix(rc, path, err);
     else

@@ -1,16 +1,14 @@
 /*
  * cpu.c - what this CPU offers, detected once per process: its model name, the instruction
  * sets the precisions and our fused-pass variants need (cpuid, with xgetbv for the register
- * state the OS saves), the variant in use after ANIMEGAN_ISA, and what oneDNN will use.
- * src/kernels/fused_dispatch.c picks its function table from `isa`; src/precision.c picks
- * the precision from the flags; the front ends print them.
+ * state the OS saves) and the variant in use after ANIMEGAN_ISA. What oneDNN will use is
+ * added above this layer, by src/kernels/onednn.c's ag_cpu_get_info, which calls
+ * ag_cpu_detect once. src/kernels/fused_dispatch.c picks its function table from `isa`;
+ * src/precision.c picks the precision from the flags; the front ends print them.
  */
-#include "animegan.h"
-
-#include "../kernels/onednn.h"
+#include "util_internal.h"
 
 #include <ctype.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +17,6 @@
 #include <cpuid.h>
 #define AG_X86 1
 #endif
-
-static ag_cpu_info cpu;
-static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 
 /* The names /proc/cpuinfo uses, in AG_CPU_* bit order. */
 static const char *const flag_names[AG_CPU_FLAG_COUNT] = {
@@ -218,7 +213,8 @@ static void apply_isa_override(ag_cpu_info *info) {
     }
 }
 
-static void detect(void) {
+void ag_cpu_detect(ag_cpu_info *info) {
+    ag_cpu_info cpu = {0};
     int v3_rest = 0;
     cpu.flags = detect_flags(&v3_rest);
     brand_string(cpu.model, sizeof cpu.model);
@@ -237,10 +233,5 @@ static void detect(void) {
     }
     cpu.best_isa = best_isa(cpu.flags, v3_rest);
     apply_isa_override(&cpu);
-    cpu.onednn_flags = cpu.flags & ag_dnnl_effective_isa(cpu.onednn_isa, sizeof cpu.onednn_isa);
-}
-
-const ag_cpu_info *ag_cpu_get_info(void) {
-    pthread_once(&cpu_once, detect);
-    return &cpu;
+    *info = cpu;
 }

@@ -51,6 +51,10 @@ float ag_f16_to_f32(uint16_t h);
 /* Ask for transparent huge pages over [p, p + bytes) (alloc.c): for the arena. */
 void ag_advise_huge_pages(void *p, size_t bytes);
 
+/* What the CPU offers (cpuid, /proc/cpuinfo, ANIMEGAN_ISA), all of ag_cpu_info but the
+ * onednn_* fields (cpu.c); ag_cpu_get_info adds those and caches the result. */
+void ag_cpu_detect(ag_cpu_info *info);
+
 /* Read a whole file into an ag_malloc'ed buffer, refusing files over max_bytes. */
 int ag_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, ag_error *err);
 

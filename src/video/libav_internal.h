@@ -82,6 +82,7 @@ enum {
     X(AG_LIBSWSCALE, sws_getContext)                                                               \
     X(AG_LIBSWSCALE, sws_scale)                                                                    \
     X(AG_LIBSWSCALE, sws_setColorspaceDetails)                                                     \
+    X(AG_LIBAVCODEC, av_new_packet)                                                                \
     X(AG_LIBAVCODEC, av_packet_alloc)                                                              \
     X(AG_LIBAVCODEC, av_packet_free)                                                               \
     X(AG_LIBAVCODEC, av_packet_rescale_ts)                                                         \
@@ -119,6 +120,7 @@ enum {
     X(AG_LIBAVFORMAT, avio_alloc_context)                                                          \
     X(AG_LIBAVFORMAT, avio_context_free)                                                           \
     X(AG_LIBAVFORMAT, avio_flush)                                                                  \
+    X(AG_LIBAVFORMAT, avio_write)                                                                  \
     X(AG_LIBAVFILTER, av_buffersink_get_frame)                                                     \
     X(AG_LIBAVFILTER, av_buffersrc_add_frame)                                                      \
     X(AG_LIBAVFILTER, avfilter_get_by_name)                                                        \
@@ -190,6 +192,7 @@ int ag_libav_load(ag_error *err);
 #define sws_getContext (ag_libav.sws_getContext)
 #define sws_scale (ag_libav.sws_scale)
 #define sws_setColorspaceDetails (ag_libav.sws_setColorspaceDetails)
+#define av_new_packet (ag_libav.av_new_packet)
 #define av_packet_alloc (ag_libav.av_packet_alloc)
 #define av_packet_free (ag_libav.av_packet_free)
 #define av_packet_rescale_ts (ag_libav.av_packet_rescale_ts)
@@ -227,6 +230,7 @@ int ag_libav_load(ag_error *err);
 #define avio_alloc_context (ag_libav.avio_alloc_context)
 #define avio_context_free (ag_libav.avio_context_free)
 #define avio_flush (ag_libav.avio_flush)
+#define avio_write (ag_libav.avio_write)
 #define av_buffersink_get_frame (ag_libav.av_buffersink_get_frame)
 #define av_buffersrc_add_frame (ag_libav.av_buffersrc_add_frame)
 #define avfilter_get_by_name (ag_libav.avfilter_get_by_name)

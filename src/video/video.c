@@ -21,6 +21,7 @@
 #include "../util/util_internal.h"
 #include "audio_internal.h"
 #include "gif_out_internal.h"
+#include "segments_internal.h"
 #include "webp_anim_internal.h"
 
 #include <errno.h>
@@ -127,6 +128,10 @@ typedef struct duration_entry {
 typedef struct pipeline {
     const ag_video_options *opt;
     ag_engine *engine;
+    const ag_video_segment *segment; /* opt->segment: this range into a segment file */
+    const char *const *join;         /* ag_video_join: video packets from these files */
+    int join_count;
+    int64_t segment_packets; /* written to the segment file */
     ag_video_input in;
     AVStream *ist; /* the video stream */
 
@@ -406,12 +411,13 @@ static void *reader_main(void *arg) {
         }
         if (pkt->stream_index == p->ist->index) {
             p->video_packets++;
-            rc = reader_decode(p, pkt, f);
+            if (!p->join) /* joining: the segments hold the video */
+                rc = reader_decode(p, pkt, f);
         } else if ((unsigned)pkt->stream_index < p->in.format->nb_streams)
             rc = reader_audio(p, pkt);
         av_packet_unref(pkt);
     }
-    if (rc >= 0 && !atomic_load(&p->failed))
+    if (rc >= 0 && !atomic_load(&p->failed) && !p->join)
         rc = reader_decode(p, NULL, f); /* the frames the decoder still holds */
     for (unsigned i = 0; i < p->in.format->nb_streams && rc >= 0 && !atomic_load(&p->failed); i++) {
         ag_error err = {0};
@@ -428,7 +434,7 @@ static void *reader_main(void *arg) {
 static void reader_finish(pipeline *p, int rc) {
     /* An MP4/MOV index that lists more samples than the file holds: cut short. */
     int64_t declared = p->ist->nb_frames;
-    if (rc == 0 && !p->reached_end && p->start_us == 0 && !atomic_load(&p->failed) &&
+    if (rc == 0 && !p->reached_end && p->start_us == 0 && !p->segment && !atomic_load(&p->failed) &&
         declared > 0 && p->video_packets < declared) {
         ag_error err;
         ag_error_set(&err, AG_E_FORMAT,
@@ -436,7 +442,7 @@ static void reader_finish(pipeline *p, int rc) {
                      (long long)p->video_packets, (long long)declared);
         pipeline_fail(p, &err);
     }
-    if (rc >= 0 && !atomic_load(&p->failed) && p->last_in_pts == AV_NOPTS_VALUE) {
+    if (rc >= 0 && !atomic_load(&p->failed) && !p->join && p->last_in_pts == AV_NOPTS_VALUE) {
         ag_error err;
         ag_error_set(&err, AG_E_FORMAT, "no video frame could be decoded%s",
                      p->start_us > 0 ? " in the requested range" : "");
@@ -492,6 +498,39 @@ static int64_t duration_for(pipeline *p, int64_t pts) {
     return p->default_duration;
 }
 
+/* A segment's packet, in the encoder's time base (the header was never written, so the
+ * stream's time base is still the encoder's), to the segment file. */
+static int write_segment_packet(pipeline *p, const AVPacket *pkt) {
+    ag_segment_write_packet(p->out_io, pkt);
+    p->segment_packets++;
+    return p->out_io->error < 0 ? fail_av(p, AG_E_IO, "writing the segment", p->out_io->error) : 0;
+}
+
+/* Joining: the segments' packets, in order, muxed as the encoder's would be. */
+static int writer_join(pipeline *p, AVPacket *pkt) {
+    ag_segment_reader r;
+    ag_segment_reader_init(&r, p->join, p->join_count, p->enc);
+    ag_error err = {0};
+    int rc = 0;
+    while (rc == 0 && !atomic_load(&p->failed)) {
+        int got = ag_segment_next(&r, pkt, &err);
+        if (got <= 0) {
+            rc = got < 0 ? pipeline_fail(p, &err) : 0;
+            break;
+        }
+        int64_t end = pkt->pts + (pkt->duration > 0 ? pkt->duration : p->default_duration);
+        if (end > p->last_out_end)
+            p->last_out_end = end;
+        p->frames_written++;
+        av_packet_rescale_ts(pkt, p->enc->time_base, p->ost->time_base);
+        pkt->stream_index = p->ost->index;
+        rc = mux_packet(p, pkt);
+        av_packet_unref(pkt);
+    }
+    ag_segment_reader_fini(&r);
+    return rc;
+}
+
 static int writer_drain(pipeline *p, AVPacket *pkt) {
     for (;;) {
         int av = avcodec_receive_packet(p->enc, pkt);
@@ -502,7 +541,7 @@ static int writer_drain(pipeline *p, AVPacket *pkt) {
         pkt->duration = duration_for(p, pkt->pts);
         av_packet_rescale_ts(pkt, p->enc->time_base, p->ost->time_base);
         pkt->stream_index = p->ost->index;
-        int rc = mux_packet(p, pkt);
+        int rc = p->segment ? write_segment_packet(p, pkt) : mux_packet(p, pkt);
         av_packet_unref(pkt);
         if (rc)
             return rc;
@@ -573,6 +612,10 @@ static void *writer_main(void *arg) {
         rc = pipeline_fail(p, &err);
     }
     frame_slot slot;
+    if (rc == 0 && p->join) {
+        writer_join(p, pkt);
+        rc = -1; /* nothing to encode */
+    }
     while (rc == 0) {
         int got = queue_pop(&p->stylized, &slot);
         if (got <= 0) {
@@ -663,6 +706,24 @@ static void plan_sizes(pipeline *p) {
     p->out_h = h * scale;
 }
 
+/* A segment: its frames only, their timestamps those of the whole clip (offset_pts kept). */
+static void plan_segment_range(pipeline *p, int64_t origin_us) {
+    const ag_video_segment *seg = p->segment;
+    if (seg->from_pts > p->start_pts)
+        p->start_pts = seg->from_pts;
+    if (seg->to_pts < p->end_pts)
+        p->end_pts = seg->to_pts;
+    AVRational tb = p->ist->time_base;
+    int64_t origin = av_rescale_q(origin_us, AV_TIME_BASE_Q, tb);
+    int64_t from = p->start_pts != INT64_MIN ? p->start_pts : origin;
+    int64_t to = p->end_pts != INT64_MAX ? p->end_pts
+                 : p->ist->duration > 0  ? origin + p->ist->duration
+                                         : AV_NOPTS_VALUE;
+    double fps = p->in.info.fps;
+    if (to != AV_NOPTS_VALUE && to > from && fps > 0)
+        p->frames_total = (int64_t)((double)(to - from) * av_q2d(tb) * fps + 0.5);
+}
+
 static void plan_range(pipeline *p) {
     const AVFormatContext *fc = p->in.format;
     AVRational tb = p->ist->time_base;
@@ -702,6 +763,8 @@ static void plan_range(pipeline *p) {
     p->frames_total = seconds > 0 && fps > 0 ? (int64_t)(seconds * fps + 0.5) : p->in.info.frames;
     if (p->opt->start_s <= 0 && p->opt->duration_s <= 0 && p->in.info.frames > 0)
         p->frames_total = p->in.info.frames;
+    if (p->segment)
+        plan_segment_range(p, origin);
 }
 
 /* ---- the output file: our own fd behind an AVIOContext, renamed at the end ------------------ */
@@ -907,10 +970,8 @@ static int plan_audio(pipeline *p, ag_video_result *res, ag_error *err) {
     return 0;
 }
 
-/* An animated WebP or GIF: frames only (the sound is dropped, and said so), the input's
- * play count kept. */
-static int open_animation_output(pipeline *p, const char *out_path, int gif, ag_video_result *res,
-                                 ag_error *err) {
+/* Every input stream dropped (a segment's sound is the join's). */
+static int map_no_streams(pipeline *p, ag_error *err) {
     unsigned n = p->in.format->nb_streams;
     p->stream_map = ag_malloc((n ? n : 1) * sizeof *p->stream_map);
     p->audio = ag_calloc(n ? n : 1, sizeof *p->audio);
@@ -918,6 +979,15 @@ static int open_animation_output(pipeline *p, const char *out_path, int gif, ag_
         return ag_error_set(err, AG_E_NOMEM, "out of memory");
     for (unsigned i = 0; i < n; i++)
         p->stream_map[i] = -1;
+    return 0;
+}
+
+/* An animated WebP or GIF: frames only (the sound is dropped, and said so), the input's
+ * play count kept. */
+static int open_animation_output(pipeline *p, const char *out_path, int gif, ag_video_result *res,
+                                 ag_error *err) {
+    if (map_no_streams(p, err))
+        return err->code;
     if (p->in.info.audio_streams > 0) {
         res->audio_dropped = p->in.info.audio_streams;
         snprintf(res->audio_note, sizeof res->audio_note,
@@ -932,20 +1002,52 @@ static int open_animation_output(pipeline *p, const char *out_path, int gif, ag_
     return rc;
 }
 
+/* The muxer of a video container's name (.mp4, .mov, .mkv, .webm); NULL for any other. */
+static const char *video_format(const char *path) {
+    const char *dot = ag_video_output_supported(path) ? strrchr(path, '.') : NULL;
+    return !dot                            ? NULL
+           : strcasecmp(dot, ".webm") == 0 ? "webm"
+           : strcasecmp(dot, ".mkv") == 0  ? "matroska"
+           : strcasecmp(dot, ".mov") == 0  ? "mov"
+           : strcasecmp(dot, ".mp4") == 0  ? "mp4"
+                                           : NULL;
+}
+
+/* A segment: the encoder of the joined output's container, its packets into a segment file
+ * (the muxer is allocated for the encoder's settings only; no header is written). */
+static int open_segment_output(pipeline *p, const char *out_path, ag_error *err) {
+    const char *format = video_format(p->segment->container ? p->segment->container : "");
+    if (!format)
+        return ag_error_set(err, AG_E_ARG, "%s: a clip in segments is an .mp4, .mov, .mkv or .webm",
+                            p->segment->container ? p->segment->container : "(none)");
+    if (avformat_alloc_output_context2(&p->out, NULL, format, NULL) < 0 || !p->out)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory for the muxer");
+    int rc = open_encoder(p, err);
+    if (rc == 0)
+        rc = map_no_streams(p, err);
+    if (rc == 0)
+        rc = open_output_file(p, out_path, err);
+    if (rc == 0 && ag_segment_write_header(p->out_io, p->enc->time_base, p->enc))
+        rc = ag_error_set(err, AG_E_IO, "%s: cannot start the segment", out_path);
+    return rc;
+}
+
 static int open_output(pipeline *p, const char *out_path, ag_video_result *res, ag_error *err) {
+    if (p->segment)
+        return open_segment_output(p, out_path, err);
     if (!ag_video_output_supported(out_path))
         return ag_error_set(err, AG_E_ARG,
                             "%s: name the output .mp4, .mov, .mkv, .webm, .webp or .gif", out_path);
     const char *dot = strrchr(out_path, '.');
+    if (p->join && !video_format(out_path))
+        return ag_error_set(err, AG_E_ARG, "%s: segments join into .mp4, .mov, .mkv or .webm",
+                            out_path);
     if (strcasecmp(dot, ".webp") == 0 || strcasecmp(dot, ".gif") == 0)
         return open_animation_output(p, out_path, strcasecmp(dot, ".gif") == 0, res, err);
-    const char *format = strcasecmp(dot, ".webm") == 0  ? "webm"
-                         : strcasecmp(dot, ".mkv") == 0 ? "matroska"
-                         : strcasecmp(dot, ".mov") == 0 ? "mov"
-                                                        : "mp4";
+    const char *format = video_format(out_path);
     if (avformat_alloc_output_context2(&p->out, NULL, format, NULL) < 0 || !p->out)
         return ag_error_set(err, AG_E_NOMEM, "out of memory for the muxer");
-    int rc = open_encoder(p, err);
+    int rc = open_encoder(p, err); /* joining too: its stream is the one the segments had */
     if (rc == 0)
         rc = plan_audio(p, res, err);
     if (rc == 0)
@@ -964,9 +1066,14 @@ static int open_output(pipeline *p, const char *out_path, ag_video_result *res, 
 
 /* Seek near the start for --start; frames before it are decoded and dropped. */
 static int seek_to_start(pipeline *p, ag_error *err) {
-    if (p->start_us <= 0 || p->in.webp) /* WebP: frames before the start are skipped */
+    if (p->in.webp) /* WebP: frames before the start are skipped */
         return 0;
-    int av = avformat_seek_file(p->in.format, -1, INT64_MIN, p->start_us, p->start_us, 0);
+    int av = 0;
+    if (p->segment && p->start_pts != INT64_MIN) /* to its keyframe (or one before) */
+        av = avformat_seek_file(p->in.format, p->ist->index, INT64_MIN, p->start_pts, p->start_pts,
+                                0);
+    else if (p->start_us > 0)
+        av = avformat_seek_file(p->in.format, -1, INT64_MIN, p->start_us, p->start_us, 0);
     if (av < 0) {
         char msg[128];
         return ag_error_set(err, AG_E_FORMAT, "cannot seek to %.3f s: %s", p->opt->start_s,
@@ -1010,6 +1117,14 @@ static void pipeline_fini(pipeline *p) {
 /* Write the trailer, sync and rename the temporary file into place. */
 static int finish_output(pipeline *p, const char *out_path, ag_error *err) {
     char msg[128];
+    if (p->segment) {
+        ag_segment_write_end(p->out_io, p->segment_packets);
+        avio_flush(p->out_io);
+        if (p->out_io->error < 0)
+            return ag_error_set(err, AG_E_IO, "%s: cannot finish the segment: %s", out_path,
+                                ag_video_averror(p->out_io->error, msg, sizeof msg));
+        goto sync;
+    }
     if (p->webp) {
         int rc = ag_webp_sink_finish(p->webp, to_ms(p, p->last_out_end), p->out_fd, err);
         if (rc)
@@ -1101,8 +1216,9 @@ static void run_stylize(pipeline *p) {
     queue_set(&p->stylized, 1, 0);
 }
 
-int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_path,
-                     const ag_video_options *options, ag_video_result *result, ag_error *err) {
+static int convert(ag_engine *engine, const char *in_path, const char *out_path,
+                   const ag_video_options *options, const char *const *join, int join_count,
+                   ag_video_result *result, ag_error *err) {
     ag_video_options defaults;
     if (!options) {
         ag_video_options_init(&defaults);
@@ -1111,8 +1227,10 @@ int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_pat
     ag_video_result res_local;
     ag_video_result *res = result ? result : &res_local;
     memset(res, 0, sizeof *res);
-    if (!engine && !options->stylize)
+    if (!engine && !options->stylize && !join)
         return ag_error_set(err, AG_E_ARG, "no engine and no stylize callback");
+    if (join && join_count < 1)
+        return ag_error_set(err, AG_E_ARG, "no segment to join");
     int loaded = ag_video_init(err); /* before pipeline_fini could call into libav* */
     if (loaded)
         return loaded;
@@ -1121,6 +1239,9 @@ int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_pat
         return ag_error_set(err, AG_E_NOMEM, "out of memory");
     p->opt = options;
     p->engine = engine;
+    p->segment = join ? NULL : options->segment;
+    p->join = join;
+    p->join_count = join_count;
     p->out_fd = -1;
     p->last_in_pts = AV_NOPTS_VALUE;
     p->first_pts = AV_NOPTS_VALUE;
@@ -1187,4 +1308,14 @@ done:
     pipeline_fini(p);
     ag_free(p);
     return rc;
+}
+
+int ag_video_convert(ag_engine *engine, const char *in_path, const char *out_path,
+                     const ag_video_options *options, ag_video_result *result, ag_error *err) {
+    return convert(engine, in_path, out_path, options, NULL, 0, result, err);
+}
+
+int ag_video_join(const char *in_path, const char *const *segments, int count, const char *out_path,
+                  const ag_video_options *options, ag_video_result *result, ag_error *err) {
+    return convert(NULL, in_path, out_path, options, segments, count, result, err);
 }

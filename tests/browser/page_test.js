@@ -6,7 +6,7 @@
 // progress bar, the player and the download; an animated WebP made into an animated GIF.
 // Issue 33: each tab (Anime, Restore, Upscale, Face fusion with its face boxes, Video), the
 // batch queue and its zip, Cancel (a photo, a video job), the progress figure of a long
-// upscale, and the fixed messages.
+// upscale, the fixed messages, and a clip saved as GIF (upscaled; over the result bound).
 // Prints "PASS name" / "FAIL name" and "N passed, N failed". An argument runs only the tests
 // whose name contains it.
 "use strict";
@@ -190,7 +190,8 @@ async function main() {
   const server = await startServer(["--workers", "1", "--threads", "2", "--queue", "1", "--max-upload-mb", "1",
                                     "--model", "hayao", "--model", "cute-v3",
                                     "--restore-model", path.join(ROOT, "tests", "fixtures", "restore", "gfpgan64_zip.pt"),
-                                    "--jobs-dir", path.join(clips, "spool"), "--max-side", "1024"]);
+                                    "--jobs-dir", path.join(clips, "spool"), "--max-side", "1024",
+                                    "--max-job-result-mb", "2"]);
   const base = `http://127.0.0.1:${server.port}`;
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "animegan-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
@@ -330,6 +331,25 @@ async function main() {
       }
       await page.selectOption("#restore", "off");
     }],
+    ["restore_tab_keeps_or_raises_the_resolution", async () => {
+      // Issue 33 item 4: a 900x500 photo restored comes back 900x500 (not a 512 or --max-side
+      // square), and with Upscale 2x at 1800x1000, named after both.
+      await page.goto(base + "/");
+      await pageWait(page, () => !document.getElementById("tab-restore").hidden, 10000, "restore tab");
+      await page.click("#tab-restore");
+      for (const [upscale, want, name] of [["0", [900, 500], "mirrored-restored.png"], ["2", [1800, 1000], "mirrored-restored-2x.png"]]) {
+        await page.setInputFiles("#file", MIRRORED);
+        await page.selectOption("#upscale", upscale);
+        await page.click("#go");
+        await page.waitForSelector("#status[data-state='done'], #status[data-state='error']", { timeout: 300000 });
+        check(await page.isHidden("#error"), "restore failed: " + (await page.textContent("#error")));
+        await pageWait(page, () => document.getElementById("after").naturalWidth > 0, 10000, "result image");
+        const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
+        check(size[0] === want[0] && size[1] === want[1], `upscale ${upscale}: result size ${size}`);
+        check((await page.getAttribute("#download", "download")) === name, "download name " + (await page.getAttribute("#download", "download")));
+      }
+      await page.selectOption("#upscale", "0");
+    }],
     ["upscale_tab", async () => {
       // The Upscale tab: the upscaler chosen among the server's (2x), /api/v1/upscale, the
       // result twice the size, named "-upscaled-2x".
@@ -350,6 +370,32 @@ async function main() {
       const size = await page.evaluate(() => [document.getElementById("after").naturalWidth, document.getElementById("after").naturalHeight]);
       check(size[0] === 902 && size[1] === 600, "upscaled result size " + size);
       check((await page.getAttribute("#download", "download")) === "chelsea-upscaled-2x.png", "download name");
+    }],
+    ["progress_figure_within_one_tile", async () => {
+      // An upscale 4x: the server's figure counts the upscaler's network steps within the
+      // tile under way, so the bar moves between "k of N parts" (one tile can take minutes).
+      await page.goto(base + "/");
+      await pageWait(page, () => !document.getElementById("tab-upscale").hidden, 10000, "upscale tab");
+      await page.click("#tab-upscale");
+      await page.setInputFiles("#file", CHELSEA);
+      await page.selectOption("#upscaler", "4");
+      await page.evaluate(() => {
+        window.__figures = [];
+        const p = document.getElementById("progress"), s = document.getElementById("status");
+        const t = setInterval(() => { if (!p.hidden) window.__figures.push([p.value, s.textContent]); }, 50);
+        window.__stopFigures = () => clearInterval(t);
+      });
+      await page.click("#go");
+      await page.waitForSelector("#status[data-state='done']", { timeout: 300000 });
+      const figures = await page.evaluate(() => { window.__stopFigures(); return window.__figures; });
+      const within = figures.filter(([v, text]) => {
+        const m = /(\d+) of (\d+) parts done · \d+%/.exec(text);
+        return m && v > Number(m[1]) / Number(m[2]) + 1e-6 && v < (Number(m[1]) + 1) / Number(m[2]);
+      });
+      check(within.length > 0, "no figure within a tile: " + JSON.stringify(figures.slice(0, 10)));
+      const values = figures.map(([v]) => v);
+      check(values.every((v, i) => i === 0 || v >= values[i - 1]), "the figure went back: " + values.join(","));
+      await pageWait(page, () => document.getElementById("after").naturalWidth === 1804, 10000, "4x result");
     }],
     ["batch_queue_and_zip", async () => {
       // Two photos at once: a line each, done one after the other, then one zip holding both
@@ -389,6 +435,28 @@ async function main() {
       check(await page.isHidden("#error") && await page.isHidden("#cancel") && !(await page.isDisabled("#go")), "after cancel");
       await waitFor(async () => (await admitted(server.port)) <= 1, 20000, "the cancelled request to go");
       check((await busy).status === 200, "occupying request failed");
+    }],
+    ["cancel_a_video_job", async () => {
+      // A running video job: Cancel deletes it on the server (the page says so, the job
+      // and its files are gone), and the page is ready for another.
+      await page.goto(base + "/");
+      await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.click("#tab-video");
+      await page.selectOption("#upscale", "0");
+      await page.setInputFiles("#file", path.join(clips, "long.mp4"));
+      await pageWait(page, () => document.getElementById("status").dataset.state === "ready", 10000, "video chosen");
+      await page.selectOption("#format", "webm");
+      const accepted = page.waitForResponse((r) => r.url().includes("/api/v1/jobs?") && r.request().method() === "POST", { timeout: 60000 });
+      await page.click("#go");
+      const r = await accepted;
+      check(r.status() === 202, "job not accepted: " + r.status());
+      const jobUrl = r.headers()["location"]; // the body may be gone from the inspector
+      check(/^\/api\/v1\/jobs\/\d+-[0-9a-f]{32}$/.test(jobUrl || ""), "Location " + jobUrl);
+      await page.waitForSelector("#status[data-state='working']", { timeout: 120000 });
+      await page.click("#cancel");
+      await page.waitForSelector("#status[data-state='cancelled']", { timeout: 10000 });
+      check(await page.isHidden("#error") && await page.isHidden("#cancel") && !(await page.isDisabled("#go")), "after cancel");
+      await waitFor(async () => (await request(server.port, "GET", jobUrl)).status === 404, 60000, "the job to be deleted");
     }],
     ["fixed_messages", async () => {
       // Issue 33 item 7: the page reads /api/v1/status, never /api/v1/jobs on load; the
@@ -490,6 +558,48 @@ async function main() {
       check(size[0] === 128 && size[1] === 96, "animation size " + size);
       check((await page.getAttribute("#video-download", "download")) === "anim-anime.gif", "download name");
       check((await page.textContent("#video-info")).includes("25 frames"), "info line: " + (await page.textContent("#video-info")));
+    }],
+    ["video_saved_as_gif_upscaled", async () => {
+      // Issue 33 item 7: an H.264 clip saved as GIF (the result many times the upload, which
+      // failed after a few frames), with the Upscale choice sent (upscale=2: 256x192 frames).
+      await page.goto(base + "/");
+      await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.click("#tab-video");
+      check(!(await page.isHidden("#upscale-field")), "no Upscale choice on the Video tab");
+      check(await page.isHidden("#restore-field") && await page.isHidden("#restorer-field"), "restore choices on the Video tab, which ignores them");
+      await page.setInputFiles("#file", path.join(clips, "bt709_full.mp4"));
+      await pageWait(page, () => document.getElementById("status").dataset.state === "ready" &&
+                     document.querySelector("#format option[value='gif']") !== null, 10000, "video chosen");
+      await page.selectOption("#format", "gif");
+      await page.selectOption("#upscale", "2");
+      const sent = page.waitForRequest((r) => r.url().includes("/api/v1/jobs?") && r.method() === "POST");
+      await page.click("#go");
+      const url = (await sent).url();
+      check(/format=gif/.test(url) && /upscale=2/.test(url), "job request: " + url);
+      await page.waitForSelector("#status[data-state='done'], #status[data-state='error']", { timeout: 600000 });
+      check(await page.isHidden("#error"), "the GIF job failed: " + (await page.textContent("#error")));
+      await pageWait(page, () => document.getElementById("anim").naturalWidth > 0, 20000, "animated result");
+      const size = await page.evaluate(() => [document.getElementById("anim").naturalWidth, document.getElementById("anim").naturalHeight]);
+      check(size[0] === 256 && size[1] === 192, "GIF size " + size);
+      check((await page.getAttribute("#video-download", "download")) === "bt709_full-anime-2x.gif", "download name");
+      await page.selectOption("#upscale", "0");
+    }],
+    ["gif_over_the_result_bound_in_plain_words", async () => {
+      // 200 frames of 512x384 as GIF: about 38 MB estimated, over the server's
+      // --max-job-result-mb 2: refused at submission, the page says why and what fits.
+      await page.goto(base + "/");
+      await pageWait(page, () => document.getElementById("limits").textContent.includes("videos"), 10000, "video limits");
+      await page.click("#tab-video");
+      await page.setInputFiles("#file", path.join(clips, "long.mp4"));
+      await pageWait(page, () => document.getElementById("status").dataset.state === "ready", 10000, "video chosen");
+      await page.selectOption("#format", "gif");
+      await page.selectOption("#upscale", "4");
+      await page.click("#go");
+      await page.waitForSelector("#error:not([hidden])", { timeout: 60000 });
+      const text = await page.textContent("#error");
+      check(/Saved as GIF this video would be about \d+ MB, over the server's 2 MB/.test(text) && /MP4 or WebM/.test(text),
+            "result-bound message: " + text);
+      await page.selectOption("#upscale", "0");
     }],
     ["faces_boxes_pick_and_paste", async () => {
       // Two faces: boxes over the preview; the second one picked for the portrait (face=2);
