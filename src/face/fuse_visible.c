@@ -66,51 +66,50 @@ static float median_spread(float *v, size_t n, float *spread) {
 }
 
 /* In place: p (h, w) <- its (2r+1)^2 box mean (the box clipped at the edges). scratch:
- * box_scratch(w, h) floats. Rows by a running sum; columns by running sums of whole rows,
- * so every pass reads the plane in order (a column at a time missed the cache on every
- * pixel); the r + 1 rows a column sum still needs are kept in a ring as they are
- * overwritten. */
+ * box_scratch(w, h) floats. Rows by prefix sums (the differences then vectorise); columns
+ * by running sums of whole rows, so every pass reads the plane in order (a column at a
+ * time missed the cache on every pixel); the r + 1 rows a column sum still needs are kept
+ * in a ring as they are overwritten. Sums in float: exact for the 0/1 masks (integers),
+ * within 1e-5 for the guided filter's planes. */
 static void box_mean(float *p, int w, int h, int r, float *scratch) {
     r = r < h - 1 ? r : h - 1;
-    double *sum = (double *)(void *)scratch;
-    float *ring = scratch + 2 * (size_t)w;
+    int rw = r < w - 1 ? r : w - 1;
+    float *sum = scratch, *ring = scratch + 2 * (size_t)w, *prefix = ring;
     for (int y = 0; y < h; y++) {
-        float *row = p + (size_t)y * w;
-        memcpy(ring, row, sizeof(float) * (size_t)w);
-        double s = 0;
-        int lo = 0, hi = -1;
+        float *row = p + (size_t)y * w, acc = 0;
+        prefix[0] = 0;
+        for (int x = 0; x < w; x++)
+            prefix[x + 1] = acc += row[x];
         for (int x = 0; x < w; x++) {
-            while (hi < x + r && hi < w - 1)
-                s += (double)ring[++hi];
-            while (lo < x - r)
-                s -= (double)ring[lo++];
-            row[x] = (float)(s / (hi - lo + 1));
+            int lo = x - rw > 0 ? x - rw : 0, hi = x + rw < w - 1 ? x + rw : w - 1;
+            row[x] = (prefix[hi + 1] - prefix[lo]) / (float)(hi - lo + 1);
         }
     }
-    memset(sum, 0, sizeof(double) * (size_t)w);
+    memset(sum, 0, sizeof(float) * (size_t)w);
     int lo = 0, hi = -1;
     for (int y = 0; y < h; y++) {
         while (hi < y + r && hi < h - 1) {
             const float *add = p + (size_t)(++hi) * w;
             for (int x = 0; x < w; x++)
-                sum[x] += (double)add[x];
+                sum[x] += add[x];
         }
         while (lo < y - r) {
             const float *gone = ring + (size_t)(lo++ % (r + 1)) * w;
             for (int x = 0; x < w; x++)
-                sum[x] -= (double)gone[x];
+                sum[x] -= gone[x];
         }
         float *row = p + (size_t)y * w;
         memcpy(ring + (size_t)(y % (r + 1)) * w, row, sizeof(float) * (size_t)w);
-        double inv = 1.0 / (hi - lo + 1);
+        float inv = 1.0f / (float)(hi - lo + 1);
         for (int x = 0; x < w; x++)
-            row[x] = (float)(sum[x] * inv);
+            row[x] = sum[x] * inv;
     }
 }
 
-/* box_mean's scratch: the column sums (w doubles) and a ring of up to h rows. */
+/* box_mean's scratch: the column sums (2 w: room for the row pass's w + 1 prefix sums
+ * after them in the ring) and a ring of up to h rows. */
 static size_t box_scratch(int w, int h) {
-    return (size_t)w * (h + 2);
+    return (size_t)w * (h + 2) + 1;
 }
 
 typedef struct skin_model {
