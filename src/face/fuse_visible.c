@@ -249,28 +249,47 @@ static void open_mask(uint8_t *m, float *plane, int w, int h, int r, float *scra
         m[i] = (uint8_t)(m[i] && plane[i] > 0.001f);
 }
 
-/* vis <- the guided filter of vis (0..255) with guide g (0..1), radius r; planes: 4 n. */
+/* vis (0 occluder, 255 face) <- its guided filter with guide g (0..1), radius r; planes:
+ * 4 n. Only the occluders' box and 2 r + 1 round it: beyond, every window the output
+ * depends on is all face (a = 0, b = 1: 255 again), so the rest is left as it is and the
+ * box means' clipping at the smaller rectangle changes nothing. */
 static void guided_filter(uint8_t *vis, const float *g, int w, int h, int r, float *planes,
                           float *scratch) {
-    size_t n = (size_t)w * h;
+    int x0 = w, y0 = h, x1 = -1, y1 = -1;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            if (vis[(size_t)y * w + x] != 255)
+                x0 = x < x0 ? x : x0, x1 = x > x1 ? x : x1, y0 = y < y0 ? y : y0,
+                y1 = y > y1 ? y : y1;
+    if (x1 < 0)
+        return;
+    int m = 2 * r + 1;
+    x0 = x0 - m > 0 ? x0 - m : 0, y0 = y0 - m > 0 ? y0 - m : 0;
+    x1 = x1 + m < w - 1 ? x1 + m : w - 1, y1 = y1 + m < h - 1 ? y1 + m : h - 1;
+    int rw = x1 - x0 + 1, rh = y1 - y0 + 1;
+    size_t n = (size_t)rw * rh;
     float *mi = planes, *mp = planes + n, *mip = planes + 2 * n, *mii = planes + 3 * n;
-    for (size_t i = 0; i < n; i++) {
-        float p = vis[i] / 255.0f;
-        mi[i] = g[i], mp[i] = p, mip[i] = g[i] * p, mii[i] = g[i] * g[i];
-    }
+    for (int y = 0; y < rh; y++)
+        for (int x = 0; x < rw; x++) {
+            size_t i = (size_t)y * rw + x, j = (size_t)(y + y0) * w + x + x0;
+            float p = vis[j] / 255.0f;
+            mi[i] = g[j], mp[i] = p, mip[i] = g[j] * p, mii[i] = g[j] * g[j];
+        }
     for (int k = 0; k < 4; k++)
-        box_mean(planes + k * n, w, h, r, scratch);
-    const float eps = 1e-3f; /* edges under about 3 L units are smoothed over */
+        box_mean(planes + k * n, rw, rh, r, scratch);
+    const float eps = 1e-3f; /* edges under about 3 grey levels in 100 are smoothed over */
     for (size_t i = 0; i < n; i++) {
         float a = (mip[i] - mi[i] * mp[i]) / (mii[i] - mi[i] * mi[i] + eps);
         mip[i] = a, mii[i] = mp[i] - a * mi[i];
     }
-    box_mean(mip, w, h, r, scratch);
-    box_mean(mii, w, h, r, scratch);
-    for (size_t i = 0; i < n; i++) {
-        float q = mip[i] * g[i] + mii[i];
-        vis[i] = (uint8_t)(q <= 0 ? 0 : q >= 1 ? 255 : q * 255 + 0.5f);
-    }
+    box_mean(mip, rw, rh, r, scratch);
+    box_mean(mii, rw, rh, r, scratch);
+    for (int y = 0; y < rh; y++)
+        for (int x = 0; x < rw; x++) {
+            size_t i = (size_t)y * rw + x, j = (size_t)(y + y0) * w + x + x0;
+            float q = mip[i] * g[j] + mii[i];
+            vis[j] = (uint8_t)(q <= 0 ? 0 : q >= 1 ? 255 : q * 255 + 0.5f);
+        }
 }
 
 #define EDGE_BAND 0.15 /* an occluder reaches in from this far inside the face's edge (x iod) */
