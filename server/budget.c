@@ -45,7 +45,10 @@
  *                                         with an upscaler the largest upscale=N frames
  *                                         O allows) and 32 MiB of demuxer and codec
  *                                         state; the frames' inference and upscaling run
- *                                         on the workers, within their term
+ *                                         on the workers, within their term (a photo
+ *                                         served between a frame's upscaling steps asks
+ *                                         no upscaler: it holds the worker's other terms
+ *                                         while the frame holds the upscale one)
  *
  * S = max(--max-side, portrait size), O = --max-output-pixels. Admission makes "(queue + W)" exact:
  * a slot is taken when a convert (or fuse) request's headers arrive and given back when its
