@@ -2,8 +2,10 @@
 # restore.sh - the face restorers against PyTorch on this machine, interleaved in one run.
 #
 #   bench/restore.sh [--rounds N] [--runs R] [--threads T] [--models DIR] [--no-rss]
+#                    [--codeformer CODEFORMER_DIR]
 #
-# Networks: GPEN-BFR-512 and GFPGANv1.4 at full size with seeded random weights in the
+# Networks: GPEN-BFR-512 and GFPGANv1.4 (and, with a sczhou/CodeFormer checkout, CodeFormer:
+# its PyTorch peer is upstream's own class) at full size with seeded random weights in the
 # released files' exact key layouts (tools/make_restore_bench_models.py writes them into
 # --models DIR, default bench/results/restore-models, once: 633 MB; the speed of a network
 # does not depend on its weights). Each round runs, in turn: our engine (`animegan bench
@@ -21,7 +23,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
-ROUNDS=3 RUNS=3 THREADS=2 RSS=1 MODELS=bench/results/restore-models
+ROUNDS=3 RUNS=3 THREADS=2 RSS=1 MODELS=bench/results/restore-models CODEFORMER=
 
 die() { echo "restore.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift ;;
     --models) MODELS=$2; shift ;;
     --no-rss) RSS=0 ;;
+    --codeformer) CODEFORMER=$(cd "$2" && pwd); shift ;;
     -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1'" ;;
     esac
@@ -41,21 +44,26 @@ done
 $PY -c 'import torch' 2>/dev/null || die "needs Debian's python3-torch (scripts/install-deps.sh --all)"
 OUT=bench/results/restore-$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$OUT" "$BUILD/bench"
-$PY tools/make_restore_bench_models.py "$MODELS" >/dev/null
-GPEN=$MODELS/gpen_bfr_512.pt GFPGAN=$MODELS/gfpgan_v1.4.pth
+$PY tools/make_restore_bench_models.py "$MODELS" $CODEFORMER >/dev/null
+GPEN=$MODELS/gpen_bfr_512.pt GFPGAN=$MODELS/gfpgan_v1.4.pth CF=$MODELS/codeformer.pth
+NETS="gpen gfpgan"
+[ -n "$CODEFORMER" ] && NETS="gpen gfpgan codeformer"
+model_of() { case $1 in gpen) echo "$GPEN" ;; gfpgan) echo "$GFPGAN" ;; *) echo "$CF" ;; esac; }
 
 . bench/fma_peaks.sh
 
 for r in $(seq "$ROUNDS"); do
-    for net in gpen gfpgan; do
-        m=$GPEN; [ "$net" = gfpgan ] && m=$GFPGAN
+    for net in $NETS; do
+        m=$(model_of $net)
         "$BUILD/animegan" bench --model "$m" --runs "$RUNS" --threads "$THREADS" \
             --precision fp32 >>"$OUT/ours-$net.jsonl"
         "$BUILD/animegan" bench --model "$m" --runs "$RUNS" --threads "$THREADS" \
             --precision auto >"$OUT/auto.json"
         grep -q '"precision": "fp32"' "$OUT/auto.json" || cat "$OUT/auto.json" >>"$OUT/ours-$net.jsonl"
+        peer=()
+        [ "$net" = codeformer ] && peer=(--codeformer "$CODEFORMER")
         $PY bench/peers/restore_torch.py --pth "$m" --runs "$RUNS" --threads "$THREADS" \
-            >>"$OUT/torch-$net.jsonl"
+            "${peer[@]+"${peer[@]}"}" >>"$OUT/torch-$net.jsonl"
     done
     for isa in $peaks; do
         "$BUILD/bench/fma_peak_$isa" --threads "$THREADS" --seconds 2 >>"$OUT/peak.jsonl"
@@ -68,8 +76,8 @@ import sys
 from PIL import Image
 Image.open("tests/data/astronaut.png").convert("RGB").resize((512, 512), Image.LANCZOS).save(sys.argv[1])
 PY
-    for net in gpen gfpgan; do
-        m=$GPEN; [ "$net" = gfpgan ] && m=$GFPGAN
+    for net in $NETS; do
+        m=$(model_of $net)
         for p in fp32 auto; do
             /usr/bin/time -v "$BUILD/animegan" restore "$OUT/face512.png" -o "$OUT/$net-$p.png" \
                 --model "$m" --aligned --threads "$THREADS" --precision $p -q \
@@ -105,7 +113,9 @@ def read(path, pattern):
         return ""
     m = re.search(pattern, open(path).read())
     return m.group(1) if m else ""
-for net, name in (("gpen", "GPEN-BFR-512"), ("gfpgan", "GFPGANv1.4")):
+for net, name in (("gpen", "GPEN-BFR-512"), ("gfpgan", "GFPGANv1.4"), ("codeformer", "CodeFormer")):
+    if not os.path.exists(os.path.join(out, "ours-%s.jsonl" % net)):
+        continue
     ours = rows("ours-%s.jsonl" % net)
     torch_ms = min(r["ms_median"] for r in rows("torch-%s.jsonl" % net))
     first = True

@@ -1,9 +1,13 @@
 #!/usr/bin/python3
-"""restore_torch.py - the PyTorch peer of bench/restore.sh: one face through GPEN or GFPGAN
-in PyTorch eager mode on the CPU (float32, inference_mode, intra-op threads = --threads),
-on a synthetic aligned face at the network's size; prints one JSON object.
+"""restore_torch.py - the PyTorch peer of bench/restore.sh: one face through GPEN, GFPGAN or
+CodeFormer in PyTorch eager mode on the CPU (float32, inference_mode, intra-op threads =
+--threads), on a synthetic aligned face at the network's size; prints one JSON object.
 
   restore_torch.py --pth GPEN-BFR-512.pt --runs 3 --threads 2
+  restore_torch.py --pth codeformer.pth --codeformer CODEFORMER_DIR
+
+CodeFormer runs upstream's own class (sczhou/CodeFormer checkout, loaded as
+tools/make_codeformer_fixtures.py does), w = 0.5, adain=True as inference_codeformer.py.
 
 The network is tools/gpen_reference.py / tools/gfpgan_reference.py, the project's PyTorch
 implementation of the upstream architectures (F.conv2d with the modulated weight,
@@ -27,17 +31,30 @@ import gfpgan_reference  # noqa: E402
 import gpen_reference  # noqa: E402
 
 
+def codeformer_forward(sd, cf_dir):
+    import make_codeformer_fixtures as cfx
+    _, cf = cfx.import_codeformer(cf_dir)
+    net = cf.CodeFormer(dim_embd=512, n_head=8, n_layers=9, codebook_size=1024,
+                        connect_list=["32", "64", "128", "256"]).eval()
+    net.load_state_dict(sd)
+    return lambda _sd, x: net(x, w=0.5, adain=True)[0]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pth", required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--codeformer", default=None, help="a sczhou/CodeFormer checkout")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     ck = torch.load(a.pth, map_location="cpu")
-    if "params_ema" in ck or "params" in ck:
+    if a.codeformer:
+        forward, size = codeformer_forward(ck["params_ema"], a.codeformer), 512
+        sd = None
+    elif "params_ema" in ck or "params" in ck:
         sd = ck.get("params_ema", ck.get("params"))
         forward, size = gfpgan_reference.gfpgan_forward, gfpgan_reference.gfpgan_arch(sd)["size"]
     else:

@@ -13,6 +13,7 @@ from conftest import DATA, ROOT, THREADS, cli
 
 GPEN = os.path.join(ROOT, "tests", "fixtures", "restore", "gpen64_zip.pt")
 GFPGAN = os.path.join(ROOT, "tests", "fixtures", "restore", "gfpgan64_zip.pt")
+CODEFORMER = os.path.join(ROOT, "tests", "fixtures", "restore", "up_codeformer.pt")
 
 
 def load(path):
@@ -43,6 +44,21 @@ def test_restore_aligned_and_fidelity(tmp_path):
     assert np.array_equal(np.asarray(same), load(os.path.join(DATA, "coffee.png")))
     with pytest.raises(animegan.InputError):
         model.restore(crop, fidelity=1.5)
+
+
+def test_restore_codeformer_fidelity_equals_cli(tmp_path):
+    out = tmp_path / "restored.png"
+    photo = os.path.join(DATA, "astronaut.png")
+    r = cli("restore", photo, "-o", str(out), "--model", CODEFORMER, "-t", str(THREADS), "-q",
+            "--precision", "fp32", "--codeformer-fidelity", "0.8")
+    assert r.returncode == 0, r.stderr
+    model = animegan.Model(CODEFORMER, threads=THREADS, precision="fp32")
+    restored, n = model.restore(load(photo), codeformer_fidelity=0.8)
+    assert n == 1 and np.array_equal(np.asarray(restored), load(out))
+    other, _ = model.restore(load(photo), codeformer_fidelity=0.0)
+    assert not np.array_equal(np.asarray(other), load(out))  # w reaches the network
+    with pytest.raises(animegan.InputError):
+        model.restore(load(photo), codeformer_fidelity=1.5)
 
 
 def test_upscale_equals_cli(tmp_path, small):

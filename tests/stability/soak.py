@@ -177,6 +177,8 @@ class Soak:
             q.append("quality=%d" % rng.randint(40, 95))
         if rng.random() < a.restore_share:
             q.append("restore=1")  # the faces through the --restore-model first
+            if rng.random() < 0.5:  # a CodeFormer's w (other restorers ignore it)
+                q.append("codeformer_fidelity=%.2f" % rng.random())
         elif rng.random() < a.portrait_share:
             q.append("portrait=1")  # always 512 x 512 (the face2paint size): slow
         elif rng.random() < 0.15:
