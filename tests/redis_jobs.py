@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "server"))
 import driver  # noqa: E402
@@ -98,51 +97,15 @@ def instance(redis_url, name, *extra):
                   *extra)
 
 
-class Nginx:
+def cluster_nginx(servers):
     """nginx with contrib/nginx/animegan-cluster.conf, its upstream the given instances."""
-
-    def __init__(self, servers):
-        self.dir = os.path.join(TMP, "nginx")
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = driver.free_port()
-        with open(os.path.join(driver.ROOT, "contrib", "nginx", "animegan-cluster.conf")) as f:
-            conf = f.read()
-        upstream = "".join("    server 127.0.0.1:%d max_fails=3 fail_timeout=10s;\n" % s.port
-                           for s in servers)
-        conf = re.sub(r"(    server 10\.0\.0\.\d+:8080[^\n]*\n)+", upstream, conf)
-        check("10.0.0" not in conf, "the upstream of animegan-cluster.conf was not replaced")
-        conf = conf.replace("listen 80;", "listen 127.0.0.1:%d;" % self.port)
-        with open(os.path.join(self.dir, "animegan.conf"), "w") as f:
-            f.write(conf)
-        with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
-            f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                    "pid %(t)s/nginx.pid;\nerror_log %(t)s/error.log warn;\n"
-                    "events { worker_connections 256; }\n"
-                    "http {\n access_log %(t)s/access.log;\n"
-                    " client_body_temp_path %(t)s/body;\n proxy_temp_path %(t)s/proxy;\n"
-                    " fastcgi_temp_path %(t)s/fastcgi;\n uwsgi_temp_path %(t)s/uwsgi;\n"
-                    " scgi_temp_path %(t)s/scgi;\n include %(t)s/animegan.conf;\n}\n"
-                    % {"t": self.dir})
-        self.proc = subprocess.Popen(
-            [driver.NGINX, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),
-             "-e", os.path.join(self.dir, "error.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.front = Server.__new__(Server)
-        self.front.port = self.port
-        deadline = time.time() + 10
-        while True:
-            try:
-                if self.front.request("GET", "/healthz", timeout=2)[0] == 200:
-                    return
-            except OSError:
-                pass
-            check(time.time() < deadline and self.proc.poll() is None, "nginx did not start")
-            time.sleep(0.1)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+    with open(os.path.join(driver.ROOT, "contrib", "nginx", "animegan-cluster.conf")) as f:
+        conf = f.read()
+    upstream = "".join("    server 127.0.0.1:%d max_fails=3 fail_timeout=10s;\n" % s.port
+                       for s in servers)
+    conf = re.sub(r"(    server 10\.0\.0\.\d+:8080[^\n]*\n)+", upstream, conf)
+    check("10.0.0" not in conf, "the upstream of animegan-cluster.conf was not replaced")
+    return driver.Nginx(os.path.join(TMP, "nginx"), conf)
 
 
 def submit(s, body, query="", headers=None):
@@ -252,7 +215,7 @@ def start_cluster():
         s.name = name
         servers.append(s)
     STATE["servers"] = servers
-    STATE["nginx"] = Nginx(servers)
+    STATE["nginx"] = cluster_nginx(servers)
 
 
 def replace(name):
@@ -787,20 +750,7 @@ def main():
     passed = failed = 0
     try:
         start_cluster()
-        for fn in TESTS:
-            if want and want not in fn.__name__:
-                continue
-            t0 = time.time()
-            try:
-                fn()
-                print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
-                passed += 1
-            except Exception as e:
-                print("FAIL %s: %s" % (fn.__name__, e))
-                if not isinstance(e, Failure):
-                    traceback.print_exc()
-                failed += 1
-            sys.stdout.flush()
+        passed, failed = driver.run_tests(TESTS, want)
     except Exception as e:
         print("FAIL cluster: %s" % e)
         failed += 1

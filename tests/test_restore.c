@@ -668,6 +668,65 @@ LEAK_CHECKED(test_upstream_codeformer_w0_w1) {
     return 0;
 }
 
+/* Asks to stop from its `at`-th question on (never for at = 0). */
+typedef struct stop_after {
+    int calls, at;
+} stop_after;
+
+static int stop_here(void *user) {
+    stop_after *s = user;
+    return ++s->calls >= s->at && s->at > 0;
+}
+
+/* The service's departed client (#35 item 3): a restorer's engine asked to stop between two
+ * of its steps or bands stops there with nothing in `out`, and runs again to the same
+ * bytes. */
+LEAK_CHECKED(test_restore_cancelled_between_bands) {
+    upstream u;
+    CHECK(upstream_read("up_gpen_bfr256.agrf", &u) == 0);
+    char path[512];
+    snprintf(path, sizeof path, AG_SOURCE_DIR "/%s", u.model);
+    size_t n = (size_t)u.size * u.size * 3;
+    ag_image in = {.width = u.size, .height = u.size, .bands = 3, .pixels = ag_malloc(n)};
+    ag_image first = {0}, stopped = {0}, again = {0};
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    ag_engine_options opt = {.backend = AG_BACKEND_ONEDNN, .precision = AG_PRECISION_FP32};
+    int rc = in.pixels ? ag_restore_model_load(path, &model, &err) : AG_E_NOMEM;
+    if (rc == AG_OK)
+        rc = ag_engine_create(model, &opt, &engine, &err);
+    ag_restore_options o;
+    ag_restore_options_init(&o);
+    o.aligned = 1;
+    stop_after count = {0}, half = {0};
+    int cancelled = AG_OK, same = 0;
+    if (rc == AG_OK) {
+        upstream_input(&u, &in);
+        ag_engine_set_cancel(engine, stop_here, &count);
+        rc = ag_restore_faces(engine, NULL, &in, &o, &first, NULL, &err);
+        half.at = count.calls / 2;
+        ag_engine_set_cancel(engine, stop_here, &half);
+        cancelled = ag_restore_faces(engine, NULL, &in, &o, &stopped, NULL, &err);
+        ag_engine_set_cancel(engine, NULL, NULL);
+    }
+    if (rc == AG_OK)
+        rc = ag_restore_faces(engine, NULL, &in, &o, &again, NULL, &err);
+    if (rc == AG_OK)
+        same = !memcmp(first.pixels, again.pixels, n);
+    printf("  the hook asked %d times in a run; stopped at %d\n", count.calls, half.at);
+    int left = stopped.pixels != NULL;
+    ag_image_fini(&in), ag_image_fini(&first), ag_image_fini(&stopped), ag_image_fini(&again);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    ag_free(u.buf);
+    CHECK_OK(rc, &err);
+    CHECK_MSG(count.calls >= 4, "the hook was asked %d times", count.calls);
+    CHECK_MSG(cancelled == AG_E_CANCELLED && !left, "rc %d, output left %d", cancelled, left);
+    CHECK(same);
+    return 0;
+}
+
 /* Every fixture in `precision` against PyTorch's fp32 on its real face crop: at least 38 dB
  * (the issue's bar for a faster precision; the 8-bit and float errors are printed).
  * Skipped where this CPU has no such precision. */
@@ -786,4 +845,5 @@ TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_gfpgan_golden), TEST(test_upstream_gpen), TEST(test_upstream_gfpgan),
           TEST(test_upstream_codeformer), TEST(test_upstream_codeformer_w0_w1),
           TEST(test_restore_bf16_golden), TEST(test_restore_int8_golden),
-          TEST(test_restore_bf16_only), TEST(test_restore_model_load_refusals))
+          TEST(test_restore_bf16_only), TEST(test_restore_model_load_refusals),
+          TEST(test_restore_cancelled_between_bands))

@@ -21,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "server"))
 import driver  # noqa: E402
@@ -872,38 +871,13 @@ def jobs_behind_nginx():
     b = new_server(spool=os.path.join(tmp, "b"))
     nginx = None
     try:
-        port = driver.free_port()
         with open(os.path.join(driver.ROOT, "contrib", "nginx", "animegan.conf")) as f:
             conf = f.read()
         check("    8081 127.0.0.1:8081;" in conf and "    8082 127.0.0.1:8082;" in conf,
               "contrib/nginx/animegan.conf has no job map")
-        conf = (conf.replace("8081", str(a.port)).replace("8082", str(b.port))
-                .replace("listen 80;", "listen 127.0.0.1:%d;" % port))
-        with open(os.path.join(tmp, "animegan.conf"), "w") as f:
-            f.write(conf)
-        with open(os.path.join(tmp, "nginx.conf"), "w") as f:
-            f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                    "pid %(t)s/nginx.pid;\nerror_log %(t)s/error.log warn;\n"
-                    "events { worker_connections 256; }\n"
-                    "http {\n access_log %(t)s/access.log;\n"
-                    " client_body_temp_path %(t)s/body;\n proxy_temp_path %(t)s/proxy;\n"
-                    " fastcgi_temp_path %(t)s/fastcgi;\n uwsgi_temp_path %(t)s/uwsgi;\n"
-                    " scgi_temp_path %(t)s/scgi;\n include %(t)s/animegan.conf;\n}\n"
-                    % {"t": tmp})
-        nginx = subprocess.Popen([nginx_bin, "-p", tmp, "-c", os.path.join(tmp, "nginx.conf"),
-                                  "-e", os.path.join(tmp, "error.log")],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        front = Server.__new__(Server)
-        front.port = port
-        deadline = time.time() + 10
-        while True:
-            try:
-                if front.request("GET", "/healthz", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            check(time.time() < deadline and nginx.poll() is None, "nginx did not start")
-            time.sleep(0.1)
+        conf = conf.replace("8081", str(a.port)).replace("8082", str(b.port))
+        nginx = driver.Nginx(os.path.join(tmp, "nginx"), conf)
+        front = nginx.front
         ids = []
         for i in range(4):
             status, _, doc = submit(front, clip("clip.mp4"), "?max_side=32&format=mkv")
@@ -925,9 +899,8 @@ def jobs_behind_nginx():
             check(status == 200, "DELETE via nginx: %d" % status)
         print("  4 jobs over instances %s, every poll and result through nginx" % sorted(owners))
     finally:
-        if nginx and nginx.poll() is None:
-            nginx.terminate()
-            nginx.wait(10)
+        if nginx:
+            nginx.stop()
         a.stop()
         b.stop()
 
@@ -941,21 +914,7 @@ def main():
         print("FAIL clips: " + made.stderr)
         print("0 passed, 1 failed")
         return 1
-    passed = failed = 0
-    for fn in TESTS:
-        if want and want not in fn.__name__:
-            continue
-        t0 = time.time()
-        try:
-            fn()
-            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
-            passed += 1
-        except Exception as e:
-            print("FAIL %s: %s" % (fn.__name__, e))
-            if not isinstance(e, Failure):
-                traceback.print_exc()
-            failed += 1
-        sys.stdout.flush()
+    passed, failed = driver.run_tests(TESTS, want)
     s = STATE.get("server")
     if s:
         code = s.stop()

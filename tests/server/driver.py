@@ -1128,6 +1128,70 @@ def free_port():
         return sock.getsockname()[1]
 
 
+class Nginx:
+    """nginx in `folder` serving one site, `site` (a contrib/nginx config's text), its
+    "listen 80;" moved to a free loopback port; `front` is a Server for that port."""
+
+    def __init__(self, folder, site):
+        os.makedirs(folder, exist_ok=True)
+        self.port = free_port()
+        check("listen 80;" in site, "the nginx site has no \"listen 80;\"")
+        with open(os.path.join(folder, "animegan.conf"), "w") as f:
+            f.write(site.replace("listen 80;", "listen 127.0.0.1:%d;" % self.port))
+        with open(os.path.join(folder, "nginx.conf"), "w") as f:
+            f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                    "pid %(t)s/nginx.pid;\nerror_log %(t)s/error.log warn;\n"
+                    "events { worker_connections 256; }\n"
+                    "http {\n access_log %(t)s/access.log;\n"
+                    " client_body_temp_path %(t)s/body;\n proxy_temp_path %(t)s/proxy;\n"
+                    " fastcgi_temp_path %(t)s/fastcgi;\n uwsgi_temp_path %(t)s/uwsgi;\n"
+                    " scgi_temp_path %(t)s/scgi;\n include %(t)s/animegan.conf;\n}\n"
+                    % {"t": folder})
+        self.proc = subprocess.Popen(
+            [NGINX, "-p", folder, "-c", os.path.join(folder, "nginx.conf"),
+             "-e", os.path.join(folder, "error.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.front = Server.__new__(Server)
+        self.front.port = self.port
+        deadline = time.time() + 10
+        while True:
+            try:
+                if self.front.request("GET", "/healthz", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            check(time.time() < deadline and self.proc.poll() is None,
+                  "nginx did not start: %s" % (self.proc.stderr.read()
+                                              if self.proc.poll() is not None else b"timeout"))
+            time.sleep(0.1)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def run_tests(tests, want):
+    """Runs the tests whose names contain `want` (every one for ""), a PASS or FAIL line
+    each; returns (passed, failed)."""
+    passed = failed = 0
+    for fn in tests:
+        if want and want not in fn.__name__:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
+            passed += 1
+        except Exception as e:
+            print("FAIL %s: %s" % (fn.__name__, e))
+            if not isinstance(e, Failure):
+                traceback.print_exc()
+            failed += 1
+        sys.stdout.flush()
+    return passed, failed
+
+
 @test
 def nginx_load_balancing():
     """contrib/nginx/animegan.conf in front of two instances, on loopback."""
@@ -1140,41 +1204,14 @@ def nginx_load_balancing():
     tmp = tempfile.mkdtemp(prefix="animegan-nginx-")
     nginx = None
     try:
-        port = free_port()
         with open(os.path.join(ROOT, "contrib", "nginx", "animegan.conf")) as f:
             conf = f.read()
         check("127.0.0.1:8081" in conf and "127.0.0.1:8082" in conf and "listen 80;" in conf,
               "contrib/nginx/animegan.conf changed shape")
         conf = (conf.replace("127.0.0.1:8081", "127.0.0.1:%d" % a.port)
-                .replace("127.0.0.1:8082", "127.0.0.1:%d" % b.port)
-                .replace("listen 80;", "listen 127.0.0.1:%d;" % port))
-        with open(os.path.join(tmp, "animegan.conf"), "w") as f:
-            f.write(conf)
-        with open(os.path.join(tmp, "nginx.conf"), "w") as f:
-            f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                    "pid %(t)s/nginx.pid;\nerror_log %(t)s/error.log warn;\n"
-                    "events { worker_connections 256; }\n"
-                    "http {\n access_log %(t)s/access.log;\n"
-                    " client_body_temp_path %(t)s/body;\n proxy_temp_path %(t)s/proxy;\n"
-                    " fastcgi_temp_path %(t)s/fastcgi;\n uwsgi_temp_path %(t)s/uwsgi;\n"
-                    " scgi_temp_path %(t)s/scgi;\n include %(t)s/animegan.conf;\n}\n"
-                    % {"t": tmp})
-        nginx = subprocess.Popen([NGINX, "-p", tmp, "-c", os.path.join(tmp, "nginx.conf"),
-                                  "-e", os.path.join(tmp, "error.log")],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        front = Server.__new__(Server)
-        front.port = port
-        deadline = time.time() + 10
-        while True:
-            try:
-                if front.request("GET", "/healthz", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            check(time.time() < deadline and nginx.poll() is None,
-                  "nginx did not start: %s" % (nginx.stderr.read() if nginx.poll() is not None
-                                              else b"timeout"))
-            time.sleep(0.1)
+                .replace("127.0.0.1:8082", "127.0.0.1:%d" % b.port))
+        nginx = Nginx(tmp, conf)
+        front = nginx.front
         upstreams = {}
         for i in range(8):
             status, h, body = front.convert(query="?max_side=48")
@@ -1197,9 +1234,8 @@ def nginx_load_balancing():
         print("  nginx: %d requests over %d instances %r, then all via the survivor"
               % (sum(served), len(upstreams), served))
     finally:
-        if nginx and nginx.poll() is None:
-            nginx.terminate()
-            nginx.wait(10)
+        if nginx:
+            nginx.stop()
         a.kill()
         b.kill()
         subprocess.run(["rm", "-rf", tmp])
@@ -1211,21 +1247,7 @@ def main():
         print("FAIL build: %s is missing (run make)" % BIN)
         print("0 passed, 1 failed")
         return 1
-    passed = failed = 0
-    for fn in TESTS:
-        if want and want not in fn.__name__:
-            continue
-        t0 = time.time()
-        try:
-            fn()
-            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
-            passed += 1
-        except Exception as e:
-            print("FAIL %s: %s" % (fn.__name__, e))
-            if not isinstance(e, Failure):
-                traceback.print_exc()
-            failed += 1
-        sys.stdout.flush()
+    passed, failed = run_tests(TESTS, want)
     for s in SERVERS.values():
         code = s.stop()
         if code != 0:

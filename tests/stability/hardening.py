@@ -815,22 +815,7 @@ def main():
         print("FAIL build: %s is missing (run make)" % BIN)
         print("0 passed, 1 failed")
         return 1
-    passed = failed = 0
-    for fn in TESTS:
-        if want and want not in fn.__name__:
-            continue
-        t0 = time.time()
-        try:
-            fn()
-            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
-            passed += 1
-        except Exception as e:
-            print("FAIL %s: %s" % (fn.__name__, e))
-            if not isinstance(e, Failure):
-                import traceback
-                traceback.print_exc()
-            failed += 1
-        sys.stdout.flush()
+    passed, failed = driver.run_tests(TESTS, want)
     if ATTACK_DIR:
         subprocess.run(["rm", "-rf", ATTACK_DIR])
     print("%d passed, %d failed" % (passed, failed))

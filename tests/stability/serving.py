@@ -17,7 +17,7 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import driver  # noqa: E402
-from driver import BIN, DATA, Failure, Server, check, png_decode, png_size  # noqa: E402
+from driver import BIN, DATA, Server, check, png_decode, png_size  # noqa: E402
 
 TESTS = []
 BUNDLED = ["hayao", "cute-v3", "hayao-v3", "shinkai-v3"]
@@ -210,22 +210,7 @@ def main():
         print("FAIL build: %s is missing (run make)" % BIN)
         print("0 passed, 1 failed")
         return 1
-    passed = failed = 0
-    for fn in TESTS:
-        if want and want not in fn.__name__:
-            continue
-        t0 = time.time()
-        try:
-            fn()
-            print("PASS %s (%.1f s)" % (fn.__name__, time.time() - t0))
-            passed += 1
-        except Exception as e:
-            print("FAIL %s: %s" % (fn.__name__, e))
-            if not isinstance(e, Failure):
-                import traceback
-                traceback.print_exc()
-            failed += 1
-        sys.stdout.flush()
+    passed, failed = driver.run_tests(TESTS, want)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
