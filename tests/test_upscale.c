@@ -334,6 +334,41 @@ static int wrong_shape_refused(void) {
     return 0;
 }
 
+/* DySample's init_pos is checked against the sub-pixel centres the op computes: one value
+ * moved is refused in one line naming it. */
+static int dysample_init_pos_checked(void) {
+    uint8_t *data;
+    size_t size, st_size;
+    ag_error err = {0};
+    ag_tensor_set set = {0};
+    CHECK_OK(ag_read_file(AG_SOURCE_DIR "/tests/fixtures/upscale/arch/realplksr-dys-x3.pth",
+                          64u << 20, &data, &size, &err),
+             &err);
+    CHECK_OK(ag_pytorch_parse(data, size, "dys.pth", &set, &err), &err);
+    uint8_t *st = safetensors_with_wider(&set, "", &st_size);
+    size_t at = 8, header = 0;
+    for (int b = 0; b < 8; b++)
+        header |= (size_t)st[b] << (8 * b);
+    at += header;
+    int i = 0;
+    for (; i < set.count && strcmp(set.tensors[i].name, "to_img.init_pos"); i++)
+        at += set.tensors[i].nbytes;
+    CHECK(i < set.count);
+    float v;
+    memcpy(&v, st + at + 4, 4); /* the second x offset: (1 - 1) / 3 = 0 */
+    v += 0.25f;
+    memcpy(st + at + 4, &v, 4);
+    ag_model *model = NULL;
+    int rc = ag_model_load_memory(st, st_size, "bad.safetensors", &model, &err);
+    printf("  init_pos[1] moved: %s\n", err.message);
+    CHECK(rc != AG_OK && !model && strstr(err.message, "to_img.init_pos[1]") &&
+          !strchr(err.message, '\n'));
+    ag_free(st);
+    ag_tensor_set_fini(&set);
+    ag_free(data);
+    return 0;
+}
+
 /* ---- tiling ------------------------------------------------------------------------------ */
 
 /* A deterministic test photo crop of w x h, bands 3 or 4. */
@@ -610,6 +645,7 @@ int main(int argc, char **argv) {
         TEST(family_scales),
         TEST(safetensors_equals_pth),
         TEST(wrong_shape_refused),
+        TEST(dysample_init_pos_checked),
         TEST(tiled_equals_untiled),
         TEST(tiled_group_norm_psnr),
         TEST(alpha_scale_and_small),
