@@ -73,7 +73,7 @@ GEN_SRC :=
 
 -include server/web.mk
 
-.PHONY: install uninstall all test v3-test-models check check-deps valgrind format format-check clean fuzz bench soak load
+.PHONY: install uninstall test-container all test v3-test-models check check-deps valgrind format format-check clean fuzz bench soak load
 all: check-deps $(BUILD)/animegan $(TEST_BIN) $(TEST_TOOLS)
 
 check-deps:
@@ -137,6 +137,11 @@ test: all v3-test-models
 # The fast subset: the C test binaries (unit, golden, CLI), no server or stability suites.
 check: all v3-test-models
 	BUILD=$(BUILD) QUICK=1 tests/run.sh
+
+# The container recipe built from Debian's packages and run with podman (minutes; root;
+# scripts/install-deps.sh --container): not part of `make test`.
+test-container: check-deps $(BUILD)/animegan
+	BUILD=$(BUILD) tests/container_test.sh
 
 valgrind: all
 	BUILD=$(BUILD) tests/valgrind.sh

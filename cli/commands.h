@@ -42,6 +42,9 @@ extern int ag_server_main(int argc, char **argv);
  */
 int ag_cli_parse_int(const char *command, const char *option, const char *text, int min, int max,
                      int *out);
+/* The same for an option of the steps' table (ag_step_options), in the row's range. */
+int ag_cli_parse_step_int(const char *command, const char *option, const char *text, int *out);
+int ag_cli_parse_step_float(const char *command, const char *option, const char *text, float *out);
 
 /* Options that pick the model and shape the engine; shared by convert and bench. */
 typedef struct ag_cli_engine_args {

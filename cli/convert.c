@@ -207,26 +207,18 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
     case OPT_RESTORE_FACES: a->restore_model = arg; return 0;
     case OPT_ALIGNED: a->restore.aligned = a->aligned_given = 1; return 0;
     case OPT_FIDELITY:
-    case OPT_CODEFORMER_FIDELITY: {
-        char *end;
-        double w = strtod(arg, &end);
-        const char *name = opt == OPT_FIDELITY ? "fidelity" : "codeformer-fidelity";
-        if (end == arg || *end || !(w >= 0 && w <= 1))
-            return ag_cli_usage_error(a->command, "--%s: '%s' is not a number from 0 to 1", name,
-                                      arg),
-                   -1;
-        *(opt == OPT_FIDELITY ? &a->restore.fidelity : &a->restore.codeformer_fidelity) = (float)w;
         a->fidelity_given = 1;
-        return 0;
-    }
-    case OPT_MAX_FACES:
-        return ag_cli_parse_int(a->command, "max-faces", arg, 1, AG_FACE_MAX, &a->max_faces);
+        return ag_cli_parse_step_float(a->command, "fidelity", arg, &a->restore.fidelity);
+    case OPT_CODEFORMER_FIDELITY:
+        a->fidelity_given = 1;
+        return ag_cli_parse_step_float(a->command, "codeformer-fidelity", arg,
+                                       &a->restore.codeformer_fidelity);
+    case OPT_MAX_FACES: return ag_cli_parse_step_int(a->command, "max-faces", arg, &a->max_faces);
     case OPT_SIDE_BY_SIDE: a->side_by_side = 1; return 0;
     case OPT_QUALITY: return ag_cli_parse_int(a->command, "quality", arg, 1, 100, &a->quality);
     case OPT_SIZE:
         a->size_given = 1;
-        return ag_cli_parse_int(a->command, "size", arg, AG_MIN_SIDE, 8192,
-                                &a->decode.portrait_size);
+        return ag_cli_parse_step_int(a->command, "size", arg, &a->decode.portrait_size);
     case OPT_MAX_SIDE:
         if (ag_cli_parse_int(a->command, "max-side", arg, 0, 1 << 16, &a->decode.max_side))
             return -1;

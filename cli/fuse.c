@@ -44,11 +44,14 @@ static void print_help(void) {
           "      --mode M             normal (seamless), blend (feathered, no Poisson) or\n"
           "                           overlay (the fused lightness over T's colour)\n"
           "      --smooth S           skin smoothing, 0-1 (default: 0)\n"
-          "      --keep-occluders     keep what covers T's face (hair, a hand) from T\n"
+          "      --paint-occluders    paint the face over what covers T's face (hair, a hand);\n"
+          "                           by default it is kept from T (--keep-occluders)\n"
           "      --brightness B       -1..1 on the fused face (default: 0)\n"
           "      --contrast C         -1..1 (default: 0)\n"
           "      --saturation S       -1..1 (default: 0)\n"
           "      --size N             output long side: original, or 64-4096 px\n"
+          "      --max-window-pixels N  the face's work window over N px is fused at the\n"
+          "                           scale that fits N, its change enlarged (default: 4194304)\n"
           "      --style M            stylise the result with model M (fuse, then anime)\n"
           "      --anime-template     with --style: T is already anime; stylise the source\n"
           "                           face first, then fuse\n"
@@ -73,10 +76,12 @@ enum {
     OPT_MODE,
     OPT_SMOOTH,
     OPT_KEEP_OCCLUDERS,
+    OPT_PAINT_OCCLUDERS,
     OPT_BRIGHTNESS,
     OPT_CONTRAST,
     OPT_SATURATION,
     OPT_SIZE,
+    OPT_MAX_WINDOW,
     OPT_STYLE,
     OPT_ANIME_TEMPLATE,
     OPT_QUALITY,
@@ -124,9 +129,16 @@ static int parse_option(int opt, const char *arg, fuse_args *a) {
     case OPT_MODE: return parse_mode(arg, &f->mode);
     case OPT_SMOOTH: return parse_float("smooth", arg, 0, 1, &f->smooth);
     case OPT_KEEP_OCCLUDERS: f->keep_occluders = 1; return 0;
+    case OPT_PAINT_OCCLUDERS: f->keep_occluders = 0; return 0;
     case OPT_BRIGHTNESS: return parse_float("brightness", arg, -1, 1, &f->brightness);
     case OPT_CONTRAST: return parse_float("contrast", arg, -1, 1, &f->contrast);
     case OPT_SATURATION: return parse_float("saturation", arg, -1, 1, &f->saturation);
+    case OPT_MAX_WINDOW: {
+        int v;
+        if (ag_cli_parse_int("fuse", "max-window-pixels", arg, 4096, 1 << 30, &v))
+            return -1;
+        return f->max_window_pixels = v, 0;
+    }
     case OPT_SIZE:
         if (!strcmp(arg, "original"))
             return f->size = 0, 0;
@@ -153,6 +165,8 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         {"mode", required_argument, NULL, OPT_MODE},
         {"smooth", required_argument, NULL, OPT_SMOOTH},
         {"keep-occluders", no_argument, NULL, OPT_KEEP_OCCLUDERS},
+        {"paint-occluders", no_argument, NULL, OPT_PAINT_OCCLUDERS},
+        {"max-window-pixels", required_argument, NULL, OPT_MAX_WINDOW},
         {"brightness", required_argument, NULL, OPT_BRIGHTNESS},
         {"contrast", required_argument, NULL, OPT_CONTRAST},
         {"saturation", required_argument, NULL, OPT_SATURATION},

@@ -44,6 +44,28 @@ int ag_cli_parse_int(const char *command, const char *option, const char *text, 
     return 0;
 }
 
+int ag_cli_parse_step_int(const char *command, const char *option, const char *text, int *out) {
+    const ag_step_option *o = ag_step_option_find(option);
+    if (!o || o->type != AG_OPTION_INT) { /* a programming error, caught by any test run */
+        ag_cli_usage_error(command, "--%s: not an integer option of the step table", option);
+        return -1;
+    }
+    return ag_cli_parse_int(command, option, text, (int)o->min, (int)o->max, out);
+}
+
+int ag_cli_parse_step_float(const char *command, const char *option, const char *text, float *out) {
+    const ag_step_option *o = ag_step_option_find(option);
+    char *end;
+    double v = strtod(text, &end);
+    if (!o || end == text || *end || !(v >= o->min && v <= o->max)) {
+        ag_cli_usage_error(command, "--%s: '%s' is not a number from %g to %g", option, text,
+                           o ? o->min : 0.0, o ? o->max : 0.0);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
 static const char *const backend_names[] = {"onednn", "reference"};
 
 const char *ag_cli_precision_name(ag_precision precision) {

@@ -61,8 +61,8 @@ int ag_cli_upscale_option(const char *command, int opt, const char *arg, int ups
     case AG_CLI_OPT_UPSCALE:
     case AG_CLI_OPT_SCALE:
         wrong = upscale_only != (opt == AG_CLI_OPT_SCALE);
-        if (!wrong && ag_cli_parse_int(command, opt == AG_CLI_OPT_SCALE ? "scale" : "upscale", arg,
-                                       1, AG_UPSCALE_MAX_SCALE, &u->scale))
+        if (!wrong && ag_cli_parse_step_int(command, opt == AG_CLI_OPT_SCALE ? "scale" : "upscale",
+                                            arg, &u->scale))
             return -1;
         break;
     case AG_CLI_OPT_UPSCALE_MODEL:
@@ -73,15 +73,15 @@ int ag_cli_upscale_option(const char *command, int opt, const char *arg, int ups
         }
         break;
     case AG_CLI_OPT_TILE:
-        if (ag_cli_parse_int(command, "tile", arg, 16, 8192, &u->tile))
+        if (ag_cli_parse_step_int(command, "tile", arg, &u->tile))
             return -1;
         break;
     case AG_CLI_OPT_TILE_PAD:
-        if (ag_cli_parse_int(command, "tile-pad", arg, 0, 256, &u->tile_pad))
+        if (ag_cli_parse_step_int(command, "tile-pad", arg, &u->tile_pad))
             return -1;
         break;
     case AG_CLI_OPT_MAX_MB:
-        if (ag_cli_parse_int(command, "max-mb", arg, 16, 1 << 20, &u->max_mb))
+        if (ag_cli_parse_step_int(command, "max-mb", arg, &u->max_mb))
             return -1;
         break;
     default: return 0;

@@ -487,17 +487,24 @@ typedef struct ag_fuse_options {
     float shape_ratio;   /* 0-1: 0 the target's geometry, 1 the source's */
     float texture_ratio; /* 0-1: how much of the source's skin and features replaces the target's */
     ag_fuse_mode mode;
-    float smooth;       /* skin smoothing, 0-1 */
-    float brightness;   /* -1..1, on the fused face (lightness +-25) */
-    float contrast;     /* -1..1: lightness spread about the face's mean, x(1 + c) */
-    float saturation;   /* -1..1: chroma x(1 + s) */
-    int size;           /* output long side in px (the target resized first, Keys cubic with
-                           a box prefilter); 0: the target's own size; else 64-4096 */
-    int keep_occluders; /* 1: what covers the target's face (hair, a hand) stays the target's
-                           (a skin model of its face, src/face/fuse_visible.c); 0: off */
+    float smooth;           /* skin smoothing, 0-1 */
+    float brightness;       /* -1..1, on the fused face (lightness +-25) */
+    float contrast;         /* -1..1: lightness spread about the face's mean, x(1 + c) */
+    float saturation;       /* -1..1: chroma x(1 + s) */
+    int size;               /* output long side in px (the target resized first, Keys cubic with
+                               a box prefilter); 0: the target's own size; else 64-4096 */
+    int keep_occluders;     /* 1: what covers the target's face (hair, a hand) stays the target's
+                               (a skin model of its face, src/face/fuse_visible.c); 0: off */
+    long max_window_pixels; /* the fusion's work window (the face and its margin) over this is
+                               fused at the scale that brings it to this, its change enlarged
+                               onto the target; 0: AG_FUSE_WINDOW_PIXELS */
 } ag_fuse_options;
 
-/* The defaults: both ratios 0.7, normal mode, no adjustments. */
+/* The default bound of a fusion's work window: 2048 x 2048 (a face of about 1300 px). */
+#define AG_FUSE_WINDOW_PIXELS 4194304L
+
+/* The defaults: both ratios 0.7, normal mode, no adjustments, occluders kept, the window
+ * bounded by AG_FUSE_WINDOW_PIXELS. */
 void ag_fuse_options_init(ag_fuse_options *options);
 
 /* The stages of one fusion, wall time in ms. */
@@ -531,10 +538,13 @@ int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_im
  * source has at most source_pixels, the target (and, with options->size, the resized target)
  * at most target_pixels, and no image a side over longest_side: the resized target, the
  * shrunk source, the output, and the larger of a warp's buffers and the work over the face's
- * window (47 bytes a pixel, at most the target's) with the Poisson grids (~9.3 more). The
+ * window (48 bytes a pixel, at most the target's and at most window_pixels, the options'
+ * max_window_pixels: a larger window is fused shrunk to it, with its two copies) with the
+ * Poisson grids (~9.3 more). The
  * inputs are the caller's. A memory budget's term (the server's ag_budget_fuse_bytes).
  */
-size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side);
+size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side,
+                          size_t window_pixels);
 
 /* ---- face restoration (GPEN, GFPGAN) ------------------------------------------------------ */
 
@@ -664,6 +674,39 @@ int ag_pipeline_run(const ag_pipeline *p, ag_image *image, ag_image *out,
 int ag_pipeline_apply(const ag_pipeline *p, const ag_image *in, ag_image *out,
                       ag_pipeline_result *result, ag_error *err);
 
+/*
+ * The options of the steps, declared once (src/pipeline/options.c): each row names the
+ * option as every front end spells it, with its type, range and default. The CLI's parsers
+ * take their ranges from here; test_cli checks the CLI's option tables and --help, the API's
+ * query parser, Python's keyword arguments and docs/api.md against it.
+ */
+typedef enum ag_option_type {
+    AG_OPTION_FLAG,  /* no value (CLI), 0/1 (API), bool (Python) */
+    AG_OPTION_INT,   /* in [min, max] */
+    AG_OPTION_FLOAT, /* in [min, max] */
+    AG_OPTION_TEXT,  /* a name, a file or a choice */
+} ag_option_type;
+
+/* Which CLI commands take an option (bits of ag_step_option.commands). */
+enum { AG_CMD_CONVERT = 1, AG_CMD_RESTORE = 2, AG_CMD_UPSCALE = 4 };
+
+typedef struct ag_step_option {
+    ag_pipeline_step step;
+    const char *name;    /* the CLI's long option: "fidelity" for --fidelity */
+    int commands;        /* AG_CMD_* bits: the commands whose tables hold it */
+    const char *query;   /* the API's query parameter; NULL: not on the API */
+    const char *keyword; /* Python's keyword argument; NULL: not in Python */
+    ag_option_type type;
+    double min, max, def;
+    const char *help; /* one line */
+} ag_step_option;
+
+/* The table: *count rows, in step order. */
+const ag_step_option *ag_step_options(int *count);
+
+/* The row of CLI option `name`; NULL when no step has it. */
+const ag_step_option *ag_step_option_find(const char *name);
+
 /* ---- video and animated images --------------------------------------------------------- */
 
 /*
@@ -781,8 +824,9 @@ typedef struct ag_video_segment {
  * Cut the clip at `path` at keyframes at least `seconds` apart (a demux of the video
  * packets, nothing decoded): cuts[0..*count] are the segments' boundaries (cuts[0] is
  * INT64_MIN, cuts[*count] INT64_MAX). *count is 1 when the clip is no longer than `seconds`,
- * has no keyframe to cut at, or is an animated WebP; at most AG_VIDEO_MAX_SEGMENTS (the last
- * segment is then longer). A last piece shorter than seconds / 2 joins the one before.
+ * has no keyframe to cut at, or is not in MP4/MOV or Matroska/WebM (whose indexes let each
+ * segment seek to its keyframe exactly); at most AG_VIDEO_MAX_SEGMENTS (the last segment is
+ * then longer). A last piece shorter than seconds / 2 joins the one before.
  */
 int ag_video_plan_segments(const char *path, double seconds, const ag_video_limits *limits,
                            int64_t cuts[AG_VIDEO_MAX_SEGMENTS + 1], int *count, ag_error *err);

@@ -45,7 +45,10 @@
  *                                         with an upscaler the largest upscale=N frames
  *                                         O allows) and 32 MiB of demuxer and codec
  *                                         state; the frames' inference and upscaling run
- *                                         on the workers, within their term
+ *                                         on the workers, within their term (a photo
+ *                                         served between a frame's upscaling steps asks
+ *                                         no upscaler: it holds the worker's other terms
+ *                                         while the frame holds the upscale one)
  *
  * S = max(--max-side, portrait size), O = --max-output-pixels. Admission makes "(queue + W)" exact:
  * a slot is taken when a convert (or fuse) request's headers arrive and given back when its
@@ -182,7 +185,7 @@ size_t ag_budget_fuse_bytes(const ag_server_config *c) {
      * and that side: the worker's size check holds the resized target to max_pixels too. */
     size_t fuse =
         add_sat(mul_sat(image, 2), sizeof(ag_face) * (AG_FACE_MAX + 2) + (size_t)192 * 192 * 4);
-    fuse = add_sat(fuse, ag_face_fuse_bytes(px, px, side));
+    fuse = add_sat(fuse, ag_face_fuse_bytes(px, px, side, AG_FUSE_WINDOW_PIXELS));
     /* Encoding, the inputs freed: the output and the encoder's working copy. */
     size_t encode = mul_sat(image, 3);
     size_t most = fuse > decode ? fuse : decode;

@@ -115,6 +115,9 @@ void ag_jobs_json(ag_text *t, const ag_jobs *j, const job *b) {
     if (j->redis && b->state == JOB_RUNNING && b->instance[0]) {
         ag_text_append(t, ",\"instance\":", 12);
         ag_text_json_string(t, b->instance);
+        if (b->segments > 1) /* cut over the cluster (docs/cluster.md) */
+            ag_text_printf(t, ",\"segments\":%d,\"segments_done\":%d", b->segments,
+                           b->segments - b->segments_left);
     }
     ag_text_printf(t, ",\"upscale\":%d", b->upscale > 1 ? b->upscale : 1);
     if (b->out_width > 0)

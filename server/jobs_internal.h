@@ -68,6 +68,7 @@ typedef struct job {
     /* --jobs-redis: the instance running it, jobs ahead of it, when it started, runs */
     char instance[128];
     int ahead, attempts;
+    int segments, segments_left; /* a job cut in segments (--jobs-segment-seconds); 0 whole */
     double started_unix;
 } job;
 

@@ -603,6 +603,10 @@ static void parse_field(job *b, const char *k, const char *v) {
         b->ahead = field_int(v);
     } else if (!strcmp(k, "attempts")) {
         b->attempts = field_int(v);
+    } else if (!strcmp(k, "parts")) {
+        b->segments = field_int(v);
+    } else if (!strcmp(k, "parts_left")) {
+        b->segments_left = field_int(v);
     }
 }
 

@@ -316,8 +316,10 @@ static void segment_path(ag_jobs *j, const char *id, int index, char *out, size_
 /* Convert segment `index`, or join them all (index -1), into tmp. */
 static int convert_part(ag_jobs *j, const job *b, const run_paths *p, const int64_t *cuts,
                         int count, int index, ag_video_result *res, ag_error *err) {
-    size_t in_bytes = ag_jobs_file_size(p->in);
-    size_t allowance = 2 * in_bytes * ag_jobs_result_factor(b->upscale) + ((size_t)1 << 20);
+    size_t in_bytes = ag_jobs_file_size(p->in); /* a whole run's bound: a part needs less */
+    int64_t frames = b->frames_total > 0 ? b->frames_total : b->max_frames;
+    size_t allowance =
+        2 * ag_jobs_result_bytes(b->ext, frames, b->out_width, b->out_height, in_bytes, b->upscale);
     ag_video_options o;
     ag_jobs_video_options(j, b, allowance, &o);
     if (index >= 0) {

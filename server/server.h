@@ -728,10 +728,11 @@ void ag_worker_use_models(ag_worker *w, int model, int face_model);
 int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err);
 /* The arenas of w's upscaler engines (one when both scales share a file). */
 size_t ag_worker_upscaler_arena_bytes(const ag_worker *w);
-/* Between two steps of a video frame's upscaling on w: the photos waiting at the queue's
- * head that need no upscaler are converted now, on this thread (the frame's upscaler is
- * mid-image; the style engines, restorers and detector are free, and the frame's images
- * are the runner's, in the video term). Returns how many. Worker thread only. */
+/* Between two steps of a video frame's upscaling on w, while every worker is busy: the
+ * photos waiting at the queue's head that need no upscaler are converted now, on this
+ * thread (the frame's upscaler is mid-image; the style engines, restorers and detector are
+ * free, and the frame's images are the runner's, in the video term). Returns how many.
+ * Worker thread only. */
 int ag_worker_serve_waiting(ag_worker *w);
 
 /* A boolean option's value: "1"/"true" or "0"/"false" into *out, 0; else -1 (options.c). */

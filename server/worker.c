@@ -511,7 +511,9 @@ int ag_worker_serve_waiting(ag_worker *w) {
     uint64_t busy_since = atomic_load(&w->busy_since_us), deadline;
     int served = 0;
     ag_request *r;
-    while ((r = ag_queue_pop_request_if(&s->queue, needs_no_upscaler, &deadline))) {
+    /* An idle worker (waiting in the queue) takes them sooner, and the frame goes on. */
+    while (atomic_load(&s->busy_workers) >= s->config.workers &&
+           (r = ag_queue_pop_request_if(&s->queue, needs_no_upscaler, &deadline))) {
         atomic_fetch_sub(&s->busy_workers, 1); /* run_job counts this worker again */
         run_job(w, r, deadline);
         atomic_fetch_add(&s->busy_workers, 1);

@@ -427,18 +427,18 @@ h=$(proxy_run --trusted-proxy 127.0.0.1 | tail -n 1)
 h=$(proxy_run | tail -n 1)
 [ "$h" = 0 ] && ok "proxy_header_ignored_untrusted" || bad "proxy_header_ignored_untrusted ($h hits, want 0)"
 
-# Occluders (issue 31 item 1): with --keep-occluders, strands of real hair over the target's
+# Occluders (issue 31 item 1): by default (--keep-occluders), strands of real hair over the target's
 # forehead and cheek (tests/data/faces/obama_hair.png, tools/make_fuse_occluders.py) stay
 # the target's: the error on their pixels inside the fused region (tests/fuse/
 # occluder_error.py: within 3 px, for the warp) at most 6 grey levels at ratios 0.5 and 1.
-# Without the option (main's fusion before issue 31) it is 6.34 and 16.83: the face is
-# painted over the hair.
+# With --paint-occluders (main's fusion before issue 31) it is 6.34 and 16.83: the face is
+# painted over the hair. The region is a fusion that paints (so the strands are in it).
 FACES=tests/data/faces
 "$BIN" fuse -s $FACES/biden.jpg -T $FACES/obama_hair.png -o "$tmp/region.png" --shape-ratio 0 \
-    --texture-ratio 1 --mode blend 2>"$tmp/err"
+    --texture-ratio 1 --mode blend --paint-occluders 2>"$tmp/err"
 for r in 0.5 1; do
     if "$BIN" fuse -s $FACES/biden.jpg -T $FACES/obama_hair.png -o "$tmp/occ.png" -r $r \
-        --keep-occluders 2>"$tmp/err"; then
+        2>"$tmp/err"; then
         e=$(/usr/bin/python3 tests/fuse/occluder_error.py "$tmp/occ.png" $FACES/obama_hair.png \
             $FACES/obama_hair_mask.png "$tmp/region.png")
         /usr/bin/python3 -c "import sys; e, n = sys.argv[1].split(); sys.exit(not (float(e) <= 6 and int(n) > 1000))" "$e" &&
@@ -447,6 +447,20 @@ for r in 0.5 1; do
         bad "occluders_kept_ratio_$r"
     fi
 done
+
+# --keep-occluders is the default; --paint-occluders paints over the strands (error over 6).
+"$BIN" fuse -s $FACES/biden.jpg -T $FACES/obama_hair.png -o "$tmp/k.png" -r 1 --keep-occluders \
+    2>"$tmp/err" && [ "$(mean_diff "$tmp/k.png" "$tmp/occ.png")" = 0.0000 ] &&
+    ok occluders_kept_by_default || bad occluders_kept_by_default
+if "$BIN" fuse -s $FACES/biden.jpg -T $FACES/obama_hair.png -o "$tmp/p.png" -r 1 \
+    --paint-occluders 2>"$tmp/err"; then
+    e=$(/usr/bin/python3 tests/fuse/occluder_error.py "$tmp/p.png" $FACES/obama_hair.png \
+        $FACES/obama_hair_mask.png "$tmp/region.png")
+    /usr/bin/python3 -c "import sys; sys.exit(not float(sys.argv[1].split()[0]) > 6)" "$e" &&
+        ok "paint_occluders_paints ($e)" || bad "paint_occluders_paints ($e)"
+else
+    bad paint_occluders_paints
+fi
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -209,13 +209,17 @@ def timing(path):
 
 
 def parts_started(job_id):
-    """{part: [instances that started it]} from every instance's log (killed ones too)."""
-    out = {}
+    """{part: [instances that started it, in time order]} from every instance's log (killed
+    ones too)."""
+    starts = []
     for s in STATE["servers"] + STATE.get("gone", []):
         for line in s.lines:
             m = re.search(r"job %s part (\w+) of \d+ started on (\w+)" % job_id, line)
             if m:
-                out.setdefault(m.group(1), []).append(m.group(2))
+                starts.append((line.split()[0], m.group(1), m.group(2)))  # ts=... first
+    out = {}
+    for _, part, where in sorted(starts):
+        out.setdefault(part, []).append(where)
     return out
 
 
@@ -375,8 +379,17 @@ def segments_joined_equal_a_single_run():
     src = os.path.join(CLIPS, "segments.mp4")
     status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=64")
     check(status == 202, "submit: %d %s" % (status, doc))
-    final = poll(nginx.front, doc["id"], done, timeout=300)
+    seen = set()
+
+    def segments_shown(d):
+        if d["state"] == "running" and "segments" in d:
+            check(d["segments"] == 3 and 0 <= d["segments_done"] <= 3, str(d))
+            seen.add(d["segments_done"])
+        return done(d)
+
+    final = poll(nginx.front, doc["id"], segments_shown, timeout=300, every=0.1)
     check(final["state"] == "done" and final["frames_done"] == 150, str(final))
+    check(seen, "the state never said \"segments\" while running")
     parts = parts_started(doc["id"])
     check(sorted(parts) == ["0", "1", "2", "join"], "parts %s" % parts)
     ran_on = {i for p in parts.values() for i in p}
@@ -403,33 +416,74 @@ def segments_joined_equal_a_single_run():
           (sorted(ran_on), len(audio_whole)))
 
 
-@test
-def kill9_during_a_segment():
+def running_part(s, job_id):
+    """The segment instance s started last and has not finished, or None."""
+    running = None
+    for line in s.lines:
+        m = re.search(r"job %s part (\d+) (of \d+ started|done|failed)" % job_id, line)
+        if m:
+            running = m.group(1) if "started" in m.group(2) else None
+    return running
+
+
+def stop_in_a_segment(sig):
+    """Submit segments.mp4, stop (sig) an instance in the middle of a segment; returns the
+    job, the instance, the part it ran and when it was stopped."""
     _, _, nginx = cluster()
     status, _, doc = submit(nginx.front, clip("segments.mp4"), "?max_side=96")
     check(status == 202, "submit: %d %s" % (status, doc))
     deadline = time.time() + 120
-    victim = None
-    while victim is None:
-        check(time.time() < deadline, "no segment started: %s" % parts_started(doc["id"]))
-        for part, where in parts_started(doc["id"]).items():
-            if part != "join":
-                victim, killed_part = by_name(where[0]), part
-                break
-        time.sleep(0.05)
-    time.sleep(0.3)  # into its frames
-    victim.proc.kill()
-    final = poll(nginx.front, doc["id"], done, timeout=180, all_200=False)
+    while True:
+        check(time.time() < deadline, "no segment running: %s" % parts_started(doc["id"]))
+        busy = [(s, running_part(s, doc["id"])) for s in alive()]
+        busy = [(s, p) for s, p in busy if p is not None]
+        if busy:
+            victim, part = busy[0]
+            victim.proc.send_signal(sig)
+            return doc["id"], victim, part, time.time()
+        time.sleep(0.02)
+
+
+@test
+def kill9_during_a_segment():
+    _, _, nginx = cluster()
+    job_id, victim, part, _ = stop_in_a_segment(signal.SIGKILL)
+    victim.proc.wait(10)
+    final = poll(nginx.front, job_id, done, timeout=180, all_200=False)
     check(final["state"] == "done" and final["frames_done"] == 150, str(final))
-    check(frame_count(result_path(doc["id"])) == 150, "frames in the result")
-    parts = parts_started(doc["id"])
+    check(frame_count(result_path(job_id)) == 150, "frames in the result")
+    parts = parts_started(job_id)
     again = [p for p, where in parts.items() if len(where) > 1]
-    check(again == [killed_part] and parts[killed_part][0] == victim.name,
-          "killed %s running part %s; parts started %s" % (victim.name, killed_part, parts))
+    check(again in ([part], []) and victim.name not in parts[part][1:],
+          "killed %s in part %s; parts started %s" % (victim.name, part, parts))
+    ran_again = len(again) == 1
+    check(ran_again or running_part(victim, job_id) is None,
+          "part %s neither finished nor ran again: %s" % (part, parts))
     print("  killed %s in part %s: only that part ran again (on %s); 150 frames" %
-          (victim.name, killed_part, parts[killed_part][1]))
+          (victim.name, part, parts[part][-1]))
     replace(victim.name)
-    nginx.front.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    nginx.front.request("DELETE", "/api/v1/jobs/" + job_id)
+
+
+@test
+def sigterm_hands_a_segment_back():
+    _, _, nginx = cluster()
+    job_id, victim, part, stopped = stop_in_a_segment(signal.SIGTERM)
+    deadline = time.time() + 30
+    while len(parts_started(job_id).get(part, [])) < 2:
+        check(time.time() < deadline, "part %s not taken again: %s" %
+              (part, parts_started(job_id)))
+        time.sleep(0.05)
+    took = time.time() - stopped  # the next free runner: the others run their own segments
+    check(victim.proc.wait(30) == 0, "exit %r" % victim.proc.returncode)
+    check(any(re.search(r"job %s handed back" % job_id, l) for l in victim.lines),
+          "%s did not hand part %s back" % (victim.name, part))
+    final = poll(nginx.front, job_id, done, timeout=180, all_200=False)
+    check(final["state"] == "done" and frame_count(result_path(job_id)) == 150, str(final))
+    print("  SIGTERM to %s in part %s; the part running on %s %.1f s later; 150 frames" %
+          (victim.name, part, parts_started(job_id)[part][-1], took))
+    replace(victim.name)
+    nginx.front.request("DELETE", "/api/v1/jobs/" + job_id)
 
 
 @test

@@ -769,6 +769,63 @@ static int test_help_lists_option_table(void) {
     return 0;
 }
 
+/* `text` with `before` + word + `after` in it. */
+static int has_word(const char *text, const char *before, const char *word, const char *after) {
+    char w[96];
+    snprintf(w, sizeof w, "%s%s%s", before, word, after);
+    return strstr(text, w) != NULL;
+}
+
+/* A whole text file, malloc'ed; NULL when it cannot be read. */
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    long size = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)size + 1)) != NULL)
+        text[fread(text, 1, (size_t)size, f)] = '\0';
+    if (f)
+        fclose(f);
+    return text;
+}
+
+/* Issue 29: the steps' options, declared once (ag_step_options), are what every front end
+ * takes: each row's --name is in the option table of exactly the commands the row names;
+ * its API query parameter is in docs/api.md (the parser is checked by
+ * test_server_parsers); its Python keyword is in python/animegan/_core.c's lists. */
+static int test_step_options_everywhere(void) {
+    static const char *const commands[] = {"convert", "restore", "upscale"};
+    static option_names tables[3];
+    for (int c = 0; c < 3; c++)
+        CHECK(read_table(commands[c], &tables[c]) == 0);
+    char *api = read_text(AG_SOURCE_DIR "/docs/api.md");
+    char *python = read_text(AG_SOURCE_DIR "/python/animegan/_core.c");
+    CHECK(api && python);
+    int count, rc = 0;
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count && !rc; i++) {
+        for (int c = 0; c < 3; c++) {
+            int listed = in_table(&tables[c], o[i].name, strlen(o[i].name));
+            int declared = (o[i].commands >> c) & 1;
+            if (listed != declared)
+                rc = fprintf(stderr, "  --%s: %s %s, the step table says %s\n", o[i].name,
+                             commands[c], listed ? "takes it" : "does not take it",
+                             declared ? "it does" : "it does not");
+        }
+        const char *q = o[i].query;
+        if (q && !has_word(api, "`", q, "`") && !has_word(api, "", q, "="))
+            rc = fprintf(stderr, "  docs/api.md does not describe %s\n", q);
+        if (o[i].keyword && !has_word(python, "\"", o[i].keyword, "\""))
+            rc = fprintf(stderr, "  python: no keyword %s (--%s)\n", o[i].keyword, o[i].name);
+        if (o[i].step < 0 || o[i].step >= AG_STEP_COUNT || (i && o[i].step < o[i - 1].step))
+            rc = fprintf(stderr, "  --%s: rows are in step order\n", o[i].name);
+    }
+    free(api);
+    free(python);
+    CHECK(rc == 0);
+    CHECK(ag_step_option_find("fidelity") && !ag_step_option_find("nope"));
+    return 0;
+}
+
 /* Issue 33 item 9: an image name for several outputs, a style where a checkpoint goes. */
 static int test_cli_messages(void) {
     const char *dir = temp_dir();
@@ -866,6 +923,7 @@ int main(int argc, char **argv) {
         TEST(test_bad_options),
         TEST(test_help),
         TEST(test_help_lists_option_table),
+        TEST(test_step_options_everywhere),
         TEST(test_cli_messages),
         TEST(test_models_lists_hayao),
         TEST(test_bench_json),

@@ -269,7 +269,7 @@ static int test_u8_maps(void) {
             CHECK_MSG(worst <= 0.5 + 1e-3, "%s C %d: %.3f steps from fp32", v[k]->isa, C, worst);
             if (k == 0)
                 memcpy(old, pairs[0], q * 4);
-            ag_norm_affine a = {scale, shift, NULL};
+            ag_norm_affine a = {scale, shift, NULL, AG_GATE_NONE};
             v[k]->materialize_u8(maps[k], pairs[k], NULL, NULL, a, AG_LRELU_SLOPE, 1.0f, H, W, C,
                                  scratch, NULL, 2);
             CHECK(k == 0 ||
@@ -315,7 +315,7 @@ static int test_stats_and_output_equal(void) {
     for (int i = 1; i < nv && !rc; i++) {
         const ag_fused_ops *o[2] = {v[0], v[i]};
         for (int j = 0; j < 2; j++) {
-            ag_norm_affine af = {scale[j], shift[j], NULL};
+            ag_norm_affine af = {scale[j], shift[j], NULL, AG_GATE_NONE};
             o[j]->row_stats(p[j], x, 0, 0, H, (size_t)W * C - 3, 2); /* a tail of 13 */
             o[j]->row_stats(pb[j], xb, 1, 0, H, (size_t)W * C, 2);
             o[j]->norm_stats(af, p[j], x, gamma, beta, H, W, C, 1e-5f, 2);
@@ -452,6 +452,48 @@ static int test_output_tanh(void) {
     return worst > 3e-7;
 }
 
+/* A chain's gate (SiLU, Mish: the upscalers' activations applied by a conv's reader) over
+ * x * scale + shift, through norm_act_pad with 35 channels (two vectors and a scalar tail):
+ * every variant the same bits, within 1e-6 of the result (+ 1e-20) of the double formulas
+ * over [-100, 100], NaN-free. */
+static int test_chain_gates(void) {
+    enum { H = 7, W = 41, C = 35, N = H * W * C };
+    float *x = ag_malloc(N * 4), *base = ag_malloc(N * 4), *out = ag_malloc(N * 4);
+    float scale[C], shift[C];
+    for (int i = 0; i < N; i++)
+        x[i] = -100.0f + 200.0f * (float)i / (float)(N - 1);
+    for (int c = 0; c < C; c++)
+        scale[c] = 1.0f - 0.01f * (float)c, shift[c] = 0.05f * (float)c;
+    const ag_fused_ops *ops[3];
+    int count = variants(ops), failed = 0;
+    ag_pad none = {0, 0, 0, 0};
+    for (ag_gate gate = AG_GATE_SILU; gate <= AG_GATE_MISH; gate++) {
+        ag_norm_affine a = {scale, shift, NULL, gate};
+        double worst = 0.0;
+        for (int v = 0; v < count; v++) {
+            ops[v]->norm_act_pad(v ? out : base, x, NULL, 0, a, 1.0f, 1.0f, H, W, C, none, 2);
+            if (v && first_diff(out, base, N * 4) >= 0) {
+                printf("  %s differs from generic\n", ops[v]->isa);
+                failed = 1;
+            }
+        }
+        for (int i = 0; i < N; i++) {
+            double z = (double)(x[i] * scale[i % C] + shift[i % C]); /* as the kernel, in float */
+            double want = gate == AG_GATE_SILU ? z / (1 + exp(-z))
+                          : z >= 20            ? z
+                                               : z * tanh(log1p(exp(z)));
+            double e =
+                isnan(base[i]) ? 1e30 : fabs((double)base[i] - want) / (1e-6 * fabs(want) + 1e-20);
+            worst = e > worst ? e : worst;
+        }
+        printf("  %s: worst error %.2f of the bound\n", gate == AG_GATE_SILU ? "silu" : "mish",
+               worst);
+        failed |= worst > 1.0;
+    }
+    ag_free(x), ag_free(base), ag_free(out);
+    return failed;
+}
+
 /* The generator end to end, the table swapped under the engine: the same output bits. */
 static int test_generator_equal_across_variants(void) {
     const ag_fused_ops *v[3];
@@ -531,6 +573,6 @@ static int test_forced_isa_in_child(void) {
 
 TEST_MAIN(TEST(test_bands_equal_across_variants), TEST(test_u8_band_is_quantised_f32_band),
           TEST(test_u8_maps), TEST(test_stats_and_output_equal), TEST(test_channel_sums),
-          TEST(test_conv_narrow), TEST(test_output_tanh),
+          TEST(test_conv_narrow), TEST(test_output_tanh), TEST(test_chain_gates),
           TEST(test_generator_equal_across_variants), TEST(test_active_is_cpu_isa),
           TEST(test_forced_isa_in_child))

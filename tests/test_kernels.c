@@ -59,7 +59,7 @@ static int check_norm_act_pad(int H, int W, int C, ag_pad pad, int with_residual
     if (post)
         ag_ref_leaky_relu(ref, n, AG_LRELU_SLOPE);
     ag_ref_reflect_pad(ref_padded, ref, H, W, C, pad);
-    ag_norm_affine affine = {scale, scale + C, NULL};
+    ag_norm_affine affine = {scale, scale + C, NULL, AG_GATE_NONE};
     ag_fused_norm_stats(affine, partials, x, gamma, beta, H, W, C, 1e-5f, 2);
     ag_fused_norm_act_pad(out, x, with_residual ? res : NULL, 0, affine,
                           pre ? AG_LRELU_SLOPE : 1.0f, post ? AG_LRELU_SLOPE : 1.0f, H, W, C, pad,
@@ -102,7 +102,7 @@ static int test_fused_band_bf16(void) {
         u = (uint32_t)xb[i] << 16;
         memcpy(&x[i], &u, 4);
     }
-    ag_norm_affine affine = {scale, shift, NULL};
+    ag_norm_affine affine = {scale, shift, NULL, AG_GATE_NONE};
     ag_fused_norm_act_pad(out, x, NULL, 0, affine, AG_LRELU_SLOPE, 1.0f, H, W, C, pad, 2);
     ag_fused_norm_act_pad(outb, xb, NULL, 1, affine, AG_LRELU_SLOPE, 1.0f, H, W, C, pad, 2);
     float worst = 0.0f;
@@ -133,7 +133,7 @@ static int test_norm_stats_accuracy(void) {
     for (int c = 0; c < C; c++)
         gamma[c] = 1.0f, beta[c] = 0.0f;
     double *partials = ag_malloc(2 * (size_t)H * sizeof(double));
-    ag_norm_affine affine = {scale, scale + C, NULL};
+    ag_norm_affine affine = {scale, scale + C, NULL, AG_GATE_NONE};
     ag_fused_norm_stats(affine, partials, x, gamma, beta, H, W, C, 1e-12f, 2);
     /* Exact: mean 1000, std 0.5, so scale 2 and shift -2000. */
     float got_scale = scale[0], got_shift = scale[C];

@@ -263,6 +263,28 @@ static int set(ag_convert_options *o, unsigned *seen, const char *k, const char 
     return ag_convert_option_set(o, seen, k, v, names, 2, 1024, e);
 }
 
+/* Issue 29: every API parameter of the steps' table (ag_step_options) is one the convert
+ * route's parser knows: a value is taken or refused as a value, never as an unknown key. */
+static int step_options_on_the_api(void) {
+    int count, checked = 0;
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count; i++) {
+        if (!o[i].query)
+            continue;
+        ag_convert_options opts;
+        ag_reply_error e = {0};
+        unsigned seen = 0;
+        ag_convert_options_init(&opts, 1024);
+        const char *value =
+            !strcmp(o[i].query, "model") || !strcmp(o[i].query, "face_model") ? "hayao" : "1";
+        int rc = set(&opts, &seen, o[i].query, value, &e);
+        CHECK_MSG(rc == 0 || !strstr(e.message, "unknown"), "%s: %s", o[i].query, e.message);
+        checked++;
+    }
+    CHECK(checked >= 5);
+    return 0;
+}
+
 static int query_options(void) {
     ag_convert_options o;
     ag_reply_error e;
@@ -602,6 +624,6 @@ static int forwarded_clients(void) {
 
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
-          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(fuse_options),
-          TEST(command_line), TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients),
-          TEST(client_keys), TEST(memory_defaults))
+          TEST(signatures), TEST(upload_image), TEST(query_options), TEST(step_options_on_the_api),
+          TEST(fuse_options), TEST(command_line), TEST(request_heads), TEST(head_body_framing),
+          TEST(forwarded_clients), TEST(client_keys), TEST(memory_defaults))

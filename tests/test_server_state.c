@@ -488,7 +488,7 @@ static int budget_fuse_covers_peak(void) {
     size_t used = peak - before, side = 4096, px = c.max_pixels;
     size_t term = ag_budget_fuse_bytes(&c);
     size_t fusing = px * 4 * 2 + sizeof(ag_face) * (AG_FACE_MAX + 2) + 192 * 192 * 4 +
-                    ag_face_fuse_bytes(px, px, side);
+                    ag_face_fuse_bytes(px, px, side, AG_FUSE_WINDOW_PIXELS);
     size_t poisson = 2 * px * 4 + px + px / 3 + 16;
     printf("  fusion at 256^2 (window %d px, shrink %.2f, %d cycles): peak %zu bytes, term %zu "
            "(fusing %zu, its Poisson grids %zu)\n",

@@ -656,6 +656,18 @@ static int run_faces(EngineObject *e, const ag_image *in, run_args *a, ag_image 
     return rc;
 }
 
+typedef struct faces_call {
+    EngineObject *e;
+    run_args *a;
+} faces_call;
+
+/* ag_stylize_fn: the face modes as the pipeline's stylise step. */
+static int stylize_faces(void *user, const ag_image *in, ag_image *out, ag_error *err) {
+    faces_call *f = user;
+    return run_faces(f->e, in, f->a, out, err);
+}
+
+/* Stylise: the one-step pipeline of this engine (the face modes as its variant). */
 static int run(EngineObject *e, const ag_image *in, run_args *a, ag_image *out, ag_error *err) {
     ag_image shaped = {0};
     const ag_image *x = in;
@@ -664,9 +676,14 @@ static int run(EngineObject *e, const ag_image *in, run_args *a, ag_image *out, 
         rc = ag_image_shape(in, &a->shape, "image", &shaped, err);
         x = &shaped;
     }
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.style = e->engine, p.side_by_side = a->side_by_side;
+    faces_call f = {e, a};
+    if (a->faces)
+        p.stylize = stylize_faces, p.stylize_user = &f;
     if (rc == AG_OK)
-        rc = a->faces ? run_faces(e, x, a, out, err)
-                      : ag_stylize(e->engine, x, a->side_by_side, out, err);
+        rc = ag_pipeline_apply(&p, x, out, NULL, err);
     ag_image_fini(&shaped);
     return rc;
 }
@@ -767,8 +784,13 @@ typedef struct restore_args {
 static int run_restore(EngineObject *e, DetectorObject *d, const ag_image *in, void *arg,
                        ag_image *out, ag_error *err) {
     restore_args *a = arg;
-    return ag_restore_faces(e->engine, d ? d->detector : NULL, in, &a->options, out, &a->result,
-                            err);
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.restorer = e->engine, p.detector = d ? d->detector : NULL, p.restore = a->options;
+    ag_pipeline_result res;
+    int rc = ag_pipeline_apply(&p, in, out, &res, err);
+    a->result = res.faces;
+    return rc;
 }
 
 static PyObject *engine_restore(PyObject *obj, PyObject *args, PyObject *kwargs) {
@@ -797,7 +819,10 @@ static PyObject *engine_restore(PyObject *obj, PyObject *args, PyObject *kwargs)
 static int run_upscale(EngineObject *e, DetectorObject *d, const ag_image *in, void *arg,
                        ag_image *out, ag_error *err) {
     (void)d;
-    return ag_upscale(e->engine, in, arg, out, err);
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.upscaler = e->engine, p.upscale = *(const ag_upscale_options *)arg;
+    return ag_pipeline_apply(&p, in, out, NULL, err);
 }
 
 static PyObject *engine_upscale(PyObject *obj, PyObject *args, PyObject *kwargs) {

@@ -27,6 +27,7 @@
     videoInfo: $("video-info"), videoDownload: $("video-download"), videoAgain: $("video-again"),
     cancel: $("cancel"), queue: $("queue"), zip: $("zip"), fusion: $("fusion"), pick: $("pick"),
     restorer: $("restorer"), upscaler: $("upscaler"), dropTitle: $("drop-title"),
+    fidelity: $("fidelity"), fidelityValue: $("fidelity-value"),
     chooseLabel: $("choose-label"),
   };
 
@@ -47,7 +48,8 @@
   let current = null;       // {abort()} of the photo or job in flight
   let cancelled = false;
   let zipUrl = null;
-  const have = { restorers: false, upscalers: false };
+  const have = { restorers: false, upscalers: false, codeformer: false };
+  let restorerList = [];    // /api/v1/models' restorers, in the order restore=K counts them
 
   // What each tab does with a photo: its endpoint, button and the download's suffix.
   const TABS = {
@@ -169,6 +171,19 @@
 
   el.model.addEventListener("change", () => markPreview());
 
+  // The fidelity slider: shown for a CodeFormer restorer only (the others have no w).
+  function chosenIsCodeformer() {
+    const m = restorerList[Number(el.restorer.value || "1") - 1];
+    return !!m && m.architecture === "codeformer";
+  }
+  el.restorer.addEventListener("change", () => {
+    have.codeformer = chosenIsCodeformer();
+    $("fidelity-field").hidden = !have.codeformer || !["anime", "restore"].includes(tab);
+  });
+  el.fidelity.addEventListener("input", () => {
+    el.fidelityValue.textContent = (Number(el.fidelity.value) / 100).toFixed(2);
+  });
+
   async function loadInfo() {
     try {
       const [models, status] = await Promise.all([
@@ -204,7 +219,9 @@
           select.appendChild(opt);
         }
       }
+      restorerList = restorers;
       have.restorers = restorers.length > 0;
+      have.codeformer = chosenIsCodeformer();
       have.upscalers = upscalers.length > 0;
       $("tab-restore").hidden = !have.restorers;
       $("tab-upscale").hidden = !have.upscalers;
@@ -611,6 +628,9 @@
       if (el.restore.value !== "off") params.set("restore", el.restorer.value || "1");
     }
     if (tab === "restore") params.set("restore", el.restorer.value || "1");
+    // CodeFormer's w: only for a restorer the server lists as codeformer
+    if (params.has("restore") && chosenIsCodeformer())
+      params.set("codeformer_fidelity", (Number(el.fidelity.value) / 100).toFixed(2));
     const upscale = tab === "upscale" ? el.upscaler.value : el.upscale.value;
     if (upscale && upscale !== "0") params.set("upscale", upscale);
     params.set("format", el.format.value);

@@ -51,19 +51,30 @@ static int group_valued(const ag_engine *e, const lowering *lw, int x) {
     return gi >= 0 && e->groups[gi].tail == x ? gi : -1;
 }
 
+/* The chain gate node n is: Mish, or SiLU (a sigmoid_gate of a map by itself, shift 0). */
+static ag_gate gate_of(const ag_node *n) {
+    if (n->op == AG_OP_MISH)
+        return AG_GATE_MISH;
+    return n->op == AG_OP_SIGMOID_GATE && n->src[0] == n->src[1] && n->alpha == 0.0f ? AG_GATE_SILU
+                                                                                     : AG_GATE_NONE;
+}
+
 /* Whether node n can join the chain of group gi as its next element. */
 static int can_extend(const ag_engine *e, const lowering *lw, int gi, const ag_node *n, int other) {
     const ag_group *gr = &e->groups[gi];
     const ag_node *head = &lw->g->nodes[gr->head];
-    if (fusion_of(head) != AG_FUSE_CONV || lw->consumers[gr->tail] != 1)
+    int readers = lw->consumers[gr->tail] - (gate_of(n) == AG_GATE_SILU); /* x read twice */
+    if (fusion_of(head) != AG_FUSE_CONV || readers != 1)
         return 0;
-    int pre_free = gr->pre_slope == 1.0f && gr->prelu < 0;
+    int pre_free = gr->pre_slope == 1.0f && gr->prelu < 0 && !gr->gate;
     if (is_norm(n))
         return gr->norm < 0 && pre_free && gr->residual < 0;
     if (fusion_of(n) == AG_FUSE_PRELU) /* per-channel slopes: before the residual add only */
         return gr->residual < 0 && pre_free;
     if (fusion_of(n) == AG_FUSE_ACT)
         return gr->residual < 0 ? pre_free : gr->post_slope == 1.0f;
+    if (fusion_of(n) == AG_FUSE_GATE) /* fp32 only: int8's ranges know LeakyReLUs */
+        return gate_of(n) && e->mode == AG_MODE_FP32 && gr->residual < 0 && pre_free;
     /* The residual must exist when the chain is applied: a group before this one. */
     if (fusion_of(n) == AG_FUSE_ADD)
         return gr->residual < 0 && other > 0 && group_valued(e, lw, other) >= 0 &&
@@ -82,6 +93,8 @@ static void extend(ag_engine *e, lowering *lw, int gi, int node, int other) {
         gr->pre_slope = n->gamma[0];
         for (int c = 1; c < lw->g->nodes[gr->head].out_c; c++)
             gr->pre_slope = fminf(gr->pre_slope, n->gamma[c]);
+    } else if (fusion_of(n) == AG_FUSE_GATE) {
+        gr->gate = gate_of(n);
     } else if (fusion_of(n) == AG_FUSE_ADD) {
         gr->residual = group_valued(e, lw, other);
     } else if (gr->residual < 0) {
@@ -312,8 +325,8 @@ static void decide_q8(ag_engine *e, const lowering *lw) {
     int n = e->group_count;
     for (int gi = 0; gi < n; gi++) /* slopes >= 0: its range is known (range_end) */
         e->groups[gi].q8 = ag_mode_int8_maps(e) && g->nodes[e->groups[gi].head].op == AG_OP_CONV &&
-                           !e->groups[gi].f32 && e->groups[gi].pre_slope >= 0.0f &&
-                           e->groups[gi].post_slope >= 0.0f;
+                           !e->groups[gi].f32 && !e->groups[gi].gate &&
+                           e->groups[gi].pre_slope >= 0.0f && e->groups[gi].post_slope >= 0.0f;
     for (int h = 0; h < n; h++) {
         const ag_node *head = &g->nodes[e->groups[h].head];
         for (int j = 0; j < AG_NODE_MAX_SRC && fusion_of(head) != AG_FUSE_CONV; j++) {

@@ -28,6 +28,7 @@ static void init_affines(ag_engine *e) {
         x->y_scale = 1.0f;
         x->range_ok = 0;
         x->affine.slope = gr->prelu >= 0 ? g->nodes[gr->prelu].gamma : NULL;
+        x->affine.gate = gr->gate;
         for (int c = 0; c < x->out.c; c++) {
             x->affine.scale[c] = constant && norm->gamma ? norm->gamma[c] : 1.0f;
             x->affine.shift[c] = constant && norm->beta ? norm->beta[c] : 0.0f;
@@ -164,7 +165,8 @@ void ag_engine_range_end(ag_engine *e, int gi, const float *slots) {
     ag_group_exec *x = &e->exec[gi];
     const ag_group_exec *r = gr->residual >= 0 ? &e->exec[gr->residual] : NULL;
     int C = x->out.c;
-    x->range_ok = slots && gr->pre_slope >= 0.0f && gr->post_slope >= 0.0f && (!r || r->range_ok);
+    x->range_ok = slots && !gr->gate && gr->pre_slope >= 0.0f && gr->post_slope >= 0.0f &&
+                  (!r || r->range_ok);
     if (x->range_ok)
         range_combine(e, C, slots, x->lo, x->hi);
     for (int c = 0; c < C && x->range_ok; c++) {
@@ -183,7 +185,7 @@ void ag_engine_range_end(ag_engine *e, int gi, const float *slots) {
 static void materialize(ag_engine *e, int gi) {
     const ag_group *gr = &e->groups[gi];
     ag_group_exec *x = &e->exec[gi];
-    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->prelu < 0 &&
+    if (gr->norm < 0 && gr->residual < 0 && gr->pre_slope == 1.0f && gr->prelu < 0 && !gr->gate &&
         gr->post_slope == 1.0f && x->y_scale == 1.0f)
         return;
     void *y = ag_engine_y_map(e, gi);
@@ -206,6 +208,7 @@ static void materialize(ag_engine *e, int gi) {
     for (int c = 0; c < x->out.c; c++)
         x->affine.scale[c] = 1.0f, x->affine.shift[c] = 0.0f;
     x->affine.slope = NULL;
+    x->affine.gate = AG_GATE_NONE;
 }
 
 /* Group gi's node on whole fp32 maps of materialised groups, with `fast`'s kernels and the

@@ -60,6 +60,7 @@ typedef struct ag_group {
     float pre_slope, post_slope; /* LeakyReLU before / after the residual add; 1: none */
     int prelu;       /* the PReLU node in pre_slope's place (its slopes per channel), -1: none;
                       * pre_slope is then the least of them (the int8 range's test) */
+    ag_gate gate;    /* SiLU or Mish in pre_slope's place (fp32 engines), 0: none */
     int residual;    /* group whose value is added, -1 for none */
     int act;         /* a generic head's bias_lrelu, applied as it writes (-1: none) */
     int materialize; /* chain applied in place after the step */

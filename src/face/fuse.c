@@ -35,6 +35,8 @@ void ag_fuse_options_init(ag_fuse_options *o) {
     memset(o, 0, sizeof *o);
     o->shape_ratio = o->texture_ratio = 0.7f;
     o->mode = AG_FUSE_NORMAL;
+    o->keep_occluders = 1;
+    o->max_window_pixels = AG_FUSE_WINDOW_PIXELS;
 }
 
 /* Every buffer of one fusion, over the window (w, h) at image pixel (x0, y0). */
@@ -86,6 +88,9 @@ static int check_options(const ag_fuse_options *o, ag_error *err) {
                                 (double)r[i].v, (double)r[i].lo, (double)r[i].hi);
     if (o->size != 0 && (o->size < 64 || o->size > 4096))
         return ag_error_set(err, AG_E_ARG, "fuse: size %d is not 0 or in [64, 4096]", o->size);
+    if (o->max_window_pixels != 0 && o->max_window_pixels < 4096)
+        return ag_error_set(err, AG_E_ARG, "fuse: max_window_pixels %ld is not 0 or at least 4096",
+                            o->max_window_pixels);
     if (o->mode < AG_FUSE_NORMAL || o->mode > AG_FUSE_OVERLAY)
         return ag_error_set(err, AG_E_ARG, "fuse: unknown mode %d", (int)o->mode);
     return AG_OK;
@@ -183,34 +188,9 @@ static int alloc_work(fuse_work *wk, ag_error *err) {
     return AG_OK;
 }
 
-/* m (h, w) <- its (2r+1) box blur (zero outside), rows through tmp (h, w). */
-static void blur_u8(uint8_t *m, float *tmp, int w, int h, int r) {
-    for (int y = 0; y < h; y++) {
-        const uint8_t *a = m + (size_t)y * w;
-        int sum = 0;
-        for (int x = -r; x < r && x < w; x++)
-            sum += x >= 0 ? a[x] : 0;
-        for (int x = 0; x < w; x++) {
-            sum += x + r < w ? a[x + r] : 0;
-            tmp[(size_t)y * w + x] = (float)sum;
-            sum -= x - r >= 0 ? a[x - r] : 0;
-        }
-    }
-    float norm = 1.0f / ((2 * r + 1) * (2 * r + 1));
-    for (int x = 0; x < w; x++) {
-        float sum = 0;
-        for (int y = -r; y < r && y < h; y++)
-            sum += y >= 0 ? tmp[(size_t)y * w + x] : 0;
-        for (int y = 0; y < h; y++) {
-            sum += y + r < h ? tmp[(size_t)(y + r) * w + x] : 0;
-            m[(size_t)y * w + x] = (uint8_t)(sum * norm + 0.5f);
-            sum -= y - r >= 0 ? tmp[(size_t)(y - r) * w + x] : 0;
-        }
-    }
-}
-
-/* The masks of the fused geometry: face oval, features, skin, and alpha: the oval blurred
- * twice, remapped so that it rises from 0 on the oval's edge to 255 a ramp inside it. */
+/* The masks of the fused geometry: face oval, features, skin, and alpha: rising from 0 on
+ * the oval's edge to 255 a ramp inside it, as a smoothstep of the distance to the oval
+ * polygon itself (not a blur of its raster, whose staircase a threshold kept). */
 static void make_masks(fuse_work *wk, float feather, int wide) {
     int w = wk->w, h = wk->h;
     size_t n = (size_t)w * h;
@@ -226,29 +206,34 @@ static void make_masks(fuse_work *wk, float feather, int wide) {
             p[k] = wk->fused[sets[s][k]];
         ag_fuse_fill_polygon(wk->feature, w, h, p, sizes[s], 1);
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         wk->face[i] = (uint8_t)(wk->face[i] && wk->map[i] >= 0);
-        wk->alpha[i] = (uint8_t)(wk->face[i] ? 255 : 0);
-    }
-    int r = (int)fmaxf(1.0f, feather * (wide ? 0.5f : 0.25f));
-    blur_u8(wk->alpha, wk->tmp, w, h, r);
-    blur_u8(wk->alpha, wk->tmp, w, h, r);
-    for (size_t i = 0; i < n; i++) {
-        int v = wk->face[i] ? 2 * wk->alpha[i] - 255 : 0;
-        wk->alpha[i] = (uint8_t)(v < 0 ? 0 : v);
-    }
+    for (int k = 0; k < AG_FUSE_RING; k++)
+        p[k] = wk->fused[ag_face_oval[k]];
+    float ramp = fmaxf(2.0f, feather * (wide ? 1.0f : 0.75f));
+    ag_fuse_edge_ramp(wk->alpha, wk->face, w, h, p, AG_FUSE_RING, ramp, wk->tmp);
 }
 
 /* visible <- where the warped target's face is not covered (its occluders stay on top:
  * the blend's alpha is 0 on them, the skin statistics leave them out); sw, lab and tmp,
  * consecutive, are its scratch (the source is warped after). */
+/* The blend's alpha is 0 where the face is under a quarter visible and rises to the full
+ * alpha at all visible: an occluder's soft edge (the guided filter's) stays the target's. */
+#define VISIBLE_FROM 64
 static void find_occluders(fuse_work *wk, int keep) {
     size_t n = (size_t)wk->w * wk->h;
-    if (!keep || !ag_fuse_visible(wk->visible, wk->tw, wk->face, wk->w, wk->h, wk->fused, wk->sw))
+    /* sw, lab and tmp: 7 n + h floats; a window too thin for the sub-rectangle's planes
+     * (a face mostly outside the image) is taken as uncovered */
+    int fits = ag_fuse_visible_floats(wk->w, wk->h) <= 7 * n + (size_t)wk->h;
+    if (!keep || !fits ||
+        !ag_fuse_visible(wk->visible, wk->tw, wk->face, wk->w, wk->h, wk->fused, wk->sw))
         memset(wk->visible, 255, n);
     for (size_t i = 0; i < n; i++) {
         wk->skin[i] = (uint8_t)(wk->face[i] && !wk->feature[i] && wk->visible[i] >= 128);
-        wk->alpha[i] = (uint8_t)((wk->alpha[i] * wk->visible[i] + 127) / 255);
+        int v = wk->visible[i] < VISIBLE_FROM
+                    ? 0
+                    : (wk->visible[i] - VISIBLE_FROM) * 255 / (255 - VISIBLE_FROM);
+        wk->alpha[i] = (uint8_t)((wk->alpha[i] * v + 127) / 255);
     }
 }
 
@@ -299,7 +284,7 @@ static void fuse_color(fuse_work *wk, const ag_fuse_options *o, float feather) {
     double sm[3], ssd[3], tm[3], tsd[3];
     ag_fuse_stats(wk->sw, wk->skin, n, sm, ssd);
     ag_fuse_stats(wk->lab, wk->skin, n, tm, tsd);
-    ag_fuse_transfer(wk->sw, wk->work, n, sm, ssd, tm, tsd);
+    ag_fuse_match_skin(wk->sw, wk->work, n, sm, ssd, tm, tsd);
     float whole = o->shape_ratio >= 0.5f ? 1.0f : 0.0f; /* features: from one face, whole */
     for (size_t i = 0; i < n; i++) {
         if (!wk->work[i])
@@ -551,8 +536,15 @@ static int fuse_filtered(const ag_image *source, const ag_face *source_face, con
     return rc;
 }
 
-size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side) {
+/* The window a fusion works on at most: the options' bound (0: the default). */
+static size_t window_cap(const ag_fuse_options *o) {
+    return o->max_window_pixels > 0 ? (size_t)o->max_window_pixels : (size_t)AG_FUSE_WINDOW_PIXELS;
+}
+
+size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side,
+                          size_t window_pixels) {
     size_t tgt = target_pixels * 4, side = longest_side;
+    size_t cap = window_pixels ? window_pixels : (size_t)AG_FUSE_WINDOW_PIXELS;
     /* Held through the fusion: the resized target (size=N, at most target_pixels), the
      * shrunk source (a window of at most the source, each side max(8, ceil(side x r)),
      * r < PREFILTER_TO / PREFILTER_ABOVE = 5/8: (5/8 w + 9) (5/8 h + 9) pixels at most)
@@ -560,12 +552,19 @@ size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t lon
     size_t small = (source_pixels * 25 / 64 + 12 * side + 81) * 4;
     size_t held = tgt + small + tgt + 2 * sizeof(ag_face);
     /* Then, one at a time: a warp (the resize or the source's shrink, every image's side at
-     * most longest_side), or fuse_sized's work block over its window (at most the target)
-     * with its bookkeeping and the Poisson grids over the face's box (at most the window). */
+     * most longest_side), or fuse_sized's work block over its window (at most the target
+     * and the cap) with its bookkeeping and the Poisson grids over the face's box (at most
+     * the window). A window over the cap adds its shrunk copy and that copy fused (the cap's
+     * pixels, 4 bands each), the shrink's warp before, and the small fusion's own shrunk
+     * source (a second one at most as large) and its face struct. */
     size_t inputs = source_pixels > target_pixels ? source_pixels : target_pixels;
     size_t warp = ag_face_warp_bytes(inputs, side, side, side);
-    size_t fuse =
-        sizeof(fuse_work) + work_bytes(target_pixels, side) + laplace_bytes(target_pixels);
+    size_t window = target_pixels < cap ? target_pixels : cap;
+    size_t fuse = sizeof(fuse_work) + work_bytes(window, side) + laplace_bytes(window);
+    if (target_pixels > cap) { /* the outer fuse_work held too; a warp (either shrink) */
+        size_t copies = 2 * (cap * 4 + 8 * side + 64) + small + 2 * sizeof(ag_face);
+        fuse = copies + sizeof(fuse_work) + (fuse > warp ? fuse : warp);
+    }
     return held + (warp > fuse ? warp : fuse);
 }
 
@@ -596,6 +595,86 @@ int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_im
     return rc;
 }
 
+/* out's window += the change the small fusion made (fused - small), bilinearly enlarged
+ * by (1/sx, 1/sy); pixels where it is 0 at every tap stay the target's bit for bit. */
+static void add_change(ag_image *out, const fuse_work *wk, const ag_image *small,
+                       const ag_image *fused, double sx, double sy) {
+    int bands = out->bands, w = small->width, h = small->height;
+    for (int y = 0; y < wk->h; y++) {
+        double v = (y + 0.5) * sy - 0.5;
+        v = v < 0 ? 0 : v > h - 1 ? h - 1 : v;
+        int v0 = (int)v, v1 = v0 + 1 < h ? v0 + 1 : v0;
+        float fv = (float)(v - v0);
+        uint8_t *row = out->pixels + ((size_t)(wk->y0 + y) * out->width + wk->x0) * bands;
+        for (int x = 0; x < wk->w; x++) {
+            double u = (x + 0.5) * sx - 0.5;
+            u = u < 0 ? 0 : u > w - 1 ? w - 1 : u;
+            int u0 = (int)u, u1 = u0 + 1 < w ? u0 + 1 : u0;
+            float fu = (float)(u - u0);
+            size_t tap[4] = {(size_t)v0 * w + u0, (size_t)v0 * w + u1, (size_t)v1 * w + u0,
+                             (size_t)v1 * w + u1};
+            float wt[4] = {(1 - fu) * (1 - fv), fu * (1 - fv), (1 - fu) * fv, fu * fv};
+            for (int c = 0; c < 3; c++) {
+                float d = 0;
+                int any = 0;
+                for (int k = 0; k < 4; k++) {
+                    int dk = fused->pixels[tap[k] * bands + c] - small->pixels[tap[k] * bands + c];
+                    d += wt[k] * (float)dk, any |= dk;
+                }
+                if (!any)
+                    continue;
+                float val = row[x * bands + c] + d;
+                row[x * bands + c] = (uint8_t)(val <= 0 ? 0 : val >= 255 ? 255 : val + 0.5f);
+            }
+        }
+    }
+}
+
+/*
+ * A window over the cap (a face filling a large photo) is fused at the scale that brings it
+ * to the cap: the target's window shrunk (warp.c's box prefilter and cubic), fused, and the
+ * change that made enlarged onto the target's own pixels (add_change). The work is the
+ * cap's, not the photo's; what the small fusion left alone stays the target's exactly.
+ */
+static int fuse_scaled(const ag_image *source, const ag_face *sf, const ag_image *target,
+                       const ag_face *tf, const ag_fuse_options *o, const fuse_work *wk, size_t cap,
+                       ag_image *out, ag_fuse_timing *tm, ag_error *err) {
+    double s = sqrt((double)cap / ((double)wk->w * wk->h));
+    int sw = (int)fmax(8, floor(wk->w * s)), sh = (int)fmax(8, floor(wk->h * s));
+    double sx = (double)sw / wk->w, sy = (double)sh / wk->h;
+    ag_image small = {0}, fused = {0};
+    ag_face *face = ag_malloc(sizeof *face);
+    small.pixels = ag_malloc((size_t)sw * sh * target->bands);
+    int rc = AG_OK;
+    if (!face || !small.pixels) {
+        rc = ag_error_set(err, AG_E_NOMEM, "fuse: out of memory shrinking the window");
+        goto done;
+    }
+    small.width = sw, small.height = sh, small.bands = target->bands;
+    ag_affine m = {1 / sx, 0, wk->x0, 0, 1 / sy, wk->y0};
+    rc = ag_face_warp(target, &m, sw, sh, AG_WARP_REFLECT, AG_WARP_CUBIC, small.pixels, NULL, err);
+    if (rc)
+        goto done;
+    *face = *tf;
+    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
+        face->landmarks[i][0] = (float)(((double)tf->landmarks[i][0] - wk->x0) * sx);
+        face->landmarks[i][1] = (float)(((double)tf->landmarks[i][1] - wk->y0) * sy);
+    }
+    for (int k = 0; k < 4; k++) /* x0, y0, x1, y1 */
+        face->box[k] =
+            (float)(((double)tf->box[k] - (k % 2 ? wk->y0 : wk->x0)) * (k % 2 ? sy : sx));
+    ag_fuse_options inner = *o;
+    inner.size = 0, inner.max_window_pixels = (long)cap;
+    rc = fuse_filtered(source, sf, &small, face, &inner, &fused, tm, err);
+    if (rc == AG_OK)
+        add_change(out, wk, &small, &fused, sx, sy);
+done:
+    ag_image_fini(&fused);
+    ag_free(small.pixels);
+    ag_free(face);
+    return rc;
+}
+
 static int fuse_sized(const ag_image *source, const ag_face *source_face, const ag_image *target,
                       const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
                       ag_fuse_timing *timing, ag_error *err) {
@@ -619,6 +698,11 @@ static int fuse_sized(const ag_image *source, const ag_face *source_face, const 
     double t1 = ag_face_now_ms();
     if (wk->w < 3 || wk->h < 3) /* the face lies outside the image */
         goto done;
+    if ((size_t)wk->w * wk->h > window_cap(o)) {
+        rc = fuse_scaled(source, source_face, target, target_face, o, wk, window_cap(o), out, &tm,
+                         err);
+        goto done;
+    }
     rc = alloc_work(wk, err);
     if (rc)
         goto done;

@@ -13,7 +13,8 @@
  * colour stage): decoding interpolates between the 256 code values, encoding between 4096
  * steps of linear light (under 0.005 of a grey level from the exact curve). */
 #define ENCODE_STEPS 4096
-static float decode_lut[257], encode_lut[ENCODE_STEPS + 2];
+#define CBRT_STEPS 8192
+static float decode_lut[257], encode_lut[ENCODE_STEPS + 2], cbrt_lut[CBRT_STEPS + 2];
 static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
 
 static void make_luts(void) {
@@ -21,6 +22,8 @@ static void make_luts(void) {
         double c = (i > 255 ? 255 : i) / 255.0;
         decode_lut[i] = (float)(c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4));
     }
+    for (int i = 0; i <= CBRT_STEPS + 1; i++)
+        cbrt_lut[i] = (float)cbrt((double)i / CBRT_STEPS);
     for (int i = 0; i <= ENCODE_STEPS + 1; i++) {
         double c = (i > ENCODE_STEPS ? ENCODE_STEPS : i) / (double)ENCODE_STEPS;
         encode_lut[i] =
@@ -40,9 +43,18 @@ static float linear_to_srgb(float c) {
     return encode_lut[i] + (c - (float)i) * (encode_lut[i + 1] - encode_lut[i]);
 }
 
-/* CIE's f(t), with its linear part below (6/29)^3, and the inverse. */
+/* CIE's f(t), with its linear part below (6/29)^3, and the inverse. The cube root from a
+ * table on [0, 1] (t is a colour over the white point's: at most 1 from sRGB), linearly
+ * interpolated: under 5e-6 off above (6/29)^3, 6e-4 of a unit of L*; cbrtf was most of a
+ * conversion. */
 static float lab_f(float t) {
-    return t > 0.008856452f ? cbrtf(t) : t * 7.787037f + 0.137931f;
+    if (!(t > 0.008856452f))
+        return t * 7.787037f + 0.137931f;
+    if (t >= 1.0f)
+        return cbrtf(t);
+    float u = t * CBRT_STEPS;
+    int i = (int)u;
+    return cbrt_lut[i] + (u - (float)i) * (cbrt_lut[i + 1] - cbrt_lut[i]);
 }
 
 static float lab_finv(float f) {
@@ -153,4 +165,20 @@ void ag_fuse_smooth(float *lab, const uint8_t *mask, int w, int h, int r, float 
         float d = blur[i] - lab[i * 3];
         lab[i * 3] += amount * d / (1.0f + (d / sigma) * (d / sigma));
     }
+}
+
+void ag_fuse_match_skin(float *px, const uint8_t *mask, size_t n, const double from_mean[3],
+                        const double from_sd[3], const double to_mean[3], const double to_sd[3]) {
+    /* Lightness by a gain: L* + 16 is nearly proportional to the cube root of luminance, so
+     * a gain there is one on luminance, and every ratio of brightnesses (eyes over cheeks,
+     * teeth over lips) stays the source's. A shift and a stretch of L* would move dark
+     * features by more than the skin: hollow sockets under a stretch, make-up washed out
+     * under a shift. */
+    double gain = (to_mean[0] + 16) / (from_mean[0] + 16 > 1 ? from_mean[0] + 16 : 1);
+    gain = gain > 3 ? 3 : gain < 1.0 / 3 ? 1.0 / 3 : gain;
+    double fm[3] = {from_mean[0], from_mean[1], from_mean[2]};
+    double fs[3] = {from_mean[0] + 16, from_sd[1], from_sd[2]};
+    double tm[3] = {to_mean[0], to_mean[1], to_mean[2]};
+    double ts[3] = {(from_mean[0] + 16) * gain, to_sd[1], to_sd[2]};
+    ag_fuse_transfer(px, mask, n, fm, fs, tm, ts);
 }

@@ -74,6 +74,15 @@ ag_affine ag_fuse_triangle_map(const ag_fuse_point *abc, const ag_fuse_point *pq
 void ag_fuse_fill_polygon(uint8_t *mask, int w, int h, const ag_fuse_point *pt, int n,
                           uint8_t value);
 
+/*
+ * alpha (h, w) <- the blend's edge: 0 outside (where `inside` is 0), rising inside as a
+ * smoothstep of the distance from each pixel centre to the polygon pt[0..n) (sub-pixel: no
+ * staircase of the raster `inside` was drawn on) to 255 at `ramp` px and beyond. dist:
+ * w * h floats of scratch.
+ */
+void ag_fuse_edge_ramp(uint8_t *alpha, const uint8_t *inside, int w, int h, const ag_fuse_point *pt,
+                       int n, float ramp, float *dist);
+
 /* ---- colour (fuse_color.c) ---- */
 
 /* In place, n pixels of 3 floats: sRGB 0..255 <-> CIE L*a*b* (D65). */
@@ -88,6 +97,12 @@ size_t ag_fuse_stats(const float *px, const uint8_t *mask, size_t n, double mean
  * most 3, a spread under 1 taken as 1), on pixels whose mask is non-zero (mask NULL: all). */
 void ag_fuse_transfer(float *px, const uint8_t *mask, size_t n, const double from_mean[3],
                       const double from_sd[3], const double to_mean[3], const double to_sd[3]);
+
+/* The fused face's skin given the target's: a and b as ag_fuse_transfer, the lightness by
+ * the gain on L* + 16 that moves the mean (at most 3x either way), so brightness ratios
+ * within the face (the eyes and mouth against the cheeks) stay the source's. */
+void ag_fuse_match_skin(float *px, const uint8_t *mask, size_t n, const double from_mean[3],
+                        const double from_sd[3], const double to_mean[3], const double to_sd[3]);
 
 /* Skin smoothing of the lightness (channel 0) of lab (h, w, 3) where mask != 0: a box
  * blur of radius r blended in by amount, less across edges. tmp: w * h + h floats. */

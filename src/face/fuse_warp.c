@@ -129,3 +129,39 @@ void ag_fuse_fill_polygon(uint8_t *mask, int w, int h, const ag_fuse_point *pt, 
         }
     }
 }
+
+/* The distance from (x, y) to the segment a-b. */
+static double segment_distance(ag_fuse_point a, ag_fuse_point b, double x, double y) {
+    double vx = b.x - a.x, vy = b.y - a.y, wx = x - a.x, wy = y - a.y, vv = vx * vx + vy * vy;
+    double u = vv > 0 ? (vx * wx + vy * wy) / vv : 0;
+    u = u < 0 ? 0 : u > 1 ? 1 : u;
+    return hypot(wx - u * vx, wy - u * vy);
+}
+
+void ag_fuse_edge_ramp(uint8_t *alpha, const uint8_t *inside, int w, int h, const ag_fuse_point *pt,
+                       int n, float ramp, float *dist) {
+    size_t count = (size_t)w * h;
+    for (size_t i = 0; i < count; i++)
+        dist[i] = ramp;
+    /* Each edge updates only the pixels within `ramp` of it: the cost is the outline's
+     * length times the ramp, not the window's area times the edges. */
+    for (int k = 0; k < n; k++) {
+        ag_fuse_point a = pt[k], b = pt[(k + 1) % n];
+        int x0 = (int)fmax(0, floor(fmin(a.x, b.x) - (double)ramp - 1));
+        int x1 = (int)fmin(w - 1, ceil(fmax(a.x, b.x) + (double)ramp));
+        int y0 = (int)fmax(0, floor(fmin(a.y, b.y) - (double)ramp - 1));
+        int y1 = (int)fmin(h - 1, ceil(fmax(a.y, b.y) + (double)ramp));
+        for (int y = y0; y <= y1; y++)
+            for (int x = x0; x <= x1; x++) {
+                size_t i = (size_t)y * w + x;
+                if (!inside[i])
+                    continue;
+                float d = (float)segment_distance(a, b, x + 0.5, y + 0.5);
+                dist[i] = d < dist[i] ? d : dist[i];
+            }
+    }
+    for (size_t i = 0; i < count; i++) {
+        float t = inside[i] ? dist[i] / ramp : 0; /* smoothstep of the depth inside */
+        alpha[i] = (uint8_t)(255.0f * t * t * (3 - 2 * t) + 0.5f);
+    }
+}

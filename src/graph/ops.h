@@ -78,6 +78,7 @@ typedef enum ag_fusion {
     AG_FUSE_ADD,      /* residual add in the group's chain */
     AG_FUSE_RESIZE,   /* bilinear resize absorbed into the next conv's band */
     AG_FUSE_TANH,     /* the graph output's tanh, applied by the output pass */
+    AG_FUSE_GATE, /* SiLU (a sigmoid_gate of x by x) or Mish in an fp32 chain's LeakyReLU place */
 } ag_fusion;
 
 /* Error text of a descriptor function: `why` holds AG_OP_WHY bytes. */

@@ -60,6 +60,50 @@ typedef uint16_t v16h __attribute__((vector_size(32), aligned(2)));
         *(v16h *)(p) = __builtin_convertvector(u_, v16h);                                          \
     } while (0)
 
+/* e^z of 16 lanes, z clamped to [-87, 87] (2^n stays a normal float): 2^n e^r, n the
+ * integer nearest z / ln 2 (floored from a positive shift: no lane compare), e^r a degree-6
+ * Taylor polynomial (|r| <= ln 2 / 2): within 2e-7 relative of expf, the same bits in every
+ * variant (no libm, no FMA). */
+#define vexp(z)                                                                                    \
+    ({                                                                                             \
+        v16f c_ = vmin((z), vsplat(87.0f));                                                        \
+        c_ = vmax(c_, vsplat(-87.0f));                                                             \
+        v16i n_ = __builtin_convertvector(c_ * 1.44269504f + 128.5f, v16i) - 128;                  \
+        v16f nf_ = __builtin_convertvector(n_, v16f);                                              \
+        v16f r_ = (c_ - nf_ * 0.693145752f) - nf_ * 1.42860677e-6f;                                \
+        v16f p_ =                                                                                  \
+            1.0f +                                                                                 \
+            r_ * (1.0f +                                                                           \
+                  r_ * (0.5f + r_ * (1.0f / 6 +                                                    \
+                                     r_ * (1.0f / 24 + r_ * (1.0f / 120 + r_ * (1.0f / 720))))));  \
+        p_ *(v16f)((n_ + 127) << 23);                                                              \
+    })
+
+/* A chain's gate (ag_gate) of 16 lanes: SiLU z / (1 + e^-z); Mish z q / (q + 2), q = e (e +
+ * 2), e = e^min(z, 20) (tanh(softplus z) is 1 in float from there on, as PyTorch's linear
+ * softplus above 20). Scalar: the same formulas with expf (a row's channel tail). */
+#define vgate(z, gate)                                                                             \
+    ({                                                                                             \
+        v16f g_ = (z), e_;                                                                         \
+        if ((gate) == AG_GATE_SILU) {                                                              \
+            e_ = vexp(-g_);                                                                        \
+            g_ = g_ / (1.0f + e_);                                                                 \
+        } else {                                                                                   \
+            e_ = vmin(g_, vsplat(20.0f));                                                          \
+            e_ = vexp(e_);                                                                         \
+            e_ = e_ * (e_ + 2.0f);                                                                 \
+            g_ = g_ * e_ / (e_ + 2.0f);                                                            \
+        }                                                                                          \
+        g_;                                                                                        \
+    })
+
+static inline float gate_scalar(float z, ag_gate gate) {
+    if (gate == AG_GATE_SILU)
+        return z / (1.0f + expf(-z));
+    float e = expf(z < 20.0f ? z : 20.0f), q = e * (e + 2.0f);
+    return z * q / (q + 2.0f);
+}
+
 /* The quantisation of a u8 band: u8 = clamp(v * inv + zero + 0.5, 0, 255) truncated (round
  * half up, which the kernels' half-even differs from only at exact halves). */
 typedef struct band_quant {
@@ -168,7 +212,7 @@ static const row_dq no_dq = {NULL, NULL};
  * (u * scale + lo) * a.scale + a.shift = u * (scale * a.scale) + (lo * a.scale + a.shift),
  * into out (2C floats). */
 static ag_norm_affine fold_dq(float *out, ag_norm_affine a, row_dq d, int C) {
-    ag_norm_affine f = {out, out + C, a.slope};
+    ag_norm_affine f = {out, out + C, a.slope, a.gate};
     for (int c = 0; c < C; c++) {
         f.scale[c] = d.scale[c] * a.scale[c];
         f.shift[c] = d.lo[c] * a.scale[c] + a.shift[c];

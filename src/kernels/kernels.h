@@ -174,10 +174,15 @@ void ag_sum_normalize(float *x, size_t N, int C, float eps, int threads);
 
 /* Per-channel affine form of a norm: z = y * scale[c] + shift[c]; then, where `slope` is
  * set, a PReLU of those per-channel slopes in place of the chain's scalar pre slope. */
+/* An activation a chain applies after its affine, in the LeakyReLU's place (fp32 engines):
+ * the upscalers' SiLU (x sigmoid(x), SPAN) and Mish (x tanh(softplus(x)), RealPLKSR). */
+typedef enum ag_gate { AG_GATE_NONE = 0, AG_GATE_SILU, AG_GATE_MISH } ag_gate;
+
 typedef struct ag_norm_affine {
     float *scale;       /* (C) */
     float *shift;       /* (C) */
     const float *slope; /* (C) or NULL */
+    ag_gate gate;       /* after scale and shift, instead of a slope */
 } ag_norm_affine;
 
 /*

@@ -80,7 +80,10 @@ int ag_video_plan_segments(const char *path, double seconds, const ag_video_limi
     ag_video_input in;
     if ((rc = ag_video_input_open(&in, path, NULL, 0, path, limits, err)))
         return rc;
-    if (!in.webp) {
+    /* MP4/MOV and Matroska/WebM index their keyframes, so a segment's run seeks to its own
+     * exactly; other containers (MPEG-TS, AVI, ...) are converted whole. */
+    int indexed = !strcmp(in.info.container, "mov") || !strcmp(in.info.container, "matroska");
+    if (!in.webp && indexed) {
         AVFormatContext *fc = in.format;
         for (unsigned i = 0; i < fc->nb_streams; i++)
             if ((int)i != in.video_index)

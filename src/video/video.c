@@ -280,6 +280,14 @@ static int reader_frame(pipeline *p, AVFrame *f) {
     }
     if (p->last_in_pts != AV_NOPTS_VALUE && pts <= p->last_in_pts)
         return 0; /* a repeated or out-of-order timestamp: the container cannot hold it */
+    if (p->segment && p->first_pts == AV_NOPTS_VALUE && p->start_pts != INT64_MIN &&
+        pts != p->start_pts) { /* the seek went past the keyframe: frames would be lost */
+        ag_error err;
+        ag_error_set(&err, AG_E_FORMAT,
+                     "the segment does not start at its keyframe (%lld, not %lld)", (long long)pts,
+                     (long long)p->start_pts);
+        return pipeline_fail(p, &err);
+    }
     p->last_in_pts = pts;
     if (p->first_pts == AV_NOPTS_VALUE)
         p->first_pts = pts;

@@ -250,7 +250,10 @@ def small_hosts_get_defaults_that_fit():
     every style, a fusion and an upscale peaks under the bound, and the bound under the
     memory. A given setting that cannot fit is refused by name."""
     for mib in (1024, 2048):
-        s = Server("--workers", "1", "--threads", "2", "--max-memory-mb", str(mib))
+        # --queue-timeout: on a loaded 2-core machine (load 30) the burst's last request
+        # waited past the default 30 s for the five before it: a 504, not what is tested
+        s = Server("--workers", "1", "--threads", "2", "--max-memory-mb", str(mib),
+                   "--queue-timeout", "300")
         try:
             chosen = [l for l in s.lines if "settings for %d MiB (--max-memory-mb)" % mib in l]
             check(chosen, "no settings line")
@@ -303,12 +306,14 @@ def long_clip():
 
 
 def pan_clip():
-    """A camera panning over chelsea.png, 320x212 at 25 fps, 4 s."""
+    """A camera panning over chelsea.png at 25 fps, 4 s, in frames of 316x210: the size of
+    chelsea.png at max_side=316, so a photo and a frame share the engine's plan (a new
+    size plans it again)."""
     os.makedirs(TMP, exist_ok=True)
     out = os.path.join(TMP, "pan.mp4")
     if not os.path.exists(out):
         ffmpeg("-loop", "1", "-framerate", "25", "-i", os.path.join(DATA, "chelsea.png"), "-vf",
-               "scale=360:-2,crop=320:212:x='t*8':y='t*2'", "-t", "4", "-c:v", "libx264",
+               "scale=356:-2,crop=316:210:x='t*8':y='t*2'", "-t", "4", "-c:v", "libx264",
                "-preset", "veryfast", "-pix_fmt", "yuv420p", out)
     with open(out, "rb") as f:
         return f.read()
@@ -339,7 +344,9 @@ def upscaled_video_jobs_are_priced_by_the_networks():
     times their pixels, and the clip is refused at admission, naming the limit; with hayao
     (whose pixel costs more than the upscaler's) the old price stays and it is taken."""
     clip = long_clip()
-    s = jobs_server("priced", "--model", "hayao", "--model", "cute-v3")
+    # the result's size bound (an estimated 1.1 GiB MP4 at 768x432) is not the one tested
+    s = jobs_server("priced", "--model", "hayao", "--model", "cute-v3", "--max-job-result-mb",
+                    "4096")
     try:
         t0 = time.time()
         status, doc = submit_job(s, clip, "?model=cute-v3&upscale=2")
@@ -384,7 +391,7 @@ def photos_wait_for_a_step_of_an_upscaled_frame():
     here is ~10-20 stylised ones."""
     s = jobs_server("yield", "--model", "cute-v3")
     try:
-        q = "?model=cute-v3&max_side=320"
+        q = "?model=cute-v3&max_side=316"
         style_ms = sorted(photo_ms(s, q)[1] for _ in range(3))[1]
         status, doc = submit_job(s, pan_clip(), "?model=cute-v3&upscale=2")
         check(status == 202, "%d %r" % (status, doc))
@@ -393,21 +400,24 @@ def photos_wait_for_a_step_of_an_upscaled_frame():
             time.sleep(0.05)
         t1, done1 = time.time(), job_state(s, doc["id"])["frames_done"]
         waits, during = [], []
-        for i in range(5):
-            time.sleep(0.2 + 0.23 * i)
+        for i in range(6):
+            time.sleep(0.2 + 0.19 * i)
             wait, inference = photo_ms(s, q)
             waits.append(wait)
             during.append(inference)
         state = job_state(s, doc["id"])
         frame_ms = (time.time() - t1) * 1000 / max(state["frames_done"] - done1, 1)
         s.request("DELETE", "/api/v1/jobs/" + doc["id"])
-        # One stylised frame: alone, or beside the runner's decoding and encoding (the
-        # frames' style step shares the 2 cores with them), whichever is longer.
-        style_ms = max(style_ms, sorted(during)[2])
-        bound = 2 * style_ms + 300
-        print("  one stylised 320x213 photo %.0f ms; an upscaled frame %.0f ms (%.1f x); photos "
-              "waited %s ms (bound %.0f)" % (style_ms, frame_ms, frame_ms / style_ms,
-                                             ", ".join("%.0f" % w for w in waits), bound))
+        # One stylised frame: alone, or beside the job (the median of the photos'), whichever
+        # is longer; a frame's own style step also shares the cores with the runner's
+        # decoding and encoding of the frames around it: a photo arriving as it starts waits
+        # for it, slowed so, then for one step of the upscaler.
+        alone_ms, style_ms = style_ms, max(style_ms, sorted(during)[len(during) // 2])
+        bound = 2.5 * style_ms + 300
+        print("  one stylised 316x210 photo %.0f ms (alone %.0f); an upscaled frame %.0f ms "
+              "(%.1f x); photos waited %s ms (bound %.0f)" % (
+                  style_ms, alone_ms, frame_ms, frame_ms / style_ms,
+                  ", ".join("%.0f" % w for w in waits), bound))
         check(state["state"] == "running", "the job ended during the photos: %s" % state)
         check(max(waits) <= bound, "a photo waited %.0f ms; one stylised frame takes %.0f" % (
             max(waits), style_ms))
