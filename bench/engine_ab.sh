@@ -2,13 +2,14 @@
 # engine_ab.sh - two builds of animegan on the workloads of bench/compare.sh, bench/restore.sh
 # and bench/upscale.sh, interleaved in one run (issue 29: "before and after, within noise").
 #
-#   bench/engine_ab.sh BEFORE_BIN AFTER_BIN [--rounds N] [--runs R] [--threads T]
+#   bench/engine_ab.sh BEFORE_BIN AFTER_BIN [--rounds N] [--runs R] [--warmup W] [--threads T]
+#                      [--style-size S] [--upscale-size S]
 #
-# Workloads (`animegan bench`, whole network, no decoding): hayao (AnimeGANv2) at 512 px in
+# Workloads (`animegan bench`, whole network, no decoding): hayao (AnimeGANv2) at 512 px (S) in
 # fp32 and in the default precision (compare.sh's row); GPEN-BFR-512, one face, fp32 and
 # default (restore.sh's, the full-size network with seeded weights from
 # tools/make_restore_bench_models.py); realesr-animevideov3 x4 and esrgan-medium x2 at 256
-# px, default precision (upscale.sh's, seeded full-size weights as it makes them). Each
+# px (S), default precision (upscale.sh's, seeded full-size weights as it makes them). Each
 # round runs every workload on both binaries, the order of the two swapped from round to
 # round; prints the median of the rounds' medians per binary and the after/before ratio.
 set -euo pipefail
@@ -19,12 +20,15 @@ PY=/usr/bin/python3
 [ $# -ge 2 ] || { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 A=$1 B=$2
 shift 2
-ROUNDS=3 RUNS=3 THREADS=2
+ROUNDS=3 RUNS=3 WARMUP=1 THREADS=2 STYLE_SIZE=512 UPSCALE_SIZE=256
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) ROUNDS=$2; shift ;;
     --runs) RUNS=$2; shift ;;
     --threads) THREADS=$2; shift ;;
+    --warmup) WARMUP=$2; shift ;;
+    --style-size) STYLE_SIZE=$2; shift ;;
+    --upscale-size) UPSCALE_SIZE=$2; shift ;;
     *) echo "engine_ab.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
     shift
@@ -45,16 +49,16 @@ torch.save({"params": net.state_dict()}, sys.argv[1])
 PY
 
 # name|model|size|precision
-WORKLOADS="hayao-fp32|hayao|512|fp32
-hayao-auto|hayao|512|auto
+WORKLOADS="hayao-fp32|hayao|$STYLE_SIZE|fp32
+hayao-auto|hayao|$STYLE_SIZE|auto
 gpen512-fp32|$MODELS/gpen_bfr_512.pt|512|fp32
 gpen512-auto|$MODELS/gpen_bfr_512.pt|512|auto
-animevideov3-x4|$ANIME|256|auto
-esrgan-medium-x2|esrgan-medium-x2|256|auto"
+animevideov3-x4|$ANIME|$UPSCALE_SIZE|auto
+esrgan-medium-x2|esrgan-medium-x2|$UPSCALE_SIZE|auto"
 
 bench() { # BIN TAG NAME MODEL SIZE PRECISION
-    "$1" bench --model "$4" --size "$5" --precision "$6" --runs "$RUNS" --threads "$THREADS" \
-        >>"$OUT/$3-$2.jsonl"
+    "$1" bench --model "$4" --size "$5" --precision "$6" --runs "$RUNS" --warmup "$WARMUP" \
+        --threads "$THREADS" >>"$OUT/$3-$2.jsonl"
 }
 for r in $(seq "$ROUNDS"); do
     echo "$WORKLOADS" | while IFS='|' read -r name model size precision; do
