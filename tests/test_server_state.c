@@ -3,6 +3,7 @@
  * expiry, cancel, close), the LRU result cache (SipHash vectors, eviction, byte bound, no
  * leaks), the text/JSON builder, the Prometheus rendering and the memory formula.
  */
+#include "disc_face.h"
 #include "test.h"
 
 #include "../server/budget.c"
@@ -435,24 +436,6 @@ static int budget_fuse_style(void) {
         CHECK(b.decode_bytes == c.max_pixels * 8 + px * 8);
     }
     return 0;
-}
-
-/* A face of landmarks in a disc at (cx, cy): the oval on its rim, the rest inside. */
-static void disc_face(ag_face *f, double cx, double cy, double r) {
-    memset(f, 0, sizeof *f);
-    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
-        double q = 0.8 * r * sqrt((i * 0.618034) - floor(i * 0.618034)), t = i * 2.399963;
-        f->landmarks[i][0] = (float)(cx + q * cos(t)),
-        f->landmarks[i][1] = (float)(cy + q * sin(t));
-    }
-    for (int k = 0; k < AG_FACE_OVAL_COUNT; k++) {
-        double t = 2 * M_PI * k / AG_FACE_OVAL_COUNT;
-        f->landmarks[ag_face_oval[k]][0] = (float)(cx + r * cos(t));
-        f->landmarks[ag_face_oval[k]][1] = (float)(cy + r * sin(t));
-    }
-    f->has_landmarks = 1, f->score = f->presence = 1;
-    f->box[0] = (float)(cx - r), f->box[1] = (float)(cy - r);
-    f->box[2] = (float)(cx + r), f->box[3] = (float)(cy + r);
 }
 
 /* The fusion's term covers a real fusion at the largest images a small config allows
