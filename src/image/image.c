@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <vips/vector.h> /* vips_vector_set_enabled: vips.h leaves it out */
 
 static pthread_mutex_t startup_lock = PTHREAD_MUTEX_INITIALIZER;
 static int started;
@@ -36,6 +37,10 @@ int ag_image_startup(const char *argv0, ag_error *err) {
             /* Loaders libvips marks untrusted (SVG, PDF, FITS, ...) are not fuzzed for hostile
              * input; we only ever want the six photo formats anyway (see decode.c). */
             vips_block_untrusted_set(TRUE);
+            /* No run-time compiled (liborc) loops: Debian 12's liborc 0.4.33 frees compiled
+             * code unsafely when two workers' pipelines end at once (a SEGV in
+             * orc_code_free, seen in the ASan soak); the C loops are libvips' own. */
+            vips_vector_set_enabled(FALSE);
             /* Leak reports cost time at every unref; keep them for an explicit VIPS_LEAK=1. */
             if (!getenv("VIPS_LEAK"))
                 vips_leak_set(FALSE);
