@@ -9,15 +9,20 @@ export BUILD
 passed=0
 failed=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+times=$(mktemp)
+trap 'rm -f "$log" "$times"' EXIT
 
 . tests/summary.sh
 
+# Each suite's wall time goes to $times; the slowest are listed at the end (the whole
+# suite must stay well under CI's 30 minutes).
 run_suite() {
     echo "== $*"
+    start=$(date +%s)
     "$@" >"$log" 2>&1
     rc=$?
     cat "$log"
+    echo "$(($(date +%s) - start)) s  $*" >>"$times"
     add_summary "$*" "$log" "$rc"
 }
 
@@ -37,5 +42,7 @@ if [ "${QUICK:-0}" != 1 ]; then
     done
 fi
 
+echo "== wall time per suite, slowest first (s)"
+sort -rn "$times" | head -n 12
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
