@@ -11,7 +11,6 @@
 #include "ops.h"
 
 #include "../kernels/kernels.h"
-#include "../kernels/onednn_int8.h"
 
 #include <math.h>
 #include <string.h>
@@ -511,40 +510,45 @@ static void transposed_weight(const ag_node *n, const uint16_t *bf16, float *wt)
         }
 }
 
+float *ag_modconv_demod(const ag_node *n, const ag_op_io *io, const float *wsq) {
+    demodulation(n, io->src[1], wsq, io->scratch);
+    return io->scratch;
+}
+
+void ag_modconv_gemm(const ag_node *n, const ag_op_io *io, const float *d,
+                     const ag_gemm_bf16 *bf16) {
+    ag_shape in = io->in[0], o = io->o;
+    const float *s = io->src[1];
+    int OC = o.c, K = n->k;
+    float *x = io->scratch + demod_floats(n);
+    if (K == 1 && n->up != 2 && OC <= AG_MODCONV_NARROW_OC) {
+        transposed_weight(n, bf16 ? ag_gemm_bf16_weight(bf16) : NULL, x);
+        ag_fused_modconv_narrow(io->out, io->src[0], (size_t)in.h * in.w, in.c, s, x, OC, d,
+                                n->bias, io->threads);
+        return;
+    }
+    size_t rows = modulated_band_floats(n, io->in, o); /* the band follows the scaled rows */
+    if (n->up == 2)
+        ag_gemm_conv_t(io->out, io->src[0], s, in.h, in.w, in.c, n->weight, OC, K, 2, d, n->bias, x,
+                       x + rows, bf16, io->threads);
+    else
+        ag_gemm_conv(io->out, io->src[0], s, in.h, in.w, in.c, n->pad, n->weight, OC, K, d, n->bias,
+                     x, x + rows, bf16, io->threads);
+}
+
 /*
  * The style scales the input channels, the conv runs with the unmodulated weight (never
  * modulated per image), and demodulation scales its output channels, with the bias, in the
- * conv's epilogue. The fast backend's conv is matrix products (gemm_conv.c: sgemm, or bf16
- * when the engine gives it io->bf16), the reference's loops.
+ * conv's epilogue. The fast backend's conv is matrix products (gemm_conv.c, on sgemm), the
+ * reference's loops; an engine's kernel kinds replace the product (kind_modconv.c).
  */
 void ag_run_modconv(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0], o = io->o;
     const float *s = io->src[1];
     int OC = o.c, K = n->k;
-    float *d = io->scratch, *x = io->scratch + demod_floats(n);
-    demodulation(n, s, io->bf16 ? ag_gemm_bf16_demod_sq(io->bf16) : NULL, d);
-    if (io->wino) {
-        ag_wino_conv_run(io->wino, io->out, io->src[0], s, d, n->bias, io->threads);
-        return;
-    }
-    if (io->int8) {
-        ag_int8_modconv_run(io->int8, io->out, io->src[0], s, d, n->bias, io->threads);
-        return;
-    }
-    if (io->fast && K == 1 && n->up != 2 && OC <= AG_MODCONV_NARROW_OC) {
-        transposed_weight(n, io->bf16 ? ag_gemm_bf16_weight(io->bf16) : NULL, x);
-        ag_fused_modconv_narrow(io->out, io->src[0], (size_t)in.h * in.w, in.c, s, x, OC, d,
-                                n->bias, io->threads);
-        return;
-    }
+    float *d = ag_modconv_demod(n, io, NULL);
     if (io->fast) {
-        size_t rows = modulated_band_floats(n, io->in, o); /* the band follows the scaled rows */
-        if (n->up == 2)
-            ag_gemm_conv_t(io->out, io->src[0], s, in.h, in.w, in.c, n->weight, OC, K, 2, d,
-                           n->bias, x, x + rows, io->bf16, io->threads);
-        else
-            ag_gemm_conv(io->out, io->src[0], s, in.h, in.w, in.c, n->pad, n->weight, OC, K, d,
-                         n->bias, x, x + rows, io->bf16, io->threads);
+        ag_modconv_gemm(n, io, d, NULL);
         return;
     }
     if (n->up == 2) {
