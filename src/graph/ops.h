@@ -215,15 +215,23 @@ double ag_flops_linear(const ag_node *n, const ag_shape *in, ag_shape out);
 double ag_flops_modconv(const ag_node *n, const ag_shape *in, ag_shape out);
 double ag_flops_conv_t(const ag_node *n, const ag_shape *in, ag_shape out);
 double ag_flops_upfirdn(const ag_node *n, const ag_shape *in, ag_shape out);
-size_t ag_scratch_modconv(const ag_node *n, const ag_shape *in, ag_shape out);
 size_t ag_scratch_upfirdn(const ag_node *n, const ag_shape *in, ag_shape out);
 size_t ag_scratch_linear(const ag_node *n, const ag_shape *in, ag_shape out);
 void ag_run_const(const ag_node *n, const ag_op_io *io);
 void ag_run_linear(const ag_node *n, const ag_op_io *io);
 void ag_run_pixel_norm(const ag_node *n, const ag_op_io *io);
 void ag_run_bias_lrelu(const ag_node *n, const ag_op_io *io);
-void ag_run_modconv(const ag_node *n, const ag_op_io *io);
+void ag_run_upfirdn(const ag_node *n, const ag_op_io *io);
+void ag_run_concat(const ag_node *n, const ag_op_io *io);
+void ag_run_slice(const ag_node *n, const ag_op_io *io);
+void ag_run_sft(const ag_node *n, const ag_op_io *io);
+void ag_run_noise(const ag_node *n, const ag_op_io *io);
+
+/* ops_modconv.c: the modulated and transposed convolutions' kernels */
+size_t ag_scratch_modconv(const ag_node *n, const ag_shape *in, ag_shape out);
 void ag_pack_modconv(const ag_node *n, float *weight, float *tmp);
+void ag_run_modconv(const ag_node *n, const ag_op_io *io);
+void ag_run_conv_t(const ag_node *n, const ag_op_io *io);
 /* A modulated conv's halves, for a kernel kind's kernel in place of its product
  * (ag_node_kernel_fn): its demodulation (OC) into the op's scratch, returned (wsq: the
  * weight's squares summed over the taps (IC, OC); NULL: from the weight), and its product on
@@ -232,12 +240,6 @@ struct ag_gemm_bf16; /* src/kernels/kernels.h */
 float *ag_modconv_demod(const ag_node *n, const ag_op_io *io, const float *wsq);
 void ag_modconv_gemm(const ag_node *n, const ag_op_io *io, const float *d,
                      const struct ag_gemm_bf16 *bf16);
-void ag_run_conv_t(const ag_node *n, const ag_op_io *io);
-void ag_run_upfirdn(const ag_node *n, const ag_op_io *io);
-void ag_run_concat(const ag_node *n, const ag_op_io *io);
-void ag_run_slice(const ag_node *n, const ag_op_io *io);
-void ag_run_sft(const ag_node *n, const ag_op_io *io);
-void ag_run_noise(const ag_node *n, const ag_op_io *io);
 
 /* ops_resample.c */
 int ag_check_resample(const ag_node *n, const int *src_c, char *why);
