@@ -31,6 +31,7 @@ typedef struct lowering {
     int group_of[AG_GRAPH_MAX_NODES]; /* group whose chain holds the node; -1: none */
     int virtual_resize[AG_GRAPH_MAX_NODES];
     int virtual_concat[AG_GRAPH_MAX_NODES];
+    int absorbed[AG_GRAPH_MAX_NODES]; /* joined to a group's chain ahead of its turn */
 } lowering;
 
 static void count_consumers(lowering *lw) {
@@ -104,6 +105,57 @@ static void extend(ag_engine *e, lowering *lw, int gi, int node, int other) {
     }
     gr->tail = node;
     lw->group_of[node] = gi;
+}
+
+/* The only reader of node i, -1 if it has several or none. */
+static int only_reader(const lowering *lw, int i);
+
+/*
+ * Whether node i starts an attention the chain of a conv group applies in its residual
+ * add's place (fp32 engines, as the activation gates): RealPLKSR's r sigmoid(z) =
+ * sigmoid_gate(r, z, 0) at i, or SPAN's (z + r)(sigmoid(z) - 1/2) = sigmoid_gate(add(z, r),
+ * z, 0.5), i the add. z is the conv group *gi's value, r the earlier group's value *other,
+ * *last the node whose value the chain then gives. Returns the gate, AG_GATE_NONE if none.
+ */
+static ag_gate attention_at(const ag_engine *e, const lowering *lw, int i, int *gi, int *other,
+                            int *last) {
+    const ag_graph *g = lw->g;
+    const ag_node *n = &g->nodes[i];
+    ag_gate gate = AG_GATE_NONE;
+    int z = -1;
+    *other = *last = -1;
+    if (e->mode != AG_MODE_FP32)
+        return AG_GATE_NONE;
+    if (n->op == AG_OP_SIGMOID_GATE && n->alpha == 0.0f && n->src[0] != n->src[1] &&
+        lw->consumers[n->src[1]] == 1) {
+        gate = AG_GATE_SCALE_RESIDUAL, z = n->src[1], *other = n->src[0], *last = i;
+    } else if (n->op == AG_OP_ADD && (*last = only_reader(lw, i)) >= 0) {
+        const ag_node *att = &g->nodes[*last];
+        for (int j = 0; j < 2 && z < 0; j++)
+            if (att->op == AG_OP_SIGMOID_GATE && att->alpha == 0.5f && att->src[0] == i &&
+                att->src[1] == n->src[j] && lw->consumers[n->src[j]] == 2)
+                gate = AG_GATE_SPAN_ATTENTION, z = n->src[j], *other = n->src[1 - j];
+    }
+    *gi = z > 0 ? group_valued(e, lw, z) : -1;
+    if (*gi < 0 || *other <= 0)
+        return AG_GATE_NONE;
+    const ag_group *gr = &e->groups[*gi];
+    int r = group_valued(e, lw, *other);
+    int pre_free = gr->pre_slope == 1.0f && gr->prelu < 0 && !gr->gate;
+    if (fusion_of(&g->nodes[gr->head]) != AG_FUSE_CONV || !pre_free || gr->residual >= 0 || r < 0 ||
+        r >= *gi)
+        return AG_GATE_NONE;
+    return gate;
+}
+
+static void extend_attention(ag_engine *e, lowering *lw, int gi, ag_gate gate, int i, int other,
+                             int last) {
+    ag_group *gr = &e->groups[gi];
+    gr->residual = group_valued(e, lw, other);
+    gr->gate = gate;
+    gr->tail = last;
+    lw->group_of[i] = lw->group_of[last] = gi;
+    lw->absorbed[last] = last != i;
 }
 
 static int new_group(ag_engine *e, lowering *lw, int node) {
@@ -364,7 +416,13 @@ int ag_engine_lower(ag_engine *e, ag_error *err) {
         const ag_node *n = &g->nodes[i];
         int a = n->src[0], b = n->src[1];
         int ga = group_valued(e, lw, a), gb = b > 0 ? group_valued(e, lw, b) : -1;
-        if (i == out && fusion_of(n) == AG_FUSE_TANH && ga >= 0 && lw->consumers[i] == 1) {
+        if (lw->absorbed[i])
+            continue;
+        int att_group = -1, att_other = -1, att_last = -1;
+        ag_gate att = attention_at(e, lw, i, &att_group, &att_other, &att_last);
+        if (att) {
+            extend_attention(e, lw, att_group, att, i, att_other, att_last);
+        } else if (i == out && fusion_of(n) == AG_FUSE_TANH && ga >= 0 && lw->consumers[i] == 1) {
             e->output_tanh = 1; /* applied by the output pass */
             lw->group_of[i] = ga;
         } else if (ga >= 0 && can_extend(e, lw, ga, n, b)) {
