@@ -32,6 +32,7 @@ typedef struct lowering {
     int virtual_resize[AG_GRAPH_MAX_NODES];
     int virtual_concat[AG_GRAPH_MAX_NODES];
     int absorbed[AG_GRAPH_MAX_NODES]; /* joined to a group's chain ahead of its turn */
+    int splice[AG_GRAPH_MAX_NODES];   /* a partial conv's concat: 1 + the group it joins */
 } lowering;
 
 static void count_consumers(lowering *lw) {
@@ -46,10 +47,14 @@ static void count_consumers(lowering *lw) {
         lw->consumers[g->outputs[o]]++;
 }
 
-/* The group whose value (chain tail) is node x, -1 if x is no group's value. */
+/* The group whose value (chain tail) is node x, -1 if x is no group's value; a spliced
+ * group's head is its value until its partial conv has run. */
 static int group_valued(const ag_engine *e, const lowering *lw, int x) {
     int gi = x >= 0 ? lw->group_of[x] : -1;
-    return gi >= 0 && e->groups[gi].tail == x ? gi : -1;
+    return gi >= 0 &&
+                   (e->groups[gi].tail == x || (e->groups[gi].spliced && e->groups[gi].head == x))
+               ? gi
+               : -1;
 }
 
 /* The chain gate node n is: Mish, or SiLU (a sigmoid_gate of a map by itself, shift 0). */
@@ -158,11 +163,50 @@ static void extend_attention(ag_engine *e, lowering *lw, int gi, ag_gate gate, i
     lw->absorbed[last] = last != i;
 }
 
+/*
+ * Whether node i is the tail slice of RealPLKSR's partial conv, concat(conv(slice(y, 0, p)),
+ * slice(y, p, C)) (fp32 engines): y a conv group's bare value (no chain) read only by the two
+ * slices, the conv read only by the concat. Then the concat is y's map itself once the conv
+ * has written its output over y's first p channels: no tail copy, no concat pass (marked
+ * in lw->splice; the concat node joins y's group when it is reached).
+ */
+static int splice_at(const ag_engine *e, lowering *lw, int i) {
+    const ag_graph *g = lw->g;
+    const ag_node *tail = &g->nodes[i];
+    int y = tail->src[0], cat = only_reader(lw, i);
+    int gy = y > 0 ? group_valued(e, lw, y) : -1;
+    if (e->mode != AG_MODE_FP32 || tail->op != AG_OP_SLICE || cat < 0 || gy < 0 ||
+        e->groups[gy].head != y || fusion_of(&g->nodes[y]) != AG_FUSE_CONV ||
+        lw->consumers[y] != 2 || !(tail->c1 == 0 || tail->c1 == g->nodes[y].out_c))
+        return 0;
+    const ag_node *c = &g->nodes[cat];
+    int conv = c->src[0];
+    if (c->op != AG_OP_CONCAT || c->src[1] != i || c->src[2] >= 0 || conv <= i ||
+        only_reader(lw, conv) != cat || g->nodes[conv].op != AG_OP_CONV)
+        return 0;
+    const ag_node *head = &g->nodes[g->nodes[conv].src[0]];
+    if (head->op != AG_OP_SLICE || head->src[0] != y || head->c0 != 0 || head->c1 != tail->c0 ||
+        tail->c0 <= 0 || g->nodes[conv].out_c != tail->c0)
+        return 0;
+    lw->splice[cat] = 1 + gy;
+    return 1;
+}
+
+/* The concat node i joins the group y it was spliced into; its conv writes into y's map. */
+static void splice(ag_engine *e, lowering *lw, int i) {
+    int gy = lw->splice[i] - 1, gc = group_valued(e, lw, lw->g->nodes[i].src[0]);
+    AG_ASSERT(gc > gy && e->groups[gc].tail == e->groups[gc].head);
+    e->groups[gc].into = gy;
+    e->groups[gy].spliced = 1;
+    e->groups[gy].tail = i;
+    lw->group_of[i] = gy;
+}
+
 static int new_group(ag_engine *e, lowering *lw, int node) {
     ag_group *gr = &e->groups[e->group_count];
     memset(gr, 0, sizeof *gr);
     gr->head = gr->tail = node;
-    gr->norm = gr->residual = gr->src = gr->resize = gr->prelu = gr->act = -1;
+    gr->norm = gr->residual = gr->src = gr->resize = gr->prelu = gr->act = gr->into = -1;
     gr->pre_slope = gr->post_slope = 1.0f;
     lw->group_of[node] = e->group_count;
     return e->group_count++;
@@ -418,6 +462,14 @@ int ag_engine_lower(ag_engine *e, ag_error *err) {
         int ga = group_valued(e, lw, a), gb = b > 0 ? group_valued(e, lw, b) : -1;
         if (lw->absorbed[i])
             continue;
+        if (lw->splice[i]) {
+            splice(e, lw, i);
+            continue;
+        }
+        if (splice_at(e, lw, i)) { /* the tail slice: no step of its own */
+            lw->absorbed[i] = 1;
+            continue;
+        }
         int att_group = -1, att_other = -1, att_last = -1;
         ag_gate att = attention_at(e, lw, i, &att_group, &att_other, &att_last);
         if (att) {
