@@ -250,7 +250,8 @@ static int only_reader(const lowering *lw, int i) {
  * part), adding its parts to *parts, nested concats read only by it flattened. */
 static int gatherable_concat(const ag_engine *e, const lowering *lw, int i, int *parts) {
     const ag_node *n = &lw->g->nodes[i];
-    if (n->op != AG_OP_CONCAT || !ag_mode_fp32_bands(e))
+    /* int8: the parts stay fp32 maps (decide_q8), quantised into the u8 band as gathered */
+    if (n->op != AG_OP_CONCAT || !(ag_mode_fp32_bands(e) || ag_mode_int8_maps(e)))
         return 0;
     for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++) {
         int s = n->src[j];
@@ -430,6 +431,8 @@ static void decide_q8(ag_engine *e, const lowering *lw) {
             if (src >= 0)
                 e->groups[src].q8 = 0;
         }
+        for (int j = 0; j < e->groups[h].part_count; j++) /* a concat band reads fp32 parts */
+            e->groups[e->groups[h].parts[j]].q8 = 0;
     }
     for (int changed = 1; changed;) {
         changed = 0;
