@@ -366,8 +366,8 @@ static void relight(fuse_work *wk, const ag_fuse_options *o, float feather) {
         return;
     float holes[3][4];
     feature_holes(wk, holes);
-    ag_fuse_relight(wk->sw, wk->lab, wk->skin, wk->work, wk->w, wk->h, (const float(*)[4])holes, 3,
-                    cell, radius, wk->tmp);
+    ag_fuse_relight(wk->sw, wk->lab, wk->skin, wk->face, wk->visible, wk->work, wk->w, wk->h,
+                    (const float(*)[4])holes, 3, cell, radius, wk->tmp);
 }
 
 /* sw <- the fused face F (RGB) on the work pixels: the warped source in Lab moved to the
@@ -650,13 +650,22 @@ static int fuse_enhanced(const ag_image *source, const ag_face *source_face, con
     ag_face *face = ag_malloc(sizeof *face);
     if (!face)
         return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory");
-    int rc = ag_fuse_enhance_source(source, source_face, o, kind, window_cap(o), &sharp, face, err);
+    /* the upscaled window at most the target's pixels and the window bound */
+    size_t most = (size_t)target->width * target->height;
+    most = most < window_cap(o) ? most : window_cap(o);
+    int rc = ag_fuse_enhance_source(source, source_face, o, kind, most, &sharp, face, err);
     double ms = ag_face_now_ms() - t0;
     ag_fuse_options plain = *o;
     plain.enhance = AG_FUSE_ENHANCE_NONE;
-    if (rc == AG_OK)
+    /* a restorer smaller than the face (a 256 px network on a large face) would not sharpen
+     * it: the source as it is */
+    int larger =
+        rc == AG_OK && face_ratio(face, target_face) > face_ratio(source_face, target_face);
+    if (rc == AG_OK && larger)
         rc = fuse_filtered(&sharp, face, target, target_face, &plain, out, timing, err);
-    if (rc == AG_OK && timing)
+    else if (rc == AG_OK)
+        rc = fuse_filtered(source, source_face, target, target_face, &plain, out, timing, err);
+    if (rc == AG_OK && timing && larger)
         timing->enhanced = kind, timing->enhance_ms = ms, timing->total_ms += ms;
     ag_image_fini(&sharp);
     ag_free(face);

@@ -20,7 +20,7 @@
 /* The upscaler's result is sharpened by this unsharp mask: a GAN upscaler draws edges
  * but leaves skin smooth (esrgan-slim on a face cut from a group photo: its fused detail
  * 0.51 of the target's; with the mask, see docs/fusion.md). */
-#define UNSHARP 1.0f
+#define UNSHARP 1.5f
 
 int ag_fuse_enhance_kind(const ag_fuse_options *o) {
     switch (o->enhance) {

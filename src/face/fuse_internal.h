@@ -127,10 +127,12 @@ int ag_fuse_enhance_source(const ag_image *src, const ag_face *sf, const ag_fuse
  * geometry): src's L* + 16 times the gain (the target's local skin mean over the source's,
  * box means over `skin` less the ellipses holes[0..nholes) (centre x, y, radii x, y: the
  * eyes' sockets, the mouth), on a grid of cell x cell px, radius `radius` cells, twice),
- * at pixels whose `work` is non-zero. buf: ag_fuse_relight_floats(w, h, cell) floats.
+ * at pixels whose `work` is non-zero; the more of `face` is not `visible` (occluders), the
+ * nearer the gain stays to the global one. buf: ag_fuse_relight_floats(w, h, cell) floats.
  */
-void ag_fuse_relight(float *src, const float *tgt, const uint8_t *skin, const uint8_t *work, int w,
-                     int h, const float (*holes)[4], int nholes, int cell, int radius, float *buf);
+void ag_fuse_relight(float *src, const float *tgt, const uint8_t *skin, const uint8_t *face,
+                     const uint8_t *visible, const uint8_t *work, int w, int h,
+                     const float (*holes)[4], int nholes, int cell, int radius, float *buf);
 size_t ag_fuse_relight_floats(int w, int h, int cell);
 
 /* ---- Poisson (fuse_poisson.c) ---- */
