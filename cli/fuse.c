@@ -16,8 +16,9 @@ typedef struct fuse_args {
     const char *source, *target, *output;
     int source_face, target_face; /* 1-based, as `animegan faces` prints */
     ag_fuse_options fuse;
-    ag_cli_engine_args e; /* e.model: --style, NULL for none */
-    int anime_template;   /* --style stylises the source before fusing */
+    ag_cli_engine_args e;      /* e.model: --style, NULL for none */
+    int anime_template;        /* --style stylises the source before fusing */
+    const char *restore_model; /* --restore-model: sharpens a small source (--enhance) */
     int quality, bench, runs;
 } fuse_args;
 
@@ -46,6 +47,10 @@ static void print_help(void) {
           "      --smooth S           skin smoothing, 0-1 (default: 0)\n"
           "      --paint-occluders    paint the face over what covers T's face (hair, a hand);\n"
           "                           by default it is kept from T (--keep-occluders)\n"
+          "      --enhance E          a source face smaller than T's is sharpened first: auto\n"
+          "                           (the --restore-model when given, else the bundled\n"
+          "                           upscaler on the face), none, restore or upscale\n"
+          "      --restore-model PATH a face restorer (GPEN, GFPGAN, CodeFormer .pth) for it\n"
           "      --brightness B       -1..1 on the fused face (default: 0)\n"
           "      --contrast C         -1..1 (default: 0)\n"
           "      --saturation S       -1..1 (default: 0)\n"
@@ -77,6 +82,8 @@ enum {
     OPT_SMOOTH,
     OPT_KEEP_OCCLUDERS,
     OPT_PAINT_OCCLUDERS,
+    OPT_ENHANCE,
+    OPT_RESTORE_MODEL,
     OPT_BRIGHTNESS,
     OPT_CONTRAST,
     OPT_SATURATION,
@@ -130,6 +137,15 @@ static int parse_option(int opt, const char *arg, fuse_args *a) {
     case OPT_SMOOTH: return parse_float("smooth", arg, 0, 1, &f->smooth);
     case OPT_KEEP_OCCLUDERS: f->keep_occluders = 1; return 0;
     case OPT_PAINT_OCCLUDERS: f->keep_occluders = 0; return 0;
+    case OPT_ENHANCE: {
+        int e = ag_fuse_enhance_parse(arg);
+        if (e < 0)
+            return ag_cli_usage_error("fuse",
+                                      "--enhance: '%s' is not auto, none, restore or upscale", arg),
+                   -1;
+        return f->enhance = (ag_fuse_enhance)e, 0;
+    }
+    case OPT_RESTORE_MODEL: a->restore_model = arg; return 0;
     case OPT_BRIGHTNESS: return parse_float("brightness", arg, -1, 1, &f->brightness);
     case OPT_CONTRAST: return parse_float("contrast", arg, -1, 1, &f->contrast);
     case OPT_SATURATION: return parse_float("saturation", arg, -1, 1, &f->saturation);
@@ -166,6 +182,8 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         {"smooth", required_argument, NULL, OPT_SMOOTH},
         {"keep-occluders", no_argument, NULL, OPT_KEEP_OCCLUDERS},
         {"paint-occluders", no_argument, NULL, OPT_PAINT_OCCLUDERS},
+        {"enhance", required_argument, NULL, OPT_ENHANCE},
+        {"restore-model", required_argument, NULL, OPT_RESTORE_MODEL},
         {"max-window-pixels", required_argument, NULL, OPT_MAX_WINDOW},
         {"brightness", required_argument, NULL, OPT_BRIGHTNESS},
         {"contrast", required_argument, NULL, OPT_CONTRAST},
@@ -201,6 +219,8 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         return ag_cli_usage_error("fuse", "unexpected argument '%s'", argv[optind]), -1;
     if (!a->source || !a->target || !a->output)
         return ag_cli_usage_error("fuse", "--source, --target and -o are all needed"), -1;
+    if (a->fuse.enhance == AG_FUSE_ENHANCE_RESTORE && !a->restore_model)
+        return ag_cli_usage_error("fuse", "--enhance restore needs --restore-model"), -1;
     if (a->anime_template && !a->e.model)
         return ag_cli_usage_error("fuse", "--anime-template applies only with --style"), -1;
     if (ag_format_from_path(a->output) < 0)
@@ -256,7 +276,7 @@ static int by_value(const void *pa, const void *pb) {
 
 /* --bench: `runs` fusions with the landmarks known; one JSON line of medians. */
 static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const ag_face *tf,
-                 const fuse_args *a, double detect_ms, ag_error *err) {
+                 const fuse_args *a, const ag_fuse_options *fo, double detect_ms, ag_error *err) {
     double *ms = ag_malloc(sizeof *ms * (size_t)a->runs * 6);
     if (!ms)
         return err->code = AG_E_NOMEM;
@@ -266,7 +286,7 @@ static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const 
      * resize: the figure is "a fusion of a target that size". */
     ag_image sized = {0};
     ag_face *sized_face = NULL;
-    ag_fuse_options o = a->fuse;
+    ag_fuse_options o = *fo;
     if (o.size) {
         ag_fuse_options r = o;
         r.shape_ratio = r.texture_ratio = 0;
@@ -303,14 +323,40 @@ static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const 
             printf(", \"%s\": %.3f", names[k], col[a->runs / 2]);
         }
         printf(", \"region_px\": %d, \"face_px\": %d, \"cycles\": %d, \"residual\": %.4f, "
-               "\"detect_ms\": %.3f, \"cpu\": \"%s\"}\n",
-               tm.region_px, tm.face_px, tm.cycles, (double)tm.residual, detect_ms,
-               ag_cpu_get_info()->model);
+               "\"enhanced\": %d, \"enhance_ms\": %.3f, \"detect_ms\": %.3f, \"cpu\": \"%s\"}\n",
+               tm.region_px, tm.face_px, tm.cycles, (double)tm.residual, tm.enhanced, tm.enhance_ms,
+               detect_ms, ag_cpu_get_info()->model);
     }
     ag_image_fini(&sized);
     ag_free(sized_face);
     ag_free(ms);
     return rc;
+}
+
+/* The engine that sharpens a small source (--enhance), loaded only when the fusion will use
+ * it: the --restore-model, else the bundled upscaler at the scale that brings the source's
+ * face to the target's (2, 3 or 4). */
+typedef struct enhancer {
+    ag_model *model;
+    ag_engine *engine;
+} enhancer;
+
+static int open_enhancer(const fuse_args *a, const ag_face *sf, const ag_face *tf,
+                         const ag_engine_options *eo, ag_fuse_options *fo, enhancer *en,
+                         ag_error *err) {
+    double factor;
+    if (!ag_face_fuse_wants_enhance(sf, tf, fo, &factor))
+        return AG_OK;
+    if (a->restore_model && fo->enhance != AG_FUSE_ENHANCE_UPSCALE) {
+        int rc = ag_cli_restorer_open(a->restore_model, eo, &en->model, &en->engine, err);
+        return rc ? rc : (fo->restorer = en->engine, AG_OK);
+    }
+    if (fo->enhance == AG_FUSE_ENHANCE_RESTORE)
+        return AG_OK;
+    int scale = factor <= 2 ? 2 : factor <= 3 ? 3 : 4;
+    int rc = ag_upscaler_load("esrgan-slim", scale, &en->model, err);
+    rc = rc ? rc : ag_engine_create(en->model, eo, &en->engine, err);
+    return rc ? rc : (fo->upscaler = en->engine, AG_OK);
 }
 
 /* The whole command after parsing: every resource released at the one exit. */
@@ -344,15 +390,18 @@ static int run(const fuse_args *a, ag_error *err) {
         rc = ag_stylize(engine, &s, 0, &styled, err);
         src = &styled;
     }
+    ag_fuse_options fo = a->fuse;
+    enhancer en = {0};
+    rc = rc ? rc : open_enhancer(a, sf, tf, &eo, &fo, &en, err);
     ag_fuse_timing tm;
-    rc = rc ? rc : ag_face_fuse(src, sf, &t, tf, &a->fuse, &out, &tm, err);
+    rc = rc ? rc : ag_face_fuse(src, sf, &t, tf, &fo, &out, &tm, err);
     const ag_image *result = &out;
     if (rc == AG_OK && engine && !a->anime_template) {
         rc = ag_stylize(engine, &out, 0, &final_img, err);
         result = &final_img;
     }
     if (rc == AG_OK && a->bench)
-        rc = bench(src, sf, &t, tf, a, detect_ms, err);
+        rc = bench(src, sf, &t, tf, a, &fo, detect_ms, err);
     if (rc == AG_OK)
         rc = ag_image_save_file(result, a->output, (ag_format)ag_format_from_path(a->output),
                                 a->quality, err);
@@ -360,6 +409,8 @@ static int run(const fuse_args *a, ag_error *err) {
     ag_image_fini(&out);
     ag_image_fini(&styled);
     ag_cli_faces_close(&fs);
+    ag_engine_destroy(en.engine);
+    ag_model_destroy(en.model);
     ag_engine_destroy(engine);
     ag_model_destroy(model);
     ag_image_fini(&t);

@@ -483,29 +483,55 @@ typedef enum ag_fuse_mode {
     AG_FUSE_OVERLAY,    /* the fused face's lightness over the target's chroma, seamless */
 } ag_fuse_mode;
 
+/* How a source face smaller than the target's is sharpened before fusing. */
+typedef enum ag_fuse_enhance {
+    AG_FUSE_ENHANCE_AUTO = 0, /* the restorer when there is one, else the upscaler, else none */
+    AG_FUSE_ENHANCE_NONE,     /* fused as it is */
+    AG_FUSE_ENHANCE_RESTORE,  /* options.restorer on its aligned crop (AG_E_ARG without one) */
+    AG_FUSE_ENHANCE_UPSCALE,  /* options.upscaler on its window (AG_E_ARG without one) */
+} ag_fuse_enhance;
+
+/* "auto", "none", "restore", "upscale"; -1 when unknown. */
+int ag_fuse_enhance_parse(const char *name);
+
 typedef struct ag_fuse_options {
     float shape_ratio;   /* 0-1: 0 the target's geometry, 1 the source's */
     float texture_ratio; /* 0-1: how much of the source's skin and features replaces the target's */
     ag_fuse_mode mode;
-    float smooth;           /* skin smoothing, 0-1 */
-    float brightness;       /* -1..1, on the fused face (lightness +-25) */
-    float contrast;         /* -1..1: lightness spread about the face's mean, x(1 + c) */
-    float saturation;       /* -1..1: chroma x(1 + s) */
-    int size;               /* output long side in px (the target resized first, Keys cubic with
-                               a box prefilter); 0: the target's own size; else 64-4096 */
-    int keep_occluders;     /* 1: what covers the target's face (hair, a hand) stays the target's
-                               (a skin model of its face, src/face/fuse_visible.c); 0: off */
-    long max_window_pixels; /* the fusion's work window (the face and its margin) over this is
-                               fused at the scale that brings it to this, its change enlarged
-                               onto the target; 0: AG_FUSE_WINDOW_PIXELS */
+    float smooth;            /* skin smoothing, 0-1 */
+    float brightness;        /* -1..1, on the fused face (lightness +-25) */
+    float contrast;          /* -1..1: lightness spread about the face's mean, x(1 + c) */
+    float saturation;        /* -1..1: chroma x(1 + s) */
+    int size;                /* output long side in px (the target resized first, Keys cubic with
+                                a box prefilter); 0: the target's own size; else 64-4096 */
+    int keep_occluders;      /* 1: what covers the target's face (hair, a hand) stays the target's
+                                (a skin model of its face, src/face/fuse_visible.c); 0: off */
+    int relight;             /* 1: the fused face takes the target's low-frequency shading (its
+                                light), the source's detail (src/face/fuse_light.c); 0: the
+                                source's shading, its mean moved to the target's */
+    int pose;                /* 1: where the source is foreshortened (a turned head's far side)
+                                less of its texture is taken (the target's, relit, instead),
+                                so nothing is stretched; 0: off */
+    ag_fuse_enhance enhance; /* a source face under 0.8 of the target's: sharpened first */
+    ag_engine *restorer;     /* a restorer's engine (ag_restore_model_load), NULL: none */
+    ag_engine *upscaler;     /* an upscaler's engine (ag_upscaler_load), NULL: none */
+    long max_window_pixels;  /* the fusion's work window (the face and its margin) over this is
+                                fused at the scale that brings it to this, its change enlarged
+                                onto the target; 0: AG_FUSE_WINDOW_PIXELS */
 } ag_fuse_options;
 
 /* The default bound of a fusion's work window: 2048 x 2048 (a face of about 1300 px). */
 #define AG_FUSE_WINDOW_PIXELS 4194304L
 
-/* The defaults: both ratios 0.7, normal mode, no adjustments, occluders kept, the window
- * bounded by AG_FUSE_WINDOW_PIXELS. */
+/* The defaults: both ratios 0.7, normal mode, no adjustments, occluders kept, relit, pose-limited,
+ * small sources enhanced (auto), the window bounded by AG_FUSE_WINDOW_PIXELS. */
 void ag_fuse_options_init(ag_fuse_options *options);
+
+/* Whether ag_face_fuse would sharpen this source face first (enhance not none, the source's
+ * face under 0.8 of the target's, whatever engines are set): a caller loads an engine for
+ * it only then. The factor that brings it to the target's size in *factor (may be NULL). */
+int ag_face_fuse_wants_enhance(const ag_face *source_face, const ag_face *target_face,
+                               const ag_fuse_options *options, double *factor);
 
 /* The stages of one fusion, wall time in ms. */
 typedef struct ag_fuse_timing {
@@ -519,6 +545,9 @@ typedef struct ag_fuse_timing {
     int cycles;          /* multigrid V-cycles of the solve */
     float residual;      /* its final max residual (grey levels) */
     float source_shrink; /* the source's face window was shrunk by this first (1: it was not) */
+    int enhanced;        /* the source was sharpened first: AG_FUSE_ENHANCE_RESTORE or _UPSCALE
+                            (0: it was not) */
+    double enhance_ms;   /* that sharpening */
 } ag_fuse_timing;
 
 /*

@@ -228,6 +228,26 @@ static void fail_stylize(ag_server *s, ag_request *r, const ag_error *err) {
                 err->code == AG_E_NOMEM ? "out_of_memory" : "internal", msg);
 }
 
+/* enhance=: a source face smaller than the target's is sharpened with the worker's first
+ * restorer (--restore-model) when it has one, else its upscaler nearest the factor
+ * (upscale=2 or 4); 0 set, -1 when the one asked for is not loaded (400). */
+static int enhance_engines(ag_worker *w, ag_request *r, const ag_face *sf, const ag_face *tf,
+                           ag_fuse_options *fo) {
+    double factor;
+    ag_face_fuse_wants_enhance(sf, tf, fo, &factor);
+    if (w->server->restorer_count > 0)
+        fo->restorer = w->restorers[0];
+    fo->upscaler = w->upscalers[factor <= 2 && w->upscalers[0] ? 0 : AG_SERVER_UPSCALES - 1];
+    if ((fo->enhance != AG_FUSE_ENHANCE_RESTORE || fo->restorer) &&
+        (fo->enhance != AG_FUSE_ENHANCE_UPSCALE || fo->upscaler))
+        return 0;
+    ag_job_fail(w->server, r, 400, "bad_option",
+                fo->enhance == AG_FUSE_ENHANCE_RESTORE
+                    ? "enhance=restore: this server has no face restorer (--restore-model)"
+                    : "enhance=upscale: this server has no upscaler (--upscale-model)");
+    return -1;
+}
+
 int ag_worker_fuse(ag_worker *w, ag_request *r) {
     ag_server *s = w->server;
     const ag_convert_options *o = &r->options;
@@ -284,8 +304,11 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
         }
         scale_face(sf, shrink);
     }
+    ag_fuse_options fo = o->fusion;
+    if (enhance_engines(w, r, sf, tf, &fo))
+        goto done;
     ag_fuse_timing tm;
-    if (ag_face_fuse(&src, sf, &tgt, tf, &o->fusion, &out, &tm, &err) != 0) {
+    if (ag_face_fuse(&src, sf, &tgt, tf, &fo, &out, &tm, &err) != 0) {
         ag_job_fail(s, r,
                     err.code == AG_E_ARG     ? 422
                     : err.code == AG_E_NOMEM ? 503

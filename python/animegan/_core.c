@@ -470,26 +470,36 @@ static int parse_fuse_mode(const char *text) {
                                       : -1;
 }
 
+/* An Engine argument's engine (None: NULL); -1 with a TypeError for anything else. */
+static int engine_arg(PyObject *obj, const char *which, ag_engine **out);
+
 static PyObject *detector_fuse(PyObject *obj, PyObject *args, PyObject *kwargs) {
     DetectorObject *self = (DetectorObject *)obj;
-    static char *keywords[] = {"source",      "target",        "source_face", "target_face",
-                               "shape_ratio", "texture_ratio", "mode",        "smooth",
-                               "brightness",  "contrast",      "saturation",  "size",
-                               NULL};
-    PyObject *source, *target;
-    const char *mode = "normal";
+    static char *keywords[] = {
+        "source",  "target",   "source_face", "target_face",     "shape_ratio", "texture_ratio",
+        "mode",    "smooth",   "brightness",  "contrast",        "saturation",  "size",
+        "enhance", "restorer", "upscaler",    "paint_occluders", NULL};
+    PyObject *source, *target, *restorer = Py_None, *upscaler = Py_None;
+    const char *mode = "normal", *enhance = "auto";
+    int paint = 0;
     fuse_args a = {.source_face = 1, .target_face = 1};
     ag_fuse_options_init(&a.options);
     ag_fuse_options *o = &a.options;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|iiffsffffi", keywords, &source, &target,
-                                     &a.source_face, &a.target_face, &o->shape_ratio,
-                                     &o->texture_ratio, &mode, &o->smooth, &o->brightness,
-                                     &o->contrast, &o->saturation, &o->size))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "OO|iiffsffffisOOp", keywords, &source, &target, &a.source_face,
+            &a.target_face, &o->shape_ratio, &o->texture_ratio, &mode, &o->smooth, &o->brightness,
+            &o->contrast, &o->saturation, &o->size, &enhance, &restorer, &upscaler, &paint))
         return NULL;
     int m = parse_choice(mode, parse_fuse_mode, "mode", "normal, blend or overlay");
     if (m < 0)
         return NULL;
     o->mode = (ag_fuse_mode)m;
+    int e =
+        parse_choice(enhance, ag_fuse_enhance_parse, "enhance", "auto, none, restore or upscale");
+    if (e < 0 || engine_arg(restorer, "restorer", &o->restorer) ||
+        engine_arg(upscaler, "upscaler", &o->upscaler))
+        return NULL;
+    o->enhance = (ag_fuse_enhance)e, o->keep_occluders = !paint;
     if (a.source_face < 1 || a.target_face < 1 || a.source_face > AG_FACE_MAX ||
         a.target_face > AG_FACE_MAX)
         return input_error("source_face and target_face: 1 to 64 (largest first)");
@@ -526,7 +536,8 @@ static PyMethodDef detector_methods[] = {
      "detect(image, min_score=0.6, max_faces=8, landmarks=True, single_pass=False) -> list"},
     {"fuse", (PyCFunction)(void (*)(void))detector_fuse, METH_VARARGS | METH_KEYWORDS,
      "fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_ratio=0.7, "
-     "mode='normal', smooth=0, brightness=0, contrast=0, saturation=0, size=0) -> Pixels"},
+     "mode='normal', smooth=0, brightness=0, contrast=0, saturation=0, size=0, enhance='auto', "
+     "restorer=None, upscaler=None, paint_occluders=False) -> Pixels"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -554,6 +565,16 @@ typedef struct {
 } EngineObject;
 
 static PyTypeObject *EngineType;
+
+static int engine_arg(PyObject *obj, const char *which, ag_engine **out) {
+    *out = NULL;
+    if (obj == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(obj, EngineType))
+        return PyErr_Format(PyExc_TypeError, "%s: expected an Engine or None", which), -1;
+    *out = ((EngineObject *)obj)->engine;
+    return 0;
+}
 
 static int parse_backend(const char *text) {
     return !strcmp(text, "onednn")      ? AG_BACKEND_ONEDNN
