@@ -497,6 +497,13 @@ void ag_face_embedder_destroy(ag_face_embedder *embedder);
 int ag_face_embed(ag_face_embedder *embedder, const ag_image *image, const ag_face *face,
                   float *descriptor, ag_error *err);
 
+/*
+ * The descriptor of the largest face of `photo`, found by `detector`: AG_E_ARG "LABEL: no
+ * face found to compare faces with" when it has none (`label` names the photo or its field).
+ */
+int ag_face_describe(ag_face_detector *detector, ag_face_embedder *embedder, const ag_image *photo,
+                     const char *label, float *descriptor, ag_error *err);
+
 /* Euclidean distance of two descriptors. */
 float ag_face_distance(const float *a, const float *b);
 

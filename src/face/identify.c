@@ -166,3 +166,19 @@ int ag_face_most_like(ag_face_embedder *e, const ag_image *image, const ag_face 
         *distance = best_d;
     return best;
 }
+
+int ag_face_describe(ag_face_detector *detector, ag_face_embedder *e, const ag_image *photo,
+                     const char *label, float *descriptor, ag_error *err) {
+    ag_face *faces = ag_malloc(sizeof *faces); /* 190 KB: the heap, not a worker's stack */
+    if (!faces)
+        return ag_error_set(err, AG_E_NOMEM, "face embedding: out of memory");
+    ag_face_options fo = {.max_faces = 1};
+    int count = 0;
+    int rc = ag_faces_detect(detector, photo, &fo, faces, 1, &count, NULL, err);
+    if (rc == AG_OK && count == 0)
+        rc = ag_error_set(err, AG_E_ARG, "%s: no face found to compare faces with", label);
+    if (rc == AG_OK)
+        rc = ag_face_embed(e, photo, &faces[0], descriptor, err);
+    ag_free(faces);
+    return rc;
+}
