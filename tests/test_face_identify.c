@@ -46,7 +46,7 @@ static int setup(void) {
     CHECK_OK(ag_model_load(MODELS "face-detect.safetensors", &det_model, &err), &err);
     CHECK_OK(ag_model_load(MODELS "face-mesh.safetensors", &mesh_model, &err), &err);
     CHECK_OK(ag_model_load(MODELS "face-recognition.safetensors", &embed_model, &err), &err);
-    ag_engine_options o = {.threads = 2, .precision = AG_PRECISION_FP32};
+    ag_engine_options o = {.threads = 1, .precision = AG_PRECISION_FP32};
     CHECK_OK(ag_face_detector_create(det_model, mesh_model, &o, &detector, &err), &err);
     CHECK_OK(ag_face_embedder_create(embed_model, &o, &embedder, &err), &err);
     return 0;
@@ -100,7 +100,7 @@ static int describe(const char *path, float *descriptor) {
 
 static int golden_backend(ag_backend backend, const char *label) {
     ag_error err;
-    ag_engine_options o = {.backend = backend, .threads = 2, .precision = AG_PRECISION_FP32};
+    ag_engine_options o = {.backend = backend, .threads = 1, .precision = AG_PRECISION_FP32};
     ag_face_embedder *e = NULL;
     CHECK_OK(ag_face_embedder_create(embed_model, &o, &e, &err), &err);
     uint8_t *rgb = malloc(CROP_BYTES);
