@@ -345,19 +345,24 @@ def faces(image, min_score=0.6, max_faces=8, landmarks=True, single_pass=False):
 
 
 def fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_ratio=0.7,
-         mode="normal", smooth=0.0, brightness=0.0, contrast=0.0, saturation=0.0, size=0):
+         mode="normal", smooth=0.0, brightness=0.0, contrast=0.0, saturation=0.0, size=0,
+         source_like=None, target_like=None):
     """`animegan fuse`: face `source_face` of `source` (1 = the largest) fused into face
     `target_face` of `target` (numpy or PIL; the result is `target`'s kind). shape_ratio and
     texture_ratio 0-1 (0: the target's), mode 'normal' (seamless), 'blend' or 'overlay';
     smooth 0-1; brightness, contrast, saturation -1..1; size: the output's long side (0: the
     target's own). Pixels away from the face are the target's, bit for bit. Stylise the
-    result with a Model to get `animegan fuse --style`."""
+    result with a Model to get `animegan fuse --style`. target_like (source_like): a photo
+    (numpy or PIL) of a person: the face of `target` (`source`) most like its largest face
+    (dlib's face descriptor, the bundled face-recognition), instead of target_face
+    (source_face); `animegan fuse --target-like`."""
     s, _ = _as_pixels(source)
     t, kind = _as_pixels(target)
+    likes = [None if p is None else _as_pixels(p)[0] for p in (source_like, target_like)]
     detector = _detector()
     with _detector_lock:
         out = detector.fuse(s, t, source_face, target_face, shape_ratio, texture_ratio, mode,
-                            smooth, brightness, contrast, saturation, size)
+                            smooth, brightness, contrast, saturation, size, likes[0], likes[1])
     return _result(out, kind)
 
 

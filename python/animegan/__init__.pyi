@@ -105,6 +105,8 @@ def fuse(
     contrast: float = 0.0,
     saturation: float = 0.0,
     size: int = 0,
+    source_like: Image | None = None,
+    target_like: Image | None = None,
 ) -> Image: ...
 def convert_file(
     src: str | PathLike[str],
