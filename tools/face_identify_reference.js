@@ -18,7 +18,7 @@ const fs = require('fs');
 const path = require('path');
 const Module = require('module');
 
-const [faceApiDir, tfjsDir, fixtureDir] = process.argv.slice(2);
+const [faceApiDir, tfjsDir, fixtureDir, photoDir] = process.argv.slice(2);
 if (!fixtureDir) {
     console.error('usage: face_identify_reference.js FACE_API_DIR TFJS_DIR FIXTURE_DIR');
     process.exit(2);
@@ -32,17 +32,43 @@ const faceapi = require(path.join(faceApiDir, 'dist', 'face-api.node.js'));
 const tf = faceapi.tf;
 const SIDE = 150;
 
+/* A face-api network from its original manifest and .bin. */
+function load(net, name) {
+    const modelDir = path.join(faceApiDir, 'model');
+    const manifest = JSON.parse(fs.readFileSync(path.join(modelDir, `${name}-weights_manifest.json`)));
+    const bin = fs.readFileSync(path.join(modelDir, manifest[0].paths[0]));
+    net.loadFromWeightMap(tf.io.decodeWeights(
+        bin.buffer.slice(bin.byteOffset, bin.byteOffset + bin.length), manifest[0].weights));
+}
+
+/* face-api end to end on the decoded photos: the largest face's descriptor. */
+async function photos() {
+    load(faceapi.nets.ssdMobilenetv1, 'ssd_mobilenetv1_model');
+    load(faceapi.nets.faceLandmark68Net, 'face_landmark_68_model');
+    for (const f of fs.readdirSync(photoDir).sort()) {
+        const m = f.match(/^photo_(\d+)\.(\d+)x(\d+)\.rgb$/);
+        if (!m)
+            continue;
+        const [w, h] = [Number(m[2]), Number(m[3])];
+        const x = tf.tensor3d(new Uint8Array(fs.readFileSync(path.join(photoDir, f))), [h, w, 3],
+                              'int32');
+        const found = await faceapi.detectAllFaces(x).withFaceLandmarks().withFaceDescriptors();
+        x.dispose();
+        if (!found.length)
+            throw new Error(`${f}: face-api found no face`);
+        const area = (r) => r.detection.box.width * r.detection.box.height;
+        const largest = found.reduce((a, b) => (area(b) > area(a) ? b : a));
+        const out = path.join(fixtureDir, `faceapi_${m[1]}.f32`);
+        fs.writeFileSync(out, Buffer.from(Float32Array.from(largest.descriptor).buffer));
+        console.log(`wrote ${out} (${found.length} face(s))`);
+    }
+}
+
 async function main() {
     await tf.setBackend('cpu');
     await tf.ready();
-    const modelDir = path.join(faceApiDir, 'model');
-    const manifest = JSON.parse(
-        fs.readFileSync(path.join(modelDir, 'face_recognition_model-weights_manifest.json')));
-    const bin = fs.readFileSync(path.join(modelDir, 'face_recognition_model.bin'));
-    const weights = tf.io.decodeWeights(bin.buffer.slice(bin.byteOffset, bin.byteOffset + bin.length),
-                                        manifest[0].weights);
     const net = faceapi.nets.faceRecognitionNet;
-    net.loadFromWeightMap(weights);
+    load(net, 'face_recognition_model');
     for (let k = 0;; k++) {
         const crop = path.join(fixtureDir, `crop_${k}.rgb`);
         if (!fs.existsSync(crop))
@@ -57,6 +83,8 @@ async function main() {
         fs.writeFileSync(out, Buffer.from(Float32Array.from(d).buffer));
         console.log(`wrote ${out} (tfjs ${tf.version.tfjs}, backend ${tf.getBackend()})`);
     }
+    if (photoDir)
+        await photos();
 }
 
 main().catch((e) => {

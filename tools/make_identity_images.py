@@ -11,6 +11,7 @@ references):
   obama_standing.jpg   Obama in the Oval Office (obama_standing.jpg, head and shoulders)
   biden_standing.jpg   Biden full length (biden_standing.jpg, head and shoulders)
   obama_mirrored.jpg   tests/data/faces/obama.jpg's source mirrored, recropped, recompressed (q 40)
+  obama_tilted.jpg     the same crop (not mirrored) turned 30 degrees
   rally.jpg            Biden (left) and Obama (right) waving on a stage, 1000 px wide
   group.jpg            three real faces pasted side by side: Biden (from biden_standing.jpg),
                        Eileen Collins (astronaut.png), Obama (from obama_standing.jpg)
@@ -46,6 +47,9 @@ def main():
         tiles[name].save(os.path.join(out, name), quality=90)
     mirrored = ImageOps.mirror(crop(faces, "obama.jpg", (160, 20, 820, 680), 280))
     mirrored.save(os.path.join(out, "obama_mirrored.jpg"), quality=40)
+    tilted = crop(faces, "obama.jpg", (160, 20, 820, 680), 280).rotate(
+        30, resample=Image.BICUBIC, expand=True, fillcolor=(128, 128, 128))
+    tilted.save(os.path.join(out, "obama_tilted.jpg"), quality=90)
     rally = Image.open(os.path.join(faces, "rally.jpg")).convert("RGB")
     rally.resize((1000, round(1000 * rally.height / rally.width)), Image.LANCZOS).save(
         os.path.join(out, "rally.jpg"), quality=88)

@@ -3,11 +3,12 @@
  * tools/convert_face_recognition.py) on the engine, fed the crop face-api feeds it, and the
  * nearest-descriptor choice `fuse --target-like` makes.
  *
- * face-api's crop: the min box of the 68 dlib landmarks padded by 20% of its width and height,
- * padded to a square about its centre with zeros, resized bilinearly to 150x150. FaceMesh's 468
- * points stand in for the 68 (the usual correspondence: jaw, brows, nose, eyes, lips). face-api
- * does not rotate; dlib's own chips are upright, and a tilted head moves the descriptor, so the
- * box is taken in the frame turned by the eye line (the same crop for a level face).
+ * face-api's crop for descriptors (FaceLandmarks.alignDlib): a square of side (mean distance
+ * from the eye centres to the mouth's) / 0.45, placed so that the mean of the three centres
+ * lies at (0.5, 0.43) of it, cropped (zeros outside the image) and resized bilinearly to
+ * 150x150. FaceMesh's 468 points stand in for dlib's 68 (the usual correspondence). face-api
+ * does not rotate; dlib's own chips are upright and a tilted head moves the descriptor, so the
+ * square is taken in the frame turned by the eye line (the same crop for a level face).
  */
 #include "identify_internal.h"
 
@@ -76,45 +77,48 @@ int ag_face_embedder_create(const ag_model *model, const ag_engine_options *opti
     return AG_OK;
 }
 
-/* The crop's centre, side and angle in image pixels: the 68 points' box in the frame turned by
- * the eye line (without landmarks: the detector's box and eye keypoints), padded, squared. */
-static void crop_square(const ag_face *f, double centre[2], double *side, double *angle) {
-    const float(*kp)[2] = f->keypoints;
-    double x0, y0, x1, y1, th;
+/* The mean of points [from, to) of the 68, in image pixels. */
+static void centre_of(const float (*lm)[2], int from, int to, double out[2]) {
+    out[0] = out[1] = 0;
+    for (int i = from; i < to; i++)
+        out[0] += (double)lm[dlib68[i]][0], out[1] += (double)lm[dlib68[i]][1];
+    out[0] /= to - from, out[1] /= to - from;
+}
+
+/* face-api's alignDlib: from the eye centres (dlib 36-41, 42-47) and the mouth's (48-67; the
+ * detector's keypoints without landmarks), a square of side (mean eye-to-mouth distance) /
+ * 0.45 whose point (0.5, 0.43) is the three centres' mean; here in the frame turned by the
+ * eye line. */
+static void crop_square(const ag_face *f, double ref[2], double *side, double *angle) {
+    double le[2], re[2], mo[2];
     if (f->has_landmarks) {
-        const float(*lm)[2] = f->landmarks;
-        double ex = 0, ey = 0; /* image-right eye minus image-left eye, summed over 6 points */
-        for (int i = 36; i < 42; i++) {
-            ex += (double)lm[dlib68[i + 6]][0] - (double)lm[dlib68[i]][0];
-            ey += (double)lm[dlib68[i + 6]][1] - (double)lm[dlib68[i]][1];
-        }
-        th = atan2(ey, ex);
-        double c = cos(th), s = sin(th);
-        x0 = y0 = INFINITY, x1 = y1 = -INFINITY;
-        for (int i = 0; i < 68; i++) { /* rotate by -th */
-            double px = lm[dlib68[i]][0], py = lm[dlib68[i]][1];
-            double u = c * px + s * py, v = -s * px + c * py;
-            x0 = fmin(x0, u), x1 = fmax(x1, u), y0 = fmin(y0, v), y1 = fmax(y1, v);
-        }
-        double u = (x0 + x1) / 2, v = (y0 + y1) / 2;
-        centre[0] = c * u - s * v, centre[1] = s * u + c * v;
+        centre_of(f->landmarks, 36, 42, le);
+        centre_of(f->landmarks, 42, 48, re);
+        centre_of(f->landmarks, 48, 68, mo);
     } else {
-        th = atan2((double)kp[1][1] - (double)kp[0][1], (double)kp[1][0] - (double)kp[0][0]);
-        x0 = f->box[0], y0 = f->box[1], x1 = f->box[2], y1 = f->box[3];
-        centre[0] = (x0 + x1) / 2, centre[1] = (y0 + y1) / 2;
+        for (int k = 0; k < 2; k++)
+            le[k] = f->keypoints[0][k], re[k] = f->keypoints[1][k], mo[k] = f->keypoints[3][k];
     }
-    *side = 1.2 * fmax(x1 - x0, y1 - y0);
-    *angle = th;
+    for (int k = 0; k < 2; k++)
+        ref[k] = (le[k] + re[k] + mo[k]) / 3;
+    double eye_to_mouth =
+        (hypot(mo[0] - le[0], mo[1] - le[1]) + hypot(mo[0] - re[0], mo[1] - re[1])) / 2;
+    *side = eye_to_mouth / 0.45;
+    *angle = atan2(re[1] - le[1], re[0] - le[0]);
 }
 
 int ag_face_embed_crop(const ag_image *image, const ag_face *face, float *crop, ag_error *err) {
-    double centre[2], side, th;
-    crop_square(face, centre, &side, &th);
-    if (!(side >= 1.0) || !isfinite(centre[0]) || !isfinite(centre[1]))
+    double ref[2], side, th;
+    crop_square(face, ref, &side, &th);
+    if (!(side >= 1.0) || !isfinite(ref[0]) || !isfinite(ref[1]))
         return ag_error_set(err, AG_E_ARG, "face embedding: the face's box is empty");
-    double k = side / SIDE, c = cos(th) * k, s = sin(th) * k, half = SIDE / 2.0;
-    /* src = centre + (x - 75) (c, s) + (y - 75) (-s, c) */
-    ag_affine m = {c, -s, centre[0] - half * c + half * s, s, c, centre[1] - half * s - half * c};
+    /* In the turned frame: the square's top-left corner tl = ref - (0.5, 0.43) side, and TF's
+     * resizeBilinear (no half-pixel centres): output pixel centre u samples the square at
+     * (u - 0.5) k + 0.5, k = side / 150. */
+    double k = side / SIDE, c = cos(th), s = sin(th), o = 0.5 - 0.5 * k;
+    double tl_x = ref[0] - 0.5 * side * c + 0.43 * side * s;
+    double tl_y = ref[1] - 0.5 * side * s - 0.43 * side * c;
+    ag_affine m = {c * k, -s * k, tl_x + (c - s) * o, s * k, c * k, tl_y + (s + c) * o};
     return ag_face_warp(image, &m, SIDE, SIDE, AG_WARP_LETTERBOX, AG_WARP_LINEAR, NULL, crop, err);
 }
 

@@ -9,8 +9,8 @@
 
 #define AG_FACE_EMBED_SIDE 150 /* the network's input side */
 
-/* The crop face-api feeds the network, (150, 150, 3) floats in 0..255: the min box of the 68
- * dlib points (taken from FaceMesh's 468) padded by 20%, made square about its centre, zeros
+/* The crop face-api feeds the network, (150, 150, 3) floats in 0..255: its alignDlib square
+ * (from the eye and mouth centres of the 68 dlib points, taken from FaceMesh's 468), zeros
  * outside the image, resampled bilinearly; here turned upright first (the eye line level). */
 int ag_face_embed_crop(const ag_image *image, const ag_face *face, float *crop, ag_error *err);
 
