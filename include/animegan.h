@@ -491,7 +491,7 @@ void ag_face_embedder_destroy(ag_face_embedder *embedder);
 
 /*
  * The descriptor of `face` (from ag_faces_detect on `image`) into descriptor[0..128): the face
- * turned upright, cropped as face-api crops it (its landmarks' box plus 20%, squared) to
+ * turned upright, cropped as face-api crops it (a square from its eye and mouth centres) to
  * 150x150, run through the network. No allocation beyond the crop's resampling scratch.
  */
 int ag_face_embed(ag_face_embedder *embedder, const ag_image *image, const ag_face *face,
