@@ -125,6 +125,11 @@ st, h, body = post("", pair + [("target_like", "tests/data/coffee.png")])
 check("api_target_like_no_face_422", st == 422 and
       json.loads(body)["error"]["message"] == "the target_like image: no face found to compare faces with",
       "%s %s" % (st, body[:200]))
+st, h, body = post("", pair + [("target_like", "tests/data/generated/huge_header.png")])
+check("api_target_like_huge_413", st == 413 and b"target_like" in body, "%s %s" % (st, body[:200]))
+st, h, body = post("", pair + [("target_like", "tests/data/truncated.jpg")])
+check("api_target_like_undecodable_422", st == 422 and b"target_like" in body,
+      "%s %s" % (st, body[:200]))
 st, h, body = post("?target_face=2", pair + [("target_like", F + "obama.jpg")])
 check("api_target_like_and_face_400", st == 400 and b"both choose the target face" in body,
       "%s %s" % (st, body[:200]))
