@@ -5,7 +5,8 @@
 #   cmp -s, or: diff -r BEFORE AFTER
 # Each bundled generator in fp32, bf16 and int8 (those this CPU runs) and on the reference
 # backend; the restore fixtures (GPEN, GFPGAN) in fp32, bf16 and int8; the upscalers (bundled
-# ESRGANs and the Real-ESRGAN fixtures) in each precision; convert --restore-faces --upscale.
+# ESRGANs and the Real-ESRGAN fixtures) in each precision; convert --restore-faces --upscale;
+# the full-size GPEN-BFR-512 and GFPGAN v1.4 (seeded weights) in each precision when made.
 set -u
 cd "$(dirname "$0")/.."
 BIN=$1
@@ -37,6 +38,15 @@ for m in esrgan-slim esrgan-medium tests/fixtures/upscale/animevideov3.pth \
     tests/fixtures/upscale/general-x4v3.pth tests/fixtures/upscale/x2plus.pth; do
     for p in fp32 bf16 int8; do
         run "upscale_$(basename "$m" .pth)_$p" upscale "$SMALL" --model "$m" --precision "$p"
+    done
+done
+# The full-size restorers when made (tools/make_restore_bench_models.py, as bench/restore.sh
+# and bench/engine_ab.sh do): the fixtures' nets are too small for the Winograd kind.
+FULL=${AG_BENCH_MODELS:-bench/results/restore-models}
+for net in gpen_bfr_512.pt gfpgan_v1.4.pth; do
+    [ -f "$FULL/$net" ] || continue
+    for p in fp32 bf16 int8; do
+        run "restore_full_${net%%.*}_$p" restore "$IMG" --model "$FULL/$net" --precision "$p"
     done
 done
 run convert_restore_upscale convert "$IMG" --max-side 256 \

@@ -43,6 +43,9 @@ typedef struct ag_kind {
     void (*destroy)(void *kernel);
 } ag_kind;
 
+/* kinds.c: the table, in its order (the generic kind last). */
+const ag_kind *const *ag_kinds_all(int *count);
+
 /* kind_generic.c: the step of a whole-map kind, the op's kernel (or the kind's node
  * kernel) on whole fp32 maps of materialised groups. */
 int ag_kind_run_node(ag_engine *e, int gi, const ag_io *io, ag_error *err);

@@ -24,6 +24,11 @@ static const ag_kind *const ag_kinds[] = {
     &ag_kind_generic,      /* any op, its kernel in the op table */
 };
 
+const ag_kind *const *ag_kinds_all(int *count) {
+    *count = (int)(sizeof ag_kinds / sizeof ag_kinds[0]);
+    return ag_kinds;
+}
+
 static const ag_kind *kind_of(const ag_engine *e, int gi) {
     for (size_t i = 0; i < sizeof ag_kinds / sizeof ag_kinds[0]; i++)
         if (ag_kinds[i]->applies(e, gi))

@@ -3,7 +3,7 @@
  * and of the transposed convolution, which shares its loops (the rest of their rows is in
  * ops_style.c): reference loops, the fast path on sgemm (gemm_conv.c), and the two halves
  * (ag_modconv_demod, ag_modconv_gemm) an engine's kernel kind calls when its kernel takes
- * the product's place (src/engine/kind_modconv.c, kind_wino.c).
+ * the product's place (src/engine/kind_*.c).
  */
 #include "ops.h"
 
