@@ -269,6 +269,7 @@ static int convert_value(ag_convert_options *opts, const char *key, const char *
         double w = value ? strtod(value, &end) : -1.0;
         if (value && end != value && !*end && w >= 0.0 && w <= 1.0) {
             opts->codeformer_fidelity = (float)w;
+            opts->codeformer_fidelity_given = 1;
             return 0;
         }
         ag_reply_error_set(err, 400, "bad_option",

@@ -186,11 +186,12 @@ typedef struct ag_convert_options {
     int restore;      /* restore=K: restore faces first with --restore-model K (1 = the first);
                          0 none */
     int restore_only; /* POST /api/v1/restore: restoration only, no stylisation */
-    float codeformer_fidelity; /* a CodeFormer restorer's w, 0-1 (default 0.5) */
-    int upscale;               /* upscale=N: the result N times larger (2 or 4); 0 none */
-    int upscale_only;          /* POST /api/v1/upscale: upscaling only, no stylisation */
-    int side_by_side;          /* 0/1 */
-    int max_side;              /* <= the server's --max-side */
+    float codeformer_fidelity;     /* a CodeFormer restorer's w, 0-1 (default 0.5) */
+    int codeformer_fidelity_given; /* asked for: refused (400) with GPEN or GFPGAN */
+    int upscale;                   /* upscale=N: the result N times larger (2 or 4); 0 none */
+    int upscale_only;              /* POST /api/v1/upscale: upscaling only, no stylisation */
+    int side_by_side;              /* 0/1 */
+    int max_side;                  /* <= the server's --max-side */
     ag_format format;
     int quality; /* 1..100 */
     /* POST /api/v1/fuse (fuse.c): the fusion's options and which face of each image */

@@ -325,6 +325,17 @@ static int convert(ag_worker *w, ag_request *r) {
                     s->restorer_count ? "bad_option" : "restore_unavailable", msg);
         return 0;
     }
+    if (o->restore && o->codeformer_fidelity_given) {
+        const char *arch = ag_model_get_info(s->restorers[o->restore - 1])->architecture;
+        if (strcmp(arch, "codeformer")) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "codeformer_fidelity applies only to a CodeFormer restorer: restore=%d is %s",
+                     o->restore, !strcmp(arch, "gpen") ? "GPEN" : "GFPGAN");
+            ag_job_fail(s, r, 400, "bad_option", msg);
+            return 0;
+        }
+    }
     if (o->restore && !w->faces) {
         ag_job_fail(s, r, 503, "faces_unavailable",
                     "the face models (face-detect, face-mesh) are not installed on this server");

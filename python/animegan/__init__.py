@@ -276,14 +276,21 @@ class Model:
             self._pool.release(engine)
         return _result(out, kind)
 
-    def restore(self, image, fidelity=1.0, max_faces=8, aligned=False, codeformer_fidelity=0.5):
+    def restore(self, image, fidelity=1.0, max_faces=8, aligned=False, codeformer_fidelity=None):
         """A restorer's Model: the faces of `image` restored and pasted back, as `animegan
         restore`; returns (image, faces restored). fidelity: 0-1, the restored face's weight
         against the original (GPEN's alpha). aligned: `image` is an aligned face crop,
         resized to the network's size and restored whole (the result is that size).
-        codeformer_fidelity: 0-1, a CodeFormer's w (lower restores more; others ignore it)."""
+        codeformer_fidelity: 0-1, a CodeFormer's w (lower restores more; default 0.5); given to
+        a GPEN or GFPGAN Model, InputError (a ValueError)."""
         if self.kind != "restorer":
             raise InputError(f"restore: {self.name} is a {self.kind}, not a restorer")
+        arch = self._weights.info["architecture"]
+        if codeformer_fidelity is None:
+            codeformer_fidelity = 0.5
+        elif arch != "codeformer":
+            raise InputError("codeformer_fidelity applies only to a CodeFormer checkpoint: "
+                             f"{self.name} is {'GPEN' if arch == 'gpen' else 'GFPGAN'}")
         pixels, kind = _as_pixels(image)
         detector = None if aligned else _detector()
         engine = self._pool.acquire()

@@ -35,6 +35,28 @@ typedef struct lowering {
     int splice[AG_GRAPH_MAX_NODES];   /* a partial conv's concat: 1 + the group it joins */
 } lowering;
 
+/* Each group's alpha_only: its value is read, directly or through other such values, only
+ * as the scaled term (src[0]) of run-time alpha add_scaled nodes. Nodes come after their
+ * sources, so one backward pass sees every reader of a node before the node. */
+static void mark_alpha_only(ag_engine *e, const lowering *lw) {
+    const ag_graph *g = lw->g;
+    unsigned char *needed = ag_calloc((size_t)g->count, 1), *only = ag_calloc((size_t)g->count, 1);
+    for (int o = 0; needed && only && o < g->output_count; o++)
+        needed[g->outputs[o]] = 1;
+    for (int i = g->count - 1; needed && only && i >= 1; i--) {
+        const ag_node *n = &g->nodes[i];
+        only[i] = lw->consumers[i] > 0 && !needed[i];
+        for (int j = 0; j < AG_NODE_MAX_SRC; j++)
+            if (ag_node_reads_src(n, j) && !only[i] &&
+                !(n->op == AG_OP_ADD_SCALED && n->runtime_alpha && j == 0))
+                needed[n->src[j]] = 1;
+    }
+    for (int gi = 0; needed && only && gi < e->group_count; gi++)
+        e->groups[gi].alpha_only = only[e->groups[gi].tail];
+    ag_free(needed);
+    ag_free(only);
+}
+
 static void count_consumers(lowering *lw) {
     const ag_graph *g = lw->g;
     memset(lw->consumers, 0, sizeof lw->consumers);
@@ -216,8 +238,13 @@ static int new_group(ag_engine *e, lowering *lw, int node) {
  * injection's only reader (GPEN's and GFPGAN's StyledConvs), so its map is never read raw. */
 static int absorbable_act(const ag_engine *e, const lowering *lw, int gi, const ag_node *n) {
     const ag_group *gr = &e->groups[gi];
-    return n->op == AG_OP_BIAS_LRELU && lw->g->nodes[gr->head].op == AG_OP_NOISE &&
-           gr->tail == gr->head && lw->consumers[gr->tail] == 1;
+    ag_op head = lw->g->nodes[gr->head].op;
+    if (gr->tail != gr->head)
+        return 0;
+    if (n->op == AG_OP_BIAS_LRELU)
+        return head == AG_OP_NOISE && lw->consumers[gr->tail] == 1;
+    /* a GroupNorm's only reader its SiLU (CodeFormer's ResBlocks): applied as it writes */
+    return head == AG_OP_GROUP_NORM && gate_of(n) == AG_GATE_SILU && lw->consumers[gr->tail] == 2;
 }
 
 /* Whether node i (a resize read by exactly one conv, as that conv's input) is absorbed
@@ -509,6 +536,7 @@ int ag_engine_lower(ag_engine *e, ag_error *err) {
     }
     resolve_sources(e, lw);
     plan_liveness(e, lw);
+    mark_alpha_only(e, lw);
     /* Generic ops and the output read and write fp32. */
     for (int gi = 0; gi < e->group_count; gi++) {
         ag_group *gr = &e->groups[gi];

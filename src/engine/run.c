@@ -275,14 +275,17 @@ int ag_engine_cancelled(const ag_engine *e, ag_error *err) {
 int ag_engine_run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
     init_affines(e);
     e->profile_runs += e->profile_ms != NULL;
+    int alpha_zero = e->has_runtime_alpha && e->runtime_alpha == 0.0f;
+    e->steps_skipped = 0;
     for (int gi = 0; gi < e->group_count; gi++) {
         double start = e->profile_ms ? omp_get_wtime() : 0.0;
-        int rc = ag_engine_cancelled(e, err);
-        if (rc == AG_OK)
+        int rc = ag_engine_cancelled(e, err), skip = alpha_zero && e->groups[gi].alpha_only;
+        e->steps_skipped += skip;
+        if (rc == AG_OK && !skip)
             rc = e->exec[gi].kind->run(e, gi, io, err);
         if (rc)
             return rc;
-        if (e->groups[gi].materialize)
+        if (e->groups[gi].materialize && !skip)
             materialize(e, gi);
         if (e->groups[gi].into >= 0)
             splice_into(e, gi);
