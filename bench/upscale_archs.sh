@@ -4,7 +4,7 @@
 #
 #   bench/upscale_archs.sh --spandrel DIR [--archs "esrgan esrgan_new compact span realplksr"]
 #                          [--rounds N] [--runs R] [--size S] [--threads T]
-#                          [--megapixel "ARCHS"] [--megapixel-only]
+#                          [--megapixel "ARCHS"] [--megapixel-only] [--models OUTDIR]
 #
 # DIR is a checkout of github.com/chaiNNer-org/spandrel (fetched outside the repository).
 # Networks at their released sizes, x4, seeded weights (bench/peers/upscale_arch_peer.py):
@@ -22,7 +22,8 @@
 # in and out, tiled within the default --max-mb 1024, default precision, x4: the usual scale
 # of these files) and prints megapixels per second in and out, wall and CPU time (on a
 # shared machine the CPU seconds / 2 approximate the wall time of two free cores) and peak
-# RSS; --megapixel-only skips the rounds.
+# RSS; --megapixel-only skips the rounds. --models takes the networks (and their ONNX exports,
+# made at the same --size) from an earlier run's directory instead of making them again.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,7 +31,7 @@ cd "$ROOT"
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
 ARCHS="esrgan esrgan_new compact span realplksr" ROUNDS=2 RUNS=2 SIZE=256 THREADS=2 SPANDREL=
-MP_ARCHS=default MP_ONLY=0
+MP_ARCHS=default MP_ONLY=0 MODELS=
 
 die() { echo "upscale_archs.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift ;;
     --megapixel) MP_ARCHS=$2; shift ;;
     --megapixel-only) MP_ONLY=1 ;;
+    --models) MODELS=$2; shift ;;
     -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1'" ;;
     esac
@@ -61,7 +63,10 @@ peer() { $PY bench/peers/upscale_arch_peer.py --spandrel "$SPANDREL" "$@"; }
 # exports the same ONNX graph, so its PyTorch and ONNX Runtime rows are esrgan's (when both run).
 peer_of() { case " $ARCHS " in *" esrgan "*) [ "$1" = esrgan_new ] && echo esrgan && return ;; esac; echo "$1"; }
 for a in $ARCHS; do
-    if [ "$ROUNDS" -gt 0 ] && [ "$(peer_of "$a")" != "$a" ]; then
+    if [ -n "$MODELS" ]; then # an earlier run's files (the same seeds; ONNX at the same --size)
+        cp "$MODELS/$a.pth" "$OUT/"
+        [ ! -f "$MODELS/$a.onnx" ] || cp "$MODELS/$a.onnx" "$OUT/"
+    elif [ "$ROUNDS" -gt 0 ] && [ "$(peer_of "$a")" != "$a" ]; then
         peer --make "$a" --out "$OUT/$a.pth"
     elif [ "$ROUNDS" -gt 0 ]; then
         peer --make "$a" --out "$OUT/$a.pth" --onnx "$OUT/$a.onnx" --size "$SIZE" 2>/dev/null

@@ -291,6 +291,57 @@ static uint8_t *safetensors_with_wider(const ag_tensor_set *set, const char *bad
     return file;
 }
 
+/* Each architecture's .pth fixture and the same tensors written as .safetensors (in memory)
+ * give the same output (fp32, 16x12 input), bit for bit. */
+static int safetensors_equals_pth_each_arch(void) {
+    static const char *const files[] = {"arch/rrdb-old-x4.pth",     "arch/rrdb-bsrgan-x4.pth",
+                                        "arch/rrdb-new-x1.pth",     "arch/compact-x1.pth",
+                                        "arch/span-x2.pth",         "arch/realplksr-x2.pth",
+                                        "arch/realplksr-dys-x3.pth"};
+    const int w = 16, h = 12, n = w * h * 3; /* sides the unshuffle by 4 divides */
+    float in[16 * 12 * 3];
+    for (int i = 0; i < n; i++)
+        in[i] = (float)((i * 37) % 101) / 100.0f;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/fixtures/upscale/%s", AG_SOURCE_DIR, files[f]);
+        uint8_t *data, *st;
+        size_t size, st_size;
+        ag_error err = {0};
+        ag_tensor_set set = {0};
+        CHECK_OK(ag_read_file(path, 64u << 20, &data, &size, &err), &err);
+        CHECK_OK(ag_pytorch_parse(data, size, path, &set, &err), &err);
+        st = safetensors_with_wider(&set, "", &st_size); /* no tensor widened */
+        ag_model *models[2] = {NULL, NULL};
+        CHECK_OK(ag_model_load(path, &models[0], &err), &err);
+        CHECK_OK(ag_model_load_memory(st, st_size, "same.safetensors", &models[1], &err), &err);
+        float *out[2];
+        for (int m = 0; m < 2; m++) {
+            ag_engine *engine = NULL;
+            ag_engine_options o = {.precision = AG_PRECISION_FP32, .threads = 2};
+            CHECK_OK(ag_engine_create(models[m], &o, &engine, &err), &err);
+            out[m] = ag_malloc((size_t)n * 64 * sizeof(float)); /* up to x8 */
+            float *outs[1] = {out[m]};
+            CHECK_OK(ag_engine_run_raw(engine, in, w, h, outs, &err), &err);
+            ag_engine_destroy(engine);
+        }
+        int scale = ag_model_get_info(models[0])->scale;
+        int same = !memcmp(out[0], out[1], (size_t)n * scale * scale * sizeof(float));
+        double worst = 0;
+        for (int i = 0; i < n * scale * scale; i++)
+            worst = fmax(worst, fabs((double)out[0][i] - (double)out[1][i]));
+        printf("  %s and its tensors as .safetensors: %s (max difference %.3g)\n", files[f],
+               same ? "identical" : "not bit for bit", worst);
+        for (int m = 0; m < 2; m++)
+            ag_free(out[m]), ag_model_destroy(models[m]);
+        ag_free(st);
+        ag_tensor_set_fini(&set);
+        ag_free(data);
+        CHECK(same);
+    }
+    return 0;
+}
+
 /* A file of each architecture and layout with one tensor one channel wider is refused in
  * one line naming that tensor's layer. */
 static int wrong_shape_refused(void) {
@@ -693,6 +744,7 @@ int main(int argc, char **argv) {
         TEST(family_scales),
         TEST(safetensors_equals_pth),
         TEST(wrong_shape_refused),
+        TEST(safetensors_equals_pth_each_arch),
         TEST(dysample_init_pos_checked),
         TEST(tiled_equals_untiled),
         TEST(tiled_group_norm_psnr),
