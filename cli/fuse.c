@@ -15,6 +15,8 @@
 typedef struct fuse_args {
     const char *source, *target, *output;
     int source_face, target_face; /* 1-based, as `animegan faces` prints */
+    const char *like[2];          /* --source-like, --target-like: a photo of the person */
+    unsigned face_given;          /* bit 0: --source-face, bit 1: --target-face */
     ag_fuse_options fuse;
     ag_cli_engine_args e;      /* e.model: --style, NULL for none */
     int anime_template;        /* --style stylises the source before fusing */
@@ -38,6 +40,10 @@ static void print_help(void) {
           "      --source-face N      which face of S, as 'animegan faces' numbers them\n"
           "                           (default: 1, the largest)\n"
           "      --target-face N      which face of T (default: 1)\n"
+          "      --target-like PHOTO  the face of T most like the face in PHOTO (who it\n"
+          "                           is: dlib's face descriptor, bundled as face-recognition;\n"
+          "                           under 0.6 apart is one person); not with --target-face\n"
+          "      --source-like PHOTO  likewise, which face of S\n"
           "  -r, --ratio R            0-1: sets both ratios below (default: 0.7);\n"
           "                           0 returns T unchanged\n"
           "      --shape-ratio R      geometry: 0 T's face shape, 1 the source's\n"
@@ -76,6 +82,8 @@ static void print_help(void) {
 enum {
     OPT_SOURCE_FACE = 256,
     OPT_TARGET_FACE,
+    OPT_SOURCE_LIKE,
+    OPT_TARGET_LIKE,
     OPT_SHAPE,
     OPT_TEXTURE,
     OPT_MODE,
@@ -123,9 +131,13 @@ static int parse_option(int opt, const char *arg, fuse_args *a) {
     case 'T': a->target = arg; return 0;
     case 'o': a->output = arg; return 0;
     case OPT_SOURCE_FACE:
+        a->face_given |= 1;
         return ag_cli_parse_int("fuse", "source-face", arg, 1, 64, &a->source_face);
     case OPT_TARGET_FACE:
+        a->face_given |= 2;
         return ag_cli_parse_int("fuse", "target-face", arg, 1, 64, &a->target_face);
+    case OPT_SOURCE_LIKE: a->like[0] = arg; return 0;
+    case OPT_TARGET_LIKE: a->like[1] = arg; return 0;
     case 'r':
         if (parse_float("ratio", arg, 0, 1, &f->shape_ratio))
             return -1;
@@ -175,6 +187,8 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         {"output", required_argument, NULL, 'o'},
         {"source-face", required_argument, NULL, OPT_SOURCE_FACE},
         {"target-face", required_argument, NULL, OPT_TARGET_FACE},
+        {"source-like", required_argument, NULL, OPT_SOURCE_LIKE},
+        {"target-like", required_argument, NULL, OPT_TARGET_LIKE},
         {"ratio", required_argument, NULL, 'r'},
         {"shape-ratio", required_argument, NULL, OPT_SHAPE},
         {"texture-ratio", required_argument, NULL, OPT_TEXTURE},
@@ -221,6 +235,12 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         return ag_cli_usage_error("fuse", "--source, --target and -o are all needed"), -1;
     if (a->fuse.enhance == AG_FUSE_ENHANCE_RESTORE && !a->restore_model)
         return ag_cli_usage_error("fuse", "--enhance restore needs --restore-model"), -1;
+    for (int i = 0; i < 2; i++)
+        if (a->like[i] && (a->face_given >> i & 1))
+            return ag_cli_usage_error("fuse", "--%s-like and --%s-face both choose the %s face",
+                                      i ? "target" : "source", i ? "target" : "source",
+                                      i ? "target" : "source"),
+                   -1;
     if (a->anime_template && !a->e.model)
         return ag_cli_usage_error("fuse", "--anime-template applies only with --style"), -1;
     if (ag_format_from_path(a->output) < 0)
@@ -230,9 +250,11 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
     return 0;
 }
 
-/* The n-th (1-based) face of `im`, largest first; a precise message when there is none. */
-static int find_face(ag_face_detector *d, const ag_image *im, const char *path, const char *which,
-                     int n, ag_face *faces, ag_face *out, ag_error *err) {
+/* The n-th (1-based) face of `im`, largest first, or (like: a descriptor) the one most like it;
+ * a precise message when there is none. */
+static int find_face(ag_face_detector *d, ag_face_embedder *e, const float *like,
+                     const ag_image *im, const char *path, const char *which, int n, ag_face *faces,
+                     ag_face *out, ag_error *err) {
     ag_face_options fo = {.max_faces = AG_FACE_MAX};
     int count = 0;
     int rc = ag_faces_detect(d, im, &fo, faces, AG_FACE_MAX, &count, NULL, err);
@@ -243,6 +265,8 @@ static int find_face(ag_face_detector *d, const ag_image *im, const char *path, 
                  which);
         return err->code = AG_E_ARG;
     }
+    if (like && (n = ag_cli_face_like(e, im, which, faces, count, like, err)) < 0)
+        return n;
     if (n > count) {
         snprintf(err->message, sizeof err->message, "%s: --%s-face %d, but the %s has %d face%s",
                  path, which, n, which, count, count == 1 ? "" : "s");
@@ -366,6 +390,9 @@ static int run(const fuse_args *a, ag_error *err) {
     ag_cli_face_set fs = {0};
     ag_model *model = NULL;
     ag_engine *engine = NULL;
+    ag_model *embed_model = NULL;
+    ag_face_embedder *embedder = NULL;
+    float like[2][AG_FACE_DESCRIPTOR];
     ag_face *faces = ag_malloc(sizeof *faces * (AG_FACE_MAX + 2));
     if (!faces)
         return err->code = AG_E_NOMEM;
@@ -381,9 +408,14 @@ static int run(const fuse_args *a, ag_error *err) {
         rc = rc ? rc : ag_engine_create(model, &eo, &engine, err);
     }
     rc = rc ? rc : ag_cli_faces_open(&fs, &eo, err);
+    rc = rc ? rc : ag_cli_faces_like(a->like, fs.detector, &eo, &embed_model, &embedder, like, err);
     double t0 = now_ms();
-    rc = rc ? rc : find_face(fs.detector, &s, a->source, "source", a->source_face, faces, sf, err);
-    rc = rc ? rc : find_face(fs.detector, &t, a->target, "target", a->target_face, faces, tf, err);
+    rc = rc ? rc
+            : find_face(fs.detector, embedder, a->like[0] ? like[0] : NULL, &s, a->source, "source",
+                        a->source_face, faces, sf, err);
+    rc = rc ? rc
+            : find_face(fs.detector, embedder, a->like[1] ? like[1] : NULL, &t, a->target, "target",
+                        a->target_face, faces, tf, err);
     double detect_ms = now_ms() - t0;
     const ag_image *src = &s;
     if (rc == AG_OK && engine && a->anime_template) {
@@ -408,6 +440,8 @@ static int run(const fuse_args *a, ag_error *err) {
     ag_image_fini(&final_img);
     ag_image_fini(&out);
     ag_image_fini(&styled);
+    ag_face_embedder_destroy(embedder);
+    ag_model_destroy(embed_model);
     ag_cli_faces_close(&fs);
     ag_engine_destroy(en.engine);
     ag_model_destroy(en.model);

@@ -465,6 +465,56 @@ int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag
 int ag_stylize_paste_faces(ag_engine *engine, ag_engine *face_engine, const ag_image *in,
                            const ag_face *faces, int count, int size, ag_image *out, ag_error *err);
 
+/* ---- face identity (src/face/identify.c) ------------------------------------------------- */
+
+/*
+ * Who a face is: dlib's face recognition ResNet (the bundled "face-recognition", CC0 weights)
+ * maps a face to a 128-d descriptor; two faces of one person lie within AG_FACE_SAME_PERSON
+ * (euclidean; dlib's 0.6, 99.38% on LFW), different people beyond it.
+ */
+#define AG_FACE_DESCRIPTOR 128
+#define AG_FACE_SAME_PERSON 0.6f
+
+typedef struct ag_face_embedder ag_face_embedder;
+
+/* Load the bundled "face-recognition" model (the model search path); ag_model_destroy it. */
+int ag_face_embed_model_load(ag_model **out, ag_error *err);
+
+/*
+ * An embedder over `model` (which must outlive it): its engine planned once for the 150x150
+ * crop and its fixed buffers (the crop and the descriptor, 0.3 MB, plus the engine's arena,
+ * about 3 MB). One per thread, like an engine. `options` as for ag_engine_create.
+ */
+int ag_face_embedder_create(const ag_model *model, const ag_engine_options *options,
+                            ag_face_embedder **out, ag_error *err);
+void ag_face_embedder_destroy(ag_face_embedder *embedder);
+
+/*
+ * The descriptor of `face` (from ag_faces_detect on `image`) into descriptor[0..128): the face
+ * turned upright, cropped as face-api crops it (a square from its eye and mouth centres) to
+ * 150x150, run through the network. No allocation beyond the crop's resampling scratch.
+ */
+int ag_face_embed(ag_face_embedder *embedder, const ag_image *image, const ag_face *face,
+                  float *descriptor, ag_error *err);
+
+/*
+ * The descriptor of the largest face of `photo`, found by `detector`: AG_E_ARG "LABEL: no
+ * face found to compare faces with" when it has none (`label` names the photo or its field).
+ */
+int ag_face_describe(ag_face_detector *detector, ag_face_embedder *embedder, const ag_image *photo,
+                     const char *label, float *descriptor, ag_error *err);
+
+/* Euclidean distance of two descriptors. */
+float ag_face_distance(const float *a, const float *b);
+
+/*
+ * Which of faces[0..count) in `image` is most like `reference` (a descriptor): returns its
+ * index (>= 0) and its distance in *distance (may be NULL), or a negative AG_E_* (AG_E_ARG
+ * when count is 0). Every face is embedded once.
+ */
+int ag_face_most_like(ag_face_embedder *embedder, const ag_image *image, const ag_face *faces,
+                      int count, const float *reference, float *distance, ag_error *err);
+
 /* ---- face fusion (src/face/fuse*.c) ------------------------------------------------------- */
 
 /*

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -74,8 +75,12 @@ static inline int test_run_all(const test_case *tests, int count, int argc, char
     for (int i = 0; i < count; i++) {
         if (argc > 1 && !strstr(tests[i].name, argv[1]))
             continue;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         int rc = tests[i].fn();
-        printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        printf("%s %s (%.2f s)\n", rc == 0 ? "PASS" : "FAIL", tests[i].name, seconds);
         fflush(stdout);
         if (rc == 0)
             passed++;

@@ -359,7 +359,8 @@ def _fuse_upscaler():
 
 def fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_ratio=0.7,
          mode="normal", smooth=0.0, brightness=0.0, contrast=0.0, saturation=0.0, size=0,
-         enhance="auto", restore_model=None, upscaler=None, paint_occluders=False):
+         enhance="auto", restore_model=None, upscaler=None, paint_occluders=False,
+         source_like=None, target_like=None):
     """`animegan fuse`: face `source_face` of `source` (1 = the largest) fused into face
     `target_face` of `target` (numpy or PIL; the result is `target`'s kind). shape_ratio and
     texture_ratio 0-1 (0: the target's), mode 'normal' (seamless), 'blend' or 'overlay';
@@ -369,7 +370,10 @@ def fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_
     upscaler's Model, default the bundled esrgan-slim), 'none', 'restore' or 'upscale'.
     paint_occluders: paint the face over what covers the target's (hair, a hand; by default
     kept). Pixels away from the face are the target's, bit for bit. Stylise the result with
-    a Model to get `animegan fuse --style`."""
+    a Model to get `animegan fuse --style`. target_like (source_like): a photo
+    (numpy or PIL) of a person: the face of `target` (`source`) most like its largest face
+    (dlib's face descriptor, the bundled face-recognition), instead of target_face
+    (source_face); `animegan fuse --target-like`."""
     if enhance not in ("auto", "none", "restore", "upscale"):
         raise InputError("enhance: expected 'auto', 'none', 'restore' or 'upscale'")
     if enhance == "restore" and restore_model is None:
@@ -382,6 +386,7 @@ def fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_
         upscaler = _fuse_upscaler()
     s, _ = _as_pixels(source)
     t, kind = _as_pixels(target)
+    likes = [None if p is None else _as_pixels(p)[0] for p in (source_like, target_like)]
     detector = _detector()
     pools = [m._pool for m in (restore_model, upscaler) if m is not None]
     engines = [p.acquire() for p in pools]
@@ -391,7 +396,7 @@ def fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_
         with _detector_lock:
             out = detector.fuse(s, t, source_face, target_face, shape_ratio, texture_ratio, mode,
                                 smooth, brightness, contrast, saturation, size, enhance, r, u,
-                                bool(paint_occluders))
+                                bool(paint_occluders), likes[0], likes[1])
     finally:
         for p, e in zip(pools, engines):
             p.release(e)

@@ -109,6 +109,8 @@ def fuse(
     restore_model: Model | None = None,
     upscaler: Model | None = None,
     paint_occluders: bool = False,
+    source_like: Image | None = None,
+    target_like: Image | None = None,
 ) -> Image: ...
 def convert_file(
     src: str | PathLike[str],
