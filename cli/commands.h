@@ -143,6 +143,10 @@ struct ag_cli_upscale_args;
 int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
                      const struct ag_cli_upscale_args *up, int style, int max_side,
                      int side_by_side, const ag_cli_video_args *v, int quiet);
+/* A clip through the caller's pipeline (fuse's), its frames out_scale times the input's
+ * (0 or 1: the same); the exit status as ag_cli_video_run's. */
+int ag_cli_video_pipeline(const char *input, const char *output, const ag_pipeline *p,
+                          int out_scale, int max_side, const ag_cli_video_args *v, int quiet);
 
 /* ---- upscaling (cli/upscale.c) ----------------------------------------------------------- */
 

@@ -22,6 +22,8 @@ typedef struct fuse_args {
     int anime_template;        /* --style stylises the source before fusing */
     const char *restore_model; /* --restore-model: sharpens a small source (--enhance) */
     int quality, bench, runs;
+    int clip; /* the target is a video and the output a video container (cli/video.c) */
+    ag_cli_video_args video;
 } fuse_args;
 
 static void print_help(void) {
@@ -69,6 +71,11 @@ static void print_help(void) {
           "      --precision P        fp32, bf16, int8 or auto, for --style (default: auto)\n"
           "  -t, --threads N          worker threads, 0 = every core (default: 0)\n"
           "      --quality N          JPEG/WebP quality 1-100 (default: 90)\n"
+          "      --crf, --preset, --start, --duration, --max-frames  as convert's, when T is\n"
+          "                           a clip and OUTPUT .mp4, .mov, .mkv or .webm: the face\n"
+          "                           fused into every frame (tracked, its landmarks\n"
+          "                           smoothed; frames without it unchanged), sound and\n"
+          "                           timing kept; --size shrinks frames over N\n"
           "      --bench              also print one JSON line: the fusion's stage times\n"
           "                           (median of --runs, landmarks known) and detection's\n"
           "      --runs N             fusions timed by --bench, 1-1000 (default: 20)\n"
@@ -211,6 +218,7 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         {"bench", no_argument, NULL, OPT_BENCH},
         {"runs", required_argument, NULL, OPT_RUNS},
         {"help", no_argument, NULL, 'h'},
+        AG_CLI_VIDEO_LONG_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     if (ag_cli_option_table_asked(argc, argv))
@@ -224,6 +232,8 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         int rc = parse_option(opt, optarg, a);
         if (rc == 1 && (opt == 't' || opt == 'P'))
             rc = ag_cli_engine_option("fuse", opt, optarg, &a->e) == 1 ? 0 : -1;
+        if (rc == 1 && opt >= AG_CLI_OPT_CRF && opt <= AG_CLI_OPT_MAX_FRAMES)
+            rc = ag_cli_video_option("fuse", opt, optarg, &a->video) == 1 ? 0 : -1;
         if (rc == 1)
             return ag_cli_bad_option("fuse", opt, optopt, argv[optind - 1]), -1;
         if (rc)
@@ -243,7 +253,18 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
                    -1;
     if (a->anime_template && !a->e.model)
         return ag_cli_usage_error("fuse", "--anime-template applies only with --style"), -1;
-    if (ag_format_from_path(a->output) < 0)
+    int route = ag_cli_video_route(a->target, a->output);
+    if (route == AG_CLI_ROUTE_FAILED)
+        return -1;
+    if ((a->clip = route == AG_CLI_ROUTE_VIDEO) && a->bench)
+        return ag_cli_usage_error("fuse", "--bench times photos, not clips"), -1;
+    if (a->clip && a->like[1])
+        return ag_cli_usage_error("fuse", "--target-like picks a face in a photo; in a clip, "
+                                          "--target-face"),
+               -1;
+    if (!a->clip && ag_cli_video_given(&a->video))
+        return ag_cli_usage_error("fuse", "the video options apply only to a clip"), -1;
+    if (!a->clip && ag_format_from_path(a->output) < 0)
         return ag_cli_usage_error("fuse", "%s: the extension is not .png, .jpg or .webp",
                                   a->output),
                -1;
@@ -383,10 +404,30 @@ static int open_enhancer(const fuse_args *a, const ag_face *sf, const ag_face *t
     return rc ? rc : (fo->upscaler = en->engine, AG_OK);
 }
 
+/* A clip: the pipeline's fusion step over every frame, the face followed; the exit status. */
+static int fuse_clip(const fuse_args *a, const ag_image *src, const ag_face *sf,
+                     ag_face_detector *detector, ag_engine *style, ag_error *err) {
+    ag_face_track_options to;
+    ag_face_track_options_init(&to);
+    to.face = a->target_face;
+    ag_face_track *track = NULL;
+    if (ag_face_track_create(&to, &track, err))
+        return ag_cli_report(err), AG_EXIT_FAILED;
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.fuse_source = src, p.fuse_source_face = sf, p.fuse_track = track, p.fuse = a->fuse;
+    p.fuse.size = 0; /* --size is the frames' max side */
+    p.detector = detector;
+    p.style = style;
+    int status = ag_cli_video_pipeline(a->target, a->output, &p, 1, a->fuse.size, &a->video, 0);
+    ag_face_track_destroy(track);
+    return status;
+}
+
 /* The whole command after parsing: every resource released at the one exit. */
-static int run(const fuse_args *a, ag_error *err) {
+static int run(const fuse_args *a, int *status, ag_error *err) {
     ag_decode_options dec = {.max_pixels = FUSE_MAX_PIXELS};
-    ag_image s = {0}, t = {0}, styled = {0}, out = {0}, final_img = {0};
+    ag_image s = {0}, t = {0}, styled = {0}, out = {0};
     ag_cli_face_set fs = {0};
     ag_model *model = NULL;
     ag_engine *engine = NULL;
@@ -401,7 +442,7 @@ static int run(const fuse_args *a, ag_error *err) {
     eo.threads = eo.threads > 0 ? eo.threads : ag_cpu_count();
     ag_precision_choice choice;
     int rc = ag_image_decode_file(a->source, &dec, &s, err);
-    rc = rc ? rc : ag_image_decode_file(a->target, &dec, &t, err);
+    rc = rc || a->clip ? rc : ag_image_decode_file(a->target, &dec, &t, err);
     if (rc == AG_OK && a->e.model) {
         rc = ag_cli_resolve_precision(&eo, &choice) ? AG_E_UNSUPPORTED : AG_OK;
         rc = rc ? rc : ag_model_load(a->e.model, &model, err);
@@ -413,9 +454,10 @@ static int run(const fuse_args *a, ag_error *err) {
     rc = rc ? rc
             : find_face(fs.detector, embedder, a->like[0] ? like[0] : NULL, &s, a->source, "source",
                         a->source_face, faces, sf, err);
-    rc = rc ? rc
-            : find_face(fs.detector, embedder, a->like[1] ? like[1] : NULL, &t, a->target, "target",
-                        a->target_face, faces, tf, err);
+    if (!a->clip)
+        rc = rc ? rc
+                : find_face(fs.detector, embedder, a->like[1] ? like[1] : NULL, &t, a->target,
+                            "target", a->target_face, faces, tf, err);
     double detect_ms = now_ms() - t0;
     const ag_image *src = &s;
     if (rc == AG_OK && engine && a->anime_template) {
@@ -424,20 +466,23 @@ static int run(const fuse_args *a, ag_error *err) {
     }
     ag_fuse_options fo = a->fuse;
     enhancer en = {0};
-    rc = rc ? rc : open_enhancer(a, sf, tf, &eo, &fo, &en, err);
-    ag_fuse_timing tm;
-    rc = rc ? rc : ag_face_fuse(src, sf, &t, tf, &fo, &out, &tm, err);
+    if (!a->clip) /* a clip's face is found per frame: no enhancement */
+        rc = rc ? rc : open_enhancer(a, sf, tf, &eo, &fo, &en, err);
+    /* The one pipeline: fuse, then (--style) stylise. */
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.fuse_source = src, p.fuse_source_face = sf, p.fuse_target = tf, p.fuse = fo;
+    p.style = a->anime_template ? NULL : engine;
+    if (rc == AG_OK && a->clip)
+        *status = fuse_clip(a, src, sf, fs.detector, p.style, err);
+    else if (rc == AG_OK)
+        rc = ag_pipeline_apply(&p, &t, &out, NULL, err);
     const ag_image *result = &out;
-    if (rc == AG_OK && engine && !a->anime_template) {
-        rc = ag_stylize(engine, &out, 0, &final_img, err);
-        result = &final_img;
-    }
     if (rc == AG_OK && a->bench)
         rc = bench(src, sf, &t, tf, a, &fo, detect_ms, err);
-    if (rc == AG_OK)
+    if (rc == AG_OK && !a->clip)
         rc = ag_image_save_file(result, a->output, (ag_format)ag_format_from_path(a->output),
                                 a->quality, err);
-    ag_image_fini(&final_img);
     ag_image_fini(&out);
     ag_image_fini(&styled);
     ag_face_embedder_destroy(embedder);
@@ -461,14 +506,16 @@ int ag_cli_fuse(int argc, char **argv) {
     ag_fuse_options_init(&a.fuse);
     a.source_face = a.target_face = 1;
     a.quality = 90, a.runs = 20;
+    ag_cli_video_args_init(&a.video);
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc > 0 ? AG_EXIT_OK : AG_EXIT_USAGE;
     ag_error err = {0};
-    if (run(&a, &err)) {
+    int status = AG_EXIT_OK;
+    if (run(&a, &status, &err)) {
         if (err.message[0])
             ag_cli_report(&err);
         return AG_EXIT_FAILED;
     }
-    return AG_EXIT_OK;
+    return status;
 }

@@ -700,6 +700,63 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
                      const ag_restore_options *options, ag_image *out, ag_restore_result *result,
                      ag_error *err);
 
+/* ---- one face followed over a clip (src/face/track.c) ------------------------------------ */
+
+/*
+ * The face a clip's fusion goes into, frame after frame: chosen in the first frame that has
+ * it (the `face`-th, largest first), then followed by overlap with where it was (ties by the
+ * landmarks' geometry). When it left the picture or after a cut it is found again by
+ * identity with the caller's `embed` (a face-recognition network: the most alike over
+ * min_similarity); without one, near where it was last seen, else after a cut the face-th. Its
+ * landmarks are smoothed over time by One-Euro filters on the face's pose (centroid, size, angle)
+ * and on its shape with the pose taken off (speeds in face sizes, so the same at any resolution),
+ * restarted at a cut (the frame's thumbnail changed by more than cut_threshold) or when the face
+ * was lost. The state is a fixed ~20 KiB whatever the clip's length.
+ */
+#define AG_FACE_EMBED_MAX 512 /* floats of an embedding */
+
+/* The embedding of `face` in `frame` into vec[0..*dim) (at most AG_FACE_EMBED_MAX); 0 or an
+ * AG_E_* code. Compared by cosine similarity. */
+typedef int (*ag_face_embed_fn)(void *user, const ag_image *frame, const ag_face *face, float *vec,
+                                int *dim);
+
+typedef struct ag_face_track_options {
+    int face;               /* 1-based: which face starts the track (default 1, the largest) */
+    float min_cutoff;       /* One-Euro on the pose (centroid, size, angle): the cutoff at rest,
+                               cycles a frame (default 0.05) */
+    float beta;             /* its rise with speed, per face radius a frame (default 80) */
+    float shape_cutoff;     /* the same on the shape, the pose taken off (default 0.02) */
+    float shape_beta;       /* (default 20) */
+    float cut_threshold;    /* mean grey change of the 16x16 thumbnail that is a cut (default 28) */
+    float min_overlap;      /* IoU with the last box that follows the face (default 0.3) */
+    float min_similarity;   /* `embed`'s cosine that finds it again (default 0.5) */
+    ag_face_embed_fn embed; /* NULL: none (ties are decided by the landmarks' geometry) */
+    void *embed_user;
+} ag_face_track_options;
+
+typedef struct ag_face_track ag_face_track;
+
+void ag_face_track_options_init(ag_face_track_options *options);
+int ag_face_track_create(const ag_face_track_options *options, ag_face_track **out, ag_error *err);
+void ag_face_track_destroy(ag_face_track *track);
+/* Forget everything (a new clip, or a segment that starts elsewhere). */
+void ag_face_track_reset(ag_face_track *track);
+
+/*
+ * The tracked face among faces[0..count) of `frame` (ag_faces_detect's, largest first):
+ * *index, with *smoothed that face with its landmarks (and box, quad) smoothed; *index -1
+ * when it is not in this frame (*smoothed untouched). Frames in order, one clip. AG_OK, or
+ * the embedding's error.
+ */
+int ag_face_track_update(ag_face_track *track, const ag_image *frame, const ag_face *faces,
+                         int count, int *index, ag_face *smoothed, ag_error *err);
+
+/* Counters of a track's decisions (tests, reports). */
+typedef struct ag_face_track_stats {
+    int64_t frames, found, cuts, lost, reacquired;
+} ag_face_track_stats;
+void ag_face_track_get_stats(const ag_face_track *track, ag_face_track_stats *out);
+
 /* ---- the pipeline (src/pipeline/) ------------------------------------------------------ */
 
 /*
@@ -709,6 +766,7 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
  * skipped. The front ends only parse their input into this and call ag_pipeline_run.
  */
 typedef enum ag_pipeline_step {
+    AG_STEP_FUSE,    /* a source face fused into a face of the image (ag_face_fuse) */
     AG_STEP_RESTORE, /* restore faces (GPEN, GFPGAN) */
     AG_STEP_STYLIZE, /* the style (or the caller's face-aware variant) */
     AG_STEP_UPSCALE, /* tiled upscaling */
@@ -719,8 +777,20 @@ typedef enum ag_pipeline_step {
 typedef int (*ag_stylize_fn)(void *user, const ag_image *in, ag_image *out, ag_error *err);
 
 typedef struct ag_pipeline {
+    /* AG_STEP_FUSE: fuse_source_face of fuse_source (analysed once by the caller) fused into
+     * one face of the image: fuse_target when given (the caller chose it), else the one
+     * fuse_track follows over a clip's frames (its landmarks smoothed; a frame without it
+     * passes through unchanged), else the fuse_target_face-th of the image (1-based, largest
+     * first; none: AG_E_ARG). fuse_source NULL: no fusing. */
+    const ag_image *fuse_source;
+    const ag_face *fuse_source_face;
+    const ag_face *fuse_target;
+    int fuse_target_face;
+    ag_face_track *fuse_track;
+    ag_fuse_options fuse;
     ag_engine *restorer;        /* AG_STEP_RESTORE: a restorer's engine, NULL: no restoring */
-    ag_face_detector *detector; /* its faces (NULL only with restore.aligned) */
+    ag_face_detector *detector; /* the faces of restoring and fusing (NULL only with
+                                   restore.aligned, or fuse_target given) */
     ag_restore_options restore;
     ag_engine *style;      /* AG_STEP_STYLIZE: a generator's engine, NULL: none */
     int side_by_side;      /* the input and the result next to each other */
@@ -740,12 +810,14 @@ typedef struct ag_pipeline {
 typedef struct ag_pipeline_result {
     ag_pipeline_step failed; /* the step that failed (AG_STEP_COUNT: none) */
     ag_restore_result faces; /* AG_STEP_RESTORE's counts (zeros when it did not run) */
+    int fused;               /* AG_STEP_FUSE: 1 when the face was there and fused */
+    int fused_face;          /* its index among the image's faces (largest first), -1: none */
 } ag_pipeline_result;
 
 /* The pipeline with no step: fill in what the request asks for. */
 void ag_pipeline_init(ag_pipeline *p);
 
-/* "restore", "stylize" or "upscale". */
+/* "fuse", "restore", "stylize" or "upscale". */
 const char *ag_pipeline_step_name(ag_pipeline_step step);
 
 /*

@@ -357,8 +357,11 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
     ag_fuse_options fo = o->fusion;
     if (enhance_engines(w, r, sf, tf, &fo))
         goto done;
-    ag_fuse_timing tm;
-    if (ag_face_fuse(&src, sf, &tgt, tf, &fo, &out, &tm, &err) != 0) {
+    /* The one pipeline's fuse step (the CLI's and the video jobs' too), the faces chosen. */
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.fuse_source = &src, p.fuse_source_face = sf, p.fuse_target = tf, p.fuse = fo;
+    if (ag_pipeline_apply(&p, &tgt, &out, NULL, &err) != 0) {
         ag_job_fail(s, r,
                     err.code == AG_E_ARG     ? 422
                     : err.code == AG_E_NOMEM ? 503
