@@ -625,6 +625,15 @@ int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_im
 size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side,
                           size_t window_pixels);
 
+/*
+ * What sharpening a small source (options.enhance with an engine) adds to ag_face_fuse_bytes
+ * at most, beyond the engine's own arena: an upscale's result (at most the target's pixels
+ * and window_pixels, 4 bands), its input crop, its unsharp mask's copy and the upscaler's
+ * result buffer; or a restorer's aligned crop of restorer_side^2, its result and the
+ * restorer's two copies; the result is held through the fusion (within these).
+ */
+size_t ag_face_fuse_enhance_bytes(size_t target_pixels, size_t window_pixels, size_t restorer_side);
+
 /* ---- face restoration (GPEN, GFPGAN) ------------------------------------------------------ */
 
 /*

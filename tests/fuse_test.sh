@@ -269,6 +269,9 @@ st, body = post("?enhance=sharpest", [("source", src), ("target", tgt)])
 check("api_enhance_bad_400", st == 400 and "enhance must be" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?enhance=none&ratio=0", [("source", src), ("target", tgt)])
 check("api_enhance_none", st == 200, "%s %s" % (st, err(body) if st != 200 else ""))
+st, body = post("?enhance=restore", [("source", src), ("target", tgt)])  # no --restore-model
+check("api_enhance_restore_without_restorer_400", st == 400 and "restorer" in err(body),
+      "%s %s" % (st, err(body)))
 st, body = post("", [("source", src)])
 check("api_missing_target_400", st == 400 and "target" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?ratio=2", [("source", src), ("target", tgt)])

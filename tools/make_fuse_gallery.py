@@ -18,16 +18,16 @@ OUT = "docs/gallery/fusion"
 # A light from one side (issue 31 item 5): the RGB times exp(k tanh((cx - x) / w)), as
 # test_fuse_quality's test_lighting (there cx and w from the landmarks; here the face's
 # centre and width read off the photo): (centre x, face width, k).
-LIGHTS = {"obama_lit_left.png": ("obama.jpg", 262, 250, 0.3),
-          "biden_lit_right.png": ("biden.jpg", 300, 270, -0.3)}
+LIGHTS = {"obama_lit_left.png": ("obama.jpg", 262, 250, 0.2),
+          "biden_lit_right.png": ("biden.jpg", 300, 270, -0.2)}
 ROWS = [  # name, source, target, crop of the target (x0, y0, x1, y1), extra options
     ("obama_into_biden", "obama.jpg", "biden.jpg", (150, 30, 450, 390), []),
     ("biden_into_obama", "biden.jpg", "obama.jpg", (140, 20, 400, 330), []),
     ("biden_into_obama_hair", "biden.jpg", "obama_hair.png", (140, 20, 400, 330), []),
     ("obama_into_biden_hand", "obama.jpg", "biden_hand.png", (80, 30, 450, 390), []),
-    ("obama_small_into_biden_none", "obama_small.png", "biden.jpg", (150, 30, 450, 390),
+    ("obama_small_into_biden_none", "obama_small.png", "biden.jpg", (190, 110, 410, 400),
      ["--enhance", "none"]),
-    ("obama_small_into_biden", "obama_small.png", "biden.jpg", (150, 30, 450, 390), []),
+    ("obama_small_into_biden", "obama_small.png", "biden.jpg", (190, 110, 410, 400), []),
     ("obama_turned_into_biden", "obama_turned.jpg", "biden.jpg", (150, 30, 450, 390), []),
     ("obama_lit_left_into_biden_lit_right", "obama_lit_left.png", "biden_lit_right.png",
      (150, 30, 450, 390), []),

@@ -730,6 +730,15 @@ size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t lon
     return held + (warp > fuse ? warp : fuse);
 }
 
+size_t ag_face_fuse_enhance_bytes(size_t target_pixels, size_t window_pixels,
+                                  size_t restorer_side) {
+    size_t cap = window_pixels ? window_pixels : (size_t)AG_FUSE_WINDOW_PIXELS;
+    size_t upscaled = target_pixels < cap ? target_pixels : cap;
+    size_t restored = restorer_side * restorer_side;
+    size_t most = upscaled > restored ? upscaled : restored;
+    return most * 4 * 4 + 2 * sizeof(ag_face) + 64;
+}
+
 int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_image *target,
                  const ag_face *target_face, const ag_fuse_options *options, ag_image *out,
                  ag_fuse_timing *timing, ag_error *err) {
