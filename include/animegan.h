@@ -663,6 +663,11 @@ void ag_face_track_reset(ag_face_track *track);
 int ag_face_track_update(ag_face_track *track, const ag_image *frame, const ag_face *faces,
                          int count, int *index, ag_face *smoothed, ag_error *err);
 
+/* 1 with the box (x0, y0, x1, y1) where the face was in the last frame, 0 when it was not
+ * there: a caller may then detect more cheaply (the whole-image pass only, when the face is
+ * large). */
+int ag_face_track_last_box(const ag_face_track *track, float box[4]);
+
 /* Counters of a track's decisions (tests, reports). */
 typedef struct ag_face_track_stats {
     int64_t frames, found, cuts, lost, reacquired;

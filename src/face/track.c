@@ -96,6 +96,12 @@ void ag_face_track_reset(ag_face_track *t) {
     t->o = o;
 }
 
+int ag_face_track_last_box(const ag_face_track *t, float box[4]) {
+    if (t->following)
+        memcpy(box, t->last_box, sizeof t->last_box);
+    return t->following;
+}
+
 void ag_face_track_get_stats(const ag_face_track *t, ag_face_track_stats *out) {
     *out = t->stats;
 }
