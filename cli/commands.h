@@ -211,6 +211,17 @@ typedef struct ag_cli_face_set {
 
 int ag_cli_faces_open(ag_cli_face_set *faces, const ag_engine_options *options, ag_error *err);
 void ag_cli_faces_close(ag_cli_face_set *faces);
+/* fuse --source-like / --target-like (cli/fuse_like.c): paths[i] (NULL: not asked) decoded
+ * (at most AG_CLI_LIKE_MAX_PIXELS) and their largest faces described into like[i], with the
+ * face-recognition model and an embedder made into *model, *embedder (the caller frees both)
+ * when either is asked; then the 1-based face of faces[0..count) most like one. */
+#define AG_CLI_LIKE_MAX_PIXELS ((size_t)100000000)
+int ag_cli_faces_like(const char *const paths[2], ag_face_detector *detector,
+                      const ag_engine_options *options, ag_model **model,
+                      ag_face_embedder **embedder, float (*like)[AG_FACE_DESCRIPTOR],
+                      ag_error *err);
+int ag_cli_face_like(ag_face_embedder *embedder, const ag_image *image, const char *which,
+                     const ag_face *faces, int count, const float *like, ag_error *err);
 /* What `animegan convert` does with faces: --portrait (face-aware), --all-faces, or
  * --paste-faces (then `face_engine` renders the crops). */
 typedef struct ag_cli_face_mode {

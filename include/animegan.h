@@ -465,6 +465,56 @@ int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag
 int ag_stylize_paste_faces(ag_engine *engine, ag_engine *face_engine, const ag_image *in,
                            const ag_face *faces, int count, int size, ag_image *out, ag_error *err);
 
+/* ---- face identity (src/face/identify.c) ------------------------------------------------- */
+
+/*
+ * Who a face is: dlib's face recognition ResNet (the bundled "face-recognition", CC0 weights)
+ * maps a face to a 128-d descriptor; two faces of one person lie within AG_FACE_SAME_PERSON
+ * (euclidean; dlib's 0.6, 99.38% on LFW), different people beyond it.
+ */
+#define AG_FACE_DESCRIPTOR 128
+#define AG_FACE_SAME_PERSON 0.6f
+
+typedef struct ag_face_embedder ag_face_embedder;
+
+/* Load the bundled "face-recognition" model (the model search path); ag_model_destroy it. */
+int ag_face_embed_model_load(ag_model **out, ag_error *err);
+
+/*
+ * An embedder over `model` (which must outlive it): its engine planned once for the 150x150
+ * crop and its fixed buffers (the crop and the descriptor, 0.3 MB, plus the engine's arena,
+ * about 3 MB). One per thread, like an engine. `options` as for ag_engine_create.
+ */
+int ag_face_embedder_create(const ag_model *model, const ag_engine_options *options,
+                            ag_face_embedder **out, ag_error *err);
+void ag_face_embedder_destroy(ag_face_embedder *embedder);
+
+/*
+ * The descriptor of `face` (from ag_faces_detect on `image`) into descriptor[0..128): the face
+ * turned upright, cropped as face-api crops it (a square from its eye and mouth centres) to
+ * 150x150, run through the network. No allocation beyond the crop's resampling scratch.
+ */
+int ag_face_embed(ag_face_embedder *embedder, const ag_image *image, const ag_face *face,
+                  float *descriptor, ag_error *err);
+
+/*
+ * The descriptor of the largest face of `photo`, found by `detector`: AG_E_ARG "LABEL: no
+ * face found to compare faces with" when it has none (`label` names the photo or its field).
+ */
+int ag_face_describe(ag_face_detector *detector, ag_face_embedder *embedder, const ag_image *photo,
+                     const char *label, float *descriptor, ag_error *err);
+
+/* Euclidean distance of two descriptors. */
+float ag_face_distance(const float *a, const float *b);
+
+/*
+ * Which of faces[0..count) in `image` is most like `reference` (a descriptor): returns its
+ * index (>= 0) and its distance in *distance (may be NULL), or a negative AG_E_* (AG_E_ARG
+ * when count is 0). Every face is embedded once.
+ */
+int ag_face_most_like(ag_face_embedder *embedder, const ag_image *image, const ag_face *faces,
+                      int count, const float *reference, float *distance, ag_error *err);
+
 /* ---- face fusion (src/face/fuse*.c) ------------------------------------------------------- */
 
 /*
@@ -483,29 +533,55 @@ typedef enum ag_fuse_mode {
     AG_FUSE_OVERLAY,    /* the fused face's lightness over the target's chroma, seamless */
 } ag_fuse_mode;
 
+/* How a source face smaller than the target's is sharpened before fusing. */
+typedef enum ag_fuse_enhance {
+    AG_FUSE_ENHANCE_AUTO = 0, /* the restorer when there is one, else the upscaler, else none */
+    AG_FUSE_ENHANCE_NONE,     /* fused as it is */
+    AG_FUSE_ENHANCE_RESTORE,  /* options.restorer on its aligned crop (AG_E_ARG without one) */
+    AG_FUSE_ENHANCE_UPSCALE,  /* options.upscaler on its window (AG_E_ARG without one) */
+} ag_fuse_enhance;
+
+/* "auto", "none", "restore", "upscale"; -1 when unknown. */
+int ag_fuse_enhance_parse(const char *name);
+
 typedef struct ag_fuse_options {
     float shape_ratio;   /* 0-1: 0 the target's geometry, 1 the source's */
     float texture_ratio; /* 0-1: how much of the source's skin and features replaces the target's */
     ag_fuse_mode mode;
-    float smooth;           /* skin smoothing, 0-1 */
-    float brightness;       /* -1..1, on the fused face (lightness +-25) */
-    float contrast;         /* -1..1: lightness spread about the face's mean, x(1 + c) */
-    float saturation;       /* -1..1: chroma x(1 + s) */
-    int size;               /* output long side in px (the target resized first, Keys cubic with
-                               a box prefilter); 0: the target's own size; else 64-4096 */
-    int keep_occluders;     /* 1: what covers the target's face (hair, a hand) stays the target's
-                               (a skin model of its face, src/face/fuse_visible.c); 0: off */
-    long max_window_pixels; /* the fusion's work window (the face and its margin) over this is
-                               fused at the scale that brings it to this, its change enlarged
-                               onto the target; 0: AG_FUSE_WINDOW_PIXELS */
+    float smooth;            /* skin smoothing, 0-1 */
+    float brightness;        /* -1..1, on the fused face (lightness +-25) */
+    float contrast;          /* -1..1: lightness spread about the face's mean, x(1 + c) */
+    float saturation;        /* -1..1: chroma x(1 + s) */
+    int size;                /* output long side in px (the target resized first, Keys cubic with
+                                a box prefilter); 0: the target's own size; else 64-4096 */
+    int keep_occluders;      /* 1: what covers the target's face (hair, a hand) stays the target's
+                                (a skin model of its face, src/face/fuse_visible.c); 0: off */
+    int relight;             /* 1: the fused face takes the target's low-frequency shading (its
+                                light), the source's detail (src/face/fuse_light.c); 0: the
+                                source's shading, its mean moved to the target's */
+    int pose;                /* 1: where the source is foreshortened (a turned head's far side)
+                                less of its texture is taken (the target's, relit, instead),
+                                so nothing is stretched; 0: off */
+    ag_fuse_enhance enhance; /* a source face under 0.8 of the target's: sharpened first */
+    ag_engine *restorer;     /* a restorer's engine (ag_restore_model_load), NULL: none */
+    ag_engine *upscaler;     /* an upscaler's engine (ag_upscaler_load), NULL: none */
+    long max_window_pixels;  /* the fusion's work window (the face and its margin) over this is
+                                fused at the scale that brings it to this, its change enlarged
+                                onto the target; 0: AG_FUSE_WINDOW_PIXELS */
 } ag_fuse_options;
 
 /* The default bound of a fusion's work window: 2048 x 2048 (a face of about 1300 px). */
 #define AG_FUSE_WINDOW_PIXELS 4194304L
 
-/* The defaults: both ratios 0.7, normal mode, no adjustments, occluders kept, the window
- * bounded by AG_FUSE_WINDOW_PIXELS. */
+/* The defaults: both ratios 0.7, normal mode, no adjustments, occluders kept, relit, pose-limited,
+ * small sources enhanced (auto), the window bounded by AG_FUSE_WINDOW_PIXELS. */
 void ag_fuse_options_init(ag_fuse_options *options);
+
+/* Whether ag_face_fuse would sharpen this source face first (enhance not none, the source's
+ * face under 0.8 of the target's, whatever engines are set): a caller loads an engine for
+ * it only then. The factor that brings it to the target's size in *factor (may be NULL). */
+int ag_face_fuse_wants_enhance(const ag_face *source_face, const ag_face *target_face,
+                               const ag_fuse_options *options, double *factor);
 
 /* The stages of one fusion, wall time in ms. */
 typedef struct ag_fuse_timing {
@@ -519,6 +595,9 @@ typedef struct ag_fuse_timing {
     int cycles;          /* multigrid V-cycles of the solve */
     float residual;      /* its final max residual (grey levels) */
     float source_shrink; /* the source's face window was shrunk by this first (1: it was not) */
+    int enhanced;        /* the source was sharpened first: AG_FUSE_ENHANCE_RESTORE or _UPSCALE
+                            (0: it was not) */
+    double enhance_ms;   /* that sharpening */
 } ag_fuse_timing;
 
 /*

@@ -558,6 +558,8 @@ static void *worker_main(void *arg) {
         ag_engine_options fo = s->config.engine;
         fo.precision = AG_PRECISION_FP32; /* small networks: fp32, exact */
         status = ag_face_detector_create(s->face_detect, s->face_mesh, &fo, &w->faces, &err);
+        if (status == 0 && s->face_embed)
+            status = ag_face_embedder_create(s->face_embed, &fo, &w->embedder, &err);
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
     }
@@ -602,6 +604,8 @@ static void *worker_main(void *arg) {
     memset(w->upscalers, 0, sizeof w->upscalers);
     ag_face_detector_destroy(w->faces);
     w->faces = NULL;
+    ag_face_embedder_destroy(w->embedder);
+    w->embedder = NULL;
     atomic_store(&w->arena_bytes, 0);
     return NULL;
 }

@@ -11,6 +11,7 @@
 #include "test.h"
 
 #include "../src/engine_internal.h"
+#include "../src/kernels/fused_isa.h"
 #include "../src/model/model_internal.h"
 
 #include <stdint.h>
@@ -606,6 +607,53 @@ static int int8_psnr(void) {
     return 0;
 }
 
+/*
+ * The attention gates a conv chain applies in its residual add's place (SPAN's (z + r)
+ * (sigmoid(z) - 1/2), RealPLKSR's r sigmoid(z)), through norm_act_pad with 35 channels (two
+ * vectors and a scalar tail): every ISA variant the same bits, within 1e-6 relative (+ 1e-7)
+ * of the double formula over z in [-100, 100]. The fixtures check them inside the networks.
+ */
+static int attention_gates_across_isas(void) {
+    enum { H = 5, W = 23, C = 35, N = H * W * C };
+    float *x = ag_malloc(N * 4), *r = ag_malloc(N * 4), *base = ag_malloc(N * 4),
+          *out = ag_malloc(N * 4);
+    float scale[C], shift[C];
+    for (int i = 0; i < N; i++)
+        x[i] = -100.0f + 200.0f * (float)i / (float)(N - 1), r[i] = (float)(i % 97) / 8 - 6;
+    for (int c = 0; c < C; c++)
+        scale[c] = 1.0f - 0.01f * (float)c, shift[c] = 0.05f * (float)c;
+    ag_pad none = {0, 0, 0, 0};
+    int failed = 0;
+    for (ag_gate gate = AG_GATE_SPAN_ATTENTION; gate <= AG_GATE_SCALE_RESIDUAL; gate++) {
+        ag_norm_affine a = {scale, shift, NULL, gate};
+        int variants = 0;
+        for (int isa = AG_ISA_GENERIC; isa <= AG_ISA_AVX512; isa++) {
+            const ag_fused_ops *ops = ag_fused_ops_for((ag_isa)isa);
+            if (!ops)
+                continue;
+            ops->norm_act_pad(variants ? out : base, x, r, 0, a, 1.0f, 1.0f, H, W, C, none, 2);
+            if (variants++ && memcmp(out, base, N * 4)) {
+                printf("  %s differs from generic\n", ops->isa);
+                failed = 1;
+            }
+        }
+        double worst = 0.0;
+        for (int i = 0; i < N; i++) {
+            double z = (double)(x[i] * scale[i % C] + shift[i % C]), s = 1 / (1 + exp(-z));
+            double ri = (double)r[i], got = (double)base[i];
+            double want = gate == AG_GATE_SPAN_ATTENTION ? (z + ri) * (s - 0.5) : ri * s;
+            double e = isnan(got) ? 1e30 : fabs(got - want) / (1e-6 * fabs(want) + 1e-7);
+            worst = e > worst ? e : worst;
+        }
+        printf("  %s: %d variants, worst error %.2f of the bound\n",
+               gate == AG_GATE_SPAN_ATTENTION ? "span attention" : "scaled residual", variants,
+               worst);
+        failed |= worst > 1.0;
+    }
+    ag_free(x), ag_free(r), ag_free(base), ag_free(out);
+    return failed;
+}
+
 int main(int argc, char **argv) {
     ag_error err = {0};
     if (ag_image_startup(argv[0], &err) != 0) {
@@ -651,6 +699,7 @@ int main(int argc, char **argv) {
         TEST(alpha_scale_and_small),
         TEST(budget_bounds_the_tile),
         TEST(int8_psnr),
+        TEST(attention_gates_across_isas),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     ag_image_shutdown();

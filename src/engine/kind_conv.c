@@ -77,13 +77,8 @@ static int conv_int8_create(ag_engine *e, int gi, void **kernel, ag_kind_sizes *
     return rc;
 }
 
-static int conv_same_weights(const void *kernel, const void *old) {
-    return ag_dnnl_conv_same_weights(kernel, old);
-}
-
-static int conv_int8_same_weights(const void *kernel, const void *old) {
-    return ag_dnnl_int8_conv_same_weights(kernel, old);
-}
+AG_KIND_SAME_WEIGHTS(ag_dnnl_conv)
+AG_KIND_SAME_WEIGHTS(ag_dnnl_int8_conv)
 
 static int conv_prepare(ag_engine *e, int gi, void *prepared, ag_error *err) {
     return ag_dnnl_conv_prepare_weights(e->exec[gi].kernel, ag_engine_head(e, gi)->weight, prepared,
@@ -94,20 +89,40 @@ static int conv_int8_prepare(ag_engine *e, int gi, void *prepared, ag_error *err
     return ag_dnnl_int8_conv_prepare_weights(e->exec[gi].kernel, e->exec[gi].w_s8, prepared, err);
 }
 
-static void conv_destroy(void *kernel) {
-    ag_dnnl_conv_destroy(kernel);
-}
-
-static void conv_int8_destroy(void *kernel) {
-    ag_dnnl_int8_conv_destroy(kernel);
-}
+AG_KIND_DESTROY(ag_dnnl_conv)
+AG_KIND_DESTROY(ag_dnnl_int8_conv)
 
 /* ---- run ------------------------------------------------------------------------------- */
 
+/* int8: the value range of group gi's fp32 map (materialised, as a concat band's parts are)
+ * from a pass over it, kept as its range for the run's later readers. */
+static void map_range(ag_engine *e, int gi) {
+    ag_group_exec *x = &e->exec[gi];
+    ag_band_source s = {.kind = AG_BAND_RAW, .H = x->out.h, .W = x->out.w, .C = x->out.c};
+    float lo, hi;
+    AG_ASSERT(!e->groups[gi].q8);
+    s.x = ag_engine_y_map(e, gi);
+    ag_fused_range(&s, &lo, &hi, e->threads);
+    for (int c = 0; c < x->out.c; c++)
+        x->lo[c] = lo, x->hi[c] = hi;
+    x->range_ok = 1;
+}
+
 /* int8: the range of conv gi's band values: its source's value range when known (padding and
- * a resize add no values beyond it), else a pass over the source. */
+ * a resize add no values beyond it), else a pass over the source; a concat's, its parts'. */
 static void source_range(ag_engine *e, int gi, const ag_band_source *src, float *lo, float *hi) {
     int s = e->groups[gi].src;
+    if (e->groups[gi].kind == AG_BAND_CONCAT) {
+        *lo = INFINITY, *hi = -INFINITY;
+        for (int j = 0; j < e->groups[gi].part_count; j++) {
+            const ag_group_exec *p = &e->exec[e->groups[gi].parts[j]];
+            if (!p->range_ok)
+                map_range(e, e->groups[gi].parts[j]);
+            for (int c = 0; c < p->out.c; c++)
+                *lo = fminf(*lo, p->lo[c]), *hi = fmaxf(*hi, p->hi[c]);
+        }
+        return;
+    }
     if (s < 0 || !e->exec[s].range_ok) {
         AG_ASSERT(s < 0 || !e->groups[s].q8); /* the pass reads fp32 maps only */
         ag_fused_range(src, lo, hi, e->threads);
@@ -130,123 +145,135 @@ static void q8_store_band(ag_engine *e, int gi, const float *tmp, int first, int
                            x->out.c, &t, e->threads);
 }
 
-static int run_conv(ag_engine *e, int gi, const ag_io *io, ag_error *err) {
-    const ag_node *head = ag_engine_head(e, gi);
+/* A conv step under way: what its bands share. */
+typedef struct conv_step {
+    const ag_node *head;
+    ag_band_source src;
+    int in_rows;           /* input rows of a band */
+    int layer_norm;        /* the chain's norm is a LayerNorm: statistics as the bands go */
+    ag_int8_quant q;       /* u8 x s8: this image's quantisation of the bands */
+    ag_stats_rows pending; /* rows written whose statistics ride with the next band */
+} conv_step;
+
+static conv_step step_begin(ag_engine *e, int gi, const ag_io *io) {
     const ag_group *gr = &e->groups[gi];
     ag_group_exec *x = &e->exec[gi];
-    int layer_norm = gr->norm >= 0 && e->model->graph.nodes[gr->norm].op == AG_OP_LAYER_NORM;
+    conv_step s = {.head = ag_engine_head(e, gi), .src = ag_engine_band_source(e, gi, io)};
+    s.in_rows = (x->band_rows - 1) * s.head->stride + s.head->k;
+    s.layer_norm = gr->norm >= 0 && e->model->graph.nodes[gr->norm].op == AG_OP_LAYER_NORM;
+    s.q.x_scale = 1.0f;
+    if (gr->int8) {
+        float lo, hi;
+        source_range(e, gi, &s.src, &lo, &hi);
+        s.q = ag_int8_quant_from_range(lo, hi);
+    }
+    ag_stats_rows pending = {e->partials,
+                             ag_engine_y_map(e, gi),
+                             ag_engine_elem_bytes(e, gi) == 2,
+                             0,
+                             0,
+                             (size_t)x->out.w * x->out.c,
+                             ag_engine_range_begin(e, gi, s.layer_norm),
+                             x->out.c};
+    s.pending = pending;
+    return s;
+}
+
+/* One band's output rows from `first` into dst: its input band built (with the statistics
+ * pending) and convolved. */
+typedef int (*band_fn)(ag_engine *e, int gi, conv_step *s, int first, void *dst, ag_error *err);
+
+/* fp32 / bf16: the band built when banded, else oneDNN reads the source map whole. */
+static int conv_band(ag_engine *e, int gi, conv_step *s, int first, void *dst, ag_error *err) {
+    const ag_group *gr = &e->groups[gi];
+    const ag_group_exec *x = &e->exec[gi];
+    const void *in = gr->src >= 0 ? ag_engine_y_map(e, gr->src) : NULL;
+    if (gr->banded) {
+        void *band = ag_engine_buffer(e, e->band_id);
+        ag_fused_band_stats(band, &s->src, first * s->head->stride, s->in_rows, &s->pending,
+                            e->threads);
+        s->pending.rows = 0;
+        in = band;
+    }
+    ag_dnnl_conv_bind(x->kernel, in, dst, s->head->bias, ag_kind_weights(e, gi),
+                      ag_engine_buffer(e, e->scratch_id));
+    return ag_dnnl_conv_run(x->kernel, err);
+}
+
+/* u8 x s8: the band written as u8, quantised with s->q in the same pass; dst = y / x_scale. */
+static int conv_int8_band(ag_engine *e, int gi, conv_step *s, int first, void *dst, ag_error *err) {
+    const ag_group_exec *x = &e->exec[gi];
+    uint8_t *band_u8 = ag_engine_buffer(e, e->band_u8_id);
+    ag_fused_band_stats_u8(band_u8, s->q.x_scale, s->q.x_zero, &s->src, first * s->head->stride,
+                           s->in_rows, &s->pending, e->threads);
+    s->pending.rows = 0;
+    ag_dnnl_int8_conv_bind(x->kernel, band_u8, dst, ag_kind_weights(e, gi),
+                           ag_engine_buffer(e, e->scratch_id));
+    return ag_dnnl_int8_conv_run(x->kernel, &s->q, s->head->bias, err);
+}
+
+/* Every band in its planned order (cancel asked between bands); a q8 map's rows quantised
+ * as each band ends, a LayerNorm's statistics taken along. */
+static int run_bands(ag_engine *e, int gi, conv_step *s, band_fn band, ag_error *err) {
+    const ag_group *gr = &e->groups[gi];
+    ag_group_exec *x = &e->exec[gi];
     size_t out_row = (size_t)x->out.w * x->out.c;
     uint8_t *y = ag_engine_y_map(e, gi);
-    void *band = ag_engine_buffer(e, e->band_id);
     float *tmp = gr->q8 ? ag_engine_buffer(e, e->q8_tmp_id) : NULL;
-    size_t y_elem = ag_engine_elem_bytes(e, gi);
-    ag_band_source src = ag_engine_band_source(e, gi, io);
-    ag_stats_rows pending = {
-        e->partials, y, y_elem == 2, 0, 0, out_row, ag_engine_range_begin(e, gi, layer_norm),
-        x->out.c};
-    void *scratch = ag_engine_buffer(e, e->scratch_id);
     for (int i = 0; i < x->bands; i++) {
-        int b = ag_band_at(x, i), first = ag_band_first_row(x, b), rows = x->band_rows;
+        int b = ag_band_at(x, i), first = ag_band_first_row(x, b);
         int rc = i > 0 ? ag_engine_cancelled(e, err) : AG_OK;
-        if (rc)
-            return rc;
-        const void *in = gr->src >= 0 ? ag_engine_y_map(e, gr->src) : NULL;
-        if (gr->banded) {
-            ag_fused_band_stats(band, &src, first * head->stride,
-                                (rows - 1) * head->stride + head->k, &pending, e->threads);
-            pending.rows = 0;
-            in = band;
-        }
-        ag_dnnl_conv_bind(x->kernel, in, gr->q8 ? (void *)tmp : y + first * out_row * y_elem,
-                          head->bias, ag_kind_weights(e, gi), scratch);
-        rc = ag_dnnl_conv_run(x->kernel, err);
+        if (rc == AG_OK)
+            rc =
+                band(e, gi, s, first,
+                     gr->q8 ? (void *)tmp : y + first * out_row * ag_engine_elem_bytes(e, gi), err);
         if (rc)
             return rc;
         if (gr->q8) {
-            q8_store_band(e, gi, tmp, first, b * x->band_rows, layer_norm, pending.range);
-        } else if (layer_norm) { /* the rows this band added: stats with the next band's input */
-            pending.first = b * x->band_rows;
-            pending.rows = first + rows - pending.first;
+            q8_store_band(e, gi, tmp, first, b * x->band_rows, s->layer_norm, s->pending.range);
+        } else if (s->layer_norm) { /* the rows this band added: stats with the next band's */
+            s->pending.first = b * x->band_rows;
+            s->pending.rows = first + x->band_rows - s->pending.first;
         }
     }
-    if (pending.rows)
-        ag_fused_band_stats(NULL, NULL, 0, 0, &pending, e->threads);
-    if (layer_norm) {
-        const ag_node *norm = &e->model->graph.nodes[gr->norm];
-        ag_norm_affine_from_stats(x->affine, e->partials, x->out.h, out_row, norm->gamma,
-                                  norm->beta, x->out.c, norm->eps);
-    } else if (gr->norm >= 0 && e->model->graph.nodes[gr->norm].op != AG_OP_AFFINE) {
-        ag_engine_norm_affine(e, gi);
-    }
-    ag_engine_range_end(e, gi, pending.range);
+    if (s->pending.rows)
+        ag_fused_band_stats(NULL, NULL, 0, 0, &s->pending, e->threads);
     return AG_OK;
 }
 
 /*
- * run_conv for an int8 group: the band is built as there but written as u8, quantised in
- * the same pass with this image's (scale, zero) of the source's range, and convolved into
- * dst = y / x_scale (f32).
- * y_scale = x_scale goes into the affine its readers apply: a LayerNorm's is scale-invariant
- * (its eps taken as eps / x_scale^2), the other norms' moments are rescaled, a plain chain
- * multiplies by it; materialising applies it, so whole-map readers see real units.
+ * After the bands: the conv wrote y / x_scale (1 unless int8), and y_scale = x_scale goes
+ * into the affine its readers apply: a LayerNorm's is scale-invariant (its eps taken as
+ * eps / x_scale^2), the other norms' moments are rescaled, a plain chain multiplies by it;
+ * materialising applies it, so whole-map readers see real units.
  */
-static int run_conv_int8(ag_engine *e, int gi, const ag_io *io, ag_error *err) {
-    const ag_node *head = ag_engine_head(e, gi);
+static void step_end(ag_engine *e, int gi, const conv_step *s) {
     const ag_group *gr = &e->groups[gi];
-    ag_group_exec *x = &e->exec[gi];
     const ag_graph *g = &e->model->graph;
-    int layer_norm = gr->norm >= 0 && g->nodes[gr->norm].op == AG_OP_LAYER_NORM;
-    size_t out_row = (size_t)x->out.w * x->out.c;
-    uint8_t *y = ag_engine_y_map(e, gi);
-    float *tmp = gr->q8 ? ag_engine_buffer(e, e->q8_tmp_id) : NULL;
-    uint8_t *band_u8 = ag_engine_buffer(e, e->band_u8_id);
-    ag_band_source src = ag_engine_band_source(e, gi, io);
-    float lo, hi;
-    source_range(e, gi, &src, &lo, &hi);
-    ag_int8_quant q = ag_int8_quant_from_range(lo, hi);
-    int in_rows = (x->band_rows - 1) * head->stride + head->k;
-    ag_stats_rows pending = {
-        e->partials, y, 0, 0, 0, out_row, ag_engine_range_begin(e, gi, layer_norm), x->out.c};
-    void *scratch = ag_engine_buffer(e, e->scratch_id);
-    for (int i = 0; i < x->bands; i++) {
-        int b = ag_band_at(x, i), first = ag_band_first_row(x, b), rows = x->band_rows;
-        int rc = i > 0 ? ag_engine_cancelled(e, err) : AG_OK;
-        if (rc)
-            return rc;
-        ag_fused_band_stats_u8(band_u8, q.x_scale, q.x_zero, &src, first * head->stride, in_rows,
-                               &pending, e->threads);
-        pending.rows = 0;
-        ag_dnnl_int8_conv_bind(x->kernel, band_u8,
-                               gr->q8 ? (void *)tmp
-                                      : y + first * out_row * ag_engine_elem_bytes(e, gi),
-                               ag_kind_weights(e, gi), scratch);
-        rc = ag_dnnl_int8_conv_run(x->kernel, &q, head->bias, err);
-        if (rc)
-            return rc;
-        if (gr->q8) {
-            q8_store_band(e, gi, tmp, first, b * x->band_rows, layer_norm, pending.range);
-        } else if (layer_norm) {
-            pending.first = b * x->band_rows;
-            pending.rows = first + rows - pending.first;
-        }
-    }
-    if (pending.rows)
-        ag_fused_band_stats(NULL, NULL, 0, 0, &pending, e->threads);
-    x->y_scale = q.x_scale;
-    if (layer_norm) {
+    ag_group_exec *x = &e->exec[gi];
+    x->y_scale = s->q.x_scale;
+    if (s->layer_norm) {
         const ag_node *norm = &g->nodes[gr->norm];
-        double xs = (double)q.x_scale;
+        double xs = (double)s->q.x_scale;
         float eps = (float)((double)norm->eps / (xs * xs));
-        ag_norm_affine_from_stats(x->affine, e->partials, x->out.h, out_row, norm->gamma,
-                                  norm->beta, x->out.c, eps);
+        ag_norm_affine_from_stats(x->affine, e->partials, x->out.h, (size_t)x->out.w * x->out.c,
+                                  norm->gamma, norm->beta, x->out.c, eps);
     } else if (gr->norm >= 0 && g->nodes[gr->norm].op != AG_OP_AFFINE) {
         ag_engine_norm_affine(e, gi);
-    } else { /* none, or a constant affine (set by init_affines) */
+    } else if (gr->int8) { /* none, or a constant affine (set by init_affines) */
         for (int c = 0; c < x->out.c; c++)
-            x->affine.scale[c] *= q.x_scale;
+            x->affine.scale[c] *= s->q.x_scale;
     }
-    ag_engine_range_end(e, gi, pending.range);
-    return AG_OK;
+    ag_engine_range_end(e, gi, s->pending.range);
+}
+
+/* A conv step, fp32 / bf16 or u8 x s8 by its group. */
+static int run_conv(ag_engine *e, int gi, const ag_io *io, ag_error *err) {
+    conv_step s = step_begin(e, gi, io);
+    int rc = run_bands(e, gi, &s, e->groups[gi].int8 ? conv_int8_band : conv_band, err);
+    if (rc == AG_OK)
+        step_end(e, gi, &s);
+    return rc;
 }
 
 /* Quantise every int8 group's weights once, per output channel, into one allocation. */
@@ -284,18 +311,18 @@ const ag_kind ag_kind_conv = {
     .name = "conv",
     .applies = conv_applies,
     .create = conv_create,
-    .same_weights = conv_same_weights,
+    .same_weights = kind_same_ag_dnnl_conv,
     .prepare = conv_prepare,
     .run = run_conv,
-    .destroy = conv_destroy,
+    .destroy = kind_destroy_ag_dnnl_conv,
 };
 
 const ag_kind ag_kind_conv_int8 = {
     .name = "conv_int8",
     .applies = conv_int8_applies,
     .create = conv_int8_create,
-    .same_weights = conv_int8_same_weights,
+    .same_weights = kind_same_ag_dnnl_int8_conv,
     .prepare = conv_int8_prepare,
-    .run = run_conv_int8,
-    .destroy = conv_int8_destroy,
+    .run = run_conv,
+    .destroy = kind_destroy_ag_dnnl_int8_conv,
 };

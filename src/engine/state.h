@@ -58,10 +58,14 @@ typedef struct ag_group {
     int head, tail; /* graph nodes: the producer and the chain's last node (the value) */
     int norm;       /* the chain's norm node, -1 for none */
     float pre_slope, post_slope; /* LeakyReLU before / after the residual add; 1: none */
-    int prelu;       /* the PReLU node in pre_slope's place (its slopes per channel), -1: none;
-                      * pre_slope is then the least of them (the int8 range's test) */
-    ag_gate gate;    /* SiLU or Mish in pre_slope's place (fp32 engines), 0: none */
-    int residual;    /* group whose value is added, -1 for none */
+    int prelu;    /* the PReLU node in pre_slope's place (its slopes per channel), -1: none;
+                   * pre_slope is then the least of them (the int8 range's test) */
+    ag_gate gate; /* SiLU or Mish in pre_slope's place (fp32 engines), 0: none */
+    int residual; /* group whose value is added, -1 for none */
+    /* a partial conv's concat (fp32): `into` on the conv, the group whose map holds the
+     * concat and whose first channels its output replaces after its step (-1: none);
+     * `spliced` on that group, whose value is then the concat, its head's before the step */
+    int into, spliced;
     int act;         /* a generic head's bias_lrelu, applied as it writes (-1: none) */
     int materialize; /* chain applied in place after the step */
     /* a conv head's input */

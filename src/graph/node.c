@@ -30,9 +30,6 @@ void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const floa
                    .o = shapes[index],
                    .scratch = scratch,
                    .fast = fast != NULL,
-                   .bf16 = fast ? fast->bf16 : NULL,
-                   .wino = fast ? fast->wino : NULL,
-                   .int8 = fast ? fast->int8 : NULL,
                    .act = fast ? fast->act : NULL,
                    .threads = threads,
                    .resize = resize};
@@ -41,5 +38,8 @@ void ag_node_run(const ag_node *n, const ag_shape *shapes, int index, const floa
     for (int j = 0; j < io.src_count; j++)
         io.src[j] = src[j];
     AG_ASSERT(d->run);
-    d->run(n, &io);
+    if (fast && fast->run)
+        fast->run(fast->kernel, n, &io);
+    else
+        d->run(n, &io);
 }

@@ -57,11 +57,6 @@ typedef struct ag_op_io {
     ag_shape o;
     float *scratch; /* the descriptor's scratch floats */
     int fast;       /* matmuls on sgemm */
-    /* fast: a modulated conv's bf16 products, or its fp32 Winograd conv (both NULL: fp32
-     * sgemm), made by the engine per plan */
-    const struct ag_gemm_bf16 *bf16;
-    const struct ag_wino_conv *wino;
-    const struct ag_int8_modconv *int8; /* or its u8 x s8 conv (int8 engines) */
     /* fast: a bias_lrelu node the engine fused into this op's output (NULL: none) */
     const struct ag_node *act;
     int threads;
@@ -220,21 +215,31 @@ double ag_flops_linear(const ag_node *n, const ag_shape *in, ag_shape out);
 double ag_flops_modconv(const ag_node *n, const ag_shape *in, ag_shape out);
 double ag_flops_conv_t(const ag_node *n, const ag_shape *in, ag_shape out);
 double ag_flops_upfirdn(const ag_node *n, const ag_shape *in, ag_shape out);
-size_t ag_scratch_modconv(const ag_node *n, const ag_shape *in, ag_shape out);
 size_t ag_scratch_upfirdn(const ag_node *n, const ag_shape *in, ag_shape out);
 size_t ag_scratch_linear(const ag_node *n, const ag_shape *in, ag_shape out);
 void ag_run_const(const ag_node *n, const ag_op_io *io);
 void ag_run_linear(const ag_node *n, const ag_op_io *io);
 void ag_run_pixel_norm(const ag_node *n, const ag_op_io *io);
 void ag_run_bias_lrelu(const ag_node *n, const ag_op_io *io);
-void ag_run_modconv(const ag_node *n, const ag_op_io *io);
-void ag_pack_modconv(const ag_node *n, float *weight, float *tmp);
-void ag_run_conv_t(const ag_node *n, const ag_op_io *io);
 void ag_run_upfirdn(const ag_node *n, const ag_op_io *io);
 void ag_run_concat(const ag_node *n, const ag_op_io *io);
 void ag_run_slice(const ag_node *n, const ag_op_io *io);
 void ag_run_sft(const ag_node *n, const ag_op_io *io);
 void ag_run_noise(const ag_node *n, const ag_op_io *io);
+
+/* ops_modconv.c: the modulated and transposed convolutions' kernels */
+size_t ag_scratch_modconv(const ag_node *n, const ag_shape *in, ag_shape out);
+void ag_pack_modconv(const ag_node *n, float *weight, float *tmp);
+void ag_run_modconv(const ag_node *n, const ag_op_io *io);
+void ag_run_conv_t(const ag_node *n, const ag_op_io *io);
+/* A modulated conv's halves, for a kernel kind's kernel in place of its product
+ * (ag_node_kernel_fn): its demodulation (OC) into the op's scratch, returned (wsq: the
+ * weight's squares summed over the taps (IC, OC); NULL: from the weight), and its product on
+ * sgemm, or bf16 products given bf16 (gemm_conv.c): out <- conv(src[0] * src[1]) * d + bias. */
+struct ag_gemm_bf16; /* src/kernels/kernels.h */
+float *ag_modconv_demod(const ag_node *n, const ag_op_io *io, const float *wsq);
+void ag_modconv_gemm(const ag_node *n, const ag_op_io *io, const float *d,
+                     const struct ag_gemm_bf16 *bf16);
 
 /* ops_resample.c */
 int ag_check_resample(const ag_node *n, const int *src_c, char *why);
@@ -260,14 +265,18 @@ int ag_check_dysample(const ag_node *n, const int *src_c, char *why);
 int ag_shape_dysample(const ag_node *n, const ag_shape *in, ag_shape *out, char *why);
 void ag_run_dysample(const ag_node *n, const ag_op_io *io);
 
-/* The engine's fast kernels for ag_node_run: matmuls on sgemm, a modulated conv's bf16
- * products, fp32 Winograd or u8 x s8 conv when the engine made one for it, and the
- * bias_lrelu the lowering fused into a noise injection. */
+/* A kernel an engine made for one node at its size (a kernel kind's, src/engine/kind_*.c),
+ * run in place of the op's own: out <- op(src[0..]) as the op's run would compute it. The
+ * op table knows no kind: a kind brings its kernel and this function, nothing here changes. */
+typedef void (*ag_node_kernel_fn)(const void *kernel, const ag_node *n, const ag_op_io *io);
+
+/* The engine's fast paths for ag_node_run: the ops' own (matmuls on sgemm, fused passes),
+ * a kernel kind's kernel in place of the op's, and the bias_lrelu the lowering fused into a
+ * noise injection. */
 typedef struct ag_node_fast {
-    const struct ag_gemm_bf16 *bf16;
-    const struct ag_wino_conv *wino;
-    const struct ag_int8_modconv *int8;
-    const ag_node *act; /* a bias_lrelu fused into the node's output */
+    ag_node_kernel_fn run; /* NULL: the op's own fast path */
+    const void *kernel;    /* run's */
+    const ag_node *act;    /* a bias_lrelu fused into the node's output */
 } ag_node_fast;
 
 /* One node on whole fp32 maps (both backends), through its op's reference kernel (node.c):
