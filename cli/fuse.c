@@ -374,15 +374,38 @@ static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const 
     return rc;
 }
 
-/* A clip: the pipeline's fusion step over every frame, the face followed; the exit status. */
+/* The track's identity (ag_face_track_options.embed): the face-recognition descriptor. */
+static int embed_face(void *user, const ag_image *frame, const ag_face *face, float *vec,
+                      int *dim) {
+    ag_error err = {0};
+    *dim = AG_FACE_DESCRIPTOR;
+    return ag_face_embed(user, frame, face, vec, &err);
+}
+
+/* A clip: the pipeline's fusion step over every frame, the face followed (by identity with
+ * the face-recognition model: --target-like's person, else the first frame's face); the exit
+ * status. */
 static int fuse_clip(const fuse_args *a, const ag_image *src, const ag_face *sf,
-                     ag_face_detector *detector, ag_engine *style, ag_error *err) {
+                     ag_face_detector *detector, ag_face_embedder *embedder, const float *like,
+                     ag_engine *style, ag_error *err) {
     ag_face_track_options to;
     ag_face_track_options_init(&to);
     to.face = a->target_face;
+    ag_model *embed_model = NULL;
+    ag_face_embedder *own = NULL;
+    ag_engine_options eo = {.threads = a->e.engine.threads, .precision = AG_PRECISION_FP32};
+    if (!embedder && ag_face_embed_model_load(&embed_model, err) == AG_OK &&
+        ag_face_embedder_create(embed_model, &eo, &own, err) == AG_OK)
+        embedder = own;
+    if (embedder) /* else by overlap and position only */
+        to.embed = embed_face, to.embed_user = embedder, to.min_similarity = 0.9f;
+    to.reference = like, to.reference_dim = like ? AG_FACE_DESCRIPTOR : 0;
     ag_face_track *track = NULL;
-    if (ag_face_track_create(&to, &track, err))
+    if (ag_face_track_create(&to, &track, err)) {
+        ag_face_embedder_destroy(own);
+        ag_model_destroy(embed_model);
         return ag_cli_report(err), AG_EXIT_FAILED;
+    }
     ag_pipeline p;
     ag_pipeline_init(&p);
     p.fuse_source = src, p.fuse_source_face = sf, p.fuse_track = track, p.fuse = a->fuse;
@@ -391,6 +414,8 @@ static int fuse_clip(const fuse_args *a, const ag_image *src, const ag_face *sf,
     p.style = style;
     int status = ag_cli_video_pipeline(a->target, a->output, &p, 1, a->fuse.size, &a->video, 0);
     ag_face_track_destroy(track);
+    ag_face_embedder_destroy(own);
+    ag_model_destroy(embed_model);
     return status;
 }
 
@@ -470,7 +495,8 @@ static int run(const fuse_args *a, int *status, ag_error *err) {
     p.fuse_source = src, p.fuse_source_face = sf, p.fuse_target = tf, p.fuse = fo;
     p.style = a->anime_template ? NULL : engine;
     if (rc == AG_OK && a->clip)
-        *status = fuse_clip(a, src, sf, fs.detector, p.style, err);
+        *status =
+            fuse_clip(a, src, sf, fs.detector, embedder, a->like[1] ? like[1] : NULL, p.style, err);
     else if (rc == AG_OK)
         rc = ag_pipeline_apply(&p, &t, &out, NULL, err);
     const ag_image *result = &out;

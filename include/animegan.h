@@ -720,9 +720,14 @@ typedef struct ag_face_track_options {
     float shape_beta;       /* (default 20) */
     float cut_threshold;    /* mean grey change of the 16x16 thumbnail that is a cut (default 28) */
     float min_overlap;      /* IoU with the last box that follows the face (default 0.3) */
-    float min_similarity;   /* `embed`'s cosine that finds it again (default 0.5) */
+    float min_similarity;   /* `embed`'s cosine that finds it again (default 0.5; 0.9 for
+                               ag_face_embed's descriptors: dlib's 0.6 at their norm ~1.4) */
     ag_face_embed_fn embed; /* NULL: none (ties are decided by the landmarks' geometry) */
     void *embed_user;
+    /* With `embed`: the identity to follow from the start (e.g. --target-like's descriptor,
+     * reference_dim floats) in place of the first frame's face-th; NULL: none. */
+    const float *reference;
+    int reference_dim;
 } ag_face_track_options;
 
 typedef struct ag_face_track ag_face_track;
