@@ -258,10 +258,6 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         return -1;
     if ((a->clip = route == AG_CLI_ROUTE_VIDEO) && a->bench)
         return ag_cli_usage_error("fuse", "--bench times photos, not clips"), -1;
-    if (a->clip && a->like[1])
-        return ag_cli_usage_error("fuse", "--target-like picks a face in a photo; in a clip, "
-                                          "--target-face"),
-               -1;
     if (!a->clip && ag_cli_video_given(&a->video))
         return ag_cli_usage_error("fuse", "the video options apply only to a clip"), -1;
     if (!a->clip && ag_format_from_path(a->output) < 0)
@@ -378,6 +374,51 @@ static int bench(const ag_image *s, const ag_face *sf, const ag_image *t, const 
     return rc;
 }
 
+/* The track's identity (ag_face_track_options.embed): the face-recognition descriptor. */
+static int embed_face(void *user, const ag_image *frame, const ag_face *face, float *vec,
+                      int *dim) {
+    ag_error err = {0};
+    *dim = AG_FACE_DESCRIPTOR;
+    return ag_face_embed(user, frame, face, vec, &err);
+}
+
+/* A clip: the pipeline's fusion step over every frame, the face followed (by identity with
+ * the face-recognition model: --target-like's person, else the first frame's face); the exit
+ * status. */
+static int fuse_clip(const fuse_args *a, const ag_image *src, const ag_face *sf,
+                     ag_face_detector *detector, ag_face_embedder *embedder, const float *like,
+                     ag_engine *style, ag_error *err) {
+    ag_face_track_options to;
+    ag_face_track_options_init(&to);
+    to.face = a->target_face;
+    ag_model *embed_model = NULL;
+    ag_face_embedder *own = NULL;
+    ag_engine_options eo = {.threads = a->e.engine.threads, .precision = AG_PRECISION_FP32};
+    if (!embedder && ag_face_embed_model_load(&embed_model, err) == AG_OK &&
+        ag_face_embedder_create(embed_model, &eo, &own, err) == AG_OK)
+        embedder = own;
+    if (embedder) /* else by overlap and position only */
+        to.embed = embed_face, to.embed_user = embedder, to.min_similarity = 0.9f;
+    to.reference = like, to.reference_dim = like ? AG_FACE_DESCRIPTOR : 0;
+    ag_face_track *track = NULL;
+    if (ag_face_track_create(&to, &track, err)) {
+        ag_face_embedder_destroy(own);
+        ag_model_destroy(embed_model);
+        return ag_cli_report(err), AG_EXIT_FAILED;
+    }
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.fuse_source = src, p.fuse_source_face = sf, p.fuse_track = track, p.fuse = a->fuse;
+    p.fuse.size = 0; /* --size is the frames' max side */
+    p.detector = detector;
+    p.style = style;
+    int status = ag_cli_video_pipeline(a->target, a->output, &p, 1, a->fuse.size, &a->video, 0);
+    ag_face_track_destroy(track);
+    ag_face_embedder_destroy(own);
+    ag_model_destroy(embed_model);
+    return status;
+}
+
 /* The engine that sharpens a small source (--enhance), loaded only when the fusion will use
  * it: the --restore-model, else the bundled upscaler at the scale that brings the source's
  * face to the target's (2, 3 or 4). */
@@ -402,26 +443,6 @@ static int open_enhancer(const fuse_args *a, const ag_face *sf, const ag_face *t
     int rc = ag_upscaler_load("esrgan-slim", scale, &en->model, err);
     rc = rc ? rc : ag_engine_create(en->model, eo, &en->engine, err);
     return rc ? rc : (fo->upscaler = en->engine, AG_OK);
-}
-
-/* A clip: the pipeline's fusion step over every frame, the face followed; the exit status. */
-static int fuse_clip(const fuse_args *a, const ag_image *src, const ag_face *sf,
-                     ag_face_detector *detector, ag_engine *style, ag_error *err) {
-    ag_face_track_options to;
-    ag_face_track_options_init(&to);
-    to.face = a->target_face;
-    ag_face_track *track = NULL;
-    if (ag_face_track_create(&to, &track, err))
-        return ag_cli_report(err), AG_EXIT_FAILED;
-    ag_pipeline p;
-    ag_pipeline_init(&p);
-    p.fuse_source = src, p.fuse_source_face = sf, p.fuse_track = track, p.fuse = a->fuse;
-    p.fuse.size = 0; /* --size is the frames' max side */
-    p.detector = detector;
-    p.style = style;
-    int status = ag_cli_video_pipeline(a->target, a->output, &p, 1, a->fuse.size, &a->video, 0);
-    ag_face_track_destroy(track);
-    return status;
 }
 
 /* The whole command after parsing: every resource released at the one exit. */
@@ -466,7 +487,7 @@ static int run(const fuse_args *a, int *status, ag_error *err) {
     }
     ag_fuse_options fo = a->fuse;
     enhancer en = {0};
-    if (!a->clip) /* a clip's face is found per frame: no enhancement */
+    if (!a->clip) /* a clip's faces are known frame by frame: no enhancer (yet) */
         rc = rc ? rc : open_enhancer(a, sf, tf, &eo, &fo, &en, err);
     /* The one pipeline: fuse, then (--style) stylise. */
     ag_pipeline p;
@@ -474,7 +495,8 @@ static int run(const fuse_args *a, int *status, ag_error *err) {
     p.fuse_source = src, p.fuse_source_face = sf, p.fuse_target = tf, p.fuse = fo;
     p.style = a->anime_template ? NULL : engine;
     if (rc == AG_OK && a->clip)
-        *status = fuse_clip(a, src, sf, fs.detector, p.style, err);
+        *status =
+            fuse_clip(a, src, sf, fs.detector, embedder, a->like[1] ? like[1] : NULL, p.style, err);
     else if (rc == AG_OK)
         rc = ag_pipeline_apply(&p, &t, &out, NULL, err);
     const ag_image *result = &out;

@@ -729,9 +729,14 @@ typedef struct ag_face_track_options {
     float shape_beta;       /* (default 20) */
     float cut_threshold;    /* mean grey change of the 16x16 thumbnail that is a cut (default 28) */
     float min_overlap;      /* IoU with the last box that follows the face (default 0.3) */
-    float min_similarity;   /* `embed`'s cosine that finds it again (default 0.5) */
+    float min_similarity;   /* `embed`'s cosine that finds it again (default 0.5; 0.9 for
+                               ag_face_embed's descriptors: dlib's 0.6 at their norm ~1.4) */
     ag_face_embed_fn embed; /* NULL: none (ties are decided by the landmarks' geometry) */
     void *embed_user;
+    /* With `embed`: the identity to follow from the start (e.g. --target-like's descriptor,
+     * reference_dim floats) in place of the first frame's face-th; NULL: none. */
+    const float *reference;
+    int reference_dim;
 } ag_face_track_options;
 
 typedef struct ag_face_track ag_face_track;
@@ -750,6 +755,11 @@ void ag_face_track_reset(ag_face_track *track);
  */
 int ag_face_track_update(ag_face_track *track, const ag_image *frame, const ag_face *faces,
                          int count, int *index, ag_face *smoothed, ag_error *err);
+
+/* 1 with the box (x0, y0, x1, y1) where the face was in the last frame, 0 when it was not
+ * there: a caller may then detect more cheaply (the whole-image pass only, when the face is
+ * large). */
+int ag_face_track_last_box(const ag_face_track *track, float box[4]);
 
 /* Counters of a track's decisions (tests, reports). */
 typedef struct ag_face_track_stats {

@@ -87,6 +87,7 @@ typedef struct ag_job_fusion {
     ag_face face;
     int analysed;
     ag_face_track *track;
+    ag_face_embedder *embedder; /* the frame's worker's (the track's identity), or NULL */
 } ag_job_fusion;
 
 /* A request's upload in progress (ag_request.video_upload), owned by the request: released

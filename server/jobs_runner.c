@@ -116,6 +116,7 @@ static int fuse_frame(ag_worker *w, ag_frame_task *task) {
     p.fuse = fu->b->fuse, p.fuse.size = 0, p.detector = w->faces;
     p.style = fu->b->fuse_style ? w->engines[task->model] : NULL;
     p.side_by_side = task->side_by_side;
+    fu->embedder = w->embedder;
     return ag_pipeline_apply(&p, task->in, task->out, NULL, &task->err);
 }
 
@@ -269,11 +270,23 @@ void ag_jobs_video_options(ag_jobs *j, const job *b, size_t allowance, ag_video_
     o->private_output = 1;
 }
 
-/* A fusion job's state for its run (the track of its target face), before the frames. */
+/* The track's identity on the frame's worker: its face-recognition descriptor. */
+static int embed_face(void *user, const ag_image *frame, const ag_face *face, float *vec,
+                      int *dim) {
+    ag_job_fusion *fu = user;
+    ag_error err = {0};
+    *dim = AG_FACE_DESCRIPTOR;
+    return fu->embedder ? ag_face_embed(fu->embedder, frame, face, vec, &err) : AG_E_UNSUPPORTED;
+}
+
+/* A fusion job's state for its run (the track of its target face, by identity when the
+ * server has the face-recognition model), before the frames. */
 static int fusion_start(ag_jobs *j, ag_job_fusion *fu, ag_error *err) {
     ag_face_track_options to;
     ag_face_track_options_init(&to);
     to.face = fu->b->target_face > 0 ? fu->b->target_face : 1;
+    if (j->server->face_embed)
+        to.embed = embed_face, to.embed_user = fu, to.min_similarity = 0.9f;
     int rc = ag_face_track_create(&to, &fu->track, err);
     pthread_mutex_lock(&j->lock);
     j->fusion = rc == AG_OK ? fu : NULL;

@@ -21,6 +21,7 @@
 #include "../util/util_internal.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #define THUMB 16
@@ -40,6 +41,8 @@ typedef struct euro {
 
 struct ag_face_track {
     ag_face_track_options o;
+    float given[AG_FACE_EMBED_MAX]; /* options.reference, copied */
+    /* from here on: cleared by ag_face_track_reset */
     int started;   /* a reference exists */
     int following; /* the face was in the last frame */
     int filtered;  /* the filter holds a state */
@@ -82,6 +85,14 @@ int ag_face_track_create(const ag_face_track_options *options, ag_face_track **o
     if (!t)
         return ag_error_set(err, AG_E_NOMEM, "out of memory for a face track");
     t->o = o;
+    t->o.reference = NULL; /* the caller's: copied */
+    if (o.embed && o.reference && o.reference_dim > 0 && o.reference_dim <= AG_FACE_EMBED_MAX) {
+        memcpy(t->given, o.reference, sizeof(float) * (size_t)o.reference_dim);
+        t->o.reference_dim = o.reference_dim;
+    } else {
+        t->o.reference_dim = 0;
+    }
+    ag_face_track_reset(t);
     *out = t;
     return AG_OK;
 }
@@ -91,9 +102,17 @@ void ag_face_track_destroy(ag_face_track *track) {
 }
 
 void ag_face_track_reset(ag_face_track *t) {
-    ag_face_track_options o = t->o;
-    memset(t, 0, sizeof *t);
-    t->o = o;
+    memset(&t->started, 0, sizeof *t - offsetof(ag_face_track, started));
+    if (t->o.reference_dim) { /* the identity given: looked for from the first frame */
+        memcpy(t->reference, t->given, sizeof(float) * (size_t)t->o.reference_dim);
+        t->ref_dim = t->o.reference_dim, t->started = 1;
+    }
+}
+
+int ag_face_track_last_box(const ag_face_track *t, float box[4]) {
+    if (t->following)
+        memcpy(box, t->last_box, sizeof t->last_box);
+    return t->following;
 }
 
 void ag_face_track_get_stats(const ag_face_track *t, ag_face_track_stats *out) {

@@ -40,6 +40,17 @@ static int fuse_smallest_side(const ag_face *f) {
     return (int)fminf(f->box[2] - f->box[0], f->box[3] - f->box[1]);
 }
 
+/* A clip's face followed in the last frame at an eighth of the frame's long side or more:
+ * the detector's whole-image pass finds it (its tiles are for faces under a sixteenth), at
+ * a tenth of the cost on large frames. */
+static int followed_large(const ag_pipeline *p, const ag_image *in) {
+    float box[4];
+    if (!p->fuse_track || !ag_face_track_last_box(p->fuse_track, box))
+        return 0;
+    float side = fminf(box[2] - box[0], box[3] - box[1]);
+    return side * 8 >= (float)(in->width > in->height ? in->width : in->height);
+}
+
 /* The face of `in` to fuse into: *chosen, or *found 0 when this frame of a clip has none
  * (fuse_track), an error for a still image without it. */
 static int fuse_target(const ag_pipeline *p, const ag_image *in, ag_face *chosen, int *found,
@@ -53,7 +64,7 @@ static int fuse_target(const ag_pipeline *p, const ag_image *in, ag_face *chosen
     if (!faces)
         return ag_error_set(err, AG_E_NOMEM, "out of memory for the faces of a %dx%d image",
                             in->width, in->height);
-    ag_face_options fo = {.max_faces = AG_FACE_MAX};
+    ag_face_options fo = {.max_faces = AG_FACE_MAX, .single_pass = followed_large(p, in)};
     int count = 0, n = p->fuse_target_face > 0 ? p->fuse_target_face : 1;
     int rc = ag_faces_detect(p->detector, in, &fo, faces, AG_FACE_MAX, &count, NULL, err);
     if (rc == AG_OK && p->fuse_track) {
