@@ -258,6 +258,10 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
         return -1;
     if ((a->clip = route == AG_CLI_ROUTE_VIDEO) && a->bench)
         return ag_cli_usage_error("fuse", "--bench times photos, not clips"), -1;
+    if (a->clip && a->like[1])
+        return ag_cli_usage_error("fuse", "--target-like picks a face in a photo; in a clip, "
+                                          "--target-face"),
+               -1;
     if (!a->clip && ag_cli_video_given(&a->video))
         return ag_cli_usage_error("fuse", "the video options apply only to a clip"), -1;
     if (!a->clip && ag_format_from_path(a->output) < 0)

@@ -89,8 +89,8 @@ int ag_fuse_uploads(ag_server *s, ag_request *r, ag_reply_error *err) {
     if (upload_field(r, "source", &r->image, &r->image_size, err) ||
         upload_field(r, "target", &r->image2, &r->image2_size, err))
         return -1;
-    ag_multipart_part like;
-    if (ag_multipart_find(r->body, r->body_size, r->boundary, "target_like", &like) == 0 &&
+    ag_multipart_part like; /* optional: absent (1) is fine, twice or not an image is not */
+    if (ag_multipart_find(r->body, r->body_size, r->boundary, "target_like", &like) != 1 &&
         upload_field(r, "target_like", &r->like_image, &r->like_image_size, err))
         return -1;
     field_walk w = {s, r, 0, err};

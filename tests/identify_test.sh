@@ -130,6 +130,8 @@ check("api_target_like_huge_413", st == 413 and b"target_like" in body, "%s %s" 
 st, h, body = post("", pair + [("target_like", "tests/data/truncated.jpg")])
 check("api_target_like_undecodable_422", st == 422 and b"target_like" in body,
       "%s %s" % (st, body[:200]))
+st, h, body = post("", pair + [("target_like", F + "obama.jpg"), ("target_like", F + "biden.jpg")])
+check("api_target_like_twice_400", st == 400 and b"'target_like' twice" in body, "%s %s" % (st, body[:200]))
 st, h, body = post("?target_face=2", pair + [("target_like", F + "obama.jpg")])
 check("api_target_like_and_face_400", st == 400 and b"both choose the target face" in body,
       "%s %s" % (st, body[:200]))
