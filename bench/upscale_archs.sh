@@ -2,13 +2,14 @@
 # upscale_archs.sh - each upscaler architecture users download, against PyTorch running the
 # upstream code and ONNX Runtime running its ONNX export, interleaved in one run.
 #
-#   bench/upscale_archs.sh --spandrel DIR [--archs "esrgan compact span realplksr"]
+#   bench/upscale_archs.sh --spandrel DIR [--archs "esrgan esrgan_new compact span realplksr"]
 #                          [--rounds N] [--runs R] [--size S] [--threads T]
-#                          [--megapixel "ARCHS"] [--megapixel-only]
+#                          [--megapixel "ARCHS"] [--megapixel-only] [--models OUTDIR]
 #
 # DIR is a checkout of github.com/chaiNNer-org/spandrel (fetched outside the repository).
 # Networks at their released sizes, x4, seeded weights (bench/peers/upscale_arch_peer.py):
-# ESRGAN old keys 64 features 23 blocks growth 32 (4x-UltraSharp's shape), Compact 64
+# ESRGAN old keys 64 features 23 blocks growth 32 (4x-UltraSharp's shape; esrgan_new: the
+# same network in Real-ESRGAN/BasicSR's keys, RealESRGAN_x4plus's layout), Compact 64
 # features 16 convs (realesr-animevideov3's), SPAN 48 features, RealPLKSR 64 dim 28 blocks
 # 17x17. Each round runs, per architecture in turn: our engine (`animegan bench`, precisions
 # auto and fp32), PyTorch eager on spandrel's class, onnxruntime-node on the ONNX export
@@ -21,15 +22,16 @@
 # in and out, tiled within the default --max-mb 1024, default precision, x4: the usual scale
 # of these files) and prints megapixels per second in and out, wall and CPU time (on a
 # shared machine the CPU seconds / 2 approximate the wall time of two free cores) and peak
-# RSS; --megapixel-only skips the rounds.
+# RSS; --megapixel-only skips the rounds. --models takes the networks (and their ONNX exports,
+# made at the same --size) from an earlier run's directory instead of making them again.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
-ARCHS="esrgan compact span realplksr" ROUNDS=2 RUNS=2 SIZE=256 THREADS=2 SPANDREL=
-MP_ARCHS=default MP_ONLY=0
+ARCHS="esrgan esrgan_new compact span realplksr" ROUNDS=2 RUNS=2 SIZE=256 THREADS=2 SPANDREL=
+MP_ARCHS=default MP_ONLY=0 MODELS=
 
 die() { echo "upscale_archs.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift ;;
     --megapixel) MP_ARCHS=$2; shift ;;
     --megapixel-only) MP_ONLY=1 ;;
+    --models) MODELS=$2; shift ;;
     -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1'" ;;
     esac
@@ -56,8 +59,16 @@ OUT=bench/results/upscale-archs-$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$OUT" "$BUILD/bench"
 peer() { $PY bench/peers/upscale_arch_peer.py --spandrel "$SPANDREL" "$@"; }
 [ "$MP_ONLY" = 0 ] || ROUNDS=0 ARCHS=$MP_ARCHS
+# esrgan_new is esrgan's network in other keys: spandrel loads both into the same module and
+# exports the same ONNX graph, so its PyTorch and ONNX Runtime rows are esrgan's (when both run).
+peer_of() { case " $ARCHS " in *" esrgan "*) [ "$1" = esrgan_new ] && echo esrgan && return ;; esac; echo "$1"; }
 for a in $ARCHS; do
-    if [ "$ROUNDS" -gt 0 ]; then
+    if [ -n "$MODELS" ]; then # an earlier run's files (the same seeds; ONNX at the same --size)
+        cp "$MODELS/$a.pth" "$OUT/"
+        [ ! -f "$MODELS/$a.onnx" ] || cp "$MODELS/$a.onnx" "$OUT/"
+    elif [ "$ROUNDS" -gt 0 ] && [ "$(peer_of "$a")" != "$a" ]; then
+        peer --make "$a" --out "$OUT/$a.pth"
+    elif [ "$ROUNDS" -gt 0 ]; then
         peer --make "$a" --out "$OUT/$a.pth" --onnx "$OUT/$a.onnx" --size "$SIZE" 2>/dev/null
     else peer --make "$a" --out "$OUT/$a.pth"; fi
 done
@@ -68,6 +79,7 @@ for r in $(seq "$ROUNDS"); do
             "$BUILD/animegan" bench --model "$OUT/$a.pth" --size "$SIZE" --runs "$RUNS" \
                 --threads "$THREADS" --precision "$p" >>"$OUT/ours-$a-$p.jsonl"
         done
+        [ "$(peer_of "$a")" = "$a" ] || continue
         peer --bench "$OUT/$a.pth" --size "$SIZE" --runs "$RUNS" --threads "$THREADS" \
             >>"$OUT/torch-$a.jsonl"
         node bench/peers/ort_bench.js --model "$OUT/$a.onnx" --size "$SIZE" --runs "$RUNS" \
@@ -102,7 +114,8 @@ if [ "$ROUNDS" -gt 0 ]; then
 $PY - "$OUT" "$SIZE" "$ARCHS" <<'PY'
 import json, os, sys
 out, size, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-names = {"esrgan": "ESRGAN/RRDBNet 64f 23b", "compact": "Compact 64f 16c", "span": "SPAN 48f",
+names = {"esrgan": "ESRGAN/RRDBNet 64f 23b (old keys)",
+         "esrgan_new": "ESRGAN/RRDBNet 64f 23b (BasicSR keys)", "compact": "Compact 64f 16c", "span": "SPAN 48f",
          "realplksr": "RealPLKSR 64d 28b 17x17"}
 def rows(f):
     return [json.loads(l) for l in open(os.path.join(out, f)) if l.strip()]
@@ -115,14 +128,18 @@ print("| network x4, %dx%d in | runtime | ms | GFLOP/s | %% of peak | MP/s in | 
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 mp_in = size * size / 1e6
 for a in archs:
-    t = min(r["ms_median"] for r in rows("torch-%s.jsonl" % a))
-    o = min(r["ms_median"] for r in rows("ort-%s.jsonl" % a))
+    pa = "esrgan" if a == "esrgan_new" and "esrgan" in archs else a  # its peers' rows
+    t = min(r["ms_median"] for r in rows("torch-%s.jsonl" % pa))
+    o = min(r["ms_median"] for r in rows("ort-%s.jsonl" % pa))
     for p in ("auto", "fp32"):
         best = min(rows("ours-%s-%s.jsonl" % (a, p)), key=lambda r: r["ms_median"])
         ms, gf = best["ms_median"], best["gflop"] / best["ms_median"] * 1e3
         print("| %s | animegan %s (%s) | %.0f | %.0f | %.0f%% | %.3f | %.2f | %.2fx | %.2fx |" % (
             names.get(a, a) if p == "auto" else "", p, best["precision"], ms, gf,
             100 * gf / peak, mp_in / ms * 1e3, 16 * mp_in / ms * 1e3, t / ms, o / ms))
+    if pa != a:
+        print("| | PyTorch, ONNX Runtime: the rows above (the same network) | | | | | | | |")
+        continue
     for label, ms in (("PyTorch %s eager" % rows("torch-%s.jsonl" % a)[0]["version"], t),
                       ("ONNX Runtime (node)", o)):
         print("| | %s | %.0f | | | %.3f | %.2f | %.2fx | %.2fx |" % (
@@ -133,7 +150,8 @@ if [ -s "$OUT/megapixel.jsonl" ]; then
     $PY - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-names = {"esrgan": "ESRGAN/RRDBNet 64f 23b", "compact": "Compact 64f 16c", "span": "SPAN 48f",
+names = {"esrgan": "ESRGAN/RRDBNet 64f 23b (old keys)",
+         "esrgan_new": "ESRGAN/RRDBNet 64f 23b (BasicSR keys)", "compact": "Compact 64f 16c", "span": "SPAN 48f",
          "realplksr": "RealPLKSR 64d 28b 17x17"}
 print("\n1024x1024 in (1.05 MP), x4, `animegan upscale` PNG to PNG, default precision; %s"
       % open(os.path.join(out, "load.txt")).read().strip().replace("\n", "; "))

@@ -143,6 +143,10 @@ struct ag_cli_upscale_args;
 int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
                      const struct ag_cli_upscale_args *up, int style, int max_side,
                      int side_by_side, const ag_cli_video_args *v, int quiet);
+/* A clip through the caller's pipeline (fuse's), its frames out_scale times the input's
+ * (0 or 1: the same); the exit status as ag_cli_video_run's. */
+int ag_cli_video_pipeline(const char *input, const char *output, const ag_pipeline *p,
+                          int out_scale, int max_side, const ag_cli_video_args *v, int quiet);
 
 /* ---- upscaling (cli/upscale.c) ----------------------------------------------------------- */
 
@@ -207,6 +211,17 @@ typedef struct ag_cli_face_set {
 
 int ag_cli_faces_open(ag_cli_face_set *faces, const ag_engine_options *options, ag_error *err);
 void ag_cli_faces_close(ag_cli_face_set *faces);
+/* fuse --source-like / --target-like (cli/fuse_like.c): paths[i] (NULL: not asked) decoded
+ * (at most AG_CLI_LIKE_MAX_PIXELS) and their largest faces described into like[i], with the
+ * face-recognition model and an embedder made into *model, *embedder (the caller frees both)
+ * when either is asked; then the 1-based face of faces[0..count) most like one. */
+#define AG_CLI_LIKE_MAX_PIXELS ((size_t)100000000)
+int ag_cli_faces_like(const char *const paths[2], ag_face_detector *detector,
+                      const ag_engine_options *options, ag_model **model,
+                      ag_face_embedder **embedder, float (*like)[AG_FACE_DESCRIPTOR],
+                      ag_error *err);
+int ag_cli_face_like(ag_face_embedder *embedder, const ag_image *image, const char *which,
+                     const ag_face *faces, int count, const float *like, ag_error *err);
 /* What `animegan convert` does with faces: --portrait (face-aware), --all-faces, or
  * --paste-faces (then `face_engine` renders the crops). */
 typedef struct ag_cli_face_mode {

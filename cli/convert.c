@@ -35,7 +35,7 @@ typedef struct convert_args {
     int restore_only;    /* `animegan restore` */
     const char *restore_model;
     ag_restore_options restore;
-    int fidelity_given, aligned_given;
+    int fidelity_given, aligned_given, codeformer_fidelity_given;
     ag_cli_upscale_args up;
     int upscale_only; /* `animegan upscale`: no generator, the upscaler only */
     int model_given;
@@ -210,7 +210,7 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
         a->fidelity_given = 1;
         return ag_cli_parse_step_float(a->command, "fidelity", arg, &a->restore.fidelity);
     case OPT_CODEFORMER_FIDELITY:
-        a->fidelity_given = 1;
+        a->fidelity_given = a->codeformer_fidelity_given = 1;
         return ag_cli_parse_step_float(a->command, "codeformer-fidelity", arg,
                                        &a->restore.codeformer_fidelity);
     case OPT_MAX_FACES: return ag_cli_parse_step_int(a->command, "max-faces", arg, &a->max_faces);
@@ -750,6 +750,19 @@ static int run_batch(ag_engine *engine, ag_engine *restorer, ag_cli_upscaler *up
     return failures ? AG_EXIT_FAILED : AG_EXIT_OK;
 }
 
+/* --codeformer-fidelity given with a restorer that is not CodeFormer (it would be ignored). */
+static int codeformer_fidelity_refused(const convert_args *a, const ag_model *restorer,
+                                       ag_error *err) {
+    const char *arch = ag_model_get_info(restorer)->architecture;
+    if (!a->codeformer_fidelity_given || !strcmp(arch, "codeformer"))
+        return 0;
+    err->code = AG_E_ARG;
+    snprintf(err->message, sizeof err->message,
+             "--codeformer-fidelity applies only to a CodeFormer checkpoint: %s is %s",
+             a->restore_model, !strcmp(arch, "gpen") ? "GPEN" : "GFPGAN");
+    return 1;
+}
+
 static int convert_jobs(const job_list *jobs, const convert_args *a) {
     if (jobs->count == 0)
         return AG_EXIT_FAILED; /* every input was rejected while planning, and reported */
@@ -777,6 +790,8 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
         rc = ag_engine_create(model, &options, &engine, &err);
     if (rc == 0 && a->restore_model)
         rc = ag_cli_restorer_open(a->restore_model, &a->e.engine, &restore_model, &restorer, &err);
+    if (rc == 0 && a->restore_model && codeformer_fidelity_refused(a, restore_model, &err))
+        rc = err.code, status = AG_EXIT_USAGE;
     if (rc == 0 && (a->upscale_only || a->up.scale))
         rc = ag_cli_upscaler_open(&upscaler, &a->up, &options, &err);
     if (rc == 0 && face_mode)

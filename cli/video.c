@@ -212,27 +212,24 @@ static int open_engines(const ag_cli_engine_args *e, const ag_engine_options *op
     return rc;
 }
 
-int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
-                     const ag_cli_upscale_args *up, int style, int max_side, int side_by_side,
-                     const ag_cli_video_args *v, int quiet) {
-    ag_engine_options options = e->engine;
-    if (options.threads <= 0)
-        options.threads = ag_cpu_count();
-    ag_video_options vo;
-    ag_video_options_init(&vo);
-    vo.max_side = max_side;
-    vo.side_by_side = side_by_side;
-    vo.crf = v->crf;
-    vo.preset = v->preset;
-    vo.start_s = v->start_s;
-    vo.duration_s = v->duration_s;
-    vo.limits.max_frames = v->max_frames;
-    video_progress progress = {.terminal = isatty(STDERR_FILENO), .quiet = quiet};
-    vo.progress = on_progress;
-    vo.progress_user = &progress;
+/* vo from the command line's video options, progress on stderr. */
+static void video_options(ag_video_options *vo, int max_side, int side_by_side,
+                          const ag_cli_video_args *v, video_progress *progress) {
+    ag_video_options_init(vo);
+    vo->max_side = max_side;
+    vo->side_by_side = side_by_side;
+    vo->crf = v->crf;
+    vo->preset = v->preset;
+    vo->start_s = v->start_s;
+    vo->duration_s = v->duration_s;
+    vo->limits.max_frames = v->max_frames;
+    vo->progress = on_progress;
+    vo->progress_user = progress;
+}
 
-    /* Ctrl-C and SIGTERM cancel at the next frame, which removes the temporary file; the
-     * handler stays, so a second Ctrl-C cannot leave a partial file behind either. */
+/* Ctrl-C and SIGTERM cancel at the next frame, which removes the temporary file; the
+ * handler stays, so a second Ctrl-C cannot leave a partial file behind either. */
+static void catch_interrupts(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt;
@@ -240,6 +237,60 @@ int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The conversion and its report; the exit status. */
+static int convert_clip(const char *input, const char *output, ag_engine *engine,
+                        const ag_video_options *vo, video_progress *progress, int quiet) {
+    ag_error err = {0};
+    ag_video_result res;
+    progress->start_s = progress->last_draw_s = now_s();
+    int rc = ag_video_convert(engine, input, output, vo, &res, &err);
+    if (progress->drawn)
+        fputs("\r\033[K", stderr);
+    if (rc == 0) {
+        if (!quiet) {
+            char took[32];
+            format_duration(took, sizeof took, now_s() - progress->start_s);
+            fprintf(stderr, "converted %s: %lld frames of %dx%d, %.2f s, in %s; %s\n", output,
+                    (long long)res.frames, res.width, res.height, res.duration_s, took,
+                    res.audio_note[0] ? res.audio_note : "no audio");
+        }
+        return AG_EXIT_OK;
+    }
+    if (rc == AG_E_CANCELLED) {
+        fprintf(stderr, "animegan: interrupted; %s not written\n", output);
+        return AG_EXIT_INTERRUPTED;
+    }
+    if (strstr(err.message, input) || strstr(err.message, output))
+        ag_cli_report(&err);
+    else
+        fprintf(stderr, "animegan: %s: %s\n", input, err.message);
+    return AG_EXIT_FAILED;
+}
+
+int ag_cli_video_pipeline(const char *input, const char *output, const ag_pipeline *p,
+                          int out_scale, int max_side, const ag_cli_video_args *v, int quiet) {
+    ag_video_options vo;
+    video_progress progress = {.terminal = isatty(STDERR_FILENO), .quiet = quiet};
+    video_options(&vo, max_side, p->side_by_side, v, &progress);
+    vo.stylize = chain_frame;
+    vo.stylize_user = (void *)p;
+    vo.out_scale = out_scale;
+    catch_interrupts();
+    return convert_clip(input, output, NULL, &vo, &progress, quiet);
+}
+
+int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_args *e,
+                     const ag_cli_upscale_args *up, int style, int max_side, int side_by_side,
+                     const ag_cli_video_args *v, int quiet) {
+    ag_engine_options options = e->engine;
+    if (options.threads <= 0)
+        options.threads = ag_cpu_count();
+    ag_video_options vo;
+    video_progress progress = {.terminal = isatty(STDERR_FILENO), .quiet = quiet};
+    video_options(&vo, max_side, side_by_side, v, &progress);
+    catch_interrupts();
 
     ag_model *model = NULL;
     ag_engine *engine = NULL;
@@ -247,7 +298,6 @@ int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_
     ag_pipeline chain;
     ag_pipeline_init(&chain);
     ag_error err = {0};
-    ag_video_result res;
     int status = AG_EXIT_FAILED;
     if (open_engines(e, &options, up, style, &model, &engine, &upscaler, &err) == 0) {
         if (up) { /* frames come out `scale` times larger: the upscaler's, or its model's */
@@ -257,27 +307,7 @@ int ag_cli_video_run(const char *input, const char *output, const ag_cli_engine_
             vo.stylize_user = &chain;
             vo.out_scale = up->scale ? up->scale : ag_model_get_info(upscaler.model)->scale;
         }
-        progress.start_s = progress.last_draw_s = now_s();
-        int rc = ag_video_convert(engine, input, output, &vo, &res, &err);
-        if (progress.drawn)
-            fputs("\r\033[K", stderr);
-        if (rc == 0) {
-            status = AG_EXIT_OK;
-            if (!quiet) {
-                char took[32];
-                format_duration(took, sizeof took, now_s() - progress.start_s);
-                fprintf(stderr, "converted %s: %lld frames of %dx%d, %.2f s, in %s; %s\n", output,
-                        (long long)res.frames, res.width, res.height, res.duration_s, took,
-                        res.audio_note[0] ? res.audio_note : "no audio");
-            }
-        } else if (rc == AG_E_CANCELLED) {
-            fprintf(stderr, "animegan: interrupted; %s not written\n", output);
-            status = AG_EXIT_INTERRUPTED;
-        } else if (strstr(err.message, input) || strstr(err.message, output)) {
-            ag_cli_report(&err);
-        } else {
-            fprintf(stderr, "animegan: %s: %s\n", input, err.message);
-        }
+        status = convert_clip(input, output, engine, &vo, &progress, quiet);
     } else {
         ag_cli_report(&err);
     }

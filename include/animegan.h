@@ -465,6 +465,56 @@ int ag_face_paste(ag_image *image, const ag_face *face, const ag_image *crop, ag
 int ag_stylize_paste_faces(ag_engine *engine, ag_engine *face_engine, const ag_image *in,
                            const ag_face *faces, int count, int size, ag_image *out, ag_error *err);
 
+/* ---- face identity (src/face/identify.c) ------------------------------------------------- */
+
+/*
+ * Who a face is: dlib's face recognition ResNet (the bundled "face-recognition", CC0 weights)
+ * maps a face to a 128-d descriptor; two faces of one person lie within AG_FACE_SAME_PERSON
+ * (euclidean; dlib's 0.6, 99.38% on LFW), different people beyond it.
+ */
+#define AG_FACE_DESCRIPTOR 128
+#define AG_FACE_SAME_PERSON 0.6f
+
+typedef struct ag_face_embedder ag_face_embedder;
+
+/* Load the bundled "face-recognition" model (the model search path); ag_model_destroy it. */
+int ag_face_embed_model_load(ag_model **out, ag_error *err);
+
+/*
+ * An embedder over `model` (which must outlive it): its engine planned once for the 150x150
+ * crop and its fixed buffers (the crop and the descriptor, 0.3 MB, plus the engine's arena,
+ * about 3 MB). One per thread, like an engine. `options` as for ag_engine_create.
+ */
+int ag_face_embedder_create(const ag_model *model, const ag_engine_options *options,
+                            ag_face_embedder **out, ag_error *err);
+void ag_face_embedder_destroy(ag_face_embedder *embedder);
+
+/*
+ * The descriptor of `face` (from ag_faces_detect on `image`) into descriptor[0..128): the face
+ * turned upright, cropped as face-api crops it (a square from its eye and mouth centres) to
+ * 150x150, run through the network. No allocation beyond the crop's resampling scratch.
+ */
+int ag_face_embed(ag_face_embedder *embedder, const ag_image *image, const ag_face *face,
+                  float *descriptor, ag_error *err);
+
+/*
+ * The descriptor of the largest face of `photo`, found by `detector`: AG_E_ARG "LABEL: no
+ * face found to compare faces with" when it has none (`label` names the photo or its field).
+ */
+int ag_face_describe(ag_face_detector *detector, ag_face_embedder *embedder, const ag_image *photo,
+                     const char *label, float *descriptor, ag_error *err);
+
+/* Euclidean distance of two descriptors. */
+float ag_face_distance(const float *a, const float *b);
+
+/*
+ * Which of faces[0..count) in `image` is most like `reference` (a descriptor): returns its
+ * index (>= 0) and its distance in *distance (may be NULL), or a negative AG_E_* (AG_E_ARG
+ * when count is 0). Every face is embedded once.
+ */
+int ag_face_most_like(ag_face_embedder *embedder, const ag_image *image, const ag_face *faces,
+                      int count, const float *reference, float *distance, ag_error *err);
+
 /* ---- face fusion (src/face/fuse*.c) ------------------------------------------------------- */
 
 /*
@@ -483,29 +533,55 @@ typedef enum ag_fuse_mode {
     AG_FUSE_OVERLAY,    /* the fused face's lightness over the target's chroma, seamless */
 } ag_fuse_mode;
 
+/* How a source face smaller than the target's is sharpened before fusing. */
+typedef enum ag_fuse_enhance {
+    AG_FUSE_ENHANCE_AUTO = 0, /* the restorer when there is one, else the upscaler, else none */
+    AG_FUSE_ENHANCE_NONE,     /* fused as it is */
+    AG_FUSE_ENHANCE_RESTORE,  /* options.restorer on its aligned crop (AG_E_ARG without one) */
+    AG_FUSE_ENHANCE_UPSCALE,  /* options.upscaler on its window (AG_E_ARG without one) */
+} ag_fuse_enhance;
+
+/* "auto", "none", "restore", "upscale"; -1 when unknown. */
+int ag_fuse_enhance_parse(const char *name);
+
 typedef struct ag_fuse_options {
     float shape_ratio;   /* 0-1: 0 the target's geometry, 1 the source's */
     float texture_ratio; /* 0-1: how much of the source's skin and features replaces the target's */
     ag_fuse_mode mode;
-    float smooth;           /* skin smoothing, 0-1 */
-    float brightness;       /* -1..1, on the fused face (lightness +-25) */
-    float contrast;         /* -1..1: lightness spread about the face's mean, x(1 + c) */
-    float saturation;       /* -1..1: chroma x(1 + s) */
-    int size;               /* output long side in px (the target resized first, Keys cubic with
-                               a box prefilter); 0: the target's own size; else 64-4096 */
-    int keep_occluders;     /* 1: what covers the target's face (hair, a hand) stays the target's
-                               (a skin model of its face, src/face/fuse_visible.c); 0: off */
-    long max_window_pixels; /* the fusion's work window (the face and its margin) over this is
-                               fused at the scale that brings it to this, its change enlarged
-                               onto the target; 0: AG_FUSE_WINDOW_PIXELS */
+    float smooth;            /* skin smoothing, 0-1 */
+    float brightness;        /* -1..1, on the fused face (lightness +-25) */
+    float contrast;          /* -1..1: lightness spread about the face's mean, x(1 + c) */
+    float saturation;        /* -1..1: chroma x(1 + s) */
+    int size;                /* output long side in px (the target resized first, Keys cubic with
+                                a box prefilter); 0: the target's own size; else 64-4096 */
+    int keep_occluders;      /* 1: what covers the target's face (hair, a hand) stays the target's
+                                (a skin model of its face, src/face/fuse_visible.c); 0: off */
+    int relight;             /* 1: the fused face takes the target's low-frequency shading (its
+                                light), the source's detail (src/face/fuse_light.c); 0: the
+                                source's shading, its mean moved to the target's */
+    int pose;                /* 1: where the source is foreshortened (a turned head's far side)
+                                less of its texture is taken (the target's, relit, instead),
+                                so nothing is stretched; 0: off */
+    ag_fuse_enhance enhance; /* a source face under 0.8 of the target's: sharpened first */
+    ag_engine *restorer;     /* a restorer's engine (ag_restore_model_load), NULL: none */
+    ag_engine *upscaler;     /* an upscaler's engine (ag_upscaler_load), NULL: none */
+    long max_window_pixels;  /* the fusion's work window (the face and its margin) over this is
+                                fused at the scale that brings it to this, its change enlarged
+                                onto the target; 0: AG_FUSE_WINDOW_PIXELS */
 } ag_fuse_options;
 
 /* The default bound of a fusion's work window: 2048 x 2048 (a face of about 1300 px). */
 #define AG_FUSE_WINDOW_PIXELS 4194304L
 
-/* The defaults: both ratios 0.7, normal mode, no adjustments, occluders kept, the window
- * bounded by AG_FUSE_WINDOW_PIXELS. */
+/* The defaults: both ratios 0.7, normal mode, no adjustments, occluders kept, relit, pose-limited,
+ * small sources enhanced (auto), the window bounded by AG_FUSE_WINDOW_PIXELS. */
 void ag_fuse_options_init(ag_fuse_options *options);
+
+/* Whether ag_face_fuse would sharpen this source face first (enhance not none, the source's
+ * face under 0.8 of the target's, whatever engines are set): a caller loads an engine for
+ * it only then. The factor that brings it to the target's size in *factor (may be NULL). */
+int ag_face_fuse_wants_enhance(const ag_face *source_face, const ag_face *target_face,
+                               const ag_fuse_options *options, double *factor);
 
 /* The stages of one fusion, wall time in ms. */
 typedef struct ag_fuse_timing {
@@ -519,6 +595,9 @@ typedef struct ag_fuse_timing {
     int cycles;          /* multigrid V-cycles of the solve */
     float residual;      /* its final max residual (grey levels) */
     float source_shrink; /* the source's face window was shrunk by this first (1: it was not) */
+    int enhanced;        /* the source was sharpened first: AG_FUSE_ENHANCE_RESTORE or _UPSCALE
+                            (0: it was not) */
+    double enhance_ms;   /* that sharpening */
 } ag_fuse_timing;
 
 /*
@@ -545,6 +624,15 @@ int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_im
  */
 size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side,
                           size_t window_pixels);
+
+/*
+ * What sharpening a small source (options.enhance with an engine) adds to ag_face_fuse_bytes
+ * at most, beyond the engine's own arena: an upscale's result (at most the target's pixels
+ * and window_pixels, 4 bands), its input crop, its unsharp mask's copy and the upscaler's
+ * result buffer; or a restorer's aligned crop of restorer_side^2, its result and the
+ * restorer's two copies; the result is held through the fusion (within these).
+ */
+size_t ag_face_fuse_enhance_bytes(size_t target_pixels, size_t window_pixels, size_t restorer_side);
 
 /* ---- face restoration (GPEN, GFPGAN) ------------------------------------------------------ */
 
@@ -612,6 +700,73 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
                      const ag_restore_options *options, ag_image *out, ag_restore_result *result,
                      ag_error *err);
 
+/* ---- one face followed over a clip (src/face/track.c) ------------------------------------ */
+
+/*
+ * The face a clip's fusion goes into, frame after frame: chosen in the first frame that has
+ * it (the `face`-th, largest first), then followed by overlap with where it was (ties by the
+ * landmarks' geometry). When it left the picture or after a cut it is found again by
+ * identity with the caller's `embed` (a face-recognition network: the most alike over
+ * min_similarity); without one, near where it was last seen, else after a cut the face-th. Its
+ * landmarks are smoothed over time by One-Euro filters on the face's pose (centroid, size, angle)
+ * and on its shape with the pose taken off (speeds in face sizes, so the same at any resolution),
+ * restarted at a cut (the frame's thumbnail changed by more than cut_threshold) or when the face
+ * was lost. The state is a fixed ~20 KiB whatever the clip's length.
+ */
+#define AG_FACE_EMBED_MAX 512 /* floats of an embedding */
+
+/* The embedding of `face` in `frame` into vec[0..*dim) (at most AG_FACE_EMBED_MAX); 0 or an
+ * AG_E_* code. Compared by cosine similarity. */
+typedef int (*ag_face_embed_fn)(void *user, const ag_image *frame, const ag_face *face, float *vec,
+                                int *dim);
+
+typedef struct ag_face_track_options {
+    int face;               /* 1-based: which face starts the track (default 1, the largest) */
+    float min_cutoff;       /* One-Euro on the pose (centroid, size, angle): the cutoff at rest,
+                               cycles a frame (default 0.05) */
+    float beta;             /* its rise with speed, per face radius a frame (default 80) */
+    float shape_cutoff;     /* the same on the shape, the pose taken off (default 0.02) */
+    float shape_beta;       /* (default 20) */
+    float cut_threshold;    /* mean grey change of the 16x16 thumbnail that is a cut (default 28) */
+    float min_overlap;      /* IoU with the last box that follows the face (default 0.3) */
+    float min_similarity;   /* `embed`'s cosine that finds it again (default 0.5; 0.9 for
+                               ag_face_embed's descriptors: dlib's 0.6 at their norm ~1.4) */
+    ag_face_embed_fn embed; /* NULL: none (ties are decided by the landmarks' geometry) */
+    void *embed_user;
+    /* With `embed`: the identity to follow from the start (e.g. --target-like's descriptor,
+     * reference_dim floats) in place of the first frame's face-th; NULL: none. */
+    const float *reference;
+    int reference_dim;
+} ag_face_track_options;
+
+typedef struct ag_face_track ag_face_track;
+
+void ag_face_track_options_init(ag_face_track_options *options);
+int ag_face_track_create(const ag_face_track_options *options, ag_face_track **out, ag_error *err);
+void ag_face_track_destroy(ag_face_track *track);
+/* Forget everything (a new clip, or a segment that starts elsewhere). */
+void ag_face_track_reset(ag_face_track *track);
+
+/*
+ * The tracked face among faces[0..count) of `frame` (ag_faces_detect's, largest first):
+ * *index, with *smoothed that face with its landmarks (and box, quad) smoothed; *index -1
+ * when it is not in this frame (*smoothed untouched). Frames in order, one clip. AG_OK, or
+ * the embedding's error.
+ */
+int ag_face_track_update(ag_face_track *track, const ag_image *frame, const ag_face *faces,
+                         int count, int *index, ag_face *smoothed, ag_error *err);
+
+/* 1 with the box (x0, y0, x1, y1) where the face was in the last frame, 0 when it was not
+ * there: a caller may then detect more cheaply (the whole-image pass only, when the face is
+ * large). */
+int ag_face_track_last_box(const ag_face_track *track, float box[4]);
+
+/* Counters of a track's decisions (tests, reports). */
+typedef struct ag_face_track_stats {
+    int64_t frames, found, cuts, lost, reacquired;
+} ag_face_track_stats;
+void ag_face_track_get_stats(const ag_face_track *track, ag_face_track_stats *out);
+
 /* ---- the pipeline (src/pipeline/) ------------------------------------------------------ */
 
 /*
@@ -621,6 +776,7 @@ int ag_restore_faces(ag_engine *engine, ag_face_detector *detector, const ag_ima
  * skipped. The front ends only parse their input into this and call ag_pipeline_run.
  */
 typedef enum ag_pipeline_step {
+    AG_STEP_FUSE,    /* a source face fused into a face of the image (ag_face_fuse) */
     AG_STEP_RESTORE, /* restore faces (GPEN, GFPGAN) */
     AG_STEP_STYLIZE, /* the style (or the caller's face-aware variant) */
     AG_STEP_UPSCALE, /* tiled upscaling */
@@ -631,8 +787,20 @@ typedef enum ag_pipeline_step {
 typedef int (*ag_stylize_fn)(void *user, const ag_image *in, ag_image *out, ag_error *err);
 
 typedef struct ag_pipeline {
+    /* AG_STEP_FUSE: fuse_source_face of fuse_source (analysed once by the caller) fused into
+     * one face of the image: fuse_target when given (the caller chose it), else the one
+     * fuse_track follows over a clip's frames (its landmarks smoothed; a frame without it
+     * passes through unchanged), else the fuse_target_face-th of the image (1-based, largest
+     * first; none: AG_E_ARG). fuse_source NULL: no fusing. */
+    const ag_image *fuse_source;
+    const ag_face *fuse_source_face;
+    const ag_face *fuse_target;
+    int fuse_target_face;
+    ag_face_track *fuse_track;
+    ag_fuse_options fuse;
     ag_engine *restorer;        /* AG_STEP_RESTORE: a restorer's engine, NULL: no restoring */
-    ag_face_detector *detector; /* its faces (NULL only with restore.aligned) */
+    ag_face_detector *detector; /* the faces of restoring and fusing (NULL only with
+                                   restore.aligned, or fuse_target given) */
     ag_restore_options restore;
     ag_engine *style;      /* AG_STEP_STYLIZE: a generator's engine, NULL: none */
     int side_by_side;      /* the input and the result next to each other */
@@ -652,12 +820,14 @@ typedef struct ag_pipeline {
 typedef struct ag_pipeline_result {
     ag_pipeline_step failed; /* the step that failed (AG_STEP_COUNT: none) */
     ag_restore_result faces; /* AG_STEP_RESTORE's counts (zeros when it did not run) */
+    int fused;               /* AG_STEP_FUSE: 1 when the face was there and fused */
+    int fused_face;          /* its index among the image's faces (largest first), -1: none */
 } ag_pipeline_result;
 
 /* The pipeline with no step: fill in what the request asks for. */
 void ag_pipeline_init(ag_pipeline *p);
 
-/* "restore", "stylize" or "upscale". */
+/* "fuse", "restore", "stylize" or "upscale". */
 const char *ag_pipeline_step_name(ag_pipeline_step step);
 
 /*

@@ -186,6 +186,9 @@ size_t ag_budget_fuse_bytes(const ag_server_config *c) {
     size_t fuse =
         add_sat(mul_sat(image, 2), sizeof(ag_face) * (AG_FACE_MAX + 2) + (size_t)192 * 192 * 4);
     fuse = add_sat(fuse, ag_face_fuse_bytes(px, px, side, AG_FUSE_WINDOW_PIXELS));
+    /* a small source sharpened first (enhance=: the worker's upscaler, or a restorer of at
+     * most GPEN-2048's side) */
+    fuse = add_sat(fuse, ag_face_fuse_enhance_bytes(px, AG_FUSE_WINDOW_PIXELS, 2048));
     /* Encoding, the inputs freed: the output and the encoder's working copy. */
     size_t encode = mul_sat(image, 3);
     size_t most = fuse > decode ? fuse : decode;

@@ -10,6 +10,10 @@
  * ignored (options.c, the one parser of both routes).
  * style=NAME (the CLI's --style) stylises the fusion with that model as convert would (at
  * most --max-side), anime_template=1 the source before fusing (--anime-template).
+ * An optional `target_like` image part (the CLI's --target-like) picks the target face most
+ * like its largest face (src/face/identify.c; among the target's 8 largest): decoded, described and
+ * freed before the source and target are decoded, so a worker holds no more than without it; the
+ * choice is answered in X-Target-Face and X-Target-Distance.
  */
 #include "server.h"
 
@@ -55,7 +59,8 @@ typedef struct field_walk {
 
 static int option_field(void *user, const ag_multipart_part *part) {
     field_walk *w = user;
-    if (!strcmp(part->name, "source") || !strcmp(part->name, "target"))
+    if (!strcmp(part->name, "source") || !strcmp(part->name, "target") ||
+        !strcmp(part->name, "target_like"))
         return 0;
     char value[FIELD_VALUE_BYTES];
     if (part->size >= sizeof value || memchr(part->data, '\0', part->size) ||
@@ -84,9 +89,18 @@ int ag_fuse_uploads(ag_server *s, ag_request *r, ag_reply_error *err) {
     if (upload_field(r, "source", &r->image, &r->image_size, err) ||
         upload_field(r, "target", &r->image2, &r->image2_size, err))
         return -1;
+    ag_multipart_part like; /* optional: absent (1) is fine, twice or not an image is not */
+    if (ag_multipart_find(r->body, r->body_size, r->boundary, "target_like", &like) != 1 &&
+        upload_field(r, "target_like", &r->like_image, &r->like_image_size, err))
+        return -1;
     field_walk w = {s, r, 0, err};
     if (ag_multipart_walk(r->body, r->body_size, r->boundary, option_field, &w) != 0)
         return -1; /* the body parsed once already: the error is the field's */
+    if (r->like_image && r->options.target_face != 1) {
+        ag_reply_error_set(err, 400, "bad_option",
+                           "target_like and target_face both choose the target face");
+        return -1;
+    }
     if (r->options.anime_template && r->options.style < 0) {
         ag_reply_error_set(err, 400, "bad_option", "anime_template applies only with style");
         return -1;
@@ -156,13 +170,46 @@ static int faces_of(ag_worker *w, ag_request *r, const ag_image *im, const uint8
     return rc;
 }
 
-/* The n-th face of `im` (1 = largest) into *out; a 422 naming the image when there is none. */
+/* The target_like part's largest face as a descriptor (decoded, described, freed); a 422
+ * when it has none, a 503 when this server has no face-recognition model. */
+static int describe_like(ag_worker *w, ag_request *r, float *like) {
+    ag_server *s = w->server;
+    if (!w->embedder) {
+        ag_job_fail(s, r, 503, "identity_unavailable",
+                    "target_like needs the face-recognition model, not installed on this server");
+        return -1;
+    }
+    ag_image im = {0};
+    ag_error err = {0};
+    if (check_header(s, r, r->like_image, r->like_image_size, "target_like") ||
+        decode(s, r, r->like_image, r->like_image_size, "target_like", &im))
+        return -1;
+    int rc = ag_face_describe(w->faces, w->embedder, &im, "the target_like image", like, &err);
+    ag_image_fini(&im);
+    if (rc)
+        ag_job_fail(s, r,
+                    rc == AG_E_ARG     ? 422
+                    : rc == AG_E_NOMEM ? 503
+                                       : 500,
+                    rc == AG_E_ARG ? "no_face" : "internal", err.message);
+    return rc ? -1 : 0;
+}
+
+/* The n-th face of `im` (1 = largest), or (like: a descriptor) the one most like it, into
+ * *out; a 422 naming the image when there is none. */
 static int pick_face(ag_worker *w, ag_request *r, const ag_image *im, const uint8_t *data,
-                     size_t size, const char *which, int n, ag_face *faces, ag_face *out) {
+                     size_t size, const char *which, int n, const float *like, ag_face *faces,
+                     ag_face *out) {
     ag_server *s = w->server;
     ag_error err = {0};
     int count = 0;
     int rc = faces_of(w, r, im, data, size, n, faces, &count, &err);
+    if (rc == AG_OK && like && count > 0) { /* among the faces a cache entry keeps */
+        int kept = count < AG_FUSE_CACHE_FACES ? count : AG_FUSE_CACHE_FACES;
+        rc = ag_face_most_like(w->embedder, im, faces, kept, like, &r->chosen_distance, &err);
+        n = r->chosen_face = rc + 1;
+        rc = rc < 0 ? rc : AG_OK;
+    }
     char msg[AG_ERROR_MESSAGE_BYTES + 64];
     if (rc) {
         snprintf(msg, sizeof msg, "faces of the %s image: %s", which, err.message);
@@ -228,6 +275,26 @@ static void fail_stylize(ag_server *s, ag_request *r, const ag_error *err) {
                 err->code == AG_E_NOMEM ? "out_of_memory" : "internal", msg);
 }
 
+/* enhance=: a source face smaller than the target's is sharpened with the worker's first
+ * restorer (--restore-model) when it has one, else its upscaler nearest the factor
+ * (upscale=2 or 4); 0 set, -1 when the one asked for is not loaded (400). */
+static int enhance_engines(ag_worker *w, ag_request *r, const ag_face *sf, const ag_face *tf,
+                           ag_fuse_options *fo) {
+    double factor;
+    ag_face_fuse_wants_enhance(sf, tf, fo, &factor);
+    if (w->server->restorer_count > 0)
+        fo->restorer = w->restorers[0];
+    fo->upscaler = w->upscalers[factor <= 2 && w->upscalers[0] ? 0 : AG_SERVER_UPSCALES - 1];
+    if ((fo->enhance != AG_FUSE_ENHANCE_RESTORE || fo->restorer) &&
+        (fo->enhance != AG_FUSE_ENHANCE_UPSCALE || fo->upscaler))
+        return 0;
+    ag_job_fail(w->server, r, 400, "bad_option",
+                fo->enhance == AG_FUSE_ENHANCE_RESTORE
+                    ? "enhance=restore: this server has no face restorer (--restore-model)"
+                    : "enhance=upscale: this server has no upscaler (--upscale-model)");
+    return -1;
+}
+
 int ag_worker_fuse(ag_worker *w, ag_request *r) {
     ag_server *s = w->server;
     const ag_convert_options *o = &r->options;
@@ -244,9 +311,11 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
         return 0;
     }
     ag_face *sf = faces + AG_FACE_MAX, *tf = sf + 1;
+    float like[AG_FACE_DESCRIPTOR];
     /* Both headers first: neither image is decoded when the other is over the limit. */
     ag_error err = {0};
-    if (check_header(s, r, r->image, r->image_size, "source") ||
+    if ((r->like_image && describe_like(w, r, like)) ||
+        check_header(s, r, r->image, r->image_size, "source") ||
         check_header(s, r, r->image2, r->image2_size, "target") ||
         decode(s, r, r->image, r->image_size, "source", &src) ||
         decode(s, r, r->image2, r->image2_size, "target", &tgt))
@@ -266,8 +335,9 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
         ag_job_fail(s, r, 499, "client_gone", "the client closed the connection");
         goto done;
     }
-    if (pick_face(w, r, &src, r->image, r->image_size, "source", o->source_face, faces, sf) ||
-        pick_face(w, r, &tgt, r->image2, r->image2_size, "target", o->target_face, faces, tf))
+    if (pick_face(w, r, &src, r->image, r->image_size, "source", o->source_face, NULL, faces, sf) ||
+        pick_face(w, r, &tgt, r->image2, r->image2_size, "target", o->target_face,
+                  r->like_image ? like : NULL, faces, tf))
         goto done;
     r->faces = 2;
     /* style=NAME: only that model's engine keeps its arena (convert's rule). With
@@ -284,8 +354,14 @@ int ag_worker_fuse(ag_worker *w, ag_request *r) {
         }
         scale_face(sf, shrink);
     }
-    ag_fuse_timing tm;
-    if (ag_face_fuse(&src, sf, &tgt, tf, &o->fusion, &out, &tm, &err) != 0) {
+    ag_fuse_options fo = o->fusion;
+    if (enhance_engines(w, r, sf, tf, &fo))
+        goto done;
+    /* The one pipeline's fuse step (the CLI's and the video jobs' too), the faces chosen. */
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.fuse_source = &src, p.fuse_source_face = sf, p.fuse_target = tf, p.fuse = fo;
+    if (ag_pipeline_apply(&p, &tgt, &out, NULL, &err) != 0) {
         ag_job_fail(s, r,
                     err.code == AG_E_ARG     ? 422
                     : err.code == AG_E_NOMEM ? 503

@@ -301,6 +301,12 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
         }
         if (r->portrait_fallback)
             add_header(resp, "X-Portrait", "center");
+        if (r->chosen_face > 0) { /* fuse's target_like: which face, how near */
+            snprintf(num, sizeof num, "%d", r->chosen_face);
+            add_header(resp, "X-Target-Face", num);
+            snprintf(num, sizeof num, "%.3f", (double)r->chosen_distance);
+            add_header(resp, "X-Target-Distance", num);
+        }
         if (r->status == 200 && !r->options.faces_only) {
             char disp[64];
             snprintf(disp, sizeof disp, "inline; filename=\"anime.%s\"",

@@ -168,24 +168,41 @@ static int reply_job(struct MHD_Connection *conn, ag_request *r, ag_jobs *j, con
  * parses them), the output format, and the photo-only ones, refused by name (400) rather
  * than silently ignored. docs/api.md lists the same table.
  */
-typedef enum { OPT_CONVERT, OPT_FORMAT, OPT_PHOTO_ONLY } job_opt_kind;
+typedef enum { OPT_CONVERT, OPT_FORMAT, OPT_PHOTO_ONLY, OPT_FUSE } job_opt_kind;
 
 static const struct job_opt {
     const char *key;
     job_opt_kind kind;
 } job_opts[] = {
-    {"model", OPT_CONVERT},      {"max_side", OPT_CONVERT},       {"side_by_side", OPT_CONVERT},
-    {"upscale", OPT_CONVERT},    {"format", OPT_FORMAT},          {"portrait", OPT_PHOTO_ONLY},
-    {"quality", OPT_PHOTO_ONLY}, {"paste_faces", OPT_PHOTO_ONLY}, {"face_model", OPT_PHOTO_ONLY},
+    {"model", OPT_CONVERT},
+    {"max_side", OPT_CONVERT},
+    {"side_by_side", OPT_CONVERT},
+    {"upscale", OPT_CONVERT},
+    {"format", OPT_FORMAT},
+    {"portrait", OPT_PHOTO_ONLY},
+    {"quality", OPT_PHOTO_ONLY},
+    {"paste_faces", OPT_PHOTO_ONLY},
+    {"face_model", OPT_PHOTO_ONLY},
     {"face", OPT_PHOTO_ONLY},
+    /* a fusion job's (the body has a `source` image): parsed as /api/v1/fuse parses them */
+    {"ratio", OPT_FUSE},
+    {"shape_ratio", OPT_FUSE},
+    {"texture_ratio", OPT_FUSE},
+    {"mode", OPT_FUSE},
+    {"smooth", OPT_FUSE},
+    {"brightness", OPT_FUSE},
+    {"contrast", OPT_FUSE},
+    {"saturation", OPT_FUSE},
+    {"source_face", OPT_FUSE},
+    {"target_face", OPT_FUSE},
 };
 
 static const char *const job_formats[] = {"mp4", "webm", "mkv", "mov", "webp", "gif"};
 
 typedef struct job_options {
     ag_server *s;
-    ag_convert_options convert;
-    unsigned seen;
+    ag_convert_options convert, fusion;
+    unsigned seen, fusion_seen;
     int format_seen;
     char ext[8];
     int failed;
@@ -218,7 +235,9 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
     if (!opt) {
         ag_reply_error_set(&o->err, 400, "unknown_option",
                            "unknown query parameter '%.40s' (known: model, max_side, "
-                           "side_by_side, upscale, format)",
+                           "side_by_side, upscale, format; with a 'source' image: ratio, "
+                           "shape_ratio, texture_ratio, mode, smooth, brightness, contrast, "
+                           "saturation, source_face, target_face)",
                            key ? key : "");
         rc = -1;
     } else if (opt->kind == OPT_PHOTO_ONLY) {
@@ -226,6 +245,10 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
         rc = -1;
     } else if (opt->kind == OPT_FORMAT) {
         rc = set_format(o, value);
+    } else if (opt->kind == OPT_FUSE) {
+        ag_server *s = o->s;
+        rc = ag_option_set(&o->fusion, &o->fusion_seen, 0, key, value, s->model_names,
+                           s->model_count, s->config.max_side, &o->err);
     } else {
         ag_server *s = o->s;
         rc = ag_convert_option_set(&o->convert, &o->seen, key, value, s->model_names,
@@ -374,6 +397,8 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     job_options o = {.s = s};
     snprintf(o.ext, sizeof o.ext, "mp4");
     ag_convert_options_init(&o.convert, s->config.max_side);
+    ag_convert_options_init(&o.fusion, s->config.max_side);
+    o.fusion.fuse = 1;
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &o);
     if (o.failed)
         return reply_error(conn, r, o.err.status, o.err.code, "%s", o.err.message);
@@ -427,6 +452,10 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     b->model = o.convert.model;
     b->max_side = o.convert.max_side;
     b->side_by_side = o.convert.side_by_side;
+    b->fuse_given = o.fusion_seen != 0;
+    b->fuse_style = (o.seen & 1u) != 0; /* model= (the first of options.c's keys) */
+    b->fuse = o.fusion.fusion;
+    b->source_face = o.fusion.source_face, b->target_face = o.fusion.target_face;
     ag_jobs_path(j, b, "upload", path, sizeof path);
     up->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     r->video_upload = up;

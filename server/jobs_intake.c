@@ -47,7 +47,11 @@ void ag_jobs_intake_push(ag_jobs *j, ag_job_upload *up) {
 }
 
 /* The multipart body in ID.upload: its video field copied into ID.in. 0, or a reply. */
-static int copy_field(ag_request *r, ag_job_upload *up, const char *upath, const char *inpath) {
+static int copy_source(ag_jobs *j, ag_request *r, job *b, const uint8_t *body, size_t size,
+                       const char *boundary);
+
+static int copy_field(ag_jobs *j, ag_request *r, ag_job_upload *up, const char *upath,
+                      const char *inpath) {
     int fd = open(upath, O_RDONLY | O_CLOEXEC);
     void *map = fd >= 0 ? mmap(NULL, up->bytes, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     if (fd >= 0)
@@ -58,6 +62,11 @@ static int copy_field(ag_request *r, ag_job_upload *up, const char *upath, const
     int found = ag_multipart_find(map, up->bytes, up->boundary, "video", &part);
     if (found == 1)
         found = ag_multipart_find(map, up->bytes, up->boundary, "image", &part);
+    if (found == 0 && copy_source(j, r, up->slot, map, up->bytes, up->boundary) != 0) {
+        munmap(map, up->bytes);
+        unlink(upath);
+        return -1;
+    }
     int ok = -1;
     if (found == 0 && part.size > 0) {
         int out = open(inpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -76,6 +85,79 @@ static int copy_field(ag_request *r, ag_job_upload *up, const char *upath, const
                -1;
     if (ok != 0)
         return ag_jobs_prepare_error(r, 500, "spool_error", "cannot write the spool file"), -1;
+    return 0;
+}
+
+/* A fusion job's `source` image part into ID.source (b->fusion set), its header within
+ * --fuse-max-pixels; fusion options without one are refused. 0, or -1 with the reply. */
+static int copy_source(ag_jobs *j, ag_request *r, job *b, const uint8_t *body, size_t size,
+                       const char *boundary) {
+    ag_multipart_part part;
+    int found = body ? ag_multipart_find(body, size, boundary, "source", &part) : 1;
+    if (found == 1 && b->fuse_given)
+        return ag_jobs_prepare_error(r, 400, "bad_request",
+                                     "fusion options without a 'source' image: send the video "
+                                     "and the face as multipart fields 'video' and 'source'"),
+               -1;
+    if (found == 1)
+        return 0;
+    if (found != 0 || !part.size || !ag_upload_sniff(part.data, part.size))
+        return ag_jobs_prepare_error(r, found == 2 ? 400 : 415,
+                                     found == 2 ? "bad_request" : "unsupported_media_type", "%s",
+                                     found == 2 ? "the field 'source' is there more than once"
+                                                : "the 'source' field is not a JPEG, PNG, WebP, "
+                                                  "GIF, TIFF or HEIF image"),
+               -1;
+    int w = 0, h = 0;
+    ag_error err = {0};
+    size_t limit = ag_fuse_max_pixels(&j->server->config);
+    if (ag_image_probe(part.data, part.size, &w, &h, &err) != 0)
+        return ag_jobs_prepare_error(r, 422, "undecodable_image", "source: %s", err.message), -1;
+    if ((size_t)w * (size_t)h > limit)
+        return ag_jobs_prepare_error(r, 413, "too_large",
+                                     "the source is %dx%d; the limit is %.1f megapixels "
+                                     "(--fuse-max-pixels)",
+                                     w, h, (double)limit / 1e6),
+               -1;
+    char path[4096];
+    ag_jobs_path(j, b, "source", path, sizeof path);
+    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int ok = out >= 0 && ag_jobs_write_all(out, part.data, part.size) == 0 && fsync(out) == 0;
+    if (out >= 0)
+        close(out);
+    if (!ok)
+        return ag_jobs_prepare_error(r, 500, "spool_error", "cannot write the spool file"), -1;
+    b->fusion = 1;
+    return 0;
+}
+
+/* A fusion job runs here (the Redis queue carries one input file), with the face models,
+ * its frames within --fuse-max-pixels, side by side only stylised. 0, or -1 with the reply. */
+static int fusion_fits(ag_jobs *j, ag_request *r, const job *b, const ag_video_info *info) {
+    const ag_server *s = j->server;
+    size_t limit = ag_fuse_max_pixels(&s->config);
+    int side = info->width > info->height ? info->width : info->height;
+    double k = b->max_side > 0 && side > b->max_side ? (double)b->max_side / side : 1;
+    double frame = (double)info->width * k * (double)info->height * k;
+    if (j->redis)
+        return ag_jobs_prepare_error(r, 501, "not_implemented",
+                                     "fusion jobs are not taken with --jobs-redis (the cluster's "
+                                     "queue carries one input file, not the source image)"),
+               -1;
+    if (!s->face_detect || !s->face_mesh)
+        return ag_jobs_prepare_error(r, 503, "faces_unavailable",
+                                     "this server has no face models: fusion is unavailable"),
+               -1;
+    if (frame > (double)limit)
+        return ag_jobs_prepare_error(r, 413, "too_large",
+                                     "frames of %.1f megapixels fused; the limit is %.1f "
+                                     "(--fuse-max-pixels): ask for a smaller max_side",
+                                     frame / 1e6, (double)limit / 1e6),
+               -1;
+    if (b->side_by_side && !b->fuse_style)
+        return ag_jobs_prepare_error(r, 400, "bad_option",
+                                     "side_by_side applies to a stylised fusion (model=NAME)"),
+               -1;
     return 0;
 }
 
@@ -119,6 +201,10 @@ typedef struct frame_cost {
 static frame_cost price_frame(const ag_server *s, const job *b, const ag_video_info *info) {
     frame_cost c = {.style_px = output_pixels(info, b->max_side, 1)};
     c.work_px = c.style_px;
+    /* A fusion: its frames' pixels (the encoder's and the frames' price) plus, stylised, the
+     * style's; upscale=N as below on top. */
+    if (b->fusion)
+        c.work_px += b->fuse_style ? c.style_px : 0;
     int slot = b->upscale > 1 ? ag_server_upscale_slot(b->upscale) : -1;
     if (slot < 0 || !s->upscalers[slot])
         return c;
@@ -257,9 +343,10 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
     ag_server *s = j->server;
     ag_request *r = up->request;
     job *b = up->slot;
-    char upath[4096], inpath[4096];
+    char upath[4096], inpath[4096], srcpath[4096];
     ag_jobs_path(j, b, "upload", upath, sizeof upath);
     ag_jobs_path(j, b, "in", inpath, sizeof inpath);
+    ag_jobs_path(j, b, "source", srcpath, sizeof srcpath);
     int synced = fsync(up->fd) == 0;
     if (close(up->fd) != 0)
         synced = 0;
@@ -267,8 +354,11 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
     if (!synced)
         return ag_jobs_prepare_error(r, 500, "spool_error", "cannot write the spool file"), -1;
     if (up->kind == AG_BODY_MULTIPART) {
-        if (copy_field(r, up, upath, inpath) != 0)
+        if (copy_field(j, r, up, upath, inpath) != 0)
             return -1;
+    } else if (copy_source(j, r, b, NULL, 0, NULL) != 0) {
+        unlink(upath);
+        return -1;
     } else if (rename(upath, inpath) != 0) {
         return ag_jobs_prepare_error(r, 500, "spool_error", "cannot keep the upload"), -1;
     }
@@ -279,19 +369,23 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
     ag_video_info info;
     ag_error err = {0};
     if (ag_video_probe(inpath, &limits, &info, &err) != 0) {
-        unlink(inpath);
+        unlink(inpath), unlink(srcpath);
         return refuse_probe(j, r, &err);
+    }
+    if (b->fusion && fusion_fits(j, r, b, &info) != 0) {
+        unlink(inpath), unlink(srcpath);
+        return -1;
     }
     int out_w = 0, out_h = 0;
     output_size(info.width, info.height, b->max_side, b->side_by_side, b->upscale, &out_w, &out_h);
     if (output_fits(j, r, b, out_w, out_h) != 0) {
-        unlink(inpath);
+        unlink(inpath), unlink(srcpath);
         return -1;
     }
     /* The work: frames x what a frame costs, what the runner's time goes by. */
     frame_cost cost = price_frame(s, b, &info);
     if (work_fits(j, r, b, &info, &cost) != 0) {
-        unlink(inpath);
+        unlink(inpath), unlink(srcpath);
         return -1;
     }
     double bound_mpx = (double)j->c->max_work_mpx, px = cost.work_px;
@@ -301,7 +395,7 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
         max_frames = by_work; /* a header that undercounts is caught during the run */
     size_t in_bytes = ag_jobs_file_size(inpath), result_bytes = 0;
     if (result_fits(j, r, b, &info, max_frames, out_w, out_h, in_bytes, &result_bytes) != 0) {
-        unlink(inpath);
+        unlink(inpath), unlink(srcpath);
         return -1;
     }
     if (j->redis) {
@@ -317,7 +411,7 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
     size_t held = j->spool_bytes - b->reserved_bytes;
     if (held + in_bytes + result_bytes > j->c->quota_bytes) {
         pthread_mutex_unlock(&j->lock);
-        unlink(inpath);
+        unlink(inpath), unlink(srcpath);
         r->retry_after_s = 60;
         ag_jobs_prepare_error(r, 507, "spool_full",
                               "the job spool is full (--jobs-quota-mb %zu; this %s result is "
@@ -343,7 +437,7 @@ static int intake(ag_jobs *j, ag_job_upload *up) {
         pthread_cond_broadcast(&j->wake);
     } else {
         b->state = JOB_UPLOADING; /* released with the upload at completion */
-        unlink(inpath);
+        unlink(inpath), unlink(srcpath);
     }
     pthread_mutex_unlock(&j->lock);
     return 0;

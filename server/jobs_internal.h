@@ -70,7 +70,25 @@ typedef struct job {
     int ahead, attempts;
     int segments, segments_left; /* a job cut in segments (--jobs-segment-seconds); 0 whole */
     double started_unix;
+    /* A fusion job (its body has a `source` image, kept as ID.source): the source's face
+     * fused into the target_face-th face of every frame, followed by a face track; stylised
+     * only when model= was given (fuse_style). fuse_given: fusion options in the query. */
+    int fusion, fuse_given, fuse_style;
+    ag_fuse_options fuse;
+    int source_face, target_face;
 } job;
+
+/* A fusion job's state while it runs (jobs_runner.c): the source decoded and its face found
+ * on the first frame's worker (which has a detector), the track over the frames. Bounded:
+ * one source image (at most --fuse-max-pixels) and a track's fixed state. */
+typedef struct ag_job_fusion {
+    const job *b;
+    ag_image source;
+    ag_face face;
+    int analysed;
+    ag_face_track *track;
+    ag_face_embedder *embedder; /* the frame's worker's (the track's identity), or NULL */
+} ag_job_fusion;
 
 /* A request's upload in progress (ag_request.video_upload), owned by the request: released
  * in its completion callback (ag_jobs_request_done). */
@@ -90,6 +108,7 @@ struct ag_frame_task {
     const ag_image *in;
     ag_image *out;
     int side_by_side, model, upscale, rc, done; /* upscale: 1 none, else the worker's N */
+    ag_job_fusion *fusion;                      /* a fusion job's frame: NULL otherwise */
     ag_error err;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -113,7 +132,8 @@ struct ag_jobs {
     ag_job_upload *intake_head, **intake_tail; /* complete uploads, at most max_jobs */
     uint64_t next_seq;
     size_t spool_bytes;
-    job *current; /* the running job, or NULL */
+    job *current;          /* the running job, or NULL */
+    ag_job_fusion *fusion; /* the running job's fusion, or NULL */
     /* metrics */
     atomic_uint_fast64_t frames_total, finished[3]; /* done, failed, cancelled */
     atomic_uint_fast64_t duration_buckets[AG_JOB_DURATION_BUCKETS + 1], duration_count;

@@ -36,6 +36,7 @@ static int stylize_via_workers(void *user, const ag_image *in, int side_by_side,
     pthread_mutex_lock(&j->lock);
     task.model = j->current ? j->current->model : 0;
     task.upscale = j->current ? j->current->upscale : 1;
+    task.fusion = j->fusion;
     pthread_mutex_unlock(&j->lock);
     pthread_mutex_init(&task.lock, NULL);
     pthread_cond_init(&task.cond, NULL);
@@ -76,6 +77,49 @@ static int frame_between_steps(void *user) {
     return cancel;
 }
 
+/* A fusion job's source, on its first frame's worker: decoded, its source_face-th face. */
+static int analyse_source(ag_worker *w, ag_job_fusion *fu, ag_error *err) {
+    ag_server *s = w->server;
+    char path[4096];
+    ag_jobs_path(s->jobs, fu->b, "source", path, sizeof path);
+    ag_decode_options d = {.max_pixels = ag_fuse_max_pixels(&s->config)};
+    ag_error e = {0};
+    int rc = ag_image_decode_file(path, &d, &fu->source, &e);
+    if (rc != AG_OK)
+        return ag_jobs_set_error(err, rc, "the source image: %s", e.message);
+    if (!w->faces)
+        return ag_jobs_set_error(err, AG_E_UNSUPPORTED, "this worker has no face detector");
+    ag_face *faces = ag_malloc(sizeof *faces * AG_FACE_MAX);
+    if (!faces)
+        return ag_jobs_set_error(err, AG_E_NOMEM, "out of memory for the source's faces");
+    ag_face_options fo = {.max_faces = AG_FACE_MAX};
+    int count = 0, n = fu->b->source_face > 0 ? fu->b->source_face : 1;
+    rc = ag_faces_detect(w->faces, &fu->source, &fo, faces, AG_FACE_MAX, &count, NULL, err);
+    if (rc == AG_OK && (count < n || !faces[n - 1].has_landmarks))
+        rc = ag_jobs_set_error(err, AG_E_ARG, "the source image has %s face %d (of %d found)",
+                               count < n ? "no" : "no landmarks for", n, count);
+    if (rc == AG_OK)
+        fu->face = faces[n - 1], fu->analysed = 1;
+    ag_free(faces);
+    return rc;
+}
+
+/* A fusion job's frame: the pipeline's fuse step (the face followed over the frames), then
+ * the style when model= was given. */
+static int fuse_frame(ag_worker *w, ag_frame_task *task) {
+    ag_job_fusion *fu = task->fusion;
+    if (!fu->analysed && analyse_source(w, fu, &task->err) != AG_OK)
+        return task->err.code ? task->err.code : AG_E_ARG;
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    p.fuse_source = &fu->source, p.fuse_source_face = &fu->face, p.fuse_track = fu->track;
+    p.fuse = fu->b->fuse, p.fuse.size = 0, p.detector = w->faces;
+    p.style = fu->b->fuse_style ? w->engines[task->model] : NULL;
+    p.side_by_side = task->side_by_side;
+    fu->embedder = w->embedder;
+    return ag_pipeline_apply(&p, task->in, task->out, NULL, &task->err);
+}
+
 /* The frame's steps on the worker: the style, then upscale=N as convert does it (the
  * worker's upscaler, its window within --upscale-max-mb, animegan_upscaled_total). The
  * stylised frame is handed over to the upscaled one and freed there: task->out is the one
@@ -83,8 +127,9 @@ static int frame_between_steps(void *user) {
 static int frame_steps(ag_worker *w, ag_frame_task *task) {
     frame_hook hook = {.w = w};
     w->between_steps = frame_between_steps, w->between_steps_user = &hook;
-    int rc =
-        ag_stylize(w->engines[task->model], task->in, task->side_by_side, task->out, &task->err);
+    int rc = task->fusion ? fuse_frame(w, task)
+                          : ag_stylize(w->engines[task->model], task->in, task->side_by_side,
+                                       task->out, &task->err);
     if (rc != AG_OK || task->upscale <= 1)
         return rc;
     ag_error err = {0};
@@ -225,6 +270,42 @@ void ag_jobs_video_options(ag_jobs *j, const job *b, size_t allowance, ag_video_
     o->private_output = 1;
 }
 
+/* The track's identity on the frame's worker: its face-recognition descriptor. */
+static int embed_face(void *user, const ag_image *frame, const ag_face *face, float *vec,
+                      int *dim) {
+    ag_job_fusion *fu = user;
+    ag_error err = {0};
+    *dim = AG_FACE_DESCRIPTOR;
+    return fu->embedder ? ag_face_embed(fu->embedder, frame, face, vec, &err) : AG_E_UNSUPPORTED;
+}
+
+/* A fusion job's state for its run (the track of its target face, by identity when the
+ * server has the face-recognition model), before the frames. */
+static int fusion_start(ag_jobs *j, ag_job_fusion *fu, ag_error *err) {
+    ag_face_track_options to;
+    ag_face_track_options_init(&to);
+    to.face = fu->b->target_face > 0 ? fu->b->target_face : 1;
+    if (j->server->face_embed)
+        to.embed = embed_face, to.embed_user = fu, to.min_similarity = 0.9f;
+    int rc = ag_face_track_create(&to, &fu->track, err);
+    pthread_mutex_lock(&j->lock);
+    j->fusion = rc == AG_OK ? fu : NULL;
+    pthread_mutex_unlock(&j->lock);
+    return rc;
+}
+
+/* Lock held: the fusion's state and its source file released. */
+static void fusion_end(ag_jobs *j, ag_job_fusion *fu) {
+    if (!fu->b->fusion)
+        return;
+    char path[4096];
+    ag_jobs_path(j, fu->b, "source", path, sizeof path);
+    unlink(path);
+    j->fusion = NULL;
+    ag_face_track_destroy(fu->track);
+    ag_image_fini(&fu->source);
+}
+
 static void run_job(ag_jobs *j, job *b, size_t allowance) {
     ag_server *s = j->server;
     char in[4096], out[4096];
@@ -237,11 +318,15 @@ static void run_job(ag_jobs *j, job *b, size_t allowance) {
     uint64_t start = ag_now_us();
     char id[AG_JOB_ID_MAX + 1];
     memcpy(id, b->id, sizeof id); /* b may be released below */
-    int rc = ag_video_convert(NULL, in, out, &o, &res, &err);
+    ag_job_fusion fusion = {.b = b};
+    int rc = b->fusion ? fusion_start(j, &fusion, &err) : AG_OK;
+    if (rc == AG_OK)
+        rc = ag_video_convert(NULL, in, out, &o, &res, &err);
     double took = (double)(ag_now_us() - start) / 1e6;
 
     pthread_mutex_lock(&j->lock);
     unlink(in);
+    fusion_end(j, &fusion);
     j->current = NULL;
     b->finished_us = ag_now_us();
     b->finished_unix = ag_jobs_now_unix();

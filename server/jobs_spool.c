@@ -100,7 +100,7 @@ int ag_jobs_write_all(int fd, const void *data, size_t n) {
 /* Remove every file of a job (state, input, result, partial upload). */
 void ag_jobs_remove_files(ag_jobs *j, const job *b) {
     char path[4096];
-    static const char *const suffixes[] = {"json", "in", "upload"};
+    static const char *const suffixes[] = {"json", "in", "upload", "source"};
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
         ag_jobs_path(j, b, suffixes[i], path, sizeof path);
         unlink(path);
@@ -277,6 +277,8 @@ void ag_jobs_recover(ag_jobs *j) {
             ag_jobs_result_path(j, b, out, sizeof out);
             unlink(in);
             unlink(out);
+            ag_jobs_path(j, b, "source", in, sizeof in); /* a fusion job's */
+            unlink(in);
             ag_jobs_save_state(j, b);
             interrupted++;
         }

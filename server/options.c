@@ -97,6 +97,8 @@ enum {
     OPT_SIZE,
     OPT_SOURCE_FACE,
     OPT_TARGET_FACE,
+    OPT_PAINT_OCCLUDERS,
+    OPT_ENHANCE,
 };
 
 static const struct {
@@ -128,6 +130,8 @@ static const struct {
     [OPT_SIZE] = {"size", ROUTE_FUSE},
     [OPT_SOURCE_FACE] = {"source_face", ROUTE_FUSE},
     [OPT_TARGET_FACE] = {"target_face", ROUTE_FUSE},
+    [OPT_PAINT_OCCLUDERS] = {"paint_occluders", ROUTE_FUSE},
+    [OPT_ENHANCE] = {"enhance", ROUTE_FUSE},
 };
 #define OPTION_KEYS ((int)(sizeof option_keys / sizeof option_keys[0]))
 _Static_assert(OPTION_KEYS <= 32, "`seen` holds one bit per option");
@@ -265,6 +269,7 @@ static int convert_value(ag_convert_options *opts, const char *key, const char *
         double w = value ? strtod(value, &end) : -1.0;
         if (value && end != value && !*end && w >= 0.0 && w <= 1.0) {
             opts->codeformer_fidelity = (float)w;
+            opts->codeformer_fidelity_given = 1;
             return 0;
         }
         ag_reply_error_set(err, 400, "bad_option",
@@ -363,6 +368,21 @@ static int fuse_value(ag_convert_options *o, const char *key, const char *value,
         if (ag_option_flag(value, &o->anime_template) == 0)
             return 0;
         ag_reply_error_set(err, 400, "bad_option", "anime_template must be 0 or 1");
+        return -1;
+    }
+    if (!strcmp(key, "paint_occluders")) { /* the CLI's --paint-occluders */
+        int paint;
+        if (ag_option_flag(value, &paint) == 0)
+            return f->keep_occluders = !paint, 0;
+        ag_reply_error_set(err, 400, "bad_option", "paint_occluders must be 0 or 1");
+        return -1;
+    }
+    if (!strcmp(key, "enhance")) { /* the CLI's --enhance */
+        int e = ag_fuse_enhance_parse(value);
+        if (e >= 0)
+            return f->enhance = (ag_fuse_enhance)e, 0;
+        ag_reply_error_set(err, 400, "bad_option",
+                           "enhance must be auto, none, restore or upscale");
         return -1;
     }
     int *ints[3] = {&f->size, &o->source_face, &o->target_face};

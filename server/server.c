@@ -483,6 +483,8 @@ static int server_load(ag_server *s) {
     if (ag_face_models_load(&s->face_detect, &s->face_mesh, &err) != 0)
         ag_log_event(lf, "warn", "faces unavailable (portrait=face crops the centre): %s",
                      err.message);
+    else if (ag_face_embed_model_load(&s->face_embed, &err) != 0)
+        ag_log_event(lf, "warn", "fuse's target_like unavailable: %s", err.message);
     ag_precision_choice precision; /* auto, or the emulated-bf16 warning: issue 12 */
     if (ag_precision_resolve(c->engine.precision, c->engine.backend, NULL, &precision) != 0) {
         fprintf(stderr, "animegan: %s\n", precision.note);
@@ -501,6 +503,8 @@ static void budget_compute(ag_server *s) {
     const ag_server_config *c = &s->config;
     ag_budget_compute(&s->budget, c, s->models, s->model_count, ag_process_rss_bytes());
     size_t faces = ag_budget_face_bytes(c, s->face_detect, s->face_mesh);
+    if (s->face_embed) /* the embedder's arena at 150x150, its crop and input (0.3 MB) */
+        faces += ag_engine_arena_bytes_for(s->face_embed, &c->engine, 150, 150) + 1024 * 1024;
     for (int i = 0; i < s->restorer_count; i++) {
         const ag_model_info *ri = ag_model_get_info(s->restorers[i]);
         ag_engine_options ro = c->engine;
@@ -647,6 +651,7 @@ static void server_teardown(ag_server *s) {
     ag_queue_fini(&s->queue);
     for (int i = 0; i < s->model_count; i++)
         ag_model_destroy((ag_model *)s->models[i]);
+    ag_model_destroy(s->face_embed);
     ag_model_destroy(s->face_mesh);
     ag_model_destroy(s->face_detect);
     for (int i = 0; i < s->restorer_count; i++)

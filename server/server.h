@@ -186,11 +186,12 @@ typedef struct ag_convert_options {
     int restore;      /* restore=K: restore faces first with --restore-model K (1 = the first);
                          0 none */
     int restore_only; /* POST /api/v1/restore: restoration only, no stylisation */
-    float codeformer_fidelity; /* a CodeFormer restorer's w, 0-1 (default 0.5) */
-    int upscale;               /* upscale=N: the result N times larger (2 or 4); 0 none */
-    int upscale_only;          /* POST /api/v1/upscale: upscaling only, no stylisation */
-    int side_by_side;          /* 0/1 */
-    int max_side;              /* <= the server's --max-side */
+    float codeformer_fidelity;     /* a CodeFormer restorer's w, 0-1 (default 0.5) */
+    int codeformer_fidelity_given; /* asked for: refused (400) with GPEN or GFPGAN */
+    int upscale;                   /* upscale=N: the result N times larger (2 or 4); 0 none */
+    int upscale_only;              /* POST /api/v1/upscale: upscaling only, no stylisation */
+    int side_by_side;              /* 0/1 */
+    int max_side;                  /* <= the server's --max-side */
     ag_format format;
     int quality; /* 1..100 */
     /* POST /api/v1/fuse (fuse.c): the fusion's options and which face of each image */
@@ -406,6 +407,10 @@ typedef struct ag_request {
     size_t image_size;
     const uint8_t *image2; /* fuse: the target, a slice of body */
     size_t image2_size;
+    const uint8_t *like_image; /* fuse: the optional `target_like` part, a slice of body */
+    size_t like_image_size;
+    int chosen_face;       /* fuse with target_like: the target face chosen (1-based), 0 none */
+    float chosen_distance; /* its descriptor's distance to the target_like face's */
     ag_convert_options options;
 
     /* result, written by whoever owns the job, read by the MHD thread after resume */
@@ -699,6 +704,7 @@ typedef struct ag_worker {
     pthread_t thread;
     ag_engine *engines[AG_SERVER_MAX_MODELS];      /* created and used only on this thread */
     ag_face_detector *faces;                       /* likewise; NULL when faces are unavailable */
+    ag_face_embedder *embedder;                    /* likewise; NULL without face-recognition */
     ag_engine *restorers[AG_SERVER_MAX_RESTORERS]; /* over the shared restoration models */
     ag_engine *upscalers[AG_SERVER_UPSCALES];      /* per upscale=N; the same when one model */
     atomic_size_t arena_bytes;                     /* sum over engines, published after each job */
@@ -798,6 +804,7 @@ struct ag_server {
     const char *model_names[AG_SERVER_MAX_MODELS];
     int model_count;
     ag_model *face_detect, *face_mesh; /* the bundled face networks; NULL: faces unavailable */
+    ag_model *face_embed; /* face-recognition (fuse's target_like); NULL: unavailable */
     ag_model *restorers[AG_SERVER_MAX_RESTORERS]; /* loaded once, shared by the workers */
     int restorer_count;
     ag_precision restore_precision; /* the restorers' (ag_restore_precision_resolve) */

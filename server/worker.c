@@ -325,6 +325,17 @@ static int convert(ag_worker *w, ag_request *r) {
                     s->restorer_count ? "bad_option" : "restore_unavailable", msg);
         return 0;
     }
+    if (o->restore && o->codeformer_fidelity_given) {
+        const char *arch = ag_model_get_info(s->restorers[o->restore - 1])->architecture;
+        if (strcmp(arch, "codeformer")) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "codeformer_fidelity applies only to a CodeFormer restorer: restore=%d is %s",
+                     o->restore, !strcmp(arch, "gpen") ? "GPEN" : "GFPGAN");
+            ag_job_fail(s, r, 400, "bad_option", msg);
+            return 0;
+        }
+    }
     if (o->restore && !w->faces) {
         ag_job_fail(s, r, 503, "faces_unavailable",
                     "the face models (face-detect, face-mesh) are not installed on this server");
@@ -558,6 +569,8 @@ static void *worker_main(void *arg) {
         ag_engine_options fo = s->config.engine;
         fo.precision = AG_PRECISION_FP32; /* small networks: fp32, exact */
         status = ag_face_detector_create(s->face_detect, s->face_mesh, &fo, &w->faces, &err);
+        if (status == 0 && s->face_embed)
+            status = ag_face_embedder_create(s->face_embed, &fo, &w->embedder, &err);
         if (status != 0)
             snprintf(w->init_error, sizeof w->init_error, "%s", err.message);
     }
@@ -602,6 +615,8 @@ static void *worker_main(void *arg) {
     memset(w->upscalers, 0, sizeof w->upscalers);
     ag_face_detector_destroy(w->faces);
     w->faces = NULL;
+    ag_face_embedder_destroy(w->embedder);
+    w->embedder = NULL;
     atomic_store(&w->arena_bytes, 0);
     return NULL;
 }

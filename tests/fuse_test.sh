@@ -256,6 +256,22 @@ check("api_under_64_refused_before_decoding", st == st2 == 422 and
       json.loads(body)["error"]["code"] == "bad_face" and "40x40" in err(body) and
       json.loads(body2)["error"]["code"] == "undecodable_image",
       "%s %s; 100x100: %s %s" % (st, err(body), st2, err(body2)))
+# paint_occluders=1 (the CLI's --paint-occluders; compared with it below) and enhance=.
+st, body = post("?ratio=1&paint_occluders=1", [("source", "tests/data/faces/biden.jpg"),
+                                               ("target", "tests/data/faces/obama_hair.png")])
+if st == 200:
+    open(sys.argv[4] + "/api_paint.png", "wb").write(body)
+check("api_paint_occluders", st == 200, "%s %s" % (st, err(body) if st != 200 else ""))
+st, body = post("?paint_occluders=2", [("source", src), ("target", tgt)])
+check("api_paint_occluders_bad_400", st == 400 and "paint_occluders" in err(body),
+      "%s %s" % (st, err(body)))
+st, body = post("?enhance=sharpest", [("source", src), ("target", tgt)])
+check("api_enhance_bad_400", st == 400 and "enhance must be" in err(body), "%s %s" % (st, err(body)))
+st, body = post("?enhance=none&ratio=0", [("source", src), ("target", tgt)])
+check("api_enhance_none", st == 200, "%s %s" % (st, err(body) if st != 200 else ""))
+st, body = post("?enhance=restore", [("source", src), ("target", tgt)])  # no --restore-model
+check("api_enhance_restore_without_restorer_400", st == 400 and "restorer" in err(body),
+      "%s %s" % (st, err(body)))
 st, body = post("", [("source", src)])
 check("api_missing_target_400", st == 400 and "target" in err(body), "%s %s" % (st, err(body)))
 st, body = post("?ratio=2", [("source", src), ("target", tgt)])
@@ -461,6 +477,19 @@ if "$BIN" fuse -s $FACES/biden.jpg -T $FACES/obama_hair.png -o "$tmp/p.png" -r 1
 else
     bad paint_occluders_paints
 fi
+
+# The API's paint_occluders=1 is the CLI's --paint-occluders, bit for bit.
+[ -f "$tmp/api_paint.png" ] && [ -f "$tmp/p.png" ] &&
+    [ "$(mean_diff "$tmp/api_paint.png" "$tmp/p.png")" = 0.0000 ] &&
+    ok api_paint_occluders_equals_cli || bad api_paint_occluders_equals_cli
+
+# --enhance: a bad value and restore without a restorer are usage errors (exit 2, no output).
+"$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/e.png" --enhance sharpest 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "enhance" "$tmp/err" && [ ! -e "$tmp/e.png" ] &&
+    ok enhance_bad_value || bad enhance_bad_value
+"$BIN" fuse -s "$SRC" -T "$TGT" -o "$tmp/e.png" --enhance restore 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "restore-model" "$tmp/err" && [ ! -e "$tmp/e.png" ] &&
+    ok enhance_restore_needs_model || bad enhance_restore_needs_model
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

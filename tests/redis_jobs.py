@@ -286,6 +286,24 @@ def posted_polled_downloaded_through_nginx():
     print("  ran on %s; every poll 200; 50 frames; the same state from a, b and c" % sorted(seen))
 
 
+@test
+def fusion_jobs_refused_clearly():
+    """A fusion job (issue 31: a `source` image part) is refused with 501 and the reason: the
+    cluster's queue carries one input file. Nothing stays in the spool."""
+    _, servers, _ = cluster()
+    with open(os.path.join(driver.ROOT, "tests", "data", "faces", "obama.jpg"), "rb") as f:
+        source = f.read()
+    body, ctype = driver.multipart([("video", "clip.mp4", "video/mp4", clip("clip.mp4")),
+                                    ("source", "obama.jpg", "image/jpeg", source)])
+    status, _, doc = submit(servers[0], body, "?ratio=0.5", {"Content-Type": ctype})
+    check(status == 501 and doc.get("error", {}).get("code") == "not_implemented",
+          "%d %s" % (status, doc))
+    check("--jobs-redis" in doc["error"]["message"], str(doc))
+    check(not [n for n in os.listdir(SPOOL) if n.endswith((".source", ".in"))],
+          str(os.listdir(SPOOL)))
+    print("  " + doc["error"]["message"])
+
+
 def wait_running(front, job_id, frames=5):
     return poll(front, job_id, lambda d: d["state"] == "running" and d["frames_done"] >= frames
                 and d.get("instance") not in (None, ""), timeout=120, every=0.1)

@@ -266,7 +266,15 @@ if "$BIN" restore tests/data/astronaut.png -o "$tmp/cf.png" --model "$CF" -q -t 
 else bad restore_codeformer_fidelity; cat "$tmp/err"; fi
 usage restore_codeformer_fidelity_range "--codeformer-fidelity: '2'" restore \
     tests/data/astronaut.png -o "$tmp/u.png" --model "$CF" --codeformer-fidelity 2
-"$BIN" serve --port 0 --restore-model "$CF" --threads 2 --precision fp32 --quiet \
+# A fidelity given to GPEN or GFPGAN would be ignored: refused in one line, exit 2, no output.
+usage restore_codeformer_fidelity_gpen_refused \
+    "^animegan: --codeformer-fidelity applies only to a CodeFormer checkpoint: .*gpen64_zip.pt is GPEN$" \
+    restore tests/data/astronaut.png -o "$tmp/cfg.png" --model "$GPEN" --codeformer-fidelity 0.5
+[ -e "$tmp/cfg.png" ] && bad restore_codeformer_fidelity_gpen_no_output
+usage convert_codeformer_fidelity_gfpgan_refused "is GFPGAN$" convert tests/data/astronaut.png \
+    -o "$tmp/cfg.png" --restore-faces "$FIX/gfpgan64_zip.pt" --codeformer-fidelity 1
+"$BIN" serve --port 0 --restore-model "$CF" --restore-model "$GPEN" --threads 2 --precision fp32 \
+    --quiet \
     >"$tmp/servecf.log" 2>&1 &
 server=$!
 port=
@@ -285,6 +293,14 @@ if [ "$(post '/api/v1/restore?codeformer_fidelity=1.5' tests/data/astronaut.png 
     grep -q "codeformer_fidelity must be a number from 0 to 1" "$tmp/scf.json"; then
     ok serve_codeformer_fidelity_range
 else bad serve_codeformer_fidelity_range; cat "$tmp/scf.json"; fi
+if [ "$(post '/api/v1/restore?restore=2&codeformer_fidelity=0.5' tests/data/astronaut.png \
+    "$tmp/scfg.json" | cut -c1-3)" = 400 ] &&
+    grep -q '"codeformer_fidelity applies only to a CodeFormer restorer: restore=2 is GPEN"' \
+        "$tmp/scfg.json" &&
+    [ "$(post '/api/v1/restore?restore=2' tests/data/astronaut.png "$tmp/sg.png" | cut -c1-3)" = 200 ]
+then
+    ok serve_codeformer_fidelity_gpen_refused
+else bad serve_codeformer_fidelity_gpen_refused; cat "$tmp/scfg.json"; fi
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 

@@ -552,14 +552,20 @@ static int check_upstream_engine(const upstream *u, const ag_model *model, ag_ba
         rc = ag_engine_run_f32(engine, in, u->size, u->size, out, &err);
     }
     upstream_error e = rc == AG_OK ? upstream_compare(u, out, NULL) : (upstream_error){0};
+    int skipped = engine ? engine->steps_skipped : 0, steps = engine ? engine->group_count : 0;
     ag_engine_destroy(engine);
     ag_free(in);
     ag_free(out);
     ag_free(in8);
     CHECK_OK(rc, &err);
-    printf("  %s, %s %s: max |error| %.2e (%.1f dB), 8-bit %d level(s), %.1f dB\n", u->model,
-           backend == AG_BACKEND_REFERENCE ? "reference" : "onednn",
-           ag_precision_name(bar.precision), e.worst, e.float_db, e.worst8, e.db);
+    printf("  %s, %s %s: max |error| %.2e (%.1f dB), 8-bit %d level(s), %.1f dB; %d of %d "
+           "steps skipped\n",
+           u->model, backend == AG_BACKEND_REFERENCE ? "reference" : "onednn",
+           ag_precision_name(bar.precision), e.worst, e.float_db, e.worst8, e.db, skipped, steps);
+    /* CodeFormer at w = 0: the fuse blocks' steps are not run (upstream skips them too); the
+     * reference backend (no steps) runs every node, as the oracle */
+    CHECK_MSG(!steps || (u->w == 0.0f ? skipped > 0 : skipped == 0), "%d steps skipped at w %g",
+              skipped, (double)u->w);
     CHECK_MSG(e.worst <= (double)bar.tol, "max error %.3g over %.3g", e.worst, (double)bar.tol);
     CHECK_MSG(e.worst8 <= bar.levels, "%d levels over %d", e.worst8, bar.levels);
     CHECK_MSG(e.db >= bar.min_db, "%.1f dB under %.0f", e.db, bar.min_db);

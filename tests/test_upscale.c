@@ -11,6 +11,7 @@
 #include "test.h"
 
 #include "../src/engine_internal.h"
+#include "../src/kernels/fused_isa.h"
 #include "../src/model/model_internal.h"
 
 #include <stdint.h>
@@ -288,6 +289,57 @@ static uint8_t *safetensors_with_wider(const ag_tensor_set *set, const char *bad
     ag_free(header);
     *size = 8 + len + data_bytes;
     return file;
+}
+
+/* Each architecture's .pth fixture and the same tensors written as .safetensors (in memory)
+ * give the same output (fp32, 16x12 input), bit for bit. */
+static int safetensors_equals_pth_each_arch(void) {
+    static const char *const files[] = {"arch/rrdb-old-x4.pth",     "arch/rrdb-bsrgan-x4.pth",
+                                        "arch/rrdb-new-x1.pth",     "arch/compact-x1.pth",
+                                        "arch/span-x2.pth",         "arch/realplksr-x2.pth",
+                                        "arch/realplksr-dys-x3.pth"};
+    const int w = 16, h = 12, n = w * h * 3; /* sides the unshuffle by 4 divides */
+    float in[16 * 12 * 3];
+    for (int i = 0; i < n; i++)
+        in[i] = (float)((i * 37) % 101) / 100.0f;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/fixtures/upscale/%s", AG_SOURCE_DIR, files[f]);
+        uint8_t *data, *st;
+        size_t size, st_size;
+        ag_error err = {0};
+        ag_tensor_set set = {0};
+        CHECK_OK(ag_read_file(path, 64u << 20, &data, &size, &err), &err);
+        CHECK_OK(ag_pytorch_parse(data, size, path, &set, &err), &err);
+        st = safetensors_with_wider(&set, "", &st_size); /* no tensor widened */
+        ag_model *models[2] = {NULL, NULL};
+        CHECK_OK(ag_model_load(path, &models[0], &err), &err);
+        CHECK_OK(ag_model_load_memory(st, st_size, "same.safetensors", &models[1], &err), &err);
+        float *out[2];
+        for (int m = 0; m < 2; m++) {
+            ag_engine *engine = NULL;
+            ag_engine_options o = {.precision = AG_PRECISION_FP32, .threads = 2};
+            CHECK_OK(ag_engine_create(models[m], &o, &engine, &err), &err);
+            out[m] = ag_malloc((size_t)n * 64 * sizeof(float)); /* up to x8 */
+            float *outs[1] = {out[m]};
+            CHECK_OK(ag_engine_run_raw(engine, in, w, h, outs, &err), &err);
+            ag_engine_destroy(engine);
+        }
+        int scale = ag_model_get_info(models[0])->scale;
+        int same = !memcmp(out[0], out[1], (size_t)n * scale * scale * sizeof(float));
+        double worst = 0;
+        for (int i = 0; i < n * scale * scale; i++)
+            worst = fmax(worst, fabs((double)out[0][i] - (double)out[1][i]));
+        printf("  %s and its tensors as .safetensors: %s (max difference %.3g)\n", files[f],
+               same ? "identical" : "not bit for bit", worst);
+        for (int m = 0; m < 2; m++)
+            ag_free(out[m]), ag_model_destroy(models[m]);
+        ag_free(st);
+        ag_tensor_set_fini(&set);
+        ag_free(data);
+        CHECK(same);
+    }
+    return 0;
 }
 
 /* A file of each architecture and layout with one tensor one channel wider is refused in
@@ -606,6 +658,53 @@ static int int8_psnr(void) {
     return 0;
 }
 
+/*
+ * The attention gates a conv chain applies in its residual add's place (SPAN's (z + r)
+ * (sigmoid(z) - 1/2), RealPLKSR's r sigmoid(z)), through norm_act_pad with 35 channels (two
+ * vectors and a scalar tail): every ISA variant the same bits, within 1e-6 relative (+ 1e-7)
+ * of the double formula over z in [-100, 100]. The fixtures check them inside the networks.
+ */
+static int attention_gates_across_isas(void) {
+    enum { H = 5, W = 23, C = 35, N = H * W * C };
+    float *x = ag_malloc(N * 4), *r = ag_malloc(N * 4), *base = ag_malloc(N * 4),
+          *out = ag_malloc(N * 4);
+    float scale[C], shift[C];
+    for (int i = 0; i < N; i++)
+        x[i] = -100.0f + 200.0f * (float)i / (float)(N - 1), r[i] = (float)(i % 97) / 8 - 6;
+    for (int c = 0; c < C; c++)
+        scale[c] = 1.0f - 0.01f * (float)c, shift[c] = 0.05f * (float)c;
+    ag_pad none = {0, 0, 0, 0};
+    int failed = 0;
+    for (ag_gate gate = AG_GATE_SPAN_ATTENTION; gate <= AG_GATE_SCALE_RESIDUAL; gate++) {
+        ag_norm_affine a = {scale, shift, NULL, gate};
+        int variants = 0;
+        for (int isa = AG_ISA_GENERIC; isa <= AG_ISA_AVX512; isa++) {
+            const ag_fused_ops *ops = ag_fused_ops_for((ag_isa)isa);
+            if (!ops)
+                continue;
+            ops->norm_act_pad(variants ? out : base, x, r, 0, a, 1.0f, 1.0f, H, W, C, none, 2);
+            if (variants++ && memcmp(out, base, N * 4)) {
+                printf("  %s differs from generic\n", ops->isa);
+                failed = 1;
+            }
+        }
+        double worst = 0.0;
+        for (int i = 0; i < N; i++) {
+            double z = (double)(x[i] * scale[i % C] + shift[i % C]), s = 1 / (1 + exp(-z));
+            double ri = (double)r[i], got = (double)base[i];
+            double want = gate == AG_GATE_SPAN_ATTENTION ? (z + ri) * (s - 0.5) : ri * s;
+            double e = isnan(got) ? 1e30 : fabs(got - want) / (1e-6 * fabs(want) + 1e-7);
+            worst = e > worst ? e : worst;
+        }
+        printf("  %s: %d variants, worst error %.2f of the bound\n",
+               gate == AG_GATE_SPAN_ATTENTION ? "span attention" : "scaled residual", variants,
+               worst);
+        failed |= worst > 1.0;
+    }
+    ag_free(x), ag_free(r), ag_free(base), ag_free(out);
+    return failed;
+}
+
 int main(int argc, char **argv) {
     ag_error err = {0};
     if (ag_image_startup(argv[0], &err) != 0) {
@@ -645,12 +744,14 @@ int main(int argc, char **argv) {
         TEST(family_scales),
         TEST(safetensors_equals_pth),
         TEST(wrong_shape_refused),
+        TEST(safetensors_equals_pth_each_arch),
         TEST(dysample_init_pos_checked),
         TEST(tiled_equals_untiled),
         TEST(tiled_group_norm_psnr),
         TEST(alpha_scale_and_small),
         TEST(budget_bounds_the_tile),
         TEST(int8_psnr),
+        TEST(attention_gates_across_isas),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     ag_image_shutdown();

@@ -905,6 +905,86 @@ def jobs_behind_nginx():
         b.stop()
 
 
+# ---- fusion jobs (issue 31 item 7): a `source` image part and the fuse options -----------
+
+FACES = os.path.join(driver.ROOT, "tests", "data", "faces")
+
+
+def face_photo(name):
+    with open(os.path.join(FACES, name), "rb") as f:
+        return f.read()
+
+
+def fusion_body(source=None, video="fuse_face.mp4"):
+    fields = [("video", video, "video/mp4", clip(video))]
+    if source is not None:
+        fields.append(("source", "source.jpg", "image/jpeg", source))
+    return multipart(fields)
+
+
+def frame_mse(a, b):
+    """Per-frame mean squared error of two clips' frames (ffmpeg's psnr filter), in order."""
+    stats = os.path.join(TMP, "psnr.log")
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", a, "-i", b, "-lavfi",
+                    "psnr=stats_file=" + stats, "-f", "null", "-"], check=True)
+    with open(stats) as f:
+        return [float(re.search(r"mse_avg:([0-9.]+)", l).group(1)) for l in f]
+
+
+@test
+def fusion_job_fuses_the_face_frames():
+    """A clip of 4 frames without a face then 16 of one: the result has every frame and the
+    sound's packets as they were; the faceless frames come back as the encoder's round trip
+    (near the input), the face frames fused (far from it)."""
+    s = server()
+    body, ctype = fusion_body(face_photo("obama.jpg"))
+    status, _, doc = submit(s, body, "?ratio=0.9&target_face=1", ctype)
+    check(status == 202, "status %d: %s" % (status, doc))
+    status, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "done", str(done))
+    status, _, payload = s.request("GET", done["result_url"])
+    path = os.path.join(TMP, "fused.mp4")
+    with open(path, "wb") as f:
+        f.write(payload)
+    src = os.path.join(CLIPS, "fuse_face.mp4")
+    check(frame_count(path) == frame_count(src) == "20", "frames %s" % frame_count(path))
+    check(audio_hashes(path) == audio_hashes(src) != "", "audio packets differ")
+    mse = frame_mse(path, src)
+    faceless, fused = max(mse[:4]), min(mse[4:])
+    check(faceless < 10 and fused > 2 * faceless,
+          "mse of faceless frames up to %.1f, of face frames from %.1f" % (faceless, fused))
+    print("  faceless frames' mse against the input at most %.2f, face frames' at least %.2f"
+          % (faceless, fused))
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+
+
+@test
+def fusion_job_refusals():
+    """Fusion options without a source image, a source that is no image, side_by_side without
+    a style: refused at submission; a source without a face fails the job naming it."""
+    s = server()
+    status, _, doc = submit(s, clip("fuse_face.mp4"), "?ratio=0.5")
+    error_of(status, doc, 400, "bad_request")
+    check("'source'" in doc["error"]["message"], str(doc))
+    body, ctype = fusion_body(b"not an image at all")
+    status, _, doc = submit(s, body, "", ctype)
+    error_of(status, doc, 415, "unsupported_media_type")
+    body, ctype = fusion_body(face_photo("obama.jpg"))
+    status, _, doc = submit(s, body, "?side_by_side=1", ctype)
+    error_of(status, doc, 400, "bad_option")
+    status, _, doc = submit(s, body, "?mode=sideways", ctype)
+    error_of(status, doc, 400, "bad_option")
+    with open(os.path.join(driver.ROOT, "tests", "data", "coffee.png"), "rb") as f:
+        body, ctype = fusion_body(f.read())
+    status, _, doc = submit(s, body, "", ctype)
+    check(status == 202, "status %d: %s" % (status, doc))
+    status, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "failed" and "no face" in done.get("error", {}).get("message", ""),
+          str(done))
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    check(not [n for n in spool_files() if n.endswith(".source")], str(spool_files()))
+
+
 def main():
     want = sys.argv[1] if len(sys.argv) > 1 else ""
     os.environ.setdefault("ANIMEGAN_MODEL_PATH", os.path.join(driver.ROOT, "models"))
@@ -912,6 +992,12 @@ def main():
                           capture_output=True, text=True)
     if made.returncode != 0:
         print("FAIL clips: " + made.stderr)
+        print("0 passed, 1 failed")
+        return 1
+    made = subprocess.run([os.path.join(driver.ROOT, "tools", "make_fuse_clips.sh"), CLIPS],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        print("FAIL fusion clips: " + made.stderr)
         print("0 passed, 1 failed")
         return 1
     passed, failed = driver.run_tests(TESTS, want)

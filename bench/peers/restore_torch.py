@@ -9,10 +9,12 @@ CodeFormer in PyTorch eager mode on the CPU (float32, inference_mode, intra-op t
 CodeFormer runs upstream's own class (sczhou/CodeFormer checkout, loaded as
 tools/make_codeformer_fixtures.py does), w = 0.5, adain=True as inference_codeformer.py.
 
-The network is tools/gpen_reference.py / tools/gfpgan_reference.py, the project's PyTorch
-implementation of the upstream architectures (F.conv2d with the modulated weight,
-conv_transpose2d, upfirdn2d as a depthwise conv: upstream's CPU path), with the file's
-weights: the same network our engine runs.
+With --upstream DIR (the network's yangxy/GPEN or TencentARC/GFPGAN checkout) GPEN and
+GFPGAN run upstream's own classes too (bench/export_restore_onnx.py's load_network: the same
+modules ONNX Runtime's peer was exported from). Without it, tools/gpen_reference.py /
+tools/gfpgan_reference.py, the project's PyTorch implementation of the upstream
+architectures (F.conv2d with the modulated weight, conv_transpose2d, upfirdn2d as a
+depthwise conv: upstream's CPU path), with the file's weights.
 """
 
 import argparse
@@ -47,11 +49,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--codeformer", default=None, help="a sczhou/CodeFormer checkout")
+    ap.add_argument("--upstream", default=None, help="GPEN's or GFPGAN's upstream checkout")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     ck = torch.load(a.pth, map_location="cpu")
-    if a.codeformer:
+    if a.upstream and not a.codeformer:
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import export_restore_onnx as ex
+        kind = "gfpgan" if "params_ema" in ck or "params" in ck else "gpen"
+        net, fwd = ex.load_network(kind, a.pth, a.upstream)
+        forward, size, sd = (lambda _sd, x: fwd(net, x)), 512, None
+    elif a.codeformer:
         forward, size = codeformer_forward(ck["params_ema"], a.codeformer), 512
         sd = None
     elif "params_ema" in ck or "params" in ck:
@@ -69,6 +78,7 @@ def main():
             if i >= a.warmup:
                 ms.append((time.perf_counter() - t) * 1000)
     print(json.dumps({"runtime": "pytorch", "model": a.pth, "size": size, "threads": a.threads,
+                      "upstream": bool(a.upstream or a.codeformer),
                       "ms_median": statistics.median(ms), "ms_min": min(ms),
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 

@@ -32,12 +32,39 @@ import make_upscaler_arch_fixtures as F  # noqa: E402
 ARCHS = {
     "esrgan": lambda sp: sp.ESRGAN.ESRGAN(in_nc=3, out_nc=3, num_filters=64, num_blocks=23,
                                           scale=4),
+    # the same network saved in Real-ESRGAN/BasicSR's keys (RealESRGAN_x4plus's layout)
+    "esrgan_new": lambda sp: sp.ESRGAN.ESRGAN(in_nc=3, out_nc=3, num_filters=64, num_blocks=23,
+                                              scale=4),
     "compact": lambda sp: sp.Compact.Compact(num_in_ch=3, num_out_ch=3, num_feat=64,
                                              num_conv=16, upscale=4),
     "span": lambda sp: sp.SPAN.SPAN(num_in_ch=3, num_out_ch=3, feature_channels=48, upscale=4),
     "realplksr": lambda sp: sp.PLKSR.RealPLKSR(dim=64, n_blocks=28, upscaling_factor=4),
 }
 LOADERS = ("ESRGANArch", "CompactArch", "SPANArch", "PLKSRArch")
+
+
+def new_keys(sd):
+    """An old-layout ESRGAN state_dict (model.N...) in BasicSR's RRDBNet keys, the names
+    spandrel's _to_old_arch maps back: conv_first, body.N.rdbJ.convK, conv_body, conv_upK,
+    conv_hr, conv_last."""
+    ups = sorted({int(k.split(".")[1]) for k in sd if k.split(".")[1].isdigit()} - {0, 1})
+    last, hr = ups[-1], ups[-2]
+    out = {}
+    for k, v in sd.items():
+        p = k.split(".")
+        if p[1] == "0":
+            out["conv_first." + p[2]] = v
+        elif p[1] == "1" and p[4].startswith("RDB"):  # model.1.sub.N.RDBj.convk.0.w
+            out["body.%s.rdb%s.%s.%s" % (p[3], p[4][3:], p[5], p[7])] = v
+        elif p[1] == "1":  # model.1.sub.<blocks>.w
+            out["conv_body." + p[4]] = v
+        elif int(p[1]) == last:
+            out["conv_last." + p[2]] = v
+        elif int(p[1]) == hr:
+            out["conv_hr." + p[2]] = v
+        else:
+            out["conv_up%d.%s" % (int(p[1]) // 3, p[2])] = v
+    return out
 
 
 def load(sp, path):
@@ -68,7 +95,8 @@ def main():
     if a.make:
         net = ARCHS[a.make](sp)
         F.seeded_weights(net, 7)
-        torch.save(net.state_dict(), a.out)
+        sd = net.state_dict()
+        torch.save(new_keys(sd) if a.make == "esrgan_new" else sd, a.out)
         if a.onnx:
             model = load(sp, a.out)
             x = torch.rand(1, 3, a.size, a.size)

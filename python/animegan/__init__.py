@@ -276,14 +276,21 @@ class Model:
             self._pool.release(engine)
         return _result(out, kind)
 
-    def restore(self, image, fidelity=1.0, max_faces=8, aligned=False, codeformer_fidelity=0.5):
+    def restore(self, image, fidelity=1.0, max_faces=8, aligned=False, codeformer_fidelity=None):
         """A restorer's Model: the faces of `image` restored and pasted back, as `animegan
         restore`; returns (image, faces restored). fidelity: 0-1, the restored face's weight
         against the original (GPEN's alpha). aligned: `image` is an aligned face crop,
         resized to the network's size and restored whole (the result is that size).
-        codeformer_fidelity: 0-1, a CodeFormer's w (lower restores more; others ignore it)."""
+        codeformer_fidelity: 0-1, a CodeFormer's w (lower restores more; default 0.5); given to
+        a GPEN or GFPGAN Model, InputError (a ValueError)."""
         if self.kind != "restorer":
             raise InputError(f"restore: {self.name} is a {self.kind}, not a restorer")
+        arch = self._weights.info["architecture"]
+        if codeformer_fidelity is None:
+            codeformer_fidelity = 0.5
+        elif arch != "codeformer":
+            raise InputError("codeformer_fidelity applies only to a CodeFormer checkpoint: "
+                             f"{self.name} is {'GPEN' if arch == 'gpen' else 'GFPGAN'}")
         pixels, kind = _as_pixels(image)
         detector = None if aligned else _detector()
         engine = self._pool.acquire()
@@ -344,20 +351,62 @@ def faces(image, min_score=0.6, max_faces=8, landmarks=True, single_pass=False):
         return detector.detect(pixels, min_score, max_faces, landmarks, single_pass)
 
 
+_fuse_upscaler_model = None
+_fuse_upscaler_lock = threading.Lock()
+
+
+def _fuse_upscaler():
+    """The bundled upscaler that sharpens a small source face (loaded at the first need)."""
+    global _fuse_upscaler_model
+    with _fuse_upscaler_lock:
+        if _fuse_upscaler_model is None:
+            _fuse_upscaler_model = Model("esrgan-slim", scale=4)
+        return _fuse_upscaler_model
+
+
 def fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_ratio=0.7,
-         mode="normal", smooth=0.0, brightness=0.0, contrast=0.0, saturation=0.0, size=0):
+         mode="normal", smooth=0.0, brightness=0.0, contrast=0.0, saturation=0.0, size=0,
+         enhance="auto", restore_model=None, upscaler=None, paint_occluders=False,
+         source_like=None, target_like=None):
     """`animegan fuse`: face `source_face` of `source` (1 = the largest) fused into face
     `target_face` of `target` (numpy or PIL; the result is `target`'s kind). shape_ratio and
     texture_ratio 0-1 (0: the target's), mode 'normal' (seamless), 'blend' or 'overlay';
     smooth 0-1; brightness, contrast, saturation -1..1; size: the output's long side (0: the
-    target's own). Pixels away from the face are the target's, bit for bit. Stylise the
-    result with a Model to get `animegan fuse --style`."""
+    target's own). enhance: a source face smaller than the target's is sharpened first,
+    'auto' (with `restore_model`, a restorer's Model, when given, else `upscaler`, an
+    upscaler's Model, default the bundled esrgan-slim), 'none', 'restore' or 'upscale'.
+    paint_occluders: paint the face over what covers the target's (hair, a hand; by default
+    kept). Pixels away from the face are the target's, bit for bit. Stylise the result with
+    a Model to get `animegan fuse --style`. target_like (source_like): a photo
+    (numpy or PIL) of a person: the face of `target` (`source`) most like its largest face
+    (dlib's face descriptor, the bundled face-recognition), instead of target_face
+    (source_face); `animegan fuse --target-like`."""
+    if enhance not in ("auto", "none", "restore", "upscale"):
+        raise InputError("enhance: expected 'auto', 'none', 'restore' or 'upscale'")
+    if enhance == "restore" and restore_model is None:
+        raise InputError("enhance='restore' needs restore_model (a restorer's Model)")
+    for name, m, want in (("restore_model", restore_model, "restorer"),
+                          ("upscaler", upscaler, "upscaler")):
+        if m is not None and (not isinstance(m, Model) or m.kind != want):
+            raise InputError(f"{name}: expected a {want}'s Model")
+    if restore_model is None and upscaler is None and enhance in ("auto", "upscale"):
+        upscaler = _fuse_upscaler()
     s, _ = _as_pixels(source)
     t, kind = _as_pixels(target)
+    likes = [None if p is None else _as_pixels(p)[0] for p in (source_like, target_like)]
     detector = _detector()
-    with _detector_lock:
-        out = detector.fuse(s, t, source_face, target_face, shape_ratio, texture_ratio, mode,
-                            smooth, brightness, contrast, saturation, size)
+    pools = [m._pool for m in (restore_model, upscaler) if m is not None]
+    engines = [p.acquire() for p in pools]
+    try:
+        r = engines[0] if restore_model is not None else None
+        u = engines[-1] if upscaler is not None else None
+        with _detector_lock:
+            out = detector.fuse(s, t, source_face, target_face, shape_ratio, texture_ratio, mode,
+                                smooth, brightness, contrast, saturation, size, enhance, r, u,
+                                bool(paint_occluders), likes[0], likes[1])
+    finally:
+        for p, e in zip(pools, engines):
+            p.release(e)
     return _result(out, kind)
 
 

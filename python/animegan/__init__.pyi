@@ -105,6 +105,12 @@ def fuse(
     contrast: float = 0.0,
     saturation: float = 0.0,
     size: int = 0,
+    enhance: Literal["auto", "none", "restore", "upscale"] = "auto",
+    restore_model: Model | None = None,
+    upscaler: Model | None = None,
+    paint_occluders: bool = False,
+    source_like: Image | None = None,
+    target_like: Image | None = None,
 ) -> Image: ...
 def convert_file(
     src: str | PathLike[str],

@@ -305,6 +305,9 @@ typedef struct {
     PyObject ob_base;
     ag_model *detect, *mesh;
     ag_face_detector *detector;
+    ag_engine_options options;
+    ag_model *embed;            /* face-recognition, loaded at the first target_like */
+    ag_face_embedder *embedder; /* likewise */
     atomic_int busy;
 } DetectorObject;
 
@@ -324,6 +327,7 @@ static int detector_init(PyObject *obj, PyObject *args, PyObject *kwargs) {
                                  .threads = threads > 0 ? threads : ag_cpu_count()};
     ag_error err = {0};
     int rc;
+    self->options = options;
     PyThreadState *ts = PyEval_SaveThread();
     rc = ag_face_models_load(&self->detect, &self->mesh, &err);
     if (rc == AG_OK)
@@ -337,6 +341,8 @@ static int detector_init(PyObject *obj, PyObject *args, PyObject *kwargs) {
 static void detector_dealloc(PyObject *obj) {
     DetectorObject *self = (DetectorObject *)obj;
     PyTypeObject *type = Py_TYPE(obj);
+    ag_face_embedder_destroy(self->embedder);
+    ag_model_destroy(self->embed);
     ag_face_detector_destroy(self->detector);
     ag_model_destroy(self->mesh);
     ag_model_destroy(self->detect);
@@ -422,13 +428,30 @@ static PyObject *detector_detect(PyObject *obj, PyObject *args, PyObject *kwargs
     return list;
 }
 
-/* The n-th (1-based) face of `image` with its landmarks, as `animegan fuse` picks it. */
+/* source_like / target_like: the largest face of `photo` as a descriptor, the embedder made
+ * at the first call (as `animegan fuse --target-like` sets it up). */
+static int describe_like(DetectorObject *d, const ag_image *photo, const char *label, float *like,
+                         ag_error *err) {
+    int rc = AG_OK;
+    if (!d->embedder) {
+        rc = d->embed ? AG_OK : ag_face_embed_model_load(&d->embed, err);
+        rc = rc ? rc : ag_face_embedder_create(d->embed, &d->options, &d->embedder, err);
+    }
+    return rc ? rc : ag_face_describe(d->detector, d->embedder, photo, label, like, err);
+}
+
+/* The n-th (1-based) face of `image` with its landmarks, or (like: a descriptor) the one most
+ * like it, as `animegan fuse` picks it. */
 static int pick_face(DetectorObject *d, const ag_image *image, const char *which, int n,
-                     ag_face *faces, ag_face *out, ag_error *err) {
+                     const float *like, ag_face *faces, ag_face *out, ag_error *err) {
     ag_face_options fo = {.max_faces = AG_FACE_MAX};
     int count = 0;
     int rc = ag_faces_detect(d->detector, image, &fo, faces, AG_FACE_MAX, &count, NULL, err);
-    if (rc)
+    if (rc == AG_OK && like && count > 0) {
+        rc = ag_face_most_like(d->embedder, image, faces, count, like, NULL, err);
+        n = rc + 1;
+    }
+    if (rc < 0)
         return rc;
     if (count == 0 || n > count) {
         snprintf(err->message, sizeof err->message, "%s: face %d asked, %d found", which, n, count);
@@ -446,6 +469,7 @@ static int pick_face(DetectorObject *d, const ag_image *image, const char *which
 typedef struct fuse_args {
     const ag_image *source, *target;
     int source_face, target_face;
+    const ag_image *like[2]; /* source_like, target_like; NULL: by number */
     ag_fuse_options options;
 } fuse_args;
 
@@ -456,8 +480,17 @@ static int fuse(DetectorObject *d, const fuse_args *a, ag_image *out, ag_error *
         return err->code = AG_E_NOMEM;
     }
     ag_face *sf = faces + AG_FACE_MAX, *tf = sf + 1;
-    int rc = pick_face(d, a->source, "source", a->source_face, faces, sf, err);
-    rc = rc ? rc : pick_face(d, a->target, "target", a->target_face, faces, tf, err);
+    float like[2][AG_FACE_DESCRIPTOR];
+    int rc = AG_OK;
+    for (int i = 0; i < 2 && rc == AG_OK; i++)
+        if (a->like[i])
+            rc = describe_like(d, a->like[i], i ? "target_like" : "source_like", like[i], err);
+    rc = rc ? rc
+            : pick_face(d, a->source, "source", a->source_face, a->like[0] ? like[0] : NULL, faces,
+                        sf, err);
+    rc = rc ? rc
+            : pick_face(d, a->target, "target", a->target_face, a->like[1] ? like[1] : NULL, faces,
+                        tf, err);
     rc = rc ? rc : ag_face_fuse(a->source, sf, a->target, tf, &a->options, out, NULL, err);
     ag_free(faces);
     return rc;
@@ -470,38 +503,65 @@ static int parse_fuse_mode(const char *text) {
                                       : -1;
 }
 
+/* An Engine argument's engine (None: NULL); -1 with a TypeError for anything else. */
+static int engine_arg(PyObject *obj, const char *which, ag_engine **out);
+
 static PyObject *detector_fuse(PyObject *obj, PyObject *args, PyObject *kwargs) {
     DetectorObject *self = (DetectorObject *)obj;
     static char *keywords[] = {"source",      "target",        "source_face", "target_face",
                                "shape_ratio", "texture_ratio", "mode",        "smooth",
                                "brightness",  "contrast",      "saturation",  "size",
-                               NULL};
-    PyObject *source, *target;
-    const char *mode = "normal";
+                               "enhance",     "restorer",      "upscaler",    "paint_occluders",
+                               "source_like", "target_like",   NULL};
+    PyObject *source, *target, *restorer = Py_None, *upscaler = Py_None;
+    PyObject *likes[2] = {Py_None, Py_None};
+    const char *mode = "normal", *enhance = "auto";
+    int paint = 0;
     fuse_args a = {.source_face = 1, .target_face = 1};
     ag_fuse_options_init(&a.options);
     ag_fuse_options *o = &a.options;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|iiffsffffi", keywords, &source, &target,
-                                     &a.source_face, &a.target_face, &o->shape_ratio,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|iiffsffffisOOpOO", keywords, &source,
+                                     &target, &a.source_face, &a.target_face, &o->shape_ratio,
                                      &o->texture_ratio, &mode, &o->smooth, &o->brightness,
-                                     &o->contrast, &o->saturation, &o->size))
+                                     &o->contrast, &o->saturation, &o->size, &enhance, &restorer,
+                                     &upscaler, &paint, &likes[0], &likes[1]))
         return NULL;
+    if ((likes[0] != Py_None && a.source_face != 1) || (likes[1] != Py_None && a.target_face != 1))
+        return input_error("source_like / target_like and source_face / target_face both choose "
+                           "the face");
     int m = parse_choice(mode, parse_fuse_mode, "mode", "normal, blend or overlay");
     if (m < 0)
         return NULL;
     o->mode = (ag_fuse_mode)m;
+    int e =
+        parse_choice(enhance, ag_fuse_enhance_parse, "enhance", "auto, none, restore or upscale");
+    if (e < 0 || engine_arg(restorer, "restorer", &o->restorer) ||
+        engine_arg(upscaler, "upscaler", &o->upscaler))
+        return NULL;
+    o->enhance = (ag_fuse_enhance)e, o->keep_occluders = !paint;
     if (a.source_face < 1 || a.target_face < 1 || a.source_face > AG_FACE_MAX ||
         a.target_face > AG_FACE_MAX)
         return input_error("source_face and target_face: 1 to 64 (largest first)");
     if (!self->detector)
         return PyErr_SetString(PyExc_RuntimeError, "Detector not created"), NULL;
-    Py_buffer sv, tv;
-    ag_image s, t, out = {0};
+    Py_buffer sv, tv, lv[2];
+    ag_image s, t, l[2], out = {0};
     if (image_from_object(source, &sv, &s))
         return NULL;
     if (image_from_object(target, &tv, &t)) {
         PyBuffer_Release(&sv);
         return NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (likes[i] != Py_None && image_from_object(likes[i], &lv[i], &l[i])) {
+            for (int j = 0; j < i; j++)
+                if (likes[j] != Py_None)
+                    PyBuffer_Release(&lv[j]);
+            PyBuffer_Release(&tv);
+            PyBuffer_Release(&sv);
+            return NULL;
+        }
+        a.like[i] = likes[i] != Py_None ? &l[i] : NULL;
     }
     a.source = &s, a.target = &t;
     int busy = claim(&self->busy, "detector"), rc = AG_OK;
@@ -512,6 +572,9 @@ static PyObject *detector_fuse(PyObject *obj, PyObject *args, PyObject *kwargs) 
         PyEval_RestoreThread(ts);
         atomic_store(&self->busy, 0);
     }
+    for (int i = 0; i < 2; i++)
+        if (likes[i] != Py_None)
+            PyBuffer_Release(&lv[i]);
     PyBuffer_Release(&tv);
     PyBuffer_Release(&sv);
     if (busy)
@@ -526,7 +589,9 @@ static PyMethodDef detector_methods[] = {
      "detect(image, min_score=0.6, max_faces=8, landmarks=True, single_pass=False) -> list"},
     {"fuse", (PyCFunction)(void (*)(void))detector_fuse, METH_VARARGS | METH_KEYWORDS,
      "fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_ratio=0.7, "
-     "mode='normal', smooth=0, brightness=0, contrast=0, saturation=0, size=0) -> Pixels"},
+     "mode='normal', smooth=0, brightness=0, contrast=0, saturation=0, size=0, enhance='auto', "
+     "restorer=None, upscaler=None, paint_occluders=False, source_like=None, target_like=None) "
+     "-> Pixels"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -554,6 +619,16 @@ typedef struct {
 } EngineObject;
 
 static PyTypeObject *EngineType;
+
+static int engine_arg(PyObject *obj, const char *which, ag_engine **out) {
+    *out = NULL;
+    if (obj == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(obj, EngineType))
+        return PyErr_Format(PyExc_TypeError, "%s: expected an Engine or None", which), -1;
+    *out = ((EngineObject *)obj)->engine;
+    return 0;
+}
 
 static int parse_backend(const char *text) {
     return !strcmp(text, "onednn")      ? AG_BACKEND_ONEDNN

@@ -898,8 +898,12 @@
     saturation: $("fuse-saturation"), status: $("fuse-status"), error: $("fuse-error"),
     view: $("fuse-view"), before: $("fuse-before"), after: $("fuse-after"),
     download: $("fuse-download"),
+    like: $("fuse-like"), likeName: $("fuse-like-name"), likeClear: $("fuse-like-clear"),
   };
-  const files = { source: null, target: null };
+  // like: a photo of a person; the server then picks the target face most like it
+  // (target_like) and says which in X-Target-Face, which the boxes then show.
+  const files = { source: null, target: null, like: null };
+  let likeDistance = null;
   let resultUrl = null, timer = null, inflight = null, asked = 0;
 
   let targetFace = 1, targetFaces = null; // what POST /api/v1/faces found in the target
@@ -924,6 +928,7 @@
       b.addEventListener("click", (e) => {
         e.stopPropagation();
         e.preventDefault();
+        setLike(null); // a face clicked: that choice, not the person's
         targetFace = i + 1;
         drawTargetFaces();
         schedule(0);
@@ -931,7 +936,18 @@
       el.faces.appendChild(b);
     });
     const n = list.faces.length;
-    el.facesHint.textContent = n > 1 ? `${n} faces in the target: fusing into face ${targetFace}; click a box to choose another.` : "";
+    const why = files.like && likeDistance !== null
+      ? ` (the one most like ${files.like.name}: ${likeDistance.toFixed(2)} apart${likeDistance < 0.6 ? ", the same person" : ", perhaps not the same person"})`
+      : "";
+    el.facesHint.textContent = n > 1 ? `${n} faces in the target: fusing into face ${targetFace}${why}; click a box to choose another.` : "";
+  }
+
+  function setLike(file) {
+    files.like = file || null;
+    likeDistance = null;
+    el.likeName.textContent = file ? file.name : "";
+    el.likeClear.hidden = !file;
+    if (!file) el.like.value = "";
   }
 
   async function findTargetFaces(file) {
@@ -970,7 +986,7 @@
     return "?ratio=" + v(el.ratio) + "&mode=" + el.mode.value + "&smooth=" + v(el.smooth) +
       "&brightness=" + v(el.brightness) + "&contrast=" + v(el.contrast) +
       "&saturation=" + v(el.saturation) +
-      (targetFace > 1 ? "&target_face=" + targetFace : "") +
+      (targetFace > 1 && !files.like ? "&target_face=" + targetFace : "") +
       (el.style.value ? "&style=" + encodeURIComponent(el.style.value) : "");
   }
 
@@ -988,6 +1004,7 @@
     const body = new FormData();
     body.append("source", files.source);
     body.append("target", files.target);
+    if (files.like) body.append("target_like", files.like);
     el.status.textContent = "Fusing…";
     el.error.hidden = true;
     const started = performance.now();
@@ -1000,6 +1017,12 @@
       }
       const blob = await r.blob();
       if (n !== asked) return;
+      const chosen = Number(r.headers.get("X-Target-Face"));
+      if (files.like && chosen > 0) {
+        targetFace = chosen;
+        likeDistance = Number(r.headers.get("X-Target-Distance"));
+        drawTargetFaces();
+      }
       if (resultUrl) URL.revokeObjectURL(resultUrl);
       resultUrl = URL.createObjectURL(blob);
       el.after.src = resultUrl;
@@ -1032,6 +1055,13 @@
       drop.addEventListener(type, (e) => { e.preventDefault(); drop.classList.remove("over"); });
     drop.addEventListener("drop", (e) => setFile(which, e.dataTransfer.files[0]));
   }
+  el.like.addEventListener("change", () => { setLike(el.like.files[0]); schedule(0); });
+  el.likeClear.addEventListener("click", () => {
+    setLike(null);
+    targetFace = 1;
+    drawTargetFaces();
+    schedule(0);
+  });
   for (const input of [el.ratio, el.smooth, el.brightness, el.contrast, el.saturation])
     input.addEventListener("input", () => schedule(250));
   el.mode.addEventListener("change", () => schedule(0));

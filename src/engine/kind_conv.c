@@ -94,10 +94,35 @@ AG_KIND_DESTROY(ag_dnnl_int8_conv)
 
 /* ---- run ------------------------------------------------------------------------------- */
 
+/* int8: the value range of group gi's fp32 map (materialised, as a concat band's parts are)
+ * from a pass over it, kept as its range for the run's later readers. */
+static void map_range(ag_engine *e, int gi) {
+    ag_group_exec *x = &e->exec[gi];
+    ag_band_source s = {.kind = AG_BAND_RAW, .H = x->out.h, .W = x->out.w, .C = x->out.c};
+    float lo, hi;
+    AG_ASSERT(!e->groups[gi].q8);
+    s.x = ag_engine_y_map(e, gi);
+    ag_fused_range(&s, &lo, &hi, e->threads);
+    for (int c = 0; c < x->out.c; c++)
+        x->lo[c] = lo, x->hi[c] = hi;
+    x->range_ok = 1;
+}
+
 /* int8: the range of conv gi's band values: its source's value range when known (padding and
- * a resize add no values beyond it), else a pass over the source. */
+ * a resize add no values beyond it), else a pass over the source; a concat's, its parts'. */
 static void source_range(ag_engine *e, int gi, const ag_band_source *src, float *lo, float *hi) {
     int s = e->groups[gi].src;
+    if (e->groups[gi].kind == AG_BAND_CONCAT) {
+        *lo = INFINITY, *hi = -INFINITY;
+        for (int j = 0; j < e->groups[gi].part_count; j++) {
+            const ag_group_exec *p = &e->exec[e->groups[gi].parts[j]];
+            if (!p->range_ok)
+                map_range(e, e->groups[gi].parts[j]);
+            for (int c = 0; c < p->out.c; c++)
+                *lo = fminf(*lo, p->lo[c]), *hi = fmaxf(*hi, p->hi[c]);
+        }
+        return;
+    }
     if (s < 0 || !e->exec[s].range_ok) {
         AG_ASSERT(s < 0 || !e->groups[s].q8); /* the pass reads fp32 maps only */
         ag_fused_range(src, lo, hi, e->threads);

@@ -31,7 +31,31 @@ typedef struct lowering {
     int group_of[AG_GRAPH_MAX_NODES]; /* group whose chain holds the node; -1: none */
     int virtual_resize[AG_GRAPH_MAX_NODES];
     int virtual_concat[AG_GRAPH_MAX_NODES];
+    int absorbed[AG_GRAPH_MAX_NODES]; /* joined to a group's chain ahead of its turn */
+    int splice[AG_GRAPH_MAX_NODES];   /* a partial conv's concat: 1 + the group it joins */
 } lowering;
+
+/* Each group's alpha_only: its value is read, directly or through other such values, only
+ * as the scaled term (src[0]) of run-time alpha add_scaled nodes. Nodes come after their
+ * sources, so one backward pass sees every reader of a node before the node. */
+static void mark_alpha_only(ag_engine *e, const lowering *lw) {
+    const ag_graph *g = lw->g;
+    unsigned char *needed = ag_calloc((size_t)g->count, 1), *only = ag_calloc((size_t)g->count, 1);
+    for (int o = 0; needed && only && o < g->output_count; o++)
+        needed[g->outputs[o]] = 1;
+    for (int i = g->count - 1; needed && only && i >= 1; i--) {
+        const ag_node *n = &g->nodes[i];
+        only[i] = lw->consumers[i] > 0 && !needed[i];
+        for (int j = 0; j < AG_NODE_MAX_SRC; j++)
+            if (ag_node_reads_src(n, j) && !only[i] &&
+                !(n->op == AG_OP_ADD_SCALED && n->runtime_alpha && j == 0))
+                needed[n->src[j]] = 1;
+    }
+    for (int gi = 0; needed && only && gi < e->group_count; gi++)
+        e->groups[gi].alpha_only = only[e->groups[gi].tail];
+    ag_free(needed);
+    ag_free(only);
+}
 
 static void count_consumers(lowering *lw) {
     const ag_graph *g = lw->g;
@@ -45,10 +69,14 @@ static void count_consumers(lowering *lw) {
         lw->consumers[g->outputs[o]]++;
 }
 
-/* The group whose value (chain tail) is node x, -1 if x is no group's value. */
+/* The group whose value (chain tail) is node x, -1 if x is no group's value; a spliced
+ * group's head is its value until its partial conv has run. */
 static int group_valued(const ag_engine *e, const lowering *lw, int x) {
     int gi = x >= 0 ? lw->group_of[x] : -1;
-    return gi >= 0 && e->groups[gi].tail == x ? gi : -1;
+    return gi >= 0 &&
+                   (e->groups[gi].tail == x || (e->groups[gi].spliced && e->groups[gi].head == x))
+               ? gi
+               : -1;
 }
 
 /* The chain gate node n is: Mish, or SiLU (a sigmoid_gate of a map by itself, shift 0). */
@@ -106,11 +134,101 @@ static void extend(ag_engine *e, lowering *lw, int gi, int node, int other) {
     lw->group_of[node] = gi;
 }
 
+/* The only reader of node i, -1 if it has several or none. */
+static int only_reader(const lowering *lw, int i);
+
+/*
+ * Whether node i starts an attention the chain of a conv group applies in its residual
+ * add's place (fp32 engines, as the activation gates): RealPLKSR's r sigmoid(z) =
+ * sigmoid_gate(r, z, 0) at i, or SPAN's (z + r)(sigmoid(z) - 1/2) = sigmoid_gate(add(z, r),
+ * z, 0.5), i the add. z is the conv group *gi's value, r the earlier group's value *other,
+ * *last the node whose value the chain then gives. Returns the gate, AG_GATE_NONE if none.
+ */
+static ag_gate attention_at(const ag_engine *e, const lowering *lw, int i, int *gi, int *other,
+                            int *last) {
+    const ag_graph *g = lw->g;
+    const ag_node *n = &g->nodes[i];
+    ag_gate gate = AG_GATE_NONE;
+    int z = -1;
+    *other = *last = -1;
+    if (e->mode != AG_MODE_FP32)
+        return AG_GATE_NONE;
+    if (n->op == AG_OP_SIGMOID_GATE && n->alpha == 0.0f && n->src[0] != n->src[1] &&
+        lw->consumers[n->src[1]] == 1) {
+        gate = AG_GATE_SCALE_RESIDUAL, z = n->src[1], *other = n->src[0], *last = i;
+    } else if (n->op == AG_OP_ADD && (*last = only_reader(lw, i)) >= 0) {
+        const ag_node *att = &g->nodes[*last];
+        for (int j = 0; j < 2 && z < 0; j++)
+            if (att->op == AG_OP_SIGMOID_GATE && att->alpha == 0.5f && att->src[0] == i &&
+                att->src[1] == n->src[j] && lw->consumers[n->src[j]] == 2)
+                gate = AG_GATE_SPAN_ATTENTION, z = n->src[j], *other = n->src[1 - j];
+    }
+    *gi = z > 0 ? group_valued(e, lw, z) : -1;
+    if (*gi < 0 || *other <= 0)
+        return AG_GATE_NONE;
+    const ag_group *gr = &e->groups[*gi];
+    int r = group_valued(e, lw, *other);
+    int pre_free = gr->pre_slope == 1.0f && gr->prelu < 0 && !gr->gate;
+    if (fusion_of(&g->nodes[gr->head]) != AG_FUSE_CONV || !pre_free || gr->residual >= 0 || r < 0 ||
+        r >= *gi)
+        return AG_GATE_NONE;
+    return gate;
+}
+
+static void extend_attention(ag_engine *e, lowering *lw, int gi, ag_gate gate, int i, int other,
+                             int last) {
+    ag_group *gr = &e->groups[gi];
+    gr->residual = group_valued(e, lw, other);
+    gr->gate = gate;
+    gr->tail = last;
+    lw->group_of[i] = lw->group_of[last] = gi;
+    lw->absorbed[last] = last != i;
+}
+
+/*
+ * Whether node i is the tail slice of RealPLKSR's partial conv, concat(conv(slice(y, 0, p)),
+ * slice(y, p, C)) (fp32 engines): y a conv group's bare value (no chain) read only by the two
+ * slices, the conv read only by the concat. Then the concat is y's map itself once the conv
+ * has written its output over y's first p channels: no tail copy, no concat pass (marked
+ * in lw->splice; the concat node joins y's group when it is reached).
+ */
+static int splice_at(const ag_engine *e, lowering *lw, int i) {
+    const ag_graph *g = lw->g;
+    const ag_node *tail = &g->nodes[i];
+    int y = tail->src[0], cat = only_reader(lw, i);
+    int gy = y > 0 ? group_valued(e, lw, y) : -1;
+    if (e->mode != AG_MODE_FP32 || tail->op != AG_OP_SLICE || cat < 0 || gy < 0 ||
+        e->groups[gy].head != y || fusion_of(&g->nodes[y]) != AG_FUSE_CONV ||
+        lw->consumers[y] != 2 || !(tail->c1 == 0 || tail->c1 == g->nodes[y].out_c))
+        return 0;
+    const ag_node *c = &g->nodes[cat];
+    int conv = c->src[0];
+    if (c->op != AG_OP_CONCAT || c->src[1] != i || c->src[2] >= 0 || conv <= i ||
+        only_reader(lw, conv) != cat || g->nodes[conv].op != AG_OP_CONV)
+        return 0;
+    const ag_node *head = &g->nodes[g->nodes[conv].src[0]];
+    if (head->op != AG_OP_SLICE || head->src[0] != y || head->c0 != 0 || head->c1 != tail->c0 ||
+        tail->c0 <= 0 || g->nodes[conv].out_c != tail->c0)
+        return 0;
+    lw->splice[cat] = 1 + gy;
+    return 1;
+}
+
+/* The concat node i joins the group y it was spliced into; its conv writes into y's map. */
+static void splice(ag_engine *e, lowering *lw, int i) {
+    int gy = lw->splice[i] - 1, gc = group_valued(e, lw, lw->g->nodes[i].src[0]);
+    AG_ASSERT(gc > gy && e->groups[gc].tail == e->groups[gc].head);
+    e->groups[gc].into = gy;
+    e->groups[gy].spliced = 1;
+    e->groups[gy].tail = i;
+    lw->group_of[i] = gy;
+}
+
 static int new_group(ag_engine *e, lowering *lw, int node) {
     ag_group *gr = &e->groups[e->group_count];
     memset(gr, 0, sizeof *gr);
     gr->head = gr->tail = node;
-    gr->norm = gr->residual = gr->src = gr->resize = gr->prelu = gr->act = -1;
+    gr->norm = gr->residual = gr->src = gr->resize = gr->prelu = gr->act = gr->into = -1;
     gr->pre_slope = gr->post_slope = 1.0f;
     lw->group_of[node] = e->group_count;
     return e->group_count++;
@@ -120,8 +238,13 @@ static int new_group(ag_engine *e, lowering *lw, int node) {
  * injection's only reader (GPEN's and GFPGAN's StyledConvs), so its map is never read raw. */
 static int absorbable_act(const ag_engine *e, const lowering *lw, int gi, const ag_node *n) {
     const ag_group *gr = &e->groups[gi];
-    return n->op == AG_OP_BIAS_LRELU && lw->g->nodes[gr->head].op == AG_OP_NOISE &&
-           gr->tail == gr->head && lw->consumers[gr->tail] == 1;
+    ag_op head = lw->g->nodes[gr->head].op;
+    if (gr->tail != gr->head)
+        return 0;
+    if (n->op == AG_OP_BIAS_LRELU)
+        return head == AG_OP_NOISE && lw->consumers[gr->tail] == 1;
+    /* a GroupNorm's only reader its SiLU (CodeFormer's ResBlocks): applied as it writes */
+    return head == AG_OP_GROUP_NORM && gate_of(n) == AG_GATE_SILU && lw->consumers[gr->tail] == 2;
 }
 
 /* Whether node i (a resize read by exactly one conv, as that conv's input) is absorbed
@@ -154,7 +277,8 @@ static int only_reader(const lowering *lw, int i) {
  * part), adding its parts to *parts, nested concats read only by it flattened. */
 static int gatherable_concat(const ag_engine *e, const lowering *lw, int i, int *parts) {
     const ag_node *n = &lw->g->nodes[i];
-    if (n->op != AG_OP_CONCAT || !ag_mode_fp32_bands(e))
+    /* int8: the parts stay fp32 maps (decide_q8), quantised into the u8 band as gathered */
+    if (n->op != AG_OP_CONCAT || !(ag_mode_fp32_bands(e) || ag_mode_int8_maps(e)))
         return 0;
     for (int j = 0; j < AG_NODE_MAX_SRC && n->src[j] >= 0; j++) {
         int s = n->src[j];
@@ -334,6 +458,8 @@ static void decide_q8(ag_engine *e, const lowering *lw) {
             if (src >= 0)
                 e->groups[src].q8 = 0;
         }
+        for (int j = 0; j < e->groups[h].part_count; j++) /* a concat band reads fp32 parts */
+            e->groups[e->groups[h].parts[j]].q8 = 0;
     }
     for (int changed = 1; changed;) {
         changed = 0;
@@ -364,7 +490,21 @@ int ag_engine_lower(ag_engine *e, ag_error *err) {
         const ag_node *n = &g->nodes[i];
         int a = n->src[0], b = n->src[1];
         int ga = group_valued(e, lw, a), gb = b > 0 ? group_valued(e, lw, b) : -1;
-        if (i == out && fusion_of(n) == AG_FUSE_TANH && ga >= 0 && lw->consumers[i] == 1) {
+        if (lw->absorbed[i])
+            continue;
+        if (lw->splice[i]) {
+            splice(e, lw, i);
+            continue;
+        }
+        if (splice_at(e, lw, i)) { /* the tail slice: no step of its own */
+            lw->absorbed[i] = 1;
+            continue;
+        }
+        int att_group = -1, att_other = -1, att_last = -1;
+        ag_gate att = attention_at(e, lw, i, &att_group, &att_other, &att_last);
+        if (att) {
+            extend_attention(e, lw, att_group, att, i, att_other, att_last);
+        } else if (i == out && fusion_of(n) == AG_FUSE_TANH && ga >= 0 && lw->consumers[i] == 1) {
             e->output_tanh = 1; /* applied by the output pass */
             lw->group_of[i] = ga;
         } else if (ga >= 0 && can_extend(e, lw, ga, n, b)) {
@@ -396,6 +536,7 @@ int ag_engine_lower(ag_engine *e, ag_error *err) {
     }
     resolve_sources(e, lw);
     plan_liveness(e, lw);
+    mark_alpha_only(e, lw);
     /* Generic ops and the output read and write fp32. */
     for (int gi = 0; gi < e->group_count; gi++) {
         ag_group *gr = &e->groups[gi];

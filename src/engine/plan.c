@@ -111,6 +111,7 @@ static int in_place(ag_engine *e, int gi, long long *delta) {
     ag_group_exec *x = &e->exec[gi];
     x->bottom_up = 0;
     if (gi == 0 || gr->src != gi - 1 || !gr->banded || e->groups[gi - 1].last_use != gi ||
+        gr->residual == gi - 1 || /* its chain, materialised after the step, reads the source */
         (gr->kind != AG_BAND_RAW && gr->kind != AG_BAND_RESIZE))
         return 0;
     long long in = (long long)y_bytes(e, gi - 1), out = (long long)y_bytes(e, gi);

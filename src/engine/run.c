@@ -11,6 +11,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
+#include <string.h>
 
 static ag_pad node_pad(const ag_node *n) {
     ag_pad p = {n->pad[0], n->pad[1], n->pad[2], n->pad[3]};
@@ -211,6 +212,20 @@ static void materialize(ag_engine *e, int gi) {
     x->affine.gate = AG_GATE_NONE;
 }
 
+/* A partial conv's output (group gi, C channels) over the first C channels of the map it
+ * was spliced into (fp32): that map is then the concat. 64 bytes a pixel for RealPLKSR. */
+static void splice_into(ag_engine *e, int gi) {
+    const ag_group_exec *x = &e->exec[gi], *to = &e->exec[e->groups[gi].into];
+    const float *src = ag_engine_y_map(e, gi);
+    float *dst = ag_engine_y_map(e, e->groups[gi].into);
+    int C = x->out.c, CT = to->out.c;
+    long pixels = (long)x->out.h * x->out.w;
+    AG_ASSERT(to->out.h == x->out.h && to->out.w == x->out.w && C < CT);
+#pragma omp parallel for num_threads(e->threads) schedule(static)
+    for (long p = 0; p < pixels; p++)
+        memcpy(dst + p * CT, src + p * C, sizeof(float) * (size_t)C);
+}
+
 /* Group gi's node on whole fp32 maps of materialised groups, with `fast`'s kernels and the
  * bias_lrelu fused into it (the generic and modulated conv kinds' step). */
 void ag_engine_run_node(ag_engine *e, int gi, const ag_node_fast *fast) {
@@ -221,7 +236,8 @@ void ag_engine_run_node(ag_engine *e, int gi, const ag_node_fast *fast) {
         if (ag_node_reads_src(head, j) && head->src[j] > 0) {
             int src = -1;
             for (int h = gi - 1; h >= 0 && src < 0; h--)
-                if (e->groups[h].tail == head->src[j])
+                if (e->groups[h].tail == head->src[j] ||
+                    (e->groups[h].spliced && e->groups[h].head == head->src[j]))
                     src = h;
             AG_ASSERT(src >= 0);
             in[j] = ag_engine_y_map(e, src);
@@ -259,15 +275,20 @@ int ag_engine_cancelled(const ag_engine *e, ag_error *err) {
 int ag_engine_run_steps(ag_engine *e, const ag_io *io, ag_error *err) {
     init_affines(e);
     e->profile_runs += e->profile_ms != NULL;
+    int alpha_zero = e->has_runtime_alpha && e->runtime_alpha == 0.0f;
+    e->steps_skipped = 0;
     for (int gi = 0; gi < e->group_count; gi++) {
         double start = e->profile_ms ? omp_get_wtime() : 0.0;
-        int rc = ag_engine_cancelled(e, err);
-        if (rc == AG_OK)
+        int rc = ag_engine_cancelled(e, err), skip = alpha_zero && e->groups[gi].alpha_only;
+        e->steps_skipped += skip;
+        if (rc == AG_OK && !skip)
             rc = e->exec[gi].kind->run(e, gi, io, err);
         if (rc)
             return rc;
-        if (e->groups[gi].materialize)
+        if (e->groups[gi].materialize && !skip)
             materialize(e, gi);
+        if (e->groups[gi].into >= 0)
+            splice_into(e, gi);
         if (e->progress)
             e->progress(e->progress_user, gi + 1, e->group_count);
         if (e->profile_ms) {

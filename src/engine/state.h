@@ -58,10 +58,14 @@ typedef struct ag_group {
     int head, tail; /* graph nodes: the producer and the chain's last node (the value) */
     int norm;       /* the chain's norm node, -1 for none */
     float pre_slope, post_slope; /* LeakyReLU before / after the residual add; 1: none */
-    int prelu;       /* the PReLU node in pre_slope's place (its slopes per channel), -1: none;
-                      * pre_slope is then the least of them (the int8 range's test) */
-    ag_gate gate;    /* SiLU or Mish in pre_slope's place (fp32 engines), 0: none */
-    int residual;    /* group whose value is added, -1 for none */
+    int prelu;    /* the PReLU node in pre_slope's place (its slopes per channel), -1: none;
+                   * pre_slope is then the least of them (the int8 range's test) */
+    ag_gate gate; /* SiLU or Mish in pre_slope's place (fp32 engines), 0: none */
+    int residual; /* group whose value is added, -1 for none */
+    /* a partial conv's concat (fp32): `into` on the conv, the group whose map holds the
+     * concat and whose first channels its output replaces after its step (-1: none);
+     * `spliced` on that group, whose value is then the concat, its head's before the step */
+    int into, spliced;
     int act;         /* a generic head's bias_lrelu, applied as it writes (-1: none) */
     int materialize; /* chain applied in place after the step */
     /* a conv head's input */
@@ -70,13 +74,15 @@ typedef struct ag_group {
     int resize;                   /* the RESIZE node between src and this conv, -1 */
     int parts[AG_BAND_MAX_PARTS]; /* CONCAT: the groups whose values the band gathers */
     int part_count;
-    int banded;    /* input rows built band by band; else oneDNN reads src's map whole */
-    int direct;    /* unbanded with zero padding: oneDNN adds the zeros round src's map */
-    int last_use;  /* last step that reads this group's buffer; group count = the output */
-    int f32;       /* kept in fp32 even in bf16 mode (the output, generic readers) */
-    int bf16_band; /* gemm_bf16 mode: the conv's band and weights bf16, its output fp32 */
-    int int8;      /* int8 mode: the conv runs u8 x s8 on a quantised copy of its band */
-    int q8;        /* int8 mode: the head's output stored as a u8 map, a (scale, lo) per row */
+    int banded;     /* input rows built band by band; else oneDNN reads src's map whole */
+    int direct;     /* unbanded with zero padding: oneDNN adds the zeros round src's map */
+    int last_use;   /* last step that reads this group's buffer; group count = the output */
+    int f32;        /* kept in fp32 even in bf16 mode (the output, generic readers) */
+    int bf16_band;  /* gemm_bf16 mode: the conv's band and weights bf16, its output fp32 */
+    int int8;       /* int8 mode: the conv runs u8 x s8 on a quantised copy of its band */
+    int q8;         /* int8 mode: the head's output stored as a u8 map, a (scale, lo) per row */
+    int alpha_only; /* the value reaches the output only through run-time alpha add_scaled
+                     * terms: the step is skipped while that alpha is 0 (CodeFormer, w = 0) */
 } ag_group;
 
 /* A group's plan at the planned image size. */
@@ -120,6 +126,7 @@ struct ag_engine {
     void *cancel_user;
     int has_runtime_alpha; /* ag_engine_set_runtime_alpha was called */
     float runtime_alpha;   /* the alpha of add_scaled nodes marked runtime_alpha */
+    int steps_skipped;     /* the last run's steps skipped (alpha_only groups at alpha 0) */
     int (*progress)(void *user, int done, int total); /* ag_engine_set_progress: each step */
     void *progress_user;
     int measure_only; /* prepare plans sizes only (ag_engine_arena_bytes_for) */

@@ -36,6 +36,8 @@ void ag_fuse_options_init(ag_fuse_options *o) {
     o->shape_ratio = o->texture_ratio = 0.7f;
     o->mode = AG_FUSE_NORMAL;
     o->keep_occluders = 1;
+    o->relight = 1;
+    o->pose = 1;
     o->max_window_pixels = AG_FUSE_WINDOW_PIXELS;
 }
 
@@ -47,6 +49,9 @@ typedef struct fuse_work {
     int tri[AG_FUSE_MAX_TRIANGLES][3];
     int ntri;
     ag_affine to_tgt[AG_FUSE_MAX_TRIANGLES], to_src[AG_FUSE_MAX_TRIANGLES];
+    /* the source's share of the texture over each triangle, a plane (x, y, 1) in window
+     * pixels: 1 where the source is not foreshortened, less where it is (pose_weights) */
+    float share[AG_FUSE_MAX_TRIANGLES][3];
     int16_t *map;     /* (h, w): triangle index, -1 outside */
     float *tw, *sw;   /* (h, w, 3): target, source warped (sw becomes the fused face F) */
     float *lab;       /* (h, w, 3): tw in Lab, then the Poisson correction d */
@@ -93,6 +98,13 @@ static int check_options(const ag_fuse_options *o, ag_error *err) {
                             o->max_window_pixels);
     if (o->mode < AG_FUSE_NORMAL || o->mode > AG_FUSE_OVERLAY)
         return ag_error_set(err, AG_E_ARG, "fuse: unknown mode %d", (int)o->mode);
+    if (o->enhance < AG_FUSE_ENHANCE_AUTO || o->enhance > AG_FUSE_ENHANCE_UPSCALE)
+        return ag_error_set(err, AG_E_ARG, "fuse: unknown enhance %d", (int)o->enhance);
+    if (ag_fuse_enhance_kind(o) < 0)
+        return ag_error_set(err, AG_E_ARG, "fuse: enhance %s needs %s",
+                            o->enhance == AG_FUSE_ENHANCE_RESTORE ? "restore" : "upscale",
+                            o->enhance == AG_FUSE_ENHANCE_RESTORE ? "a restorer (restore model)"
+                                                                  : "an upscaler");
     return AG_OK;
 }
 
@@ -104,8 +116,10 @@ static double polygon_area(const ag_fuse_point *p, int n) {
 }
 
 /* The fused landmarks, the ring, the window, each image's points, the triangulation. */
+static void pose_weights(fuse_work *wk, double source_scale, int on);
+
 static void plan_geometry(fuse_work *wk, const ag_face *sf, const ag_face *tf, float shape,
-                          int tw_px, int th_px, float *feather) {
+                          int pose, int tw_px, int th_px, float *feather) {
     ag_fuse_point ls[AG_FACE_LANDMARKS], lt[AG_FACE_LANDMARKS], oval[AG_FUSE_RING];
     for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
         ls[i] = (ag_fuse_point){sf->landmarks[i][0], sf->landmarks[i][1]};
@@ -158,6 +172,47 @@ static void plan_geometry(fuse_work *wk, const ag_face *sf, const ag_face *tf, f
             g[k] = wk->tgt[wk->tri[t][k]];
         wk->to_tgt[t] = ag_fuse_triangle_map(f, g);
         wk->to_src[t] = ag_fuse_triangle_map(f, s);
+    }
+    double det = fabs(a.a * a.e - a.b * a.d);
+    pose_weights(wk, det > 0 ? 1 / sqrt(det) : 1, pose);
+}
+
+/*
+ * A turned head's far side is foreshortened in the source: the warp stretches it onto the
+ * fused geometry. Each triangle's least stretch factor, the smaller singular value of its
+ * map into the source over the similarity's scale, gives the source's share of the texture
+ * there: a smoothstep from 0 at SHARE_FROM to 1 at SHARE_TO (the rest comes from the
+ * target, relit and colour-matched). The share at each vertex is the mean over its triangles,
+ * and linear across each triangle (continuous: no edge along the triangles).
+ */
+#define SHARE_FROM 0.55
+#define SHARE_TO 0.85
+static void pose_weights(fuse_work *wk, double source_scale, int on) {
+    double vsum[AG_FUSE_POINTS] = {0}, tshare[AG_FUSE_MAX_TRIANGLES];
+    int vcount[AG_FUSE_POINTS] = {0};
+    for (int t = 0; t < wk->ntri; t++) {
+        const ag_affine *m = &wk->to_src[t];
+        double tr = m->a * m->a + m->b * m->b + m->d * m->d + m->e * m->e;
+        double det = fabs(m->a * m->e - m->b * m->d);
+        double least = sqrt(fmax(0, (tr - sqrt(fmax(0, tr * tr - 4 * det * det))) / 2));
+        double u = (least / source_scale - SHARE_FROM) / (SHARE_TO - SHARE_FROM);
+        u = u < 0 ? 0 : u > 1 ? 1 : u;
+        tshare[t] = on ? u * u * (3 - 2 * u) : 1;
+        for (int k = 0; k < 3; k++)
+            vsum[wk->tri[t][k]] += tshare[t], vcount[wk->tri[t][k]]++;
+    }
+    for (int t = 0; t < wk->ntri; t++) {
+        ag_fuse_point f[3], bary[3] = {{0, 0}, {1, 0}, {0, 1}};
+        double v[3];
+        for (int k = 0; k < 3; k++) {
+            int i = wk->tri[t][k];
+            f[k] = wk->fused[i], v[k] = vcount[i] ? vsum[i] / vcount[i] : 1;
+        }
+        ag_affine b = ag_fuse_triangle_map(f, bary); /* window pixel -> barycentric (l1, l2) */
+        double d1 = v[1] - v[0], d2 = v[2] - v[0];
+        wk->share[t][0] = (float)(d1 * b.a + d2 * b.d);
+        wk->share[t][1] = (float)(d1 * b.b + d2 * b.e);
+        wk->share[t][2] = (float)(v[0] + d1 * b.c + d2 * b.f);
     }
 }
 
@@ -271,6 +326,50 @@ static void mark_work(fuse_work *wk) {
         }
 }
 
+/* The target's shading on the warped source (fuse_light.c): local gains over a tent of
+ * LIGHT_REACH of the face's size (the square root of its oval's area, feather / 0.06) on
+ * each side, on cells of a 32nd of it (at least 2 px: the grids fit in tmp). */
+#define LIGHT_REACH 0.2f
+
+/* The ellipses the shading leaves out: each eye opening's centre, a circle of SOCKET times
+ * its half-width (lids, socket, the bag below); the outer lips' box grown by LIPS. */
+#define SOCKET 1.7f
+#define LIPS 1.25f
+static void feature_holes(const fuse_work *wk, float holes[3][4]) {
+    static const int outer_lips[] = {61, 291, 0, 17, 40, 270, 91, 321};
+    const int *eyes[2] = {ag_fuse_eye_right, ag_fuse_eye_left};
+    for (int e = 0; e < 2; e++) {
+        double cx = 0, cy = 0, half = 0;
+        for (int k = 0; k < 16; k++)
+            cx += wk->fused[eyes[e][k]].x / 16, cy += wk->fused[eyes[e][k]].y / 16;
+        for (int k = 0; k < 16; k++)
+            half = fmax(half, hypot(wk->fused[eyes[e][k]].x - cx, wk->fused[eyes[e][k]].y - cy));
+        float r = SOCKET * (float)fmax(half, 1);
+        holes[e][0] = (float)cx, holes[e][1] = (float)cy, holes[e][2] = holes[e][3] = r;
+    }
+    double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
+    for (size_t k = 0; k < sizeof outer_lips / sizeof outer_lips[0]; k++) {
+        ag_fuse_point q = wk->fused[outer_lips[k]];
+        x0 = fmin(x0, q.x), x1 = fmax(x1, q.x), y0 = fmin(y0, q.y), y1 = fmax(y1, q.y);
+    }
+    holes[2][0] = (float)(x0 + x1) / 2, holes[2][1] = (float)(y0 + y1) / 2;
+    holes[2][2] = LIPS * (float)fmax(1, (x1 - x0) / 2),
+    holes[2][3] = LIPS * (float)fmax(1, (y1 - y0) / 2);
+}
+static void relight(fuse_work *wk, const ag_fuse_options *o, float feather) {
+    if (!o->relight)
+        return;
+    float face = feather / 0.06f;
+    int cell = (int)fmaxf(2.0f, roundf(face / 32)),
+        radius = (int)fmaxf(1.0f, roundf(LIGHT_REACH * face / (2 * cell)));
+    if (ag_fuse_relight_floats(wk->w, wk->h, cell) > (size_t)wk->w * wk->h + (size_t)wk->h)
+        return;
+    float holes[3][4];
+    feature_holes(wk, holes);
+    ag_fuse_relight(wk->sw, wk->lab, wk->skin, wk->face, wk->visible, wk->work, wk->w, wk->h,
+                    (const float(*)[4])holes, 3, cell, radius, wk->tmp);
+}
+
 /* sw <- the fused face F (RGB) on the work pixels: the warped source in Lab moved to the
  * warped target's skin statistics, mixed with the target, adjusted, smoothed. */
 static void fuse_color(fuse_work *wk, const ag_fuse_options *o, float feather) {
@@ -281,6 +380,7 @@ static void fuse_color(fuse_work *wk, const ag_fuse_options *o, float feather) {
             ag_fuse_rgb_to_lab(wk->lab + i * 3, 1);
             ag_fuse_rgb_to_lab(wk->sw + i * 3, 1);
         }
+    relight(wk, o, feather);
     double sm[3], ssd[3], tm[3], tsd[3];
     ag_fuse_stats(wk->sw, wk->skin, n, sm, ssd);
     ag_fuse_stats(wk->lab, wk->skin, n, tm, tsd);
@@ -291,7 +391,11 @@ static void fuse_color(fuse_work *wk, const ag_fuse_options *o, float feather) {
             continue;
         float *f = wk->sw + i * 3;
         const float *t = wk->lab + i * 3;
-        float k = wk->feature[i] ? whole : o->texture_ratio;
+        const float *sh = wk->share[wk->map[i]];
+        float x = (float)(i % (size_t)wk->w) + 0.5f, y = (float)(i / (size_t)wk->w) + 0.5f;
+        float share = sh[0] * x + sh[1] * y + sh[2];
+        share = share < 0 ? 0 : share > 1 ? 1 : share;
+        float k = wk->feature[i] ? whole : o->texture_ratio * share;
         for (int c = 0; c < 3; c++)
             f[c] = o->mode == AG_FUSE_OVERLAY && c > 0 ? t[c] : t[c] + k * (f[c] - t[c]);
         f[0] += 25.0f * o->brightness;
@@ -509,7 +613,67 @@ static int fuse_sized(const ag_image *source, const ag_face *source_face, const 
                       const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
                       ag_fuse_timing *timing, ag_error *err);
 
-/* fuse_sized, with the source shrunk first when its face is much larger than the target's. */
+/* The window a fusion works on at most: the options' bound (0: the default). */
+static size_t window_cap(const ag_fuse_options *o) {
+    return o->max_window_pixels > 0 ? (size_t)o->max_window_pixels : (size_t)AG_FUSE_WINDOW_PIXELS;
+}
+
+/* A source face under ENHANCE_BELOW times the target's is sharpened first (fuse_enhance.c). */
+#define ENHANCE_BELOW 0.8
+
+int ag_face_fuse_wants_enhance(const ag_face *source_face, const ag_face *target_face,
+                               const ag_fuse_options *o, double *factor) {
+    double ratio = face_ratio(source_face, target_face);
+    if (factor)
+        *factor = ratio > 0 ? 1 / ratio : 1;
+    return (!o || o->enhance != AG_FUSE_ENHANCE_NONE) && ratio < ENHANCE_BELOW;
+}
+
+int ag_fuse_enhance_parse(const char *name) {
+    static const char *names[] = {"auto", "none", "restore", "upscale"};
+    for (int i = 0; name && i < 4; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int fuse_filtered(const ag_image *source, const ag_face *source_face, const ag_image *target,
+                         const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
+                         ag_fuse_timing *timing, ag_error *err);
+
+/* The source sharpened by `kind`, then fused as any source (shrunk when now much larger). */
+static int fuse_enhanced(const ag_image *source, const ag_face *source_face, const ag_image *target,
+                         const ag_face *target_face, const ag_fuse_options *o, int kind,
+                         ag_image *out, ag_fuse_timing *timing, ag_error *err) {
+    double t0 = ag_face_now_ms();
+    ag_image sharp = {0};
+    ag_face *face = ag_malloc(sizeof *face);
+    if (!face)
+        return ag_error_set(err, AG_E_NOMEM, "fuse: out of memory");
+    /* the upscaled window at most the target's pixels and the window bound */
+    size_t most = (size_t)target->width * target->height;
+    most = most < window_cap(o) ? most : window_cap(o);
+    int rc = ag_fuse_enhance_source(source, source_face, o, kind, most, &sharp, face, err);
+    double ms = ag_face_now_ms() - t0;
+    ag_fuse_options plain = *o;
+    plain.enhance = AG_FUSE_ENHANCE_NONE;
+    /* a restorer smaller than the face (a 256 px network on a large face) would not sharpen
+     * it: the source as it is */
+    int larger =
+        rc == AG_OK && face_ratio(face, target_face) > face_ratio(source_face, target_face);
+    if (rc == AG_OK && larger)
+        rc = fuse_filtered(&sharp, face, target, target_face, &plain, out, timing, err);
+    else if (rc == AG_OK)
+        rc = fuse_filtered(source, source_face, target, target_face, &plain, out, timing, err);
+    if (rc == AG_OK && timing && larger)
+        timing->enhanced = kind, timing->enhance_ms = ms, timing->total_ms += ms;
+    ag_image_fini(&sharp);
+    ag_free(face);
+    return rc;
+}
+
+/* fuse_sized, with the source sharpened first when its face is much smaller than the
+ * target's, shrunk first when much larger. */
 static int fuse_filtered(const ag_image *source, const ag_face *source_face, const ag_image *target,
                          const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
                          ag_fuse_timing *timing, ag_error *err) {
@@ -519,6 +683,9 @@ static int fuse_filtered(const ag_image *source, const ag_face *source_face, con
     if (rc)
         return rc;
     double ratio = face_ratio(source_face, target_face);
+    int kind = ag_fuse_enhance_kind(o);
+    if (ratio < ENHANCE_BELOW && kind > AG_FUSE_ENHANCE_NONE)
+        return fuse_enhanced(source, source_face, target, target_face, o, kind, out, timing, err);
     if (ratio <= PREFILTER_ABOVE)
         return fuse_sized(source, source_face, target, target_face, o, out, timing, err);
     ag_image small = {0};
@@ -534,11 +701,6 @@ static int fuse_filtered(const ag_image *source, const ag_face *source_face, con
     ag_image_fini(&small);
     ag_free(face);
     return rc;
-}
-
-/* The window a fusion works on at most: the options' bound (0: the default). */
-static size_t window_cap(const ag_fuse_options *o) {
-    return o->max_window_pixels > 0 ? (size_t)o->max_window_pixels : (size_t)AG_FUSE_WINDOW_PIXELS;
 }
 
 size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t longest_side,
@@ -566,6 +728,15 @@ size_t ag_face_fuse_bytes(size_t source_pixels, size_t target_pixels, size_t lon
         fuse = copies + sizeof(fuse_work) + (fuse > warp ? fuse : warp);
     }
     return held + (warp > fuse ? warp : fuse);
+}
+
+size_t ag_face_fuse_enhance_bytes(size_t target_pixels, size_t window_pixels,
+                                  size_t restorer_side) {
+    size_t cap = window_pixels ? window_pixels : (size_t)AG_FUSE_WINDOW_PIXELS;
+    size_t upscaled = target_pixels < cap ? target_pixels : cap;
+    size_t restored = restorer_side * restorer_side;
+    size_t most = upscaled > restored ? upscaled : restored;
+    return most * 4 * 4 + 2 * sizeof(ag_face) + 64;
 }
 
 int ag_face_fuse(const ag_image *source, const ag_face *source_face, const ag_image *target,
@@ -693,8 +864,8 @@ static int fuse_sized(const ag_image *source, const ag_face *source_face, const 
     }
     memset(wk, 0, sizeof *wk);
     float feather;
-    plan_geometry(wk, source_face, target_face, o->shape_ratio, target->width, target->height,
-                  &feather);
+    plan_geometry(wk, source_face, target_face, o->shape_ratio, o->pose, target->width,
+                  target->height, &feather);
     double t1 = ag_face_now_ms();
     if (wk->w < 3 || wk->h < 3) /* the face lies outside the image */
         goto done;

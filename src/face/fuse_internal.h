@@ -108,6 +108,33 @@ void ag_fuse_match_skin(float *px, const uint8_t *mask, size_t n, const double f
  * blur of radius r blended in by amount, less across edges. tmp: w * h + h floats. */
 void ag_fuse_smooth(float *lab, const uint8_t *mask, int w, int h, int r, float amount, float *tmp);
 
+/* ---- enhancement (fuse_enhance.c) ---- */
+
+/* Which enhancement the options ask for: AG_FUSE_ENHANCE_NONE, _RESTORE or _UPSCALE (auto
+ * resolved by the engines set), -1 when the one asked for has no engine. */
+int ag_fuse_enhance_kind(const ag_fuse_options *o);
+
+/* *out, *face <- the source sharpened by `kind` (RESTORE or UPSCALE), its face's landmarks,
+ * box and quad in the new pixels; an upscale's result at most max_pixels. */
+int ag_fuse_enhance_source(const ag_image *src, const ag_face *sf, const ag_fuse_options *o,
+                           int kind, size_t max_pixels, ag_image *out, ag_face *face,
+                           ag_error *err);
+
+/* ---- shading (fuse_light.c) ---- */
+
+/*
+ * The target's low-frequency shading on the source (both (h, w, 3) Lab, on the same fused
+ * geometry): src's L* + 16 times the gain (the target's local skin mean over the source's,
+ * box means over `skin` less the ellipses holes[0..nholes) (centre x, y, radii x, y: the
+ * eyes' sockets, the mouth), on a grid of cell x cell px, radius `radius` cells, twice),
+ * at pixels whose `work` is non-zero; the more of `face` is not `visible` (occluders), the
+ * nearer the gain stays to the global one. buf: ag_fuse_relight_floats(w, h, cell) floats.
+ */
+void ag_fuse_relight(float *src, const float *tgt, const uint8_t *skin, const uint8_t *face,
+                     const uint8_t *visible, const uint8_t *work, int w, int h,
+                     const float (*holes)[4], int nholes, int cell, int radius, float *buf);
+size_t ag_fuse_relight_floats(int w, int h, int cell);
+
 /* ---- Poisson (fuse_poisson.c) ---- */
 
 /*

@@ -10,12 +10,19 @@
 #include "../kernels/kernels.h"
 
 #include <math.h>
+#include <string.h>
 
-/* src[0] * alpha + src[1]; shapes as add's (ag_check_add, ag_shape_add). */
+/* src[0] * alpha + src[1]; shapes as add's (ag_check_add, ag_shape_add). At alpha 0 src[0]
+ * is not read (an engine skips the steps that would have made it: CodeFormer at w = 0). */
 void ag_run_add_scaled(const ag_node *n, const ag_op_io *io) {
     const float *restrict a = io->src[0], *restrict b = io->src[1];
     float *restrict out = io->out;
     size_t count = ag_shape_floats(io->in[0]);
+    if (n->alpha == 0.0f) {
+        if (out != b)
+            memcpy(out, b, count * sizeof *out);
+        return;
+    }
     for (size_t i = 0; i < count; i++)
         out[i] = a[i] * n->alpha + b[i];
 }
@@ -62,7 +69,9 @@ int ag_check_norm_affine(const ag_node *n, const int *src_c, char *why) {
 }
 
 /* GroupNorm: each group of C / groups channels normalised over (H, W, its channels), from
- * the channels' double moments, then the per-channel gamma and beta. */
+ * the channels' double moments, then the per-channel gamma and beta. Fast: one vectorised
+ * pass (the conv chain's row kernel), with the SiLU an engine fused into it (io->act: a
+ * sigmoid_gate of the norm by itself, CodeFormer's ResBlocks) applied as it writes. */
 void ag_run_group_norm(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0];
     size_t pixels = (size_t)in.h * in.w;
@@ -83,6 +92,13 @@ void ag_run_group_norm(const ag_node *n, const ag_op_io *io) {
     }
     const float *x = io->src[0];
     float *out = io->out;
+    if (io->fast) {
+        ag_gate gate = io->act && io->act->op == AG_OP_SIGMOID_GATE ? AG_GATE_SILU : AG_GATE_NONE;
+        ag_norm_affine affine = {scale, shift, NULL, gate};
+        ag_fused_norm_act_pad(out, x, NULL, 0, affine, 1.0f, 1.0f, in.h, in.w, C, (ag_pad){0},
+                              io->threads);
+        return;
+    }
 #pragma omp parallel for num_threads(io->threads) schedule(static)
     for (long p = 0; p < (long)pixels; p++)
         for (int c = 0; c < C; c++)

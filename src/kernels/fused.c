@@ -104,6 +104,28 @@ static inline float gate_scalar(float z, ag_gate gate) {
     return z * q / (q + 2.0f);
 }
 
+/* The residual r joined to the value z of 16 lanes: added, or by an attention gate
+ * (AG_GATE_ON_RESIDUAL) with sigmoid(z) = 1 / (1 + e^-z). Scalar: the same with expf. */
+#define vjoin(z, r, gate)                                                                          \
+    ({                                                                                             \
+        v16f j_ = (z), jr_ = (r);                                                                  \
+        if ((gate) == AG_GATE_SPAN_ATTENTION)                                                      \
+            j_ = (j_ + jr_) * (1.0f / (1.0f + vexp(-j_)) - 0.5f);                                  \
+        else if ((gate) == AG_GATE_SCALE_RESIDUAL)                                                 \
+            j_ = jr_ * (1.0f / (1.0f + vexp(-j_)));                                                \
+        else                                                                                       \
+            j_ += jr_;                                                                             \
+        j_;                                                                                        \
+    })
+
+static inline float join_scalar(float z, float r, ag_gate gate) {
+    if (gate == AG_GATE_SPAN_ATTENTION)
+        return (z + r) * (1.0f / (1.0f + expf(-z)) - 0.5f);
+    if (gate == AG_GATE_SCALE_RESIDUAL)
+        return r * (1.0f / (1.0f + expf(-z)));
+    return z + r;
+}
+
 /* The quantisation of a u8 band: u8 = clamp(v * inv + zero + 0.5, 0, 255) truncated (round
  * half up, which the kernels' half-even differs from only at exact halves). */
 typedef struct band_quant {

@@ -175,8 +175,18 @@ void ag_sum_normalize(float *x, size_t N, int C, float eps, int threads);
 /* Per-channel affine form of a norm: z = y * scale[c] + shift[c]; then, where `slope` is
  * set, a PReLU of those per-channel slopes in place of the chain's scalar pre slope. */
 /* An activation a chain applies after its affine, in the LeakyReLU's place (fp32 engines):
- * the upscalers' SiLU (x sigmoid(x), SPAN) and Mish (x tanh(softplus(x)), RealPLKSR). */
-typedef enum ag_gate { AG_GATE_NONE = 0, AG_GATE_SILU, AG_GATE_MISH } ag_gate;
+ * the upscalers' SiLU (x sigmoid(x), SPAN) and Mish (x tanh(softplus(x)), RealPLKSR); or,
+ * in the residual add's place, an attention combining the value z with the residual r. */
+typedef enum ag_gate {
+    AG_GATE_NONE = 0,
+    AG_GATE_SILU,
+    AG_GATE_MISH,
+    AG_GATE_SPAN_ATTENTION, /* (z + r) (sigmoid(z) - 1/2): SPAN's block end */
+    AG_GATE_SCALE_RESIDUAL, /* r sigmoid(z): RealPLKSR's element-wise attention */
+} ag_gate;
+
+/* Whether gate g takes the residual's place (else it is an activation). */
+#define AG_GATE_ON_RESIDUAL(g) ((g) >= AG_GATE_SPAN_ATTENTION)
 
 typedef struct ag_norm_affine {
     float *scale;       /* (C) */

@@ -813,6 +813,36 @@ async function main() {
       await page.click("#tab-anime");
       check((await page.isHidden("#fusion")) && !(await page.isHidden("#pick")), "back to the photo tab");
     }],
+    ["face_fusion_find_person", async () => {
+      // "Find a person": a photo of Obama picks his face in a photo of two (target_like); the
+      // boxes show the server's choice (X-Target-Face); a click on the other box is the
+      // user's choice (target_face=N, the person dropped).
+      const ident = path.join(DATA, "faces", "identity");
+      await page.goto(base + "/");
+      await page.click("#tab-fuse");
+      const fused = () => page.waitForResponse((r) => r.url().includes("/api/v1/fuse"), { timeout: 180000 });
+      let response = fused();
+      await page.setInputFiles("#fuse-source", path.join(ident, "obama_speech.jpg"));
+      await page.setInputFiles("#fuse-target", path.join(ident, "rally.jpg"));
+      await response;
+      await pageWait(page, () => document.querySelectorAll("#fuse-faces .face-box").length === 2, 60000, "target face boxes");
+      const boxes = await page.evaluate(() => [...document.querySelectorAll("#fuse-faces .face-box")].map((b) => parseFloat(b.style.left)));
+      const obama = boxes[0] > boxes[1] ? 1 : 2; // he stands right of Biden
+      response = fused();
+      await page.setInputFiles("#fuse-like", path.join(DATA, "faces", "obama.jpg"));
+      let r = await response;
+      check(r.status() === 200 && r.headers()["x-target-face"] === String(obama) && !r.url().includes("target_face="),
+            `person's fusion: ${r.status()} face ${r.headers()["x-target-face"]} (Obama's is ${obama}) ${r.url()}`);
+      await pageWait(page, () => /most like obama\.jpg/.test(document.getElementById("fuse-faces-hint").textContent), 20000, "hint");
+      check(await page.getAttribute(`#fuse-faces .face-box[data-face='${obama}']`, "aria-pressed") === "true", "chosen box not marked");
+      check(!(await page.isHidden("#fuse-like-clear")), "no way to clear the person");
+      response = fused();
+      await page.click(`#fuse-faces .face-box[data-face='${3 - obama}']`);
+      r = await response;
+      check(r.url().includes(`target_face=${3 - obama}`) || 3 - obama === 1, "click after the person: " + r.url());
+      check(!r.headers()["x-target-face"] && (await page.textContent("#fuse-like-name")) === "", "the person still applies after a click");
+      await page.click("#tab-anime");
+    }],
   ];
 
   const only = process.argv[2] || "";

@@ -66,3 +66,25 @@ def test_fuse_errors():
         animegan.fuse(face, face, mode="mix")
     with pytest.raises(animegan.InputError):
         animegan.fuse(face, face, shape_ratio=2.0)
+
+
+def test_fuse_enhance_and_occluders():
+    """Issue 31: enhance= sharpens a small source first (the bundled upscaler by default),
+    paint_occluders= paints over what covers the target's face; bad values are refused."""
+    import pytest
+
+    faces = os.path.join(DATA, "faces")
+    small = animegan.decode(open(os.path.join(faces, "obama_small.png"), "rb").read())
+    target = animegan.decode(open(os.path.join(faces, "biden.jpg"), "rb").read())
+    plain = animegan.fuse(small, target, enhance="none")
+    sharp = animegan.fuse(small, target, enhance="upscale")
+    assert plain.shape == sharp.shape == target.shape
+    assert not np.array_equal(plain, sharp)
+    hair = animegan.decode(open(os.path.join(faces, "obama_hair.png"), "rb").read())
+    kept = animegan.fuse(target, hair, enhance="none")
+    painted = animegan.fuse(target, hair, enhance="none", paint_occluders=True)
+    assert not np.array_equal(kept, painted)
+    with pytest.raises(animegan.InputError, match="enhance"):
+        animegan.fuse(small, target, enhance="sharpest")
+    with pytest.raises(animegan.InputError, match="restore_model"):
+        animegan.fuse(small, target, enhance="restore")

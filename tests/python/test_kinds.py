@@ -61,6 +61,16 @@ def test_restore_codeformer_fidelity_equals_cli(tmp_path):
         model.restore(load(photo), codeformer_fidelity=1.5)
 
 
+@pytest.mark.parametrize("checkpoint,network", [(GPEN, "GPEN"), (GFPGAN, "GFPGAN")])
+def test_restore_codeformer_fidelity_refused_by_others(checkpoint, network):
+    model = animegan.Model(checkpoint, threads=THREADS)
+    crop = load(os.path.join(DATA, "astronaut.png"))[100:300, 150:350]
+    with pytest.raises(ValueError, match="codeformer_fidelity applies only to a CodeFormer "
+                       f"checkpoint: .* is {network}"):
+        model.restore(crop, aligned=True, codeformer_fidelity=0.5)  # the default, but asked for
+    model.restore(crop, aligned=True)  # not asked for: fine
+
+
 def test_upscale_equals_cli(tmp_path, small):
     path, array = small
     out = tmp_path / "big.png"

@@ -135,7 +135,8 @@ class Server:
         self.port = None
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        deadline = time.time() + 120
+        # a full-size restorer loads in minutes on a loaded machine: AG_START_TIMEOUT_S
+        deadline = time.time() + float(os.environ.get("AG_START_TIMEOUT_S", "120"))
         while time.time() < deadline and self.port is None and self.proc.poll() is None:
             time.sleep(0.05)
         if self.port is None:
