@@ -145,7 +145,7 @@ static int option_index(const char *key) {
 
 /* "unknown query parameter 'x' (known: ...)", the route's keys listed from the table. */
 static void refuse_unknown(const char *key, const char *source, int route, ag_reply_error *err) {
-    char known[160] = "", kq[48];
+    char known[320] = "", kq[48];
     size_t len = 0;
     for (int i = 0; i < OPTION_KEYS; i++)
         if ((option_keys[i].routes & route) && len < sizeof known)
