@@ -360,7 +360,8 @@ static int fuse_options(void) {
     CHECK(ag_option_set(&o, &seen, 1, "ratoi", "0.5", names, 2, 1024, &e) == -1);
     CHECK(e.status == 400 && !strcmp(e.code, "unknown_option"));
     CHECK(strstr(e.message, "unknown form field 'ratoi' (known: format, quality, ratio,") != NULL);
-    CHECK(strstr(e.message, "target_face, paint_occluders, enhance)") && !strstr(e.message, "portrait"));
+    CHECK(strstr(e.message, "target_face, paint_occluders, enhance)") &&
+          !strstr(e.message, "portrait"));
     CHECK(ag_option_set(&o, &seen, 1, "quality", "80", names, 2, 1024, &e) == 0 && o.quality == 80);
     CHECK(ag_option_set(&o, &seen, 1, "portrait", "1", names, 2, 1024, &e) == -1);
     CHECK(e.status == 400 && strstr(e.message, "'portrait' does not apply to /api/v1/fuse"));
