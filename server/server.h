@@ -209,7 +209,7 @@ typedef struct ag_convert_options {
 typedef struct ag_reply_error {
     int status;       /* HTTP status */
     const char *code; /* stable machine name ("bad_option", "queue_full", ...) */
-    char message[200];
+    char message[256];
 } ag_reply_error;
 
 void ag_convert_options_init(ag_convert_options *opts, int server_max_side);

@@ -793,9 +793,9 @@ static char *read_text(const char *path) {
  * its API query parameter is in docs/api.md (the parser is checked by
  * test_server_parsers); its Python keyword is in python/animegan/_core.c's lists. */
 static int test_step_options_everywhere(void) {
-    static const char *const commands[] = {"convert", "restore", "upscale"};
-    static option_names tables[3];
-    for (int c = 0; c < 3; c++)
+    static const char *const commands[] = {"convert", "restore", "upscale", "fuse"};
+    static option_names tables[4];
+    for (int c = 0; c < 4; c++)
         CHECK(read_table(commands[c], &tables[c]) == 0);
     char *api = read_text(AG_SOURCE_DIR "/docs/api.md");
     char *python = read_text(AG_SOURCE_DIR "/python/animegan/_core.c");
@@ -803,9 +803,9 @@ static int test_step_options_everywhere(void) {
     int count, rc = 0;
     const ag_step_option *o = ag_step_options(&count);
     for (int i = 0; i < count && !rc; i++) {
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < 4; c++) {
             int listed = in_table(&tables[c], o[i].name, strlen(o[i].name));
-            int declared = (o[i].commands >> c) & 1;
+            int declared = ag_step_option_of(1 << c, o[i].name) != NULL; /* "size": two rows */
             if (listed != declared)
                 rc = fprintf(stderr, "  --%s: %s %s, the step table says %s\n", o[i].name,
                              commands[c], listed ? "takes it" : "does not take it",
