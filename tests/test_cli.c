@@ -903,6 +903,50 @@ static int test_help_states_the_rows(void) {
     return 0;
 }
 
+/* Whether the parenthetical right after a mention of `key` ("`key`" or "`key=") in `doc`
+ * states [min, max]: "(0-1)", "(-1..1)", "(side, 64-4096, ...)"; a run of keys may share
+ * one: "`brightness`, `contrast`, `saturation` (-1..1)". */
+static int doc_states_range(const char *doc, const ag_step_option *o) {
+    const char *f = o->type == AG_OPTION_INT ? "%.0f" : "%g";
+    char mention[64], lo[24], hi[24], range[64];
+    snprintf(lo, sizeof lo, f, o->min), snprintf(hi, sizeof hi, f, o->max);
+    snprintf(mention, sizeof mention, "`%s", o->query);
+    for (const char *m = strstr(doc, mention); m; m = strstr(m + 1, mention)) {
+        const char *open = strchr(m, '('), *close = open ? strchr(open, ')') : NULL;
+        if (!close || open - m > 120)
+            continue;
+        static const char *const joins[] = {"-", "..", " to "};
+        for (int j = 0; j < 3; j++) {
+            snprintf(range, sizeof range, "%s%s%s", lo, joins[j], hi);
+            const char *r = strstr(open, range), *after = r ? r + strlen(range) : NULL;
+            if (r && r < close && strchr("( ", r[-1]) && !strchr("0123456789.", *after))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Issue 29 item 4: docs/api.md states the range of every numeric API parameter of the step
+ * table as the row has it (upscale's are the server's upscalers, 2 and 4: a choice). */
+static int test_api_doc_states_ranges(void) {
+    char *api = read_text(AG_SOURCE_DIR "/docs/api.md");
+    int count, checked = 0, rc = 0;
+    CHECK(api != NULL);
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count; i++) {
+        if (!o[i].query || (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT) ||
+            !strcmp(o[i].query, "upscale"))
+            continue;
+        if (!doc_states_range(api, &o[i]))
+            rc = fprintf(stderr, "  docs/api.md: %s is not followed by (%.10g-%.10g)\n", o[i].query,
+                         o[i].min, o[i].max);
+        checked++;
+    }
+    free(api);
+    CHECK(rc == 0 && checked >= 10);
+    return 0;
+}
+
 /* Issue 33 item 9: an image name for several outputs, a style where a checkpoint goes. */
 static int test_cli_messages(void) {
     const char *dir = temp_dir();
@@ -1002,6 +1046,7 @@ int main(int argc, char **argv) {
         TEST(test_help_lists_option_table),
         TEST(test_step_options_everywhere),
         TEST(test_help_states_the_rows),
+        TEST(test_api_doc_states_ranges),
         TEST(test_cli_messages),
         TEST(test_models_lists_hayao),
         TEST(test_bench_json),
