@@ -144,6 +144,7 @@ PY
                 --model "$(model_of $net)" --threads "$THREADS" --precision $p -q \
                 2>"$OUT/real-$net-$p.err" || rm -f "$OUT/real-$net-$p.png"
         done
+        [ -f "$OUT/real-$net-fp32.png" ] || { echo "real face, $net: $(tail -1 "$OUT/real-$net-fp32.err")"; continue; }
         $PY - "$OUT/face_small.jpg" "$OUT/real-$net" >"$OUT/realdb-$net.txt" <<'PY'
 import os, sys
 import numpy as np

@@ -818,6 +818,53 @@ static int convert_jobs(const job_list *jobs, const convert_args *a) {
     return status;
 }
 
+/* A clip with its faces restored (convert or restore --restore-faces): the one pipeline over
+ * every frame: restore, stylise (not for `restore`), --upscale. */
+static int restore_clip(const char *input, const convert_args *a) {
+    ag_engine_options options = a->e.engine;
+    if (options.threads <= 0)
+        options.threads = ag_cpu_count();
+    ag_precision_choice precision;
+    if (ag_cli_resolve_precision(&options, &precision))
+        return AG_EXIT_FAILED;
+    ag_model *model = NULL, *restore_model = NULL;
+    ag_engine *engine = NULL, *restorer = NULL;
+    ag_cli_face_set faces = {0};
+    ag_cli_upscaler upscaler = {0};
+    ag_error err = {0};
+    int status = AG_EXIT_FAILED;
+    int rc = a->restore_only ? AG_OK : ag_model_load(a->e.model, &model, &err);
+    if (rc == 0 && !a->restore_only)
+        rc = ag_engine_create(model, &options, &engine, &err);
+    if (rc == 0)
+        rc = ag_cli_restorer_open(a->restore_model, &a->e.engine, &restore_model, &restorer, &err);
+    if (rc == 0 && codeformer_fidelity_refused(a, restore_model, &err))
+        rc = err.code, status = AG_EXIT_USAGE;
+    if (rc == 0 && a->up.scale)
+        rc = ag_cli_upscaler_open(&upscaler, &a->up, &options, &err);
+    if (rc == 0 && !a->restore.aligned)
+        rc = ag_cli_faces_open(&faces, &options, &err);
+    if (rc == 0) {
+        ag_pipeline p;
+        ag_pipeline_init(&p);
+        p.restorer = restorer, p.detector = faces.detector, p.restore = a->restore;
+        p.style = engine, p.side_by_side = a->side_by_side;
+        p.upscaler = upscaler.engine, p.upscale = upscaler.options;
+        int scale = upscaler.engine ? a->up.scale : 1;
+        status = ag_cli_video_pipeline(input, a->output, &p, scale, a->decode.max_side, &a->video,
+                                       a->quiet);
+    } else {
+        ag_cli_report(&err);
+    }
+    ag_cli_upscaler_close(&upscaler);
+    ag_cli_faces_close(&faces);
+    ag_engine_destroy(restorer);
+    ag_model_destroy(restore_model);
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    return status;
+}
+
 int ag_cli_convert(int argc, char **argv) {
     return ag_cli_convert_command(argc, argv, AG_CLI_CONVERT);
 }
@@ -854,11 +901,11 @@ int ag_cli_convert_command(int argc, char **argv, ag_cli_kind kind) {
     if (route == AG_CLI_ROUTE_FAILED)
         return AG_EXIT_FAILED;
     if (route == AG_CLI_ROUTE_VIDEO) {
-        if (a.restore_model)
-            return ag_cli_usage_error(a.command, "face restoration applies to photos, not video");
         if (a.portrait || a.paste_faces)
             return ag_cli_usage_error("convert", "--portrait and --paste-faces apply to photos, "
                                                  "not video");
+        if (a.restore_model)
+            return restore_clip(argv[optind], &a);
         int upscaling = a.upscale_only || a.up.scale;
         return ag_cli_video_run(argv[optind], a.output, &a.e, upscaling ? &a.up : NULL,
                                 !a.upscale_only, a.decode.max_side, a.side_by_side, &a.video,

@@ -3,7 +3,7 @@
 # GPEN and GFPGAN checkpoints of tests/fixtures/restore (tools/make_restore_fixtures.py):
 # faces restored and pasted back (the rest of the photo untouched), a photo without faces
 # written unchanged, --max-faces on many faces, --aligned, --fidelity, a directory batch,
-# convert --restore-faces, CodeFormer's --codeformer-fidelity (CLI and service), and the refusals (another network's state_dict, a pickled whole
+# convert --restore-faces, clips, CodeFormer's --codeformer-fidelity (CLI and service), and the refusals (another network's state_dict, a pickled whole
 # module, a truncated checkpoint, usage errors) with no output left behind.
 # Prints "N passed, N failed".
 set -u
@@ -179,6 +179,43 @@ if "$BIN" restore tests/data/astronaut.png -o "$tmp/p8.png" --model "$GFPGAN" --
 elif grep -q "int8" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ]; then
     ok restore_int8_close_to_fp32
 else bad restore_int8_close_to_fp32; cat "$tmp/err"; fi
+
+# A clip (#30 item 2: video): `restore CLIP` and `convert CLIP --restore-faces` run the
+# pipeline on every frame: the 4 faceless frames of tools/make_fuse_clips.sh's clip come out
+# as they went in (within the re-encode), the 16 face frames' centres are restored (the
+# random-weight GPEN changes them a lot), every frame and the sound kept.
+sh tools/make_fuse_clips.sh "$tmp/clips" >/dev/null 2>&1
+frames() { ffprobe -v error -count_frames -select_streams v:0 -show_entries \
+    stream=nb_read_frames -of csv=p=0 "$1"; }
+clip_changes() {
+    for f in "$1" "$2"; do
+        ffmpeg -nostdin -loglevel error -y -i "$f" -f rawvideo -pix_fmt rgb24 "$f.rgb"
+    done
+    $PY - "$1.rgb" "$2.rgb" <<'PY'
+import sys
+import numpy as np
+a, b = (np.fromfile(p, np.uint8).reshape(-1, 256, 256, 3).astype(float) for p in sys.argv[1:])
+d = np.abs(a - b)
+print("%.1f %.1f" % (d[:4].mean(), d[4:, 64:192, 64:192].mean()))
+PY
+}
+if "$BIN" restore "$tmp/clips/fuse_face.mp4" --model "$GPEN" -o "$tmp/rclip.mp4" -q \
+    2>"$tmp/err" && [ "$(frames "$tmp/rclip.mp4")" = 20 ] &&
+    ffprobe -v error -select_streams a -show_entries stream=codec_name -of csv=p=0 \
+        "$tmp/rclip.mp4" | grep -q aac; then
+    set -- $(clip_changes "$tmp/clips/fuse_face.mp4" "$tmp/rclip.mp4")
+    if $PY -c "import sys; sys.exit(not ($1 < 4 and $2 > 20))"; then ok restore_clip; else
+        bad restore_clip; echo "  faceless frames off by $1, face centres by $2"; fi
+else bad restore_clip; cat "$tmp/err"; fi
+if "$BIN" convert "$tmp/clips/fuse_face.mp4" --restore-faces "$GPEN" -o "$tmp/cclip.mp4" -q \
+    2>"$tmp/err" && [ "$(frames "$tmp/cclip.mp4")" = 20 ]; then
+    ok convert_clip_restore_faces
+else bad convert_clip_restore_faces; cat "$tmp/err"; fi
+if ! "$BIN" restore "$tmp/clips/fuse_face.mp4" --model "$GPEN" --codeformer-fidelity 0.3 \
+    -o "$tmp/fclip.mp4" 2>"$tmp/err" && grep -q "applies only to a CodeFormer" "$tmp/err" &&
+    [ ! -e "$tmp/fclip.mp4" ]; then
+    ok restore_clip_codeformer_fidelity_gpen_refused
+else bad restore_clip_codeformer_fidelity_gpen_refused; cat "$tmp/err"; fi
 
 # The service: --restore-model, POST /api/v1/restore, restore=1 on convert, /metrics.
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY

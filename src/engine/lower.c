@@ -101,8 +101,11 @@ static int can_extend(const ag_engine *e, const lowering *lw, int gi, const ag_n
         return gr->residual < 0 && pre_free;
     if (fusion_of(n) == AG_FUSE_ACT)
         return gr->residual < 0 ? pre_free : gr->post_slope == 1.0f;
-    if (fusion_of(n) == AG_FUSE_GATE) /* fp32 only: int8's ranges know LeakyReLUs */
-        return gate_of(n) && e->mode == AG_MODE_FP32 && gr->residual < 0 && pre_free;
+    /* fp32 maps only (int8's ranges know LeakyReLUs): fp32, and a StyleGAN graph's bf16
+     * (CodeFormer's default: the reader applies it as it converts the band to bf16) */
+    if (fusion_of(n) == AG_FUSE_GATE)
+        return gate_of(n) && (e->mode == AG_MODE_FP32 || ag_mode_modconv_bf16(e)) &&
+               gr->residual < 0 && pre_free;
     /* The residual must exist when the chain is applied: a group before this one. */
     if (fusion_of(n) == AG_FUSE_ADD)
         return gr->residual < 0 && other > 0 && group_valued(e, lw, other) >= 0 &&
