@@ -1,8 +1,11 @@
 /*
  * options.c - the options of the pipeline's steps, one row each, as every front end spells
  * them (the CLI's long option, the API's query parameter, Python's keyword), with the
- * range the CLI parses against. A new option of a step is a row here; test_cli fails until
- * the front ends that the row names take it.
+ * range every front end parses against (cli/options.c, server/options.c, Python's
+ * outside_row). A new option of a step is a row here; the tests fail until the front ends
+ * that the row names take it: test_cli (option tables, --help's ranges and defaults,
+ * docs/api.md's ranges), test_server_parsers (the API's ends and just past them) and
+ * tests/python/test_options.py (the keywords').
  */
 #include "animegan.h"
 
