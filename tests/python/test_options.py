@@ -66,3 +66,10 @@ def test_keyword_range_is_the_rows(calls, row):
     ends = [lo] if command == CONVERT else [lo, hi]  # convert: no 8192 px portrait here
     for value in ends:
         assert verdict(call, keyword, number(value), message) == "taken", (keyword, value)
+
+
+def test_model_scale_is_the_rows():
+    _, _, lo, hi, default, _ = next(r for r in ROWS if r[0] == "scale")
+    for past in (int(hi) + 1, int(lo) - 2):
+        with pytest.raises(animegan.InputError, match=f"scale: must be {lo:g} to {hi:g}"):
+            animegan.Model("esrgan-slim", scale=past)
