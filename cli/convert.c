@@ -87,7 +87,7 @@ static void print_help(void) {
           "                         --size crop pasted back (details for small faces)\n"
           "      --face-model M     the model for the faces of --paste-faces (default: -m)\n"
           "      --max-faces N      faces used per photo, largest first, 1-64 (default: 8)\n"
-          "      --size N           portrait / face crop size in pixels (default: 512)\n"
+          "      --size N           portrait / face crop size in pixels, 8-8192 (default: 512)\n"
           "      --side-by-side     write the input and the result next to each other\n"
           "      --upscale N        upscale the result N times (1-16), tiled; photos, video\n"
           "                         and animations\n"

@@ -40,16 +40,18 @@ static void print_help(void) {
           "  -T, --target PATH        the photo it goes into (required)\n"
           "  -o, --output PATH        output file; .png, .jpg or .webp (required)\n"
           "      --source-face N      which face of S, as 'animegan faces' numbers them\n"
-          "                           (default: 1, the largest)\n"
-          "      --target-face N      which face of T (default: 1)\n"
+          "                           1-64 (default: 1, the largest)\n"
+          "      --target-face N      which face of T, 1-64 (default: 1)\n"
           "      --target-like PHOTO  the face of T most like the face in PHOTO (who it\n"
           "                           is: dlib's face descriptor, bundled as face-recognition;\n"
           "                           under 0.6 apart is one person); not with --target-face\n"
           "      --source-like PHOTO  likewise, which face of S\n"
           "  -r, --ratio R            0-1: sets both ratios below (default: 0.7);\n"
           "                           0 returns T unchanged\n"
-          "      --shape-ratio R      geometry: 0 T's face shape, 1 the source's\n"
-          "      --texture-ratio R    how much of the source's skin and features replace T's\n"
+          "      --shape-ratio R      geometry: 0 T's face shape, 1 the source's; 0-1\n"
+          "                           (default: 0.7)\n"
+          "      --texture-ratio R    how much of the source's skin and features replace T's,\n"
+          "                           0-1 (default: 0.7)\n"
           "      --mode M             normal (seamless), blend (feathered, no Poisson) or\n"
           "                           overlay (the fused lightness over T's colour)\n"
           "      --smooth S           skin smoothing, 0-1 (default: 0)\n"
@@ -64,7 +66,8 @@ static void print_help(void) {
           "      --saturation S       -1..1 (default: 0)\n"
           "      --size N             output long side: original, or 64-4096 px\n"
           "      --max-window-pixels N  the face's work window over N px is fused at the\n"
-          "                           scale that fits N, its change enlarged (default: 4194304)\n"
+          "                           scale that fits N, its change enlarged; 4096-1073741824\n"
+          "                           (default: 4194304)\n"
           "      --style M            stylise the result with model M (fuse, then anime)\n"
           "      --anime-template     with --style: T is already anime; stylise the source\n"
           "                           face first, then fuse\n"
@@ -111,15 +114,9 @@ enum {
     OPT_RUNS,
 };
 
-static int parse_float(const char *option, const char *text, float lo, float hi, float *out) {
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || *end || !(v >= (double)lo && v <= (double)hi))
-        return ag_cli_usage_error("fuse", "--%s: '%s' is not in [%g, %g]", option, text, (double)lo,
-                                  (double)hi),
-               -1;
-    *out = (float)v;
-    return 0;
+/* --option's value in its row's range (src/pipeline/options.c). */
+static int parse_float(const char *option, const char *text, float *out) {
+    return ag_cli_parse_step_float("fuse", option, text, out);
 }
 
 static int parse_mode(const char *text, ag_fuse_mode *out) {
@@ -139,21 +136,21 @@ static int parse_option(int opt, const char *arg, fuse_args *a) {
     case 'o': a->output = arg; return 0;
     case OPT_SOURCE_FACE:
         a->face_given |= 1;
-        return ag_cli_parse_int("fuse", "source-face", arg, 1, 64, &a->source_face);
+        return ag_cli_parse_step_int("fuse", "source-face", arg, &a->source_face);
     case OPT_TARGET_FACE:
         a->face_given |= 2;
-        return ag_cli_parse_int("fuse", "target-face", arg, 1, 64, &a->target_face);
+        return ag_cli_parse_step_int("fuse", "target-face", arg, &a->target_face);
     case OPT_SOURCE_LIKE: a->like[0] = arg; return 0;
     case OPT_TARGET_LIKE: a->like[1] = arg; return 0;
     case 'r':
-        if (parse_float("ratio", arg, 0, 1, &f->shape_ratio))
+        if (parse_float("ratio", arg, &f->shape_ratio))
             return -1;
         f->texture_ratio = f->shape_ratio;
         return 0;
-    case OPT_SHAPE: return parse_float("shape-ratio", arg, 0, 1, &f->shape_ratio);
-    case OPT_TEXTURE: return parse_float("texture-ratio", arg, 0, 1, &f->texture_ratio);
+    case OPT_SHAPE: return parse_float("shape-ratio", arg, &f->shape_ratio);
+    case OPT_TEXTURE: return parse_float("texture-ratio", arg, &f->texture_ratio);
     case OPT_MODE: return parse_mode(arg, &f->mode);
-    case OPT_SMOOTH: return parse_float("smooth", arg, 0, 1, &f->smooth);
+    case OPT_SMOOTH: return parse_float("smooth", arg, &f->smooth);
     case OPT_KEEP_OCCLUDERS: f->keep_occluders = 1; return 0;
     case OPT_PAINT_OCCLUDERS: f->keep_occluders = 0; return 0;
     case OPT_ENHANCE: {
@@ -165,19 +162,19 @@ static int parse_option(int opt, const char *arg, fuse_args *a) {
         return f->enhance = (ag_fuse_enhance)e, 0;
     }
     case OPT_RESTORE_MODEL: a->restore_model = arg; return 0;
-    case OPT_BRIGHTNESS: return parse_float("brightness", arg, -1, 1, &f->brightness);
-    case OPT_CONTRAST: return parse_float("contrast", arg, -1, 1, &f->contrast);
-    case OPT_SATURATION: return parse_float("saturation", arg, -1, 1, &f->saturation);
+    case OPT_BRIGHTNESS: return parse_float("brightness", arg, &f->brightness);
+    case OPT_CONTRAST: return parse_float("contrast", arg, &f->contrast);
+    case OPT_SATURATION: return parse_float("saturation", arg, &f->saturation);
     case OPT_MAX_WINDOW: {
         int v;
-        if (ag_cli_parse_int("fuse", "max-window-pixels", arg, 4096, 1 << 30, &v))
+        if (ag_cli_parse_step_int("fuse", "max-window-pixels", arg, &v))
             return -1;
         return f->max_window_pixels = v, 0;
     }
     case OPT_SIZE:
         if (!strcmp(arg, "original"))
             return f->size = 0, 0;
-        return ag_cli_parse_int("fuse", "size", arg, 64, 4096, &f->size);
+        return ag_cli_parse_step_int("fuse", "size", arg, &f->size);
     case OPT_STYLE: a->e.model = arg; return 0;
     case OPT_ANIME_TEMPLATE: a->anime_template = 1; return 0;
     case OPT_QUALITY: return ag_cli_parse_int("fuse", "quality", arg, 1, 100, &a->quality);

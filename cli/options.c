@@ -44,8 +44,17 @@ int ag_cli_parse_int(const char *command, const char *option, const char *text, 
     return 0;
 }
 
+/* The AG_CMD_* bit of a command's name; every bit for the others (bench, video). */
+static int command_bit(const char *command) {
+    static const char *const names[] = {"convert", "restore", "upscale", "fuse"};
+    for (int i = 0; command && i < 4; i++)
+        if (!strcmp(command, names[i]))
+            return 1 << i;
+    return ~0;
+}
+
 int ag_cli_parse_step_int(const char *command, const char *option, const char *text, int *out) {
-    const ag_step_option *o = ag_step_option_find(option);
+    const ag_step_option *o = ag_step_option_of(command_bit(command), option);
     if (!o || o->type != AG_OPTION_INT) { /* a programming error, caught by any test run */
         ag_cli_usage_error(command, "--%s: not an integer option of the step table", option);
         return -1;
@@ -54,7 +63,7 @@ int ag_cli_parse_step_int(const char *command, const char *option, const char *t
 }
 
 int ag_cli_parse_step_float(const char *command, const char *option, const char *text, float *out) {
-    const ag_step_option *o = ag_step_option_find(option);
+    const ag_step_option *o = ag_step_option_of(command_bit(command), option);
     char *end;
     double v = strtod(text, &end);
     if (!o || end == text || *end || !(v >= o->min && v <= o->max)) {

@@ -32,7 +32,7 @@ void ag_cli_restore_help(void) {
           "      --max-faces N      faces restored per photo, largest first, 1-64 (default: 8)\n"
           "      --aligned          the inputs are aligned face crops: resized to the\n"
           "                         network's size and restored whole (output at that size)\n"
-          "      --upscale N        then upscale the whole photo N times (GPEN's demo\n"
+          "      --upscale N        then upscale the whole photo N times, 1-16 (GPEN's demo\n"
           "                         pipeline: restored faces on an upscaled background)\n"
           "      --upscale-model M  the upscaler (default: esrgan-medium)\n"
           "      --tile N, --tile-pad N, --max-mb N\n"

@@ -858,7 +858,7 @@ typedef enum ag_option_type {
 } ag_option_type;
 
 /* Which CLI commands take an option (bits of ag_step_option.commands). */
-enum { AG_CMD_CONVERT = 1, AG_CMD_RESTORE = 2, AG_CMD_UPSCALE = 4 };
+enum { AG_CMD_CONVERT = 1, AG_CMD_RESTORE = 2, AG_CMD_UPSCALE = 4, AG_CMD_FUSE = 8 };
 
 typedef struct ag_step_option {
     ag_pipeline_step step;
@@ -876,6 +876,13 @@ const ag_step_option *ag_step_options(int *count);
 
 /* The row of CLI option `name`; NULL when no step has it. */
 const ag_step_option *ag_step_option_find(const char *name);
+
+/* The row of CLI option `name` that one of the AG_CMD_* `commands` takes ("size" is both
+ * convert's portrait size and fuse's output side); NULL when none. */
+const ag_step_option *ag_step_option_of(int commands, const char *name);
+
+/* The row of API query parameter `query`; NULL when no step has it. */
+const ag_step_option *ag_step_option_query(const char *query);
 
 /* ---- video and animated images --------------------------------------------------------- */
 

@@ -101,6 +101,19 @@ enum {
     OPT_ENHANCE,
 };
 
+/* Query parameter `key`'s number in its row's range (src/pipeline/options.c): 0, or -1 with
+ * a 400 that states the range. */
+static int parse_step_float(const char *key, const char *value, double *out, ag_reply_error *err) {
+    const ag_step_option *row = ag_step_option_query(key);
+    char *end, vq[48];
+    double v = value ? strtod(value, &end) : 0;
+    if (row && value && end != value && !*end && v >= row->min && v <= row->max)
+        return *out = v, 0;
+    ag_reply_error_set(err, 400, "bad_option", "%s must be a number from %g to %g, not '%s'", key,
+                       row ? row->min : 0.0, row ? row->max : 0.0, printable(value, vq, sizeof vq));
+    return -1;
+}
+
 static const struct {
     const char *key;
     int routes;
@@ -265,16 +278,12 @@ static int convert_value(ag_convert_options *opts, const char *key, const char *
                            vq);
         return -1;
     case OPT_CODEFORMER_FIDELITY: {
-        char *end;
-        double w = value ? strtod(value, &end) : -1.0;
-        if (value && end != value && !*end && w >= 0.0 && w <= 1.0) {
-            opts->codeformer_fidelity = (float)w;
-            opts->codeformer_fidelity_given = 1;
-            return 0;
-        }
-        ag_reply_error_set(err, 400, "bad_option",
-                           "codeformer_fidelity must be a number from 0 to 1, not '%s'", vq);
-        return -1;
+        double w;
+        if (parse_step_float(key, value, &w, err))
+            return -1;
+        opts->codeformer_fidelity = (float)w;
+        opts->codeformer_fidelity_given = 1;
+        return 0;
     }
     case OPT_UPSCALE:
         if (parse_uint(value, &v) == 0 && (v == 0 || ag_server_upscale_slot(v) >= 0)) {
@@ -325,28 +334,19 @@ static int convert_value(ag_convert_options *opts, const char *key, const char *
  * given twice): 0 set, -1 bad value (err filled), 1 not a fusion key. */
 static int fuse_value(ag_convert_options *o, const char *key, const char *value,
                       const char *const *names, int name_count, ag_reply_error *err) {
-    static const struct {
-        const char *key;
-        float lo, hi;
-    } floats[] = {{"ratio", 0, 1},      {"shape_ratio", 0, 1}, {"texture_ratio", 0, 1},
-                  {"smooth", 0, 1},     {"brightness", -1, 1}, {"contrast", -1, 1},
-                  {"saturation", -1, 1}};
+    static const char *const floats[] = {"ratio",      "shape_ratio", "texture_ratio", "smooth",
+                                         "brightness", "contrast",    "saturation"};
     ag_fuse_options *f = &o->fusion;
     float *slots[] = {&f->shape_ratio, &f->shape_ratio, &f->texture_ratio, &f->smooth,
                       &f->brightness,  &f->contrast,    &f->saturation};
     if (!key)
         return 1;
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
-        if (strcmp(key, floats[i].key))
+        if (strcmp(key, floats[i]))
             continue;
-        char *end;
-        double v = value ? strtod(value, &end) : 0;
-        if (!value || end == value || *end ||
-            !(v >= (double)floats[i].lo && v <= (double)floats[i].hi)) {
-            ag_reply_error_set(err, 400, "bad_option", "%s must be a number from %g to %g", key,
-                               (double)floats[i].lo, (double)floats[i].hi);
+        double v;
+        if (parse_step_float(key, value, &v, err))
             return -1;
-        }
         *slots[i] = (float)v;
         if (i == 0)
             f->texture_ratio = (float)v;
@@ -387,16 +387,16 @@ static int fuse_value(ag_convert_options *o, const char *key, const char *value,
     }
     int *ints[3] = {&f->size, &o->source_face, &o->target_face};
     static const char *const int_keys[3] = {"size", "source_face", "target_face"};
-    static const int lo[3] = {64, 1, 1}, hi[3] = {4096, AG_FACE_MAX, AG_FACE_MAX};
     for (int i = 0; i < 3; i++) {
         if (strcmp(key, int_keys[i]))
             continue;
+        const ag_step_option *row = ag_step_option_query(key);
         long long v;
         if (i == 0 && value && !strcmp(value, "original"))
             return f->size = 0, 0;
-        if (!value || ag_parse_int64(value, lo[i], hi[i], &v) != 0) {
-            ag_reply_error_set(err, 400, "bad_option", "%s must be a whole number from %d to %d%s",
-                               key, lo[i], hi[i], i == 0 ? " (or original)" : "");
+        if (!value || ag_parse_int64(value, (long long)row->min, (long long)row->max, &v) != 0) {
+            ag_reply_error_set(err, 400, "bad_option", "%s must be a whole number from %g to %g%s",
+                               key, row->min, row->max, i == 0 ? " (or original)" : "");
             return -1;
         }
         *ints[i] = (int)v;

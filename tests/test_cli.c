@@ -793,9 +793,9 @@ static char *read_text(const char *path) {
  * its API query parameter is in docs/api.md (the parser is checked by
  * test_server_parsers); its Python keyword is in python/animegan/_core.c's lists. */
 static int test_step_options_everywhere(void) {
-    static const char *const commands[] = {"convert", "restore", "upscale"};
-    static option_names tables[3];
-    for (int c = 0; c < 3; c++)
+    static const char *const commands[] = {"convert", "restore", "upscale", "fuse"};
+    static option_names tables[4];
+    for (int c = 0; c < 4; c++)
         CHECK(read_table(commands[c], &tables[c]) == 0);
     char *api = read_text(AG_SOURCE_DIR "/docs/api.md");
     char *python = read_text(AG_SOURCE_DIR "/python/animegan/_core.c");
@@ -803,9 +803,9 @@ static int test_step_options_everywhere(void) {
     int count, rc = 0;
     const ag_step_option *o = ag_step_options(&count);
     for (int i = 0; i < count && !rc; i++) {
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < 4; c++) {
             int listed = in_table(&tables[c], o[i].name, strlen(o[i].name));
-            int declared = (o[i].commands >> c) & 1;
+            int declared = ag_step_option_of(1 << c, o[i].name) != NULL; /* "size": two rows */
             if (listed != declared)
                 rc = fprintf(stderr, "  --%s: %s %s, the step table says %s\n", o[i].name,
                              commands[c], listed ? "takes it" : "does not take it",
@@ -823,6 +823,127 @@ static int test_step_options_everywhere(void) {
     free(python);
     CHECK(rc == 0);
     CHECK(ag_step_option_find("fidelity") && !ag_step_option_find("nope"));
+    return 0;
+}
+
+/* The help lines of --name in `help` (its option line and the indented lines under it) into
+ * `block`; 0, or -1 when no option line names it. */
+static int help_block(const char *help, const char *name, char *block, size_t cap) {
+    size_t n = strlen(name);
+    for (const char *line = help; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : "") {
+        const char *end = strchr(line, '\n'), *p = line + strspn(line, " ");
+        const char *hit = *p == '-' && p - line < 10 ? strstr(p, "--") : NULL;
+        for (; hit && (!end || hit < end); hit = strstr(hit + 2, "--"))
+            if (!strncmp(hit + 2, name, n) && strchr(" ,=\n", hit[2 + n]))
+                break;
+        if (!hit || (end && hit > end))
+            continue;
+        size_t len = 0;
+        do { /* the option line, then its continuation lines (deeper, not an option) */
+            const char *e = strchr(line, '\n');
+            size_t l = e ? (size_t)(e - line) + 1 : strlen(line);
+            len += (size_t)snprintf(block + len, cap - len, "%.*s", (int)l, line);
+            line += l;
+        } while (*line && strspn(line, " ") >= 10 && line[strspn(line, " ")] != '-' && len < cap);
+        return 0;
+    }
+    return -1;
+}
+
+/* Whether `block` states [min, max] ("1-64", "-1..1", "0 to 1") and, when the default is in
+ * the range, "default: <def>". */
+static int block_states_row(const char *block, const ag_step_option *o) {
+    const char *f = o->type == AG_OPTION_INT ? "%.0f" : "%g";
+    char lo[24], hi[24], range[64], def[48];
+    snprintf(lo, sizeof lo, f, o->min), snprintf(hi, sizeof hi, f, o->max);
+    int stated = 0;
+    static const char *const joins[] = {"-", "..", " to "};
+    for (int j = 0; j < 3; j++) {
+        snprintf(range, sizeof range, "%s%s%s", lo, joins[j], hi);
+        stated |= strstr(block, range) != NULL;
+    }
+    snprintf(def, sizeof def, "default: ");
+    snprintf(def + strlen(def), sizeof def - strlen(def), f, o->def);
+    if (o->def >= o->min && o->def <= o->max && !strstr(block, def))
+        return 0;
+    return stated;
+}
+
+/* Issue 29 item 1: each command's --help states every numeric row it takes with the row's
+ * range and default (a row's range or default changed and not its help fails here); a
+ * line that sends to another command's help ("as for 'animegan upscale --help'") is read
+ * there. */
+static int test_help_states_the_rows(void) {
+    static const char *const commands[] = {"convert", "restore", "upscale", "fuse"};
+    static char help[4][sizeof result.out];
+    char block[1024];
+    int count, checked = 0, rc = 0;
+    for (int c = 0; c < 4; c++) {
+        CHECK(run(commands[c], "--help", NULL) == 0 && result.status == 0);
+        snprintf(help[c], sizeof help[c], "%s", result.out);
+    }
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count; i++)
+        for (int c = 0; c < 4; c++) {
+            if (!((o[i].commands >> c) & 1) ||
+                (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT))
+                continue;
+            int in = c;
+            if (help_block(help[c], o[i].name, block, sizeof block) == 0 &&
+                strstr(block, "as for 'animegan upscale --help'"))
+                in = 2;
+            if (help_block(help[in], o[i].name, block, sizeof block) ||
+                !block_states_row(block, &o[i]))
+                rc = fprintf(stderr,
+                             "  %s --help: --%s does not state %.10g to %.10g (default: %.10g)\n",
+                             commands[in], o[i].name, o[i].min, o[i].max, o[i].def);
+            checked++;
+        }
+    CHECK(rc == 0 && checked >= 20);
+    return 0;
+}
+
+/* Whether the parenthetical right after a mention of `key` ("`key`" or "`key=") in `doc`
+ * states [min, max]: "(0-1)", "(-1..1)", "(side, 64-4096, ...)"; a run of keys may share
+ * one: "`brightness`, `contrast`, `saturation` (-1..1)". */
+static int doc_states_range(const char *doc, const ag_step_option *o) {
+    const char *f = o->type == AG_OPTION_INT ? "%.0f" : "%g";
+    char mention[64], lo[24], hi[24], range[64];
+    snprintf(lo, sizeof lo, f, o->min), snprintf(hi, sizeof hi, f, o->max);
+    snprintf(mention, sizeof mention, "`%s", o->query);
+    for (const char *m = strstr(doc, mention); m; m = strstr(m + 1, mention)) {
+        const char *open = strchr(m, '('), *close = open ? strchr(open, ')') : NULL;
+        if (!close || open - m > 120)
+            continue;
+        static const char *const joins[] = {"-", "..", " to "};
+        for (int j = 0; j < 3; j++) {
+            snprintf(range, sizeof range, "%s%s%s", lo, joins[j], hi);
+            const char *r = strstr(open, range), *after = r ? r + strlen(range) : NULL;
+            if (r && r < close && strchr("( ", r[-1]) && !strchr("0123456789.", *after))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Issue 29 item 4: docs/api.md states the range of every numeric API parameter of the step
+ * table as the row has it (upscale's are the server's upscalers, 2 and 4: a choice). */
+static int test_api_doc_states_ranges(void) {
+    char *api = read_text(AG_SOURCE_DIR "/docs/api.md");
+    int count, checked = 0, rc = 0;
+    CHECK(api != NULL);
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count; i++) {
+        if (!o[i].query || (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT) ||
+            !strcmp(o[i].query, "upscale"))
+            continue;
+        if (!doc_states_range(api, &o[i]))
+            rc = fprintf(stderr, "  docs/api.md: %s is not followed by (%.10g-%.10g)\n", o[i].query,
+                         o[i].min, o[i].max);
+        checked++;
+    }
+    free(api);
+    CHECK(rc == 0 && checked >= 10);
     return 0;
 }
 
@@ -924,6 +1045,8 @@ int main(int argc, char **argv) {
         TEST(test_help),
         TEST(test_help_lists_option_table),
         TEST(test_step_options_everywhere),
+        TEST(test_help_states_the_rows),
+        TEST(test_api_doc_states_ranges),
         TEST(test_cli_messages),
         TEST(test_models_lists_hayao),
         TEST(test_bench_json),

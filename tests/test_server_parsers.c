@@ -275,13 +275,59 @@ static int step_options_on_the_api(void) {
         ag_reply_error e = {0};
         unsigned seen = 0;
         ag_convert_options_init(&opts, 1024);
-        const char *value =
-            !strcmp(o[i].query, "model") || !strcmp(o[i].query, "face_model") ? "hayao" : "1";
+        opts.fuse = (o[i].commands & AG_CMD_FUSE) != 0;
+        const char *value = !strcmp(o[i].query, "model") || !strcmp(o[i].query, "face_model") ||
+                                    !strcmp(o[i].query, "style")
+                                ? "hayao"
+                                : "1";
         int rc = set(&opts, &seen, o[i].query, value, &e);
         CHECK_MSG(rc == 0 || !strstr(e.message, "unknown"), "%s: %s", o[i].query, e.message);
         checked++;
     }
     CHECK(checked >= 5);
+    return 0;
+}
+
+/* The API's verdict on query parameter `row` = `value` on the row's route: 0 taken, 400
+ * refused (the message states the row's range), -1 otherwise. */
+static int api_verdict(const ag_step_option *row, double value) {
+    ag_convert_options opts;
+    ag_reply_error e = {0};
+    unsigned seen = 0;
+    char text[32], range[64];
+    ag_convert_options_init(&opts, 1024);
+    opts.fuse = (row->commands & AG_CMD_FUSE) != 0;
+    snprintf(text, sizeof text, row->type == AG_OPTION_INT ? "%.0f" : "%g", value);
+    if (set(&opts, &seen, row->query, text, &e) == 0)
+        return 0;
+    snprintf(range, sizeof range, "from %g to %g", row->min, row->max);
+    if (e.status == 400 && (!strcmp(row->query, "upscale") || strstr(e.message, range)))
+        return 400;
+    fprintf(stderr, "  %s=%s: %d %s (range %s)\n", row->query, text, e.status, e.message, range);
+    return -1;
+}
+
+/* Issue 29: the API's ranges are the step table's: for every numeric row with a query
+ * parameter, its min and max are taken and just past them is a 400 that states the range.
+ * (upscale's API takes only the server's upscalers, 2 and 4, and 0 = none: its ends are
+ * not all taken, values past them are refused.) */
+static int step_option_ranges_on_the_api(void) {
+    int count, checked = 0;
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count; i++) {
+        if (!o[i].query || (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT))
+            continue;
+        double past = o[i].type == AG_OPTION_INT ? 1 : 0.01;
+        int choice = !strcmp(o[i].query, "upscale");
+        CHECK_MSG(api_verdict(&o[i], o[i].max + past) == 400, "%s: max + %g", o[i].query, past);
+        if (o[i].min - past != o[i].def)
+            CHECK_MSG(api_verdict(&o[i], o[i].min - past) == 400, "%s: min - %g", o[i].query, past);
+        if (!choice)
+            CHECK_MSG(api_verdict(&o[i], o[i].min) == 0 && api_verdict(&o[i], o[i].max) == 0,
+                      "%s: the range's ends", o[i].query);
+        checked++;
+    }
+    CHECK(checked >= 10);
     return 0;
 }
 
@@ -626,5 +672,6 @@ static int forwarded_clients(void) {
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
           TEST(signatures), TEST(upload_image), TEST(query_options), TEST(step_options_on_the_api),
-          TEST(fuse_options), TEST(command_line), TEST(request_heads), TEST(head_body_framing),
-          TEST(forwarded_clients), TEST(client_keys), TEST(memory_defaults))
+          TEST(step_option_ranges_on_the_api), TEST(fuse_options), TEST(command_line),
+          TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients), TEST(client_keys),
+          TEST(memory_defaults))

@@ -217,8 +217,9 @@ class Model:
             raise InputError("engines: must be 1 to 64")
         if not isinstance(threads, int) or threads < 0 or threads > 4096:
             raise InputError("threads: must be 0 to 4096")
-        if not isinstance(scale, int) or scale < 0 or scale > 16:
-            raise InputError("scale: must be 0 to 16")
+        _, _, lo, hi, default, _ = next(r for r in _core.step_options() if r[0] == "scale")
+        if not isinstance(scale, int) or not (scale == default or lo <= scale <= hi):
+            raise InputError(f"scale: must be {lo:g} to {hi:g} (0: the network's own)")
         self._weights = _shared_weights(name_or_path, scale)
         self.kind = self._weights.info["kind"]
         self.scale = scale

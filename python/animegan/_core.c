@@ -63,6 +63,22 @@ static PyObject *input_error(const char *message) {
     return raise_error(&err, AT_RUN);
 }
 
+/* Keyword `name`'s row of the step table (src/pipeline/options.c: the CLI's --name of
+ * `command`): 0 when `value` is in the row's range or is its default, else -1 with an
+ * InputError that states the range. */
+static int outside_row(int command, const char *name, double value) {
+    const ag_step_option *o = ag_step_option_of(command, name);
+    char message[96];
+    if (!o)
+        return PyErr_Format(PyExc_SystemError, "--%s: no row in the step table", name), -1;
+    if (value == o->def || (value >= o->min && value <= o->max))
+        return 0;
+    snprintf(message, sizeof message, "%s: must be %g to %g", o->keyword ? o->keyword : name,
+             o->min, o->max);
+    input_error(message);
+    return -1;
+}
+
 /* One caller at a time on an engine or detector: a second one is a bug in the caller's
  * pooling, refused rather than allowed to corrupt the arena. */
 static int claim(atomic_int *busy, const char *what) {
@@ -539,9 +555,15 @@ static PyObject *detector_fuse(PyObject *obj, PyObject *args, PyObject *kwargs) 
         engine_arg(upscaler, "upscaler", &o->upscaler))
         return NULL;
     o->enhance = (ag_fuse_enhance)e, o->keep_occluders = !paint;
-    if (a.source_face < 1 || a.target_face < 1 || a.source_face > AG_FACE_MAX ||
-        a.target_face > AG_FACE_MAX)
-        return input_error("source_face and target_face: 1 to 64 (largest first)");
+    static const char *const numbers[] = {"source-face",   "target-face", "shape-ratio",
+                                          "texture-ratio", "smooth",      "brightness",
+                                          "contrast",      "saturation",  "size"};
+    const double values[] = {a.source_face,    a.target_face, o->shape_ratio,
+                             o->texture_ratio, o->smooth,     o->brightness,
+                             o->contrast,      o->saturation, o->size};
+    for (int i = 0; i < 9; i++)
+        if (outside_row(AG_CMD_FUSE, numbers[i], values[i]))
+            return NULL;
     if (!self->detector)
         return PyErr_SetString(PyExc_RuntimeError, "Detector not created"), NULL;
     Py_buffer sv, tv, lv[2];
@@ -845,8 +867,8 @@ static PyObject *engine_stylize(PyObject *obj, PyObject *args, PyObject *kwargs)
         /* The face modes look for faces in the photo at up to 4096 px, as convert does. */
         if (a.faces == 1 && a.shape.max_side && a.shape.max_side < 4096)
             a.shape.max_side = 4096;
-        if (a.face_size < AG_MIN_SIDE || a.face_size > 8192)
-            return input_error("size: must be 8 to 8192");
+        if (outside_row(AG_CMD_CONVERT, "size", a.face_size))
+            return NULL;
     }
     return engine_call((EngineObject *)obj, src, &a);
 }
@@ -878,12 +900,10 @@ static PyObject *engine_restore(PyObject *obj, PyObject *args, PyObject *kwargs)
                                      &a.options.fidelity, &a.options.max_faces, &a.options.aligned,
                                      &a.options.codeformer_fidelity))
         return NULL;
-    if (!(a.options.fidelity >= 0.0f && a.options.fidelity <= 1.0f))
-        return input_error("fidelity: must be 0 to 1");
-    if (!(a.options.codeformer_fidelity >= 0.0f && a.options.codeformer_fidelity <= 1.0f))
-        return input_error("codeformer_fidelity: must be 0 to 1");
-    if (a.options.max_faces < 1 || a.options.max_faces > AG_FACE_MAX)
-        return PyErr_Format(InputError, "max_faces: must be 1 to %d", AG_FACE_MAX);
+    if (outside_row(AG_CMD_RESTORE, "fidelity", a.options.fidelity) ||
+        outside_row(AG_CMD_RESTORE, "codeformer-fidelity", a.options.codeformer_fidelity) ||
+        outside_row(AG_CMD_RESTORE, "max-faces", a.options.max_faces))
+        return NULL;
     if (!a.options.aligned && !PyObject_TypeCheck(detector, DetectorType))
         return PyErr_SetString(PyExc_TypeError, "restoring a photo needs a Detector"), NULL;
     DetectorObject *d = a.options.aligned ? NULL : (DetectorObject *)detector;
@@ -909,11 +929,10 @@ static PyObject *engine_upscale(PyObject *obj, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|iii", keywords, &src, &o.scale, &o.tile_px,
                                      &max_mb))
         return NULL;
-    if (o.scale < 0 || o.scale > AG_UPSCALE_MAX_SCALE)
-        return PyErr_Format(InputError, "scale: must be 0 (the model's own) to %d",
-                            AG_UPSCALE_MAX_SCALE);
-    if (o.tile_px < 0 || max_mb < 16 || max_mb > (1 << 20))
-        return input_error("tile must be 0 or more and max_mb 16 to 1048576");
+    if (outside_row(AG_CMD_UPSCALE, "scale", o.scale) ||
+        outside_row(AG_CMD_UPSCALE, "tile", o.tile_px) ||
+        outside_row(AG_CMD_UPSCALE, "max-mb", max_mb))
+        return NULL; /* scale 0 and tile 0, the rows' defaults: the model's own, the largest */
     o.max_bytes = (size_t)max_mb << 20;
     return engine_apply((EngineObject *)obj, NULL, src, run_upscale, &o);
 }
@@ -1109,6 +1128,25 @@ static PyObject *core_bundled(PyObject *module, PyObject *unused) {
     return list;
 }
 
+/* The step table's rows that have a keyword: (keyword, type, min, max, default, commands). */
+static PyObject *core_step_options(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    static const char *const types[] = {"flag", "int", "float", "text"};
+    int count;
+    const ag_step_option *o = ag_step_options(&count);
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < count; i++) {
+        if (!o[i].keyword)
+            continue;
+        PyObject *row = Py_BuildValue("(ssdddi)", o[i].keyword, types[o[i].type], o[i].min,
+                                      o[i].max, o[i].def, o[i].commands);
+        if (!row || PyList_Append(list, row) != 0)
+            Py_CLEAR(list);
+        Py_XDECREF(row);
+    }
+    return list;
+}
+
 static PyMethodDef core_methods[] = {
     {"decode_file", (PyCFunction)(void (*)(void))core_decode_file, METH_VARARGS | METH_KEYWORDS,
      "decode_file(path, max_side=0, max_pixels=0, portrait=False, size=512) -> Pixels, as "
@@ -1124,6 +1162,8 @@ static PyMethodDef core_methods[] = {
      "(live, peak) bytes the library allocated through ag_malloc"},
     {"rss_bytes", core_rss_bytes, METH_NOARGS, "(now, peak) resident set size of the process"},
     {"bundled_models", core_bundled, METH_NOARGS, "names of the bundled models found"},
+    {"step_options", core_step_options, METH_NOARGS,
+     "[(keyword, type, min, max, default, commands)]: the step table's keyword rows"},
     {NULL, NULL, 0, NULL},
 };
 
