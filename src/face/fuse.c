@@ -579,17 +579,25 @@ static double face_ratio(const ag_face *sf, const ag_face *tf) {
     return scale > 0 ? 1.0 / scale : 1.0;
 }
 
-/* *out, *face <- the source's face window shrunk by r (< 1), the landmarks in its pixels. */
-static int shrink_source(const ag_image *in, const ag_face *sf, double r, ag_image *out,
-                         ag_face *face, ag_error *err) {
+/* The source's face window: its landmarks' box with half its size around it, whole pixels,
+ * inside the image. */
+void ag_fuse_source_window(const ag_face *f, int width, int height, double box[4]) {
     double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
     for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
-        double x = sf->landmarks[i][0], y = sf->landmarks[i][1];
+        double x = f->landmarks[i][0], y = f->landmarks[i][1];
         x0 = fmin(x0, x), x1 = fmax(x1, x), y0 = fmin(y0, y), y1 = fmax(y1, y);
     }
     double mx = (x1 - x0) / 2, my = (y1 - y0) / 2;
-    x0 = fmax(0, floor(x0 - mx)), y0 = fmax(0, floor(y0 - my));
-    x1 = fmin(in->width, ceil(x1 + mx)), y1 = fmin(in->height, ceil(y1 + my));
+    box[0] = fmax(0, floor(x0 - mx)), box[1] = fmax(0, floor(y0 - my));
+    box[2] = fmin(width, ceil(x1 + mx)), box[3] = fmin(height, ceil(y1 + my));
+}
+
+/* *out, *face <- the source's face window shrunk by r (< 1), the landmarks in its pixels. */
+static int shrink_source(const ag_image *in, const ag_face *sf, double r, ag_image *out,
+                         ag_face *face, ag_error *err) {
+    double box[4];
+    ag_fuse_source_window(sf, in->width, in->height, box);
+    double x0 = box[0], y0 = box[1], x1 = box[2], y1 = box[3];
     int w = (int)fmax(8, ceil((x1 - x0) * r)), h = (int)fmax(8, ceil((y1 - y0) * r));
     out->pixels = ag_malloc((size_t)w * h * in->bands);
     if (!out->pixels)

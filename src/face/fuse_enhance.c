@@ -108,14 +108,9 @@ static int sharpen(ag_image *im, float amount, ag_error *err) {
 
 static int upscale_source(const ag_image *src, const ag_face *sf, ag_engine *engine,
                           size_t max_pixels, ag_image *out, ag_face *face, ag_error *err) {
-    double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
-    for (int i = 0; i < AG_FACE_LANDMARKS; i++) {
-        double x = sf->landmarks[i][0], y = sf->landmarks[i][1];
-        x0 = fmin(x0, x), x1 = fmax(x1, x), y0 = fmin(y0, y), y1 = fmax(y1, y);
-    }
-    double mx = (x1 - x0) / 2, my = (y1 - y0) / 2;
-    x0 = fmax(0, floor(x0 - mx)), y0 = fmax(0, floor(y0 - my));
-    x1 = fmin(src->width, ceil(x1 + mx)), y1 = fmin(src->height, ceil(y1 + my));
+    double box[4];
+    ag_fuse_source_window(sf, src->width, src->height, box);
+    double x0 = box[0], y0 = box[1], x1 = box[2], y1 = box[3];
     int scale = ag_model_get_info(engine->model)->scale;
     scale = scale > 1 ? scale : 1;
     /* the window, shrunk when its upscale would pass max_pixels */

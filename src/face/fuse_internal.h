@@ -30,6 +30,10 @@ ag_affine ag_fuse_similarity(const ag_fuse_point *from, const ag_fuse_point *to,
 
 ag_fuse_point ag_fuse_apply(const ag_affine *m, ag_fuse_point p);
 
+/* The source's face window (x0, y0, x1, y1): its landmarks' box with half its size around
+ * it, whole pixels, inside width x height (fuse.c). */
+void ag_fuse_source_window(const ag_face *f, int width, int height, double box[4]);
+
 /*
  * The convex hull of pt[0..n) (sorted in place) into hull[0..count), count returned;
  * hull needs n + 1 entries. Counter-clockwise with y up: each edge has the hull on its
