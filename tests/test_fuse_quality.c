@@ -24,23 +24,7 @@
 #define DATA AG_SOURCE_DIR "/tests/data/"
 #define MODELS AG_SOURCE_DIR "/models/"
 
-static ag_model *det_model, *mesh_model;
-static ag_face_detector *detector;
-
-static int detect(const ag_image *im, ag_face *face) {
-    ag_error err;
-    if (!detector) {
-        CHECK_OK(ag_model_load(MODELS "face-detect.safetensors", &det_model, &err), &err);
-        CHECK_OK(ag_model_load(MODELS "face-mesh.safetensors", &mesh_model, &err), &err);
-        ag_engine_options eo = {.threads = 1};
-        CHECK_OK(ag_face_detector_create(det_model, mesh_model, &eo, &detector, &err), &err);
-    }
-    ag_face_options fo = {.max_faces = 1};
-    int n = 0;
-    CHECK_OK(ag_faces_detect(detector, im, &fo, face, 1, &n, NULL, &err), &err);
-    CHECK_MSG(n == 1 && face->has_landmarks, "no face with landmarks");
-    return 0;
-}
+#include "one_face.h"
 
 static int load(const char *name, ag_image *im) {
     ag_error err;
@@ -406,9 +390,7 @@ int main(int argc, char **argv) {
         TEST(test_turned_source),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
-    ag_face_detector_destroy(detector);
-    ag_model_destroy(mesh_model);
-    ag_model_destroy(det_model);
+    one_face_close();
     ag_image_shutdown();
     return rc;
 }
