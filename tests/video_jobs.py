@@ -6,8 +6,8 @@ cancel, --max-jobs, the quota, the TTL, a photo request while a job runs (it wai
 one frame), kill -9 during a job and restart, metrics and the memory bound; and issue 17's
 findings (bombs from tools/make_video_bombs.py, the work bound, clients in turn, watched
 uploads, SIGTERM during a job, two instances behind nginx); and upscale=N (issue 20: sizes,
-frames, refusals at submission, recovery). Reuses the
-helpers of tests/server/driver.py. Prints "N passed, N failed".
+frames, refusals at submission, recovery); restore=K (issue 30: faces restored in every frame,
+refusals, the price of a face). Reuses the helpers of tests/server/driver.py. Prints "N passed, N failed".
 """
 
 import json
@@ -1010,10 +1010,10 @@ def run_to_file(s, query, name):
 
 @test
 def restore_job_restores_the_faces():
-    """restore=1 (the reduced GPEN) on the clip of 4 faceless frames then 16 of a face: every frame and the sound
-    kept; against the same job without restore=2, the faceless frames are the same (the
-    encoder's round trip), the face frames differ (the GPEN fixture's face is pasted back
-    before the style); the faces counted in /metrics."""
+    """restore=1 (the reduced GPEN) on the clip of 4 faceless frames then 16 of a face: every
+    frame and the sound kept; against the same job without restore=1, the faceless frames
+    are the same (the encoder's round trip), the face frames differ (the GPEN fixture's face
+    is pasted back before the style); the faces counted in /metrics."""
     s = restore_server("spool_restore", "gpen64_zip.pt")  # 64 px: a face in milliseconds
     try:
         before = s.metrics().get("animegan_faces_restored_total", 0)
