@@ -45,6 +45,9 @@ int ag_cli_parse_int(const char *command, const char *option, const char *text, 
 /* The same for an option of the steps' table (ag_step_options), in the row's range. */
 int ag_cli_parse_step_int(const char *command, const char *option, const char *text, int *out);
 int ag_cli_parse_step_float(const char *command, const char *option, const char *text, float *out);
+/* The index of `text` among the row's choices; -1 after the row's one-line refusal ("--mode
+ * must be normal, blend or overlay, not 'x'"). */
+int ag_cli_parse_step_choice(const char *command, const char *option, const char *text);
 
 /* Options that pick the model and shape the engine; shared by convert and bench. */
 typedef struct ag_cli_engine_args {

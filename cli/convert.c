@@ -169,16 +169,14 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
     switch (opt) {
     case 'o': a->output = arg; return 0;
     case 'q': a->quiet = 1; return 0;
-    case OPT_PORTRAIT:
-        if (!arg || !strcmp(arg, "face"))
-            a->portrait = 1;
-        else if (!strcmp(arg, "center") || !strcmp(arg, "centre"))
-            a->portrait = 2, a->decode.portrait = 1;
-        else
-            return ag_cli_usage_error(a->command, "--portrait: '%s' is neither face nor center",
-                                      arg),
-                   -1;
+    case OPT_PORTRAIT: { /* face (--portrait alone), center or centre */
+        int choice = arg ? ag_cli_parse_step_choice(a->command, "portrait", arg) : 0;
+        if (choice < 0)
+            return -1;
+        a->portrait = choice == 0 ? 1 : 2;
+        a->decode.portrait = choice != 0;
         return 0;
+    }
     case OPT_ALL_FACES: a->all_faces = 1; return 0;
     case OPT_PASTE_FACES: a->paste_faces = 1; return 0;
     case OPT_FACE_MODEL: a->face_model = arg; return 0;

@@ -56,14 +56,6 @@ static int parse_float(const char *option, const char *text, float *out) {
     return ag_cli_parse_step_float("fuse", option, text, out);
 }
 
-static int parse_mode(const char *text, ag_fuse_mode *out) {
-    static const char *const names[3] = {"normal", "blend", "overlay"};
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(text, names[i]))
-            return *out = (ag_fuse_mode)i, 0;
-    return ag_cli_usage_error("fuse", "--mode: '%s' is not normal, blend or overlay", text), -1;
-}
-
 static void print_help(const struct option *table, const char *shorts) {
     fputs("Usage: animegan fuse --source S --target T -o OUTPUT [options]\n"
           "\n"
@@ -119,17 +111,16 @@ static int parse_option(int opt, const char *arg, fuse_args *a) {
         return 0;
     case OPT_SHAPE: return parse_float("shape-ratio", arg, &f->shape_ratio);
     case OPT_TEXTURE: return parse_float("texture-ratio", arg, &f->texture_ratio);
-    case OPT_MODE: return parse_mode(arg, &f->mode);
+    case OPT_MODE: {
+        int m = ag_cli_parse_step_choice("fuse", "mode", arg);
+        return m < 0 ? -1 : (f->mode = (ag_fuse_mode)m, 0);
+    }
     case OPT_SMOOTH: return parse_float("smooth", arg, &f->smooth);
     case OPT_KEEP_OCCLUDERS: f->keep_occluders = 1; return 0;
     case OPT_PAINT_OCCLUDERS: f->keep_occluders = 0; return 0;
     case OPT_ENHANCE: {
-        int e = ag_fuse_enhance_parse(arg);
-        if (e < 0)
-            return ag_cli_usage_error("fuse",
-                                      "--enhance: '%s' is not auto, none, restore or upscale", arg),
-                   -1;
-        return f->enhance = (ag_fuse_enhance)e, 0;
+        int e = ag_cli_parse_step_choice("fuse", "enhance", arg);
+        return e < 0 ? -1 : (f->enhance = (ag_fuse_enhance)e, 0);
     }
     case OPT_RESTORE_MODEL: a->restore_model = arg; return 0;
     case OPT_BRIGHTNESS: return parse_float("brightness", arg, &f->brightness);

@@ -541,9 +541,6 @@ typedef enum ag_fuse_enhance {
     AG_FUSE_ENHANCE_UPSCALE,  /* options.upscaler on its window (AG_E_ARG without one) */
 } ag_fuse_enhance;
 
-/* "auto", "none", "restore", "upscale"; -1 when unknown. */
-int ag_fuse_enhance_parse(const char *name);
-
 typedef struct ag_fuse_options {
     float shape_ratio;   /* 0-1: 0 the target's geometry, 1 the source's */
     float texture_ratio; /* 0-1: how much of the source's skin and features replaces the target's */
