@@ -43,7 +43,8 @@ static ag_conv_shape conv_shape(ag_engine *e, int gi) {
                        head->bias != NULL,
                        ag_mode_bf16_maps(e) || gr->bf16_band,
                        ag_engine_elem_bytes(e, gi) == 2,
-                       {0, 0, 0, 0}};
+                       {0, 0, 0, 0},
+                       ag_mode_conv_winograd(e, head) && !gr->bf16_band && !gr->direct};
     if (gr->direct) { /* the source map unpadded, oneDNN's zeros round it */
         s.HP = x->in.h, s.WP = x->in.w;
         for (int i = 0; i < 4; i++)
@@ -56,13 +57,42 @@ static size_t band_bytes(const ag_engine *e, int gi) {
     return e->groups[gi].banded ? ag_engine_band_input_bytes(e, gi, e->exec[gi].band_rows) : 0;
 }
 
+typedef struct conv_fill {
+    ag_dnnl_conv *conv;
+    const float *weight;
+} conv_fill;
+
+static int fill_conv(void *ctx, void *dst, ag_error *err) {
+    conv_fill *f = ctx;
+    return ag_dnnl_conv_prepare_weights(f->conv, f->weight, dst, err);
+}
+
+/* A Winograd conv's weights are the model's, shared by its engines (as kind_wino.c's),
+ * unless another engine of the model holds them in another layout. */
+static int share_wino_weights(ag_engine *e, int gi, ag_dnnl_conv *conv, ag_kind_sizes *sizes,
+                              ag_error *err) {
+    ag_layout_request r = {NULL, 0, ag_wino_layout_same, sizes->weights, fill_conv, NULL};
+    conv_fill fill = {conv, ag_engine_head(e, gi)->weight};
+    r.layout = ag_dnnl_conv_wino_layout(conv, &r.layout_bytes);
+    r.ctx = &fill;
+    int rc = AG_OK;
+    if (!r.layout)
+        return AG_OK;
+    if (!e->measure_only)
+        rc = ag_model_shared_weights(e->model, e->groups[gi].head, &r, &e->exec[gi].shared_weights,
+                                     err);
+    if (rc == AG_OK && (e->exec[gi].shared_weights || e->measure_only))
+        sizes->weights = 0;
+    return rc;
+}
+
 static int conv_create(ag_engine *e, int gi, void **kernel, ag_kind_sizes *sizes, ag_error *err) {
     ag_conv_shape s = conv_shape(e, gi);
     ag_dnnl_conv *conv = NULL;
     int rc = ag_dnnl_conv_create(e->dnnl, &s, &conv, &sizes->scratch, &sizes->weights, err);
     *kernel = conv;
     sizes->band = rc == AG_OK ? band_bytes(e, gi) : 0;
-    return rc;
+    return rc == AG_OK ? share_wino_weights(e, gi, conv, sizes, err) : rc;
 }
 
 static int conv_int8_create(ag_engine *e, int gi, void **kernel, ag_kind_sizes *sizes,

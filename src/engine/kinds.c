@@ -8,6 +8,8 @@
 #include "../util/util_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 extern const ag_kind ag_kind_conv, ag_kind_conv_int8;            /* kind_conv.c */
 extern const ag_kind ag_kind_modconv_bf16, ag_kind_modconv_int8; /* kind_modconv.c */
@@ -136,6 +138,8 @@ int ag_engine_create_kernels(ag_engine *e, size_t *scratch_max, size_t *band_max
     e->prepared_bytes = 0;
     for (int gi = 0; rc == AG_OK && gi < n; gi++)
         e->prepared_bytes += prepared_size(weight_bytes[gi]);
+    if (getenv("AG_PLAN_DEBUG"))
+        fprintf(stderr, "plan: prepared weights %zu MB\n", e->prepared_bytes >> 20);
     if (rc == AG_OK && !e->measure_only)
         rc = prepare_weights(e, old, weight_bytes, err);
     /* Whatever happened, exactly one set of kernels survives. */

@@ -6,6 +6,8 @@
 #include "state.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* A precision on a graph: the mode it runs as. */
 typedef struct mode_row {
@@ -127,4 +129,12 @@ static int decides_codes(const ag_graph *g, const ag_node *n) {
 int ag_mode_conv_bf16_band(const ag_engine *e, const ag_node *head) {
     return e->mode == AG_MODE_MODCONV_BF16 && head->groups == 1 &&
            !decides_codes(&e->model->graph, head);
+}
+
+/* A face restorer's fp32 3x3 convs on Winograd where oneDNN has it (kind_conv.c; onednn.h
+ * says which shapes): not the bf16 ones. AG_WINOGRAD=0 keeps them direct (A/B). */
+int ag_mode_conv_winograd(const ag_engine *e, const ag_node *head) {
+    const char *off = getenv("AG_WINOGRAD");
+    return has_modconv(&e->model->graph) && !ag_mode_conv_bf16_band(e, head) &&
+           e->mode != AG_MODE_BF16 && !(off && strcmp(off, "0") == 0);
 }
