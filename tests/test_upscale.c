@@ -705,6 +705,60 @@ static int attention_gates_across_isas(void) {
     return failed;
 }
 
+/*
+ * The int8 engines' whole-map gates (ag_fused_gate_map, kind_gate.c) over 4103 values (two
+ * blocks of vectors and a scalar tail): Mish of x, SiLU (g = x), SPAN's attention (shift 1/2)
+ * and RealPLKSR's (shift 0): every ISA variant the same bits, within 1e-6 relative + 1e-7
+ * (|x| + 1) of the double formula over x in [-100, 100] (sigmoid(g) - 1/2 cancels in float
+ * near g = 0, as it does in PyTorch's fp32).
+ */
+static int gate_map_across_isas(void) {
+    enum { N = 4096 + 7 };
+    float *x = ag_malloc(N * 4), *g = ag_malloc(N * 4), *base = ag_malloc(N * 4),
+          *out = ag_malloc(N * 4);
+    for (int i = 0; i < N; i++)
+        x[i] = -100.0f + 200.0f * (float)i / (float)(N - 1), g[i] = (float)(i % 97) / 8 - 6;
+    static const struct {
+        const char *name;
+        int mish, silu;
+        float shift;
+    } cases[] = {{"mish", 1, 0, 0.0f},
+                 {"silu", 0, 1, 0.0f},
+                 {"attention 1/2", 0, 0, 0.5f},
+                 {"attention 0", 0, 0, 0.0f}};
+    int failed = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const float *gk = cases[k].mish ? NULL : cases[k].silu ? x : g;
+        int variants = 0;
+        for (int isa = AG_ISA_GENERIC; isa <= AG_ISA_AVX512; isa++) {
+            const ag_fused_ops *ops = ag_fused_ops_for((ag_isa)isa);
+            if (!ops)
+                continue;
+            ops->gate_map(variants ? out : base, x, gk, cases[k].shift, N, 2);
+            if (variants++ && memcmp(out, base, N * 4)) {
+                printf("  %s: %s differs from generic\n", cases[k].name, ops->isa);
+                failed = 1;
+            }
+        }
+        double worst = 0.0;
+        for (int i = 0; i < N; i++) {
+            double v = (double)x[i], want;
+            if (cases[k].mish)
+                want = v * tanh(log1p(exp(v < 20 ? v : 20)));
+            else
+                want = v * (1 / (1 + exp(-(double)gk[i])) - (double)cases[k].shift);
+            double got = (double)base[i], bound = 1e-6 * fabs(want) + 1e-7 * (fabs(v) + 1);
+            double e = isnan(got) ? 1e30 : fabs(got - want) / bound;
+            worst = e > worst ? e : worst;
+        }
+        printf("  %s: %d variants, worst error %.2f of the bound\n", cases[k].name, variants,
+               worst);
+        failed |= worst > 1.0;
+    }
+    ag_free(x), ag_free(g), ag_free(base), ag_free(out);
+    return failed;
+}
+
 int main(int argc, char **argv) {
     ag_error err = {0};
     if (ag_image_startup(argv[0], &err) != 0) {
@@ -752,6 +806,7 @@ int main(int argc, char **argv) {
         TEST(budget_bounds_the_tile),
         TEST(int8_psnr),
         TEST(attention_gates_across_isas),
+        TEST(gate_map_across_isas),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     ag_image_shutdown();
