@@ -10,6 +10,7 @@
  */
 #include "test.h"
 
+#include "../src/engine/kind.h"
 #include "../src/engine_internal.h"
 #include "../src/kernels/fused_isa.h"
 #include "../src/model/model_internal.h"
@@ -658,6 +659,78 @@ static int int8_psnr(void) {
     return 0;
 }
 
+/* The float output of `file` on a w x h photo crop (pixel units), fp32 on `backend`; *wino:
+ * how many of its steps ran as the Winograd kind. */
+static float *float_upscale(const char *file, ag_backend backend, int w, int h, int *wino,
+                            size_t *count) {
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    ag_image img = {0};
+    if (open_model(file, &model) || photo(w, h, 3, &img))
+        return NULL;
+    const ag_model_info *info = ag_model_get_info(model);
+    ag_engine_options o = {.backend = backend, .precision = AG_PRECISION_FP32, .threads = 2};
+    *count = (size_t)w * h * 3 * info->scale * info->scale;
+    float *in = ag_malloc(sizeof(float) * (size_t)w * h * 3),
+          *out = ag_malloc(sizeof(float) * *count);
+    for (size_t i = 0; i < (size_t)w * h * 3; i++)
+        in[i] = img.pixels[i] * info->pixel_max / 255.0f;
+    float *outs[1] = {out};
+    int rc = ag_engine_create(model, &o, &engine, &err);
+    if (rc == AG_OK)
+        rc = ag_engine_run_raw(engine, in, w, h, outs, &err);
+    if (rc != AG_OK)
+        fprintf(stderr, "  %s: %s\n", file, err.message);
+    *wino = 0;
+    for (int gi = 0; rc == AG_OK && backend == AG_BACKEND_ONEDNN && gi < engine->group_count; gi++)
+        *wino += engine->exec[gi].kind && !strcmp(engine->exec[gi].kind->name, "conv_wino");
+    for (size_t i = 0; i < *count; i++)
+        out[i] /= info->pixel_max;
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    ag_image_fini(&img);
+    ag_free(in);
+    if (rc != AG_OK)
+        ag_free(out);
+    return rc == AG_OK ? out : NULL;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+/*
+ * An upscaler's fp32 3x3 convs on oneDNN's Winograd (kind_conv.c's conv_wino: maps from 32
+ * px, channels in sixteens, AVX-512): esrgan-medium x2 (64 features: banded convs reading
+ * gathered concats and residual chains, direct ones) on a 40x32 crop against the reference
+ * backend and against the direct conv (AG_WINOGRAD=0), within FP32_TOLERANCE of the [0, 1]
+ * range; where the CPU has AVX-512 the kind must have run.
+ */
+static int winograd_convs(void) {
+    const char *file = "models/esrgan-medium-x2.safetensors";
+    const ag_cpu_info *cpu = ag_cpu_get_info();
+    int avx512 = (cpu->flags & cpu->onednn_flags & AG_CPU_AVX512F) != 0, wino, direct_wino, none;
+    size_t n;
+    float *ref = float_upscale(file, AG_BACKEND_REFERENCE, 40, 32, &none, &n);
+    float *fast = float_upscale(file, AG_BACKEND_ONEDNN, 40, 32, &wino, &n);
+    setenv("AG_WINOGRAD", "0", 1);
+    float *direct = float_upscale(file, AG_BACKEND_ONEDNN, 40, 32, &direct_wino, &n);
+    unsetenv("AG_WINOGRAD");
+    CHECK(ref && fast && direct);
+    double vs_ref = max_abs_diff(fast, ref, n), vs_direct = max_abs_diff(fast, direct, n);
+    printf("  %s 40x32: %d Winograd steps (%d with AG_WINOGRAD=0); max float error %.2e against "
+           "the reference, %.2e against the direct convs (of 1)\n",
+           file, wino, direct_wino, vs_ref, vs_direct);
+    ag_free(ref), ag_free(fast), ag_free(direct);
+    CHECK(direct_wino == 0 && (wino > 0 || !avx512));
+    CHECK(vs_ref <= FP32_TOLERANCE && vs_direct <= FP32_TOLERANCE);
+    return 0;
+}
+
 /*
  * The attention gates a conv chain applies in its residual add's place (SPAN's (z + r)
  * (sigmoid(z) - 1/2), RealPLKSR's r sigmoid(z)), through norm_act_pad with 35 channels (two
@@ -807,6 +880,7 @@ int main(int argc, char **argv) {
         TEST(int8_psnr),
         TEST(attention_gates_across_isas),
         TEST(gate_map_across_isas),
+        TEST(winograd_convs),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     ag_image_shutdown();

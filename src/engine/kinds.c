@@ -9,15 +9,16 @@
 
 #include <stdint.h>
 
-extern const ag_kind ag_kind_conv, ag_kind_conv_int8;            /* kind_conv.c */
-extern const ag_kind ag_kind_modconv_bf16, ag_kind_modconv_int8; /* kind_modconv.c */
-extern const ag_kind ag_kind_modconv_wino;                       /* kind_wino.c */
-extern const ag_kind ag_kind_gate;                               /* kind_gate.c */
-extern const ag_kind ag_kind_generic;                            /* kind_generic.c */
+extern const ag_kind ag_kind_conv, ag_kind_conv_int8, ag_kind_conv_wino; /* kind_conv.c */
+extern const ag_kind ag_kind_modconv_bf16, ag_kind_modconv_int8;         /* kind_modconv.c */
+extern const ag_kind ag_kind_modconv_wino;                               /* kind_wino.c */
+extern const ag_kind ag_kind_gate;                                       /* kind_gate.c */
+extern const ag_kind ag_kind_generic;                                    /* kind_generic.c */
 
 /* First match wins: the specific kinds of a mode before the general ones. */
 static const ag_kind *const ag_kinds[] = {
     &ag_kind_conv_int8,    /* u8 x s8 conv (int8 groups) */
+    &ag_kind_conv_wino,    /* an upscaler's fp32 3x3 conv, Winograd */
     &ag_kind_conv,         /* fp32 / bf16 conv on oneDNN */
     &ag_kind_modconv_bf16, /* modulated conv, bf16 products */
     &ag_kind_modconv_int8, /* 3x3 modulated conv, u8 x s8 */

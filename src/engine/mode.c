@@ -128,3 +128,10 @@ int ag_mode_conv_bf16_band(const ag_engine *e, const ag_node *head) {
     return e->mode == AG_MODE_MODCONV_BF16 && head->groups == 1 &&
            !decides_codes(&e->model->graph, head);
 }
+
+/* An upscaler's fp32 3x3 convs may run on oneDNN's Winograd (kind_conv.c): its rounding
+ * differs from the direct conv's, so the other graphs (styles, restorers, detectors) keep
+ * the direct conv and their outputs bit for bit. */
+int ag_mode_conv_winograd(const ag_engine *e) {
+    return e->mode == AG_MODE_FP32 && e->model->info.role == AG_MODEL_UPSCALER;
+}

@@ -449,6 +449,25 @@ void ag_wino_conv_run(const ag_wino_conv *c, float *out, const float *src, const
     }
 }
 
+void ag_wino_conv_run_band(const ag_wino_conv *c, float *out, const float *band, const float *ones,
+                           const float *bias, int threads) {
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, c->src},
+                               {DNNL_ARG_WEIGHTS, c->weight},
+                               {DNNL_ARG_DST, c->dst},
+                               {DNNL_ARG_SCRATCHPAD, c->scratch}};
+    for (int y0 = 0; y0 < c->H; y0 += c->rows) {
+        int first = y0 + c->rows <= c->H ? y0 : c->H - c->rows; /* the last part moved up */
+        ag_fused_modulate_blocked(c->in_band, band, c->H + 2, c->W, c->IC, ones, first, c->rows + 2,
+                                  threads);
+        dnnl_status_t st = dnnl_primitive_execute(c->primitive, c->dnnl->stream, 4, args);
+        if (st == dnnl_success)
+            st = dnnl_stream_wait(c->dnnl->stream);
+        AG_ASSERT(st == dnnl_success); /* shapes fixed at create: nothing left to fail */
+        ag_fused_unblock_scale_shift(out + (size_t)first * c->W * c->OC, c->out_band, c->rows, c->W,
+                                     c->OC, NULL, bias, threads);
+    }
+}
+
 void *ag_dnnl_engine_handle(const ag_dnnl *dnnl) {
     return dnnl->engine;
 }

@@ -84,6 +84,11 @@ int ag_wino_conv_prepare_weights(ag_wino_conv *c, const float *packed, void *pre
 void ag_wino_conv_bind(ag_wino_conv *c, void *prepared_weights, void *band, void *scratch);
 void ag_wino_conv_run(const ag_wino_conv *c, float *out, const float *src, const float *style,
                       const float *scale, const float *shift, int threads);
+/* A plain conv's band: band (H + 2, W, IC), its border rows included (zeros or the rows
+ * beyond the band), times `ones` (IC of 1.0f: the reblocking copies exactly); out (H, W, OC)
+ * = its conv + bias (NULL: none). */
+void ag_wino_conv_run_band(const ag_wino_conv *c, float *out, const float *band, const float *ones,
+                           const float *bias, int threads);
 
 /* The engine and stream (dnnl_engine_t, dnnl_stream_t) for the other oneDNN file,
  * onednn_int8.c, so its primitives run on the same ones. */
