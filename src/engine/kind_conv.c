@@ -332,6 +332,39 @@ static size_t wino_band_floats(const ag_engine *e, int gi) {
     return e->groups[gi].banded ? (floats + 15) & ~(size_t)15 : 0;
 }
 
+/* The conv's OIHW weights as the Winograd kernel's packed (IC, 9, OC), into its layout. */
+typedef struct wino_weights {
+    ag_wino_conv *conv;
+    const ag_node *head;
+} wino_weights;
+
+static int fill_wino_weights(void *ctx, void *dst, ag_error *err) {
+    const wino_weights *w = ctx;
+    int IC = w->head->in_c, OC = w->head->out_c;
+    float *packed = ag_malloc(sizeof(float) * (size_t)IC * 9 * OC);
+    if (!packed)
+        return ag_error_set(err, AG_E_NOMEM, "out of memory for a weight reorder");
+    for (int oc = 0; oc < OC; oc++)
+        for (int ic = 0; ic < IC; ic++)
+            for (int t = 0; t < 9; t++)
+                packed[((size_t)ic * 9 + t) * OC + oc] =
+                    w->head->weight[((size_t)oc * IC + ic) * 9 + t];
+    int rc = ag_wino_conv_prepare_weights(w->conv, packed, dst, err);
+    ag_free(packed);
+    return rc;
+}
+
+/* The Winograd weights (4x the conv's) are the model's, shared by its engines (a service's
+ * workers), unless another engine holds them in another layout: then its own. */
+static int share_wino_weights(ag_engine *e, int gi, const wino_kernel *k, size_t bytes,
+                              ag_error *err) {
+    wino_weights w = {k->conv, ag_engine_head(e, gi)};
+    ag_layout_request r = {NULL, 0, ag_wino_layout_same, bytes, fill_wino_weights, &w};
+    r.layout = ag_wino_conv_layout(k->conv, &r.layout_bytes);
+    return ag_model_shared_weights(e->model, e->groups[gi].head, &r, &e->exec[gi].shared_weights,
+                                   err);
+}
+
 static int conv_wino_create(ag_engine *e, int gi, void **kernel, ag_kind_sizes *sizes,
                             ag_error *err) {
     ag_group_exec *x = &e->exec[gi];
@@ -354,24 +387,15 @@ static int conv_wino_create(ag_engine *e, int gi, void **kernel, ag_kind_sizes *
     }
     sizes->band += sizeof(float) * wino_band_floats(e, gi);
     *kernel = k;
-    return AG_OK;
+    rc = e->measure_only ? AG_OK : share_wino_weights(e, gi, k, sizes->weights, err);
+    if (rc == AG_OK && (e->exec[gi].shared_weights || e->measure_only))
+        sizes->weights = 0;
+    return rc;
 }
 
-/* oneDNN's OIHW weights as the Winograd kernel's packed (IC, 9, OC). */
 static int conv_wino_prepare(ag_engine *e, int gi, void *prepared, ag_error *err) {
-    const ag_node *h = ag_engine_head(e, gi);
-    const wino_kernel *k = e->exec[gi].kernel;
-    int IC = h->in_c, OC = h->out_c;
-    float *packed = ag_malloc(sizeof(float) * (size_t)IC * 9 * OC);
-    if (!packed)
-        return ag_error_set(err, AG_E_NOMEM, "out of memory for a weight reorder");
-    for (int oc = 0; oc < OC; oc++)
-        for (int ic = 0; ic < IC; ic++)
-            for (int t = 0; t < 9; t++)
-                packed[((size_t)ic * 9 + t) * OC + oc] = h->weight[((size_t)oc * IC + ic) * 9 + t];
-    int rc = ag_wino_conv_prepare_weights(k->conv, packed, prepared, err);
-    ag_free(packed);
-    return rc;
+    wino_weights w = {((wino_kernel *)e->exec[gi].kernel)->conv, ag_engine_head(e, gi)};
+    return fill_wino_weights(&w, prepared, err);
 }
 
 static void conv_wino_bind(ag_engine *e, int gi) {
