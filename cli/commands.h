@@ -45,6 +45,9 @@ int ag_cli_parse_int(const char *command, const char *option, const char *text, 
 /* The same for an option of the steps' table (ag_step_options), in the row's range. */
 int ag_cli_parse_step_int(const char *command, const char *option, const char *text, int *out);
 int ag_cli_parse_step_float(const char *command, const char *option, const char *text, float *out);
+/* The index of `text` among the row's choices; -1 after the row's one-line refusal ("--mode
+ * must be normal, blend or overlay, not 'x'"). */
+int ag_cli_parse_step_choice(const char *command, const char *option, const char *text);
 
 /* Options that pick the model and shape the engine; shared by convert and bench. */
 typedef struct ag_cli_engine_args {
@@ -77,6 +80,15 @@ int ag_cli_engine_option(const char *command, int opt, const char *arg, ag_cli_e
 struct option;
 int ag_cli_option_table_asked(int argc, char **argv);
 int ag_cli_print_option_table(const struct option *table, const char *const *refused);
+
+/*
+ * --help's step options (cli/help.c): every row of the step table that `command` (an AG_CMD_*
+ * bit) takes, under a heading per step, "  -x, --name VALUE" (the letter when `shorts`, the
+ * command's getopt short options, has the `table` entry's) and the row's text from `column`
+ * on, with its range, default and choices, wrapped at 80 columns. Starts with a blank line.
+ */
+void ag_cli_print_step_help(int command, const struct option *table, const char *shorts,
+                            int column);
 
 /*
  * Report a getopt '?' or ':' result for `command` ("unknown option", "needs a value") as one
@@ -198,7 +210,7 @@ typedef struct ag_cli_upscaler {
 int ag_cli_upscaler_open(ag_cli_upscaler *up, const ag_cli_upscale_args *args,
                          const ag_engine_options *engine, ag_error *err);
 void ag_cli_upscaler_close(ag_cli_upscaler *up);
-void ag_cli_upscale_help(void);
+void ag_cli_upscale_help(const struct option *table, const char *shorts);
 int ag_cli_upscale(int argc, char **argv);
 
 /* ---- faces (cli/faces.c) ------------------------------------------------------------------ */
@@ -242,7 +254,7 @@ void ag_cli_faces_json(FILE *out, const char *image, int width, int height, cons
 
 /* ---- face restoration (cli/restore.c) ---------------------------------------------------- */
 
-void ag_cli_restore_help(void);
+void ag_cli_restore_help(const struct option *table, const char *shorts);
 /* After restore's options: the restoration model is --model (required, *restore_model set
  * from it); `incompatible` a face or layout option given. -1 to go on, else the exit status. */
 int ag_cli_restore_check(const char **restore_model, const char *model, const char *default_model,

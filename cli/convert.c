@@ -56,73 +56,6 @@ typedef struct job_list {
 
 /* ---- options ----------------------------------------------------------------------------- */
 
-static void print_help(void) {
-    fputs("Usage: animegan convert INPUT... -o OUTPUT [options]\n"
-          "\n"
-          "Turn photos into anime-style pictures with an AnimeGANv2 or AnimeGANv3 generator.\n"
-          "INPUT is an image file (JPEG, PNG, WebP, TIFF, GIF, HEIF) or a directory of them.\n"
-          "With one input file, OUTPUT is the file to write and its extension (.png, .jpg,\n"
-          ".webp) picks the format. With several inputs or a directory, OUTPUT is a directory\n"
-          "(created if missing) that receives one file per input with the same base name.\n"
-          "Outputs are written to a temporary file and renamed, so a failure leaves none.\n"
-          "\n"
-          "Options:\n"
-          "  -o, --output PATH      output file or directory (required)\n"
-          "  -m, --model NAME|PATH  bundled model name, or a .safetensors, .pt or .onnx file\n"
-          "                         (default: hayao; see 'animegan models')\n"
-          "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
-          "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"
-          "                         that meets its quality bar (default: auto)\n"
-          "      --backend B        onednn or reference (default: onednn)\n"
-          "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
-          "                         (default: the model's own mode)\n"
-          "      --max-side N       downscale inputs whose long side exceeds N pixels,\n"
-          "                         0 = never (default: 1024)\n"
-          "      --portrait[=face|center]\n"
-          "                         face2paint: the FFHQ-aligned crop of the largest face\n"
-          "                         (from the photo at up to 4096 px), or with =center, or when\n"
-          "                         no face is found, the centre square; resized to --size\n"
-          "      --all-faces        with --portrait: one output per face (NAME.face1.png, ...)\n"
-          "      --paste-faces      stylise the whole photo, and each face also as an aligned\n"
-          "                         --size crop pasted back (details for small faces)\n"
-          "      --face-model M     the model for the faces of --paste-faces (default: -m)\n"
-          "      --max-faces N      faces used per photo, largest first, 1-64 (default: 8)\n"
-          "      --size N           portrait / face crop size in pixels, 8-8192 (default: 512)\n"
-          "      --side-by-side     write the input and the result next to each other\n"
-          "      --upscale N        upscale the result N times (1-16), tiled; photos, video\n"
-          "                         and animations\n"
-          "      --upscale-model M  its model (default: " AG_CLI_UPSCALE_DEFAULT_MODEL ")\n"
-          "      --tile N, --tile-pad N, --max-mb N\n"
-          "                         its tiles, as for 'animegan upscale --help'\n"
-          "      --restore-faces FILE\n"
-          "                         restore the faces with a GPEN, GFPGAN or CodeFormer\n"
-          "                         checkpoint before stylising (see 'animegan restore --help')\n"
-          "      --fidelity W       with --restore-faces: 0-1, the restored face's weight\n"
-          "                         against the original (default: 1)\n"
-          "      --codeformer-fidelity W\n"
-          "                         with a CodeFormer checkpoint: its w, 0-1 (default: 0.5)\n"
-          "      --aligned          with --restore-faces: the inputs are aligned face crops\n"
-          "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
-          "      --format F         png, jpg or webp, for files written into an output\n"
-          "                         directory (default: png)\n"
-          "  -q, --quiet            no progress bar or summary (errors are still printed)\n"
-          "\n"
-          "Video (one input whose output is .mp4, .mov, .mkv or .webm; H.264, VP9 for .webm;\n"
-          "timing, rotation and sound kept; --max-side applies to frames). A video, animated\n"
-          "GIF or animated WebP written to .gif or .webp becomes an animation (no sound):\n"
-          "      --crf N            quality, lower is better (H.264 0-51: 18, VP9 0-63: 31)\n"
-          "      --preset P         x264 preset, ultrafast ... veryslow (default: medium)\n"
-          "      --start T          convert from time T (seconds, MM:SS or HH:MM:SS)\n"
-          "      --duration T       convert this long (default: to the end)\n"
-          "      --max-frames N     refuse an input with more than N frames (default: no limit)\n"
-          "  -h, --help             show this help\n"
-          "\n"
-          "A progress bar is shown on a terminal when converting several images.\n"
-          "Exit status: 0 all converted, 1 an input or the model failed, 2 bad command line,\n"
-          "130 interrupted.\n",
-          stdout);
-}
-
 enum {
     OPT_MAX_SIDE = 256,
     OPT_PORTRAIT,
@@ -164,6 +97,51 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+static const char short_options[] = ":o:m:t:qh";
+
+static void print_help(void) {
+    fputs("Usage: animegan convert INPUT... -o OUTPUT [options]\n"
+          "\n"
+          "Turn photos into anime-style pictures with an AnimeGANv2 or AnimeGANv3 generator.\n"
+          "INPUT is an image file (JPEG, PNG, WebP, TIFF, GIF, HEIF) or a directory of them.\n"
+          "With one input file, OUTPUT is the file to write and its extension (.png, .jpg,\n"
+          ".webp) picks the format. With several inputs or a directory, OUTPUT is a directory\n"
+          "(created if missing) that receives one file per input with the same base name.\n"
+          "Outputs are written to a temporary file and renamed, so a failure leaves none.\n"
+          "\n"
+          "Options:\n"
+          "  -o, --output PATH      output file or directory (required)\n"
+          "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
+          "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"
+          "                         that meets its quality bar (default: auto)\n"
+          "      --backend B        onednn or reference (default: onednn)\n"
+          "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
+          "                         (default: the model's own mode)\n"
+          "      --max-side N       downscale inputs whose long side exceeds N pixels,\n"
+          "                         0 = never (default: 1024)\n"
+          "      --quality N        JPEG and WebP quality, 1-100 (default: 90)\n"
+          "      --format F         png, jpg or webp, for files written into an output\n"
+          "                         directory (default: png)\n"
+          "  -q, --quiet            no progress bar or summary (errors are still printed)\n"
+          "  -h, --help             show this help\n",
+          stdout);
+    ag_cli_print_step_help(AG_CMD_CONVERT, long_options, short_options, 25);
+    fputs("\n"
+          "Video (one input whose output is .mp4, .mov, .mkv or .webm; H.264, VP9 for .webm;\n"
+          "timing, rotation and sound kept; --max-side applies to frames). A video, animated\n"
+          "GIF or animated WebP written to .gif or .webp becomes an animation (no sound):\n"
+          "      --crf N            quality, lower is better (H.264 0-51: 18, VP9 0-63: 31)\n"
+          "      --preset P         x264 preset, ultrafast ... veryslow (default: medium)\n"
+          "      --start T          convert from time T (seconds, MM:SS or HH:MM:SS)\n"
+          "      --duration T       convert this long (default: to the end)\n"
+          "      --max-frames N     refuse an input with more than N frames (default: no limit)\n"
+          "\n"
+          "A progress bar is shown on a terminal when converting several images.\n"
+          "Exit status: 0 all converted, 1 an input or the model failed, 2 bad command line,\n"
+          "130 interrupted.\n",
+          stdout);
+}
+
 /* The options of the shared table that restore and upscale refuse (test_cli checks they do). */
 static const char *const refused_by_restore[] = {
     "portrait",     "all-faces",     "paste-faces", "face-model", "size",
@@ -191,16 +169,14 @@ static int parse_option(int opt, const char *arg, convert_args *a) {
     switch (opt) {
     case 'o': a->output = arg; return 0;
     case 'q': a->quiet = 1; return 0;
-    case OPT_PORTRAIT:
-        if (!arg || !strcmp(arg, "face"))
-            a->portrait = 1;
-        else if (!strcmp(arg, "center") || !strcmp(arg, "centre"))
-            a->portrait = 2, a->decode.portrait = 1;
-        else
-            return ag_cli_usage_error(a->command, "--portrait: '%s' is neither face nor center",
-                                      arg),
-                   -1;
+    case OPT_PORTRAIT: { /* face (--portrait alone), center or centre */
+        int choice = arg ? ag_cli_parse_step_choice(a->command, "portrait", arg) : 0;
+        if (choice < 0)
+            return -1;
+        a->portrait = choice == 0 ? 1 : 2;
+        a->decode.portrait = choice != 0;
         return 0;
+    }
     case OPT_ALL_FACES: a->all_faces = 1; return 0;
     case OPT_PASTE_FACES: a->paste_faces = 1; return 0;
     case OPT_FACE_MODEL: a->face_model = arg; return 0;
@@ -258,10 +234,10 @@ static int parse_args(int argc, char **argv, convert_args *a) {
     opterr = 0; /* our own one-line messages instead of getopt's */
     optind = 1;
     int opt;
-    while ((opt = getopt_long(argc, argv, ":o:m:t:qh", long_options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
         if (opt == 'h')
-            return a->restore_only   ? ag_cli_restore_help()
-                   : a->upscale_only ? ag_cli_upscale_help()
+            return a->restore_only   ? ag_cli_restore_help(long_options, short_options)
+                   : a->upscale_only ? ag_cli_upscale_help(long_options, short_options)
                                      : print_help(),
                    AG_EXIT_OK;
         if (opt == '?' || opt == ':')

@@ -26,69 +26,6 @@ typedef struct fuse_args {
     ag_cli_video_args video;
 } fuse_args;
 
-static void print_help(void) {
-    fputs("Usage: animegan fuse --source S --target T -o OUTPUT [options]\n"
-          "\n"
-          "Fuse the face of photo S into photo T (the template: pose, hair, background): the\n"
-          "source's 468 landmarks aligned to the target's, the geometry interpolated, both\n"
-          "faces warped over a triangulation, the source's colours moved to the target's skin,\n"
-          "and the result blended in seamlessly (Poisson). The output has the size of T\n"
-          "(or --size); pixels away from the face are T's, bit for bit.\n"
-          "\n"
-          "Options:\n"
-          "  -s, --source PATH        the face to put in (required)\n"
-          "  -T, --target PATH        the photo it goes into (required)\n"
-          "  -o, --output PATH        output file; .png, .jpg or .webp (required)\n"
-          "      --source-face N      which face of S, as 'animegan faces' numbers them\n"
-          "                           1-64 (default: 1, the largest)\n"
-          "      --target-face N      which face of T, 1-64 (default: 1)\n"
-          "      --target-like PHOTO  the face of T most like the face in PHOTO (who it\n"
-          "                           is: dlib's face descriptor, bundled as face-recognition;\n"
-          "                           under 0.6 apart is one person); not with --target-face\n"
-          "      --source-like PHOTO  likewise, which face of S\n"
-          "  -r, --ratio R            0-1: sets both ratios below (default: 0.7);\n"
-          "                           0 returns T unchanged\n"
-          "      --shape-ratio R      geometry: 0 T's face shape, 1 the source's; 0-1\n"
-          "                           (default: 0.7)\n"
-          "      --texture-ratio R    how much of the source's skin and features replace T's,\n"
-          "                           0-1 (default: 0.7)\n"
-          "      --mode M             normal (seamless), blend (feathered, no Poisson) or\n"
-          "                           overlay (the fused lightness over T's colour)\n"
-          "      --smooth S           skin smoothing, 0-1 (default: 0)\n"
-          "      --paint-occluders    paint the face over what covers T's face (hair, a hand);\n"
-          "                           by default it is kept from T (--keep-occluders)\n"
-          "      --enhance E          a source face smaller than T's is sharpened first: auto\n"
-          "                           (the --restore-model when given, else the bundled\n"
-          "                           upscaler on the face), none, restore or upscale\n"
-          "      --restore-model PATH a face restorer (GPEN, GFPGAN, CodeFormer .pth) for it\n"
-          "      --brightness B       -1..1 on the fused face (default: 0)\n"
-          "      --contrast C         -1..1 (default: 0)\n"
-          "      --saturation S       -1..1 (default: 0)\n"
-          "      --size N             output long side: original, or 64-4096 px\n"
-          "      --max-window-pixels N  the face's work window over N px is fused at the\n"
-          "                           scale that fits N, its change enlarged; 4096-1073741824\n"
-          "                           (default: 4194304)\n"
-          "      --style M            stylise the result with model M (fuse, then anime)\n"
-          "      --anime-template     with --style: T is already anime; stylise the source\n"
-          "                           face first, then fuse\n"
-          "      --precision P        fp32, bf16, int8 or auto, for --style (default: auto)\n"
-          "  -t, --threads N          worker threads, 0 = every core (default: 0)\n"
-          "      --quality N          JPEG/WebP quality 1-100 (default: 90)\n"
-          "      --crf, --preset, --start, --duration, --max-frames  as convert's, when T is\n"
-          "                           a clip and OUTPUT .mp4, .mov, .mkv or .webm: the face\n"
-          "                           fused into every frame (tracked, its landmarks\n"
-          "                           smoothed; frames without it unchanged), sound and\n"
-          "                           timing kept; --size shrinks frames over N\n"
-          "      --bench              also print one JSON line: the fusion's stage times\n"
-          "                           (median of --runs, landmarks known) and detection's\n"
-          "      --runs N             fusions timed by --bench, 1-1000 (default: 20)\n"
-          "  -h, --help               show this help\n"
-          "\n"
-          "Exit status: 0 written, 1 an image, a face or the model failed (no output is\n"
-          "left), 2 bad command line.\n",
-          stdout);
-}
-
 enum {
     OPT_SOURCE_FACE = 256,
     OPT_TARGET_FACE,
@@ -119,12 +56,37 @@ static int parse_float(const char *option, const char *text, float *out) {
     return ag_cli_parse_step_float("fuse", option, text, out);
 }
 
-static int parse_mode(const char *text, ag_fuse_mode *out) {
-    static const char *const names[3] = {"normal", "blend", "overlay"};
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(text, names[i]))
-            return *out = (ag_fuse_mode)i, 0;
-    return ag_cli_usage_error("fuse", "--mode: '%s' is not normal, blend or overlay", text), -1;
+static void print_help(const struct option *table, const char *shorts) {
+    fputs("Usage: animegan fuse --source S --target T -o OUTPUT [options]\n"
+          "\n"
+          "Fuse the face of photo S into photo T (the template: pose, hair, background): the\n"
+          "source's 468 landmarks aligned to the target's, the geometry interpolated, both\n"
+          "faces warped over a triangulation, the source's colours moved to the target's skin,\n"
+          "and the result blended in seamlessly (Poisson). The output has the size of T\n"
+          "(or --size); pixels away from the face are T's, bit for bit.\n"
+          "\n"
+          "Options:\n"
+          "  -s, --source PATH        the face to put in (required)\n"
+          "  -T, --target PATH        the photo it goes into (required)\n"
+          "  -o, --output PATH        output file; .png, .jpg or .webp (required)\n"
+          "      --precision P        fp32, bf16, int8 or auto, for --style (default: auto)\n"
+          "  -t, --threads N          worker threads, 0 = every core (default: 0)\n"
+          "      --quality N          JPEG/WebP quality 1-100 (default: 90)\n"
+          "      --crf, --preset, --start, --duration, --max-frames  as convert's, when T is\n"
+          "                           a clip and OUTPUT .mp4, .mov, .mkv or .webm: the face\n"
+          "                           fused into every frame (tracked, its landmarks\n"
+          "                           smoothed; frames without it unchanged), sound and\n"
+          "                           timing kept; --size shrinks frames over N\n"
+          "      --bench              also print one JSON line: the fusion's stage times\n"
+          "                           (median of --runs, landmarks known) and detection's\n"
+          "      --runs N             fusions timed by --bench, 1-1000 (default: 20)\n"
+          "  -h, --help               show this help\n",
+          stdout);
+    ag_cli_print_step_help(AG_CMD_FUSE, table, shorts, 27);
+    fputs("\n"
+          "Exit status: 0 written, 1 an image, a face or the model failed (no output is\n"
+          "left), 2 bad command line.\n",
+          stdout);
 }
 
 /* One fuse option: 0 handled, -1 bad value (reported), 1 not one of them. */
@@ -149,17 +111,16 @@ static int parse_option(int opt, const char *arg, fuse_args *a) {
         return 0;
     case OPT_SHAPE: return parse_float("shape-ratio", arg, &f->shape_ratio);
     case OPT_TEXTURE: return parse_float("texture-ratio", arg, &f->texture_ratio);
-    case OPT_MODE: return parse_mode(arg, &f->mode);
+    case OPT_MODE: {
+        int m = ag_cli_parse_step_choice("fuse", "mode", arg);
+        return m < 0 ? -1 : (f->mode = (ag_fuse_mode)m, 0);
+    }
     case OPT_SMOOTH: return parse_float("smooth", arg, &f->smooth);
     case OPT_KEEP_OCCLUDERS: f->keep_occluders = 1; return 0;
     case OPT_PAINT_OCCLUDERS: f->keep_occluders = 0; return 0;
     case OPT_ENHANCE: {
-        int e = ag_fuse_enhance_parse(arg);
-        if (e < 0)
-            return ag_cli_usage_error("fuse",
-                                      "--enhance: '%s' is not auto, none, restore or upscale", arg),
-                   -1;
-        return f->enhance = (ag_fuse_enhance)e, 0;
+        int e = ag_cli_parse_step_choice("fuse", "enhance", arg);
+        return e < 0 ? -1 : (f->enhance = (ag_fuse_enhance)e, 0);
     }
     case OPT_RESTORE_MODEL: a->restore_model = arg; return 0;
     case OPT_BRIGHTNESS: return parse_float("brightness", arg, &f->brightness);
@@ -185,6 +146,7 @@ static int parse_option(int opt, const char *arg, fuse_args *a) {
 }
 
 static int parse_args(int argc, char **argv, fuse_args *a) {
+    static const char short_options[] = ":s:T:o:r:t:h";
     static const struct option long_options[] = {
         {"source", required_argument, NULL, 's'},
         {"target", required_argument, NULL, 'T'},
@@ -223,9 +185,9 @@ static int parse_args(int argc, char **argv, fuse_args *a) {
     opterr = 0;
     optind = 1;
     int opt;
-    while ((opt = getopt_long(argc, argv, ":s:T:o:r:t:h", long_options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
         if (opt == 'h')
-            return print_help(), 1;
+            return print_help(long_options, short_options), 1;
         int rc = parse_option(opt, optarg, a);
         if (rc == 1 && (opt == 't' || opt == 'P'))
             rc = ag_cli_engine_option("fuse", opt, optarg, &a->e) == 1 ? 0 : -1;

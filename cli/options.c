@@ -75,6 +75,20 @@ int ag_cli_parse_step_float(const char *command, const char *option, const char 
     return 0;
 }
 
+int ag_cli_parse_step_choice(const char *command, const char *option, const char *text) {
+    const ag_step_option *o = ag_step_option_of(command_bit(command), option);
+    int i = o ? ag_step_option_choice(o, text) : -1;
+    if (i < 0 && o && o->choices) {
+        char spelled[48], message[256];
+        snprintf(spelled, sizeof spelled, "--%s", option);
+        ag_cli_usage_error(command, "%s",
+                           ag_step_option_refusal(o, spelled, NULL, text, message, sizeof message));
+    } else if (i < 0) { /* a programming error, caught by any test run */
+        ag_cli_usage_error(command, "--%s: not a choice option of the step table", option);
+    }
+    return i;
+}
+
 static const char *const backend_names[] = {"onednn", "reference"};
 
 const char *ag_cli_precision_name(ag_precision precision) {

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void ag_cli_restore_help(void) {
+void ag_cli_restore_help(const struct option *table, const char *shorts) {
     fputs("Usage: animegan restore INPUT... -o OUTPUT --model FILE [options]\n"
           "\n"
           "Restore the faces of photos with a GPEN (GPEN-BFR-256.pth, GPEN-BFR-512.pth, the\n"
@@ -19,24 +19,11 @@ void ag_cli_restore_help(void) {
           "size, restored and pasted back through a feathered face mask; the rest of the\n"
           "photo is left as it was. A photo without a face is written unchanged (said on\n"
           "stderr). INPUT and OUTPUT as for convert: a file to a file, or several files and\n"
-          "directories to a directory.\n"
+          "directories to a directory. With --upscale N the whole photo is then upscaled\n"
+          "(GPEN's demo pipeline: restored faces on an upscaled background).\n"
           "\n"
           "Options:\n"
           "  -o, --output PATH      output file or directory (required)\n"
-          "  -m, --model FILE       the GPEN, GFPGAN or CodeFormer checkpoint (required)\n"
-          "      --fidelity W       0-1: weight of the restored face against the original\n"
-          "                         (GPEN's alpha; default: 1, restored only)\n"
-          "      --codeformer-fidelity W\n"
-          "                         CodeFormer's w, 0-1: lower restores more, higher keeps\n"
-          "                         closer to the input (default: 0.5)\n"
-          "      --max-faces N      faces restored per photo, largest first, 1-64 (default: 8)\n"
-          "      --aligned          the inputs are aligned face crops: resized to the\n"
-          "                         network's size and restored whole (output at that size)\n"
-          "      --upscale N        then upscale the whole photo N times, 1-16 (GPEN's demo\n"
-          "                         pipeline: restored faces on an upscaled background)\n"
-          "      --upscale-model M  the upscaler (default: esrgan-medium)\n"
-          "      --tile N, --tile-pad N, --max-mb N\n"
-          "                         its tiles, as for 'animegan upscale --help'\n"
           "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
           "      --precision P      fp32, bf16, int8 or auto: auto is bf16 where this CPU\n"
           "                         runs it natively, else fp32; int8 only when asked\n"
@@ -48,8 +35,10 @@ void ag_cli_restore_help(void) {
           "      --format F         png, jpg or webp, for files written into an output\n"
           "                         directory (default: png)\n"
           "  -q, --quiet            no progress bar, summary or no-face notes\n"
-          "  -h, --help             show this help\n"
-          "\n"
+          "  -h, --help             show this help\n",
+          stdout);
+    ag_cli_print_step_help(AG_CMD_RESTORE, table, shorts, 25);
+    fputs("\n"
           "GFPGAN's noise inputs are the checkpoint's stored buffers, so the output is\n"
           "deterministic (upstream draws new noise on each call).\n"
           "'animegan convert --restore-faces FILE' restores the faces before stylising.\n"

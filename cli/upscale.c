@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-void ag_cli_upscale_help(void) {
+void ag_cli_upscale_help(const struct option *table, const char *shorts) {
     fputs("Usage: animegan upscale INPUT... -o OUTPUT [options]\n"
           "\n"
           "Enlarge images with a super-resolution network, tile by tile (any size; memory is\n"
@@ -16,18 +16,6 @@ void ag_cli_upscale_help(void) {
           "\n"
           "Options:\n"
           "  -o, --output PATH      output file or directory (required)\n"
-          "  -m, --model NAME|PATH  esrgan-slim or esrgan-medium (bundled, x2 x3 x4 x8), or a\n"
-          "                         Real-ESRGAN .pth (SRVGGNetCompact or RRDBNet)\n"
-          "                         (default: " AG_CLI_UPSCALE_DEFAULT_MODEL ")\n"
-          "      --scale N          output side / input side, 1-16: picks the bundled model of\n"
-          "                         that scale; another scale than the network's resizes its\n"
-          "                         result with Lanczos3 (default: the model's own; bundled 4)\n"
-          "      --tile N           tile side in input pixels, 16-8192 (default: the largest\n"
-          "                         whose window fits --max-mb)\n"
-          "      --tile-pad N       context around each tile, 0-256 (default: the network's\n"
-          "                         reach, at most 32)\n"
-          "      --max-mb N         memory budget of one tile window in MB, 16-1048576\n"
-          "                         (default: 1024)\n"
           "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
           "      --precision P      fp32, bf16, int8 or auto (default: auto)\n"
           "      --backend B        onednn or reference (default: onednn)\n"
@@ -37,8 +25,10 @@ void ag_cli_upscale_help(void) {
           "      --format F         png, jpg or webp, for files written into an output\n"
           "                         directory (default: png)\n"
           "  -q, --quiet            no progress bar or summary\n"
-          "  -h, --help             show this help\n"
-          "\n"
+          "  -h, --help             show this help\n",
+          stdout);
+    ag_cli_print_step_help(AG_CMD_UPSCALE, table, shorts, 25);
+    fputs("\n"
           "Video and animations (one input whose output is .mp4, .mov, .mkv, .webm, .gif or\n"
           "animated .webp) are upscaled frame by frame, streamed, sound kept; --crf, --preset,\n"
           "--start, --duration and --max-frames as for 'animegan convert'.\n"

@@ -541,9 +541,6 @@ typedef enum ag_fuse_enhance {
     AG_FUSE_ENHANCE_UPSCALE,  /* options.upscaler on its window (AG_E_ARG without one) */
 } ag_fuse_enhance;
 
-/* "auto", "none", "restore", "upscale"; -1 when unknown. */
-int ag_fuse_enhance_parse(const char *name);
-
 typedef struct ag_fuse_options {
     float shape_ratio;   /* 0-1: 0 the target's geometry, 1 the source's */
     float texture_ratio; /* 0-1: how much of the source's skin and features replaces the target's */
@@ -867,8 +864,10 @@ typedef struct ag_step_option {
     const char *query;   /* the API's query parameter; NULL: not on the API */
     const char *keyword; /* Python's keyword argument; NULL: not in Python */
     ag_option_type type;
-    double min, max, def;
-    const char *help; /* one line */
+    double min, max, def;       /* with choices: def is the default's index, or -1 for none */
+    const char *arg;            /* the value in --help ("N", "PATH"); NULL for a flag */
+    const char *const *choices; /* a fixed set of values, NULL-terminated; NULL: any */
+    const char *help; /* what it does, for --help (which adds the range, default and choices) */
 } ag_step_option;
 
 /* The table: *count rows, in step order. */
@@ -883,6 +882,22 @@ const ag_step_option *ag_step_option_of(int commands, const char *name);
 
 /* The row of API query parameter `query`; NULL when no step has it. */
 const ag_step_option *ag_step_option_query(const char *query);
+
+/* The index of `value` among the row's choices; -1 when it is none of them (or the row has
+ * no choices, or `value` is NULL). */
+int ag_step_option_choice(const ag_step_option *o, const char *value);
+
+/* The row's choices as a list, then `extra` (NULL-terminated values a front end also takes,
+ * or NULL): "normal, blend or overlay". Returns `buf` (truncated to `cap`). */
+const char *ag_step_option_choices(const ag_step_option *o, const char *const *extra, char *buf,
+                                   size_t cap);
+
+/* The one refusal of a value not among the row's choices, as every front end words it:
+ * "<spelled> must be normal, blend or overlay, not '<value>'" (spelled: "--mode", "mode";
+ * value as the caller quotes it). Returns `buf`. */
+const char *ag_step_option_refusal(const ag_step_option *o, const char *spelled,
+                                   const char *const *extra, const char *value, char *buf,
+                                   size_t cap);
 
 /* ---- video and animated images --------------------------------------------------------- */
 

@@ -69,7 +69,7 @@ static int reply(struct MHD_Connection *conn, ag_request *r, int status, char *b
 
 static void vprepare_error(ag_request *r, int status, const char *code, const char *fmt,
                            va_list ap) {
-    char msg[300];
+    char msg[480]; /* the work bound's names every network's price */
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t cap = 64 + 2 * strlen(code) + 6 * strlen(msg);
     char *buf = ag_malloc(cap);
@@ -120,6 +120,8 @@ void ag_jobs_json(ag_text *t, const ag_jobs *j, const job *b) {
                            b->segments - b->segments_left);
     }
     ag_text_printf(t, ",\"upscale\":%d", b->upscale > 1 ? b->upscale : 1);
+    if (b->restore)
+        ag_text_printf(t, ",\"restore\":%d", b->restore);
     if (b->out_width > 0)
         ag_text_printf(t, ",\"width\":%d,\"height\":%d", b->out_width, b->out_height);
     ag_text_printf(t, ",\"url\":\"/api/v1/jobs/%s\"", b->id);
@@ -178,6 +180,8 @@ static const struct job_opt {
     {"max_side", OPT_CONVERT},
     {"side_by_side", OPT_CONVERT},
     {"upscale", OPT_CONVERT},
+    {"restore", OPT_CONVERT},
+    {"codeformer_fidelity", OPT_CONVERT},
     {"format", OPT_FORMAT},
     {"portrait", OPT_PHOTO_ONLY},
     {"quality", OPT_PHOTO_ONLY},
@@ -235,7 +239,8 @@ static enum MHD_Result option_iter(void *cls, enum MHD_ValueKind kind, const cha
     if (!opt) {
         ag_reply_error_set(&o->err, 400, "unknown_option",
                            "unknown query parameter '%.40s' (known: model, max_side, "
-                           "side_by_side, upscale, format; with a 'source' image: ratio, "
+                           "side_by_side, upscale, restore, codeformer_fidelity, format; with "
+                           "a 'source' image: ratio, "
                            "shape_ratio, texture_ratio, mode, smooth, brightness, contrast, "
                            "saturation, source_face, target_face)",
                            key ? key : "");
@@ -405,6 +410,9 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     if (o.convert.upscale && !s->upscalers[0]) /* as convert's upscale_fits says it */
         return reply_error(conn, r, 503, "upscale_unavailable",
                            "this server has no upscaler (--upscale-model none)");
+    ag_reply_error refused;
+    if (ag_restore_check(s, &o.convert, s->face_detect && s->face_mesh, &refused) != 0)
+        return reply_error(conn, r, refused.status, refused.code, "%s", refused.message);
     int upscale = o.convert.upscale > 1 ? o.convert.upscale : 1;
     if (!atomic_load(&s->accepting))
         return r->retry_after_s = 5,
@@ -452,6 +460,8 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     b->model = o.convert.model;
     b->max_side = o.convert.max_side;
     b->side_by_side = o.convert.side_by_side;
+    b->restore = o.convert.restore;
+    b->codeformer_fidelity = o.convert.codeformer_fidelity;
     b->fuse_given = o.fusion_seen != 0;
     b->fuse_style = (o.seen & 1u) != 0; /* model= (the first of options.c's keys) */
     b->fuse = o.fusion.fusion;

@@ -189,18 +189,41 @@ static double output_pixels(const ag_video_info *info, int max_side, int upscale
 }
 
 /* What one frame costs in pixels of the job's style (the unit of --max-job-megapixels):
- * its stylised pixels, and with upscale=N what the upscaler costs over them, by the
+ * its stylised pixels, with restore=K what the restorer costs for the faces of a frame
+ * (restore_price), and with upscale=N what the upscaler costs over them, by the
  * networks' FLOPs per input pixel (the upscaler's at its own scale: an x4 file serving
  * upscale=2 makes x4 before resizing; side by side, it upscales both halves), but never
  * less than the output's pixels, the old price, which the encoder and the frames' memory go
  * by (and FLOPs undercount a small upscaler's time: docs/stability.md). */
 typedef struct frame_cost {
     double style_px, upscaler_ratio, work_px;
+    double face_px; /* restore=K: one face's restoration in pixels of the style */
+    int faces;      /* the faces a frame's restoration is priced at */
+    double restore_px;
 } frame_cost;
+
+#define PRICE_SIDE 256 /* FLOPs grow with the pixels: any size gives the style's per pixel */
+
+/* restore=K: one face at the restorer's size (its FLOPs over the style's per pixel), times
+ * the faces the pipeline restores at most in a frame (ag_restore_options' max_faces, as
+ * photos): a frame holds up to that many, and a clip's every frame may. */
+static void restore_price(const ag_server *s, const job *b, frame_cost *c) {
+    if (!b->restore || b->restore > s->restorer_count)
+        return;
+    const ag_model *m = s->restorers[b->restore - 1];
+    int face = ag_model_get_info(m)->min_side;
+    double style = ag_model_flop(s->models[b->model], PRICE_SIDE, PRICE_SIDE);
+    ag_restore_options ro;
+    ag_restore_options_init(&ro);
+    c->faces = ro.max_faces;
+    c->face_px = style > 0 ? ag_model_flop(m, face, face) / style * PRICE_SIDE * PRICE_SIDE : 0;
+    c->restore_px = c->faces * c->face_px;
+}
 
 static frame_cost price_frame(const ag_server *s, const job *b, const ag_video_info *info) {
     frame_cost c = {.style_px = output_pixels(info, b->max_side, 1)};
-    c.work_px = c.style_px;
+    restore_price(s, b, &c);
+    c.work_px = c.style_px + c.restore_px;
     /* A fusion: its frames' pixels (the encoder's and the frames' price) plus, stylised, the
      * style's; upscale=N as below on top. */
     if (b->fusion)
@@ -208,40 +231,47 @@ static frame_cost price_frame(const ag_server *s, const job *b, const ag_video_i
     int slot = b->upscale > 1 ? ag_server_upscale_slot(b->upscale) : -1;
     if (slot < 0 || !s->upscalers[slot])
         return c;
-    const int side = 256; /* FLOPs grow with the pixels: any size gives the ratio */
-    double style = ag_model_flop(s->models[b->model], side, side);
-    double up = ag_model_flop(s->upscalers[slot], side, side);
+    double style = ag_model_flop(s->models[b->model], PRICE_SIDE, PRICE_SIDE);
+    double up = ag_model_flop(s->upscalers[slot], PRICE_SIDE, PRICE_SIDE);
     c.upscaler_ratio = style > 0 ? up / style : 0;
     double sbs = b->side_by_side ? 2 : 1; /* the upscaler gets both halves */
     double out_px = output_pixels(info, b->max_side, b->upscale) * sbs;
-    double network_px = c.style_px * (1 + c.upscaler_ratio * sbs);
+    double network_px = c.style_px * (1 + c.upscaler_ratio * sbs) + c.restore_px;
     c.work_px = network_px > out_px ? network_px : out_px;
     return c;
 }
 
 /* --max-job-megapixels: 0, or -1 with the 413 prepared in r, naming the limit and, for
- * upscale=N, the networks' costs it counted. */
+ * restore=K and upscale=N, the networks' costs it counted. */
 static int work_fits(ag_jobs *j, ag_request *r, const job *b, const ag_video_info *info,
                      const frame_cost *c) {
     double work_mpx = (double)info->frames * c->work_px / 1e6;
     double bound_mpx = (double)j->c->max_work_mpx;
     if (bound_mpx <= 0 || work_mpx <= bound_mpx)
         return 0;
-    char upscaled[240] = "";
+    const ag_server *s = j->server;
+    char restored[200] = "", upscaled[240] = "";
+    if (c->restore_px > 0) {
+        const char *path = s->config.restore_models[b->restore - 1], *slash = strrchr(path, '/');
+        snprintf(restored, sizeof restored,
+                 ", restore=%d by %s priced at %d faces a frame of %.0f pixels' work each",
+                 b->restore, slash ? slash + 1 : path, c->faces, c->face_px);
+    }
     if (b->upscale > 1) {
-        const ag_server *s = j->server;
         const ag_model *up = s->upscalers[ag_server_upscale_slot(b->upscale)];
         snprintf(upscaled, sizeof upscaled,
-                 ", upscale=%d by %s costing %.1f times %s's FLOPs a pixel: %.0f pixels' "
-                 "work a frame",
-                 b->upscale, ag_model_get_info(up)->name, c->upscaler_ratio,
-                 s->model_names[b->model], c->work_px);
+                 ", upscale=%d by %s costing %.1f times %s's FLOPs a pixel", b->upscale,
+                 ag_model_get_info(up)->name, c->upscaler_ratio, s->model_names[b->model]);
     }
+    char work[80] = "";
+    if (c->restore_px > 0 || b->upscale > 1)
+        snprintf(work, sizeof work, ": %.0f pixels' work a frame", c->work_px);
     ag_jobs_prepare_error(r, 413, "too_large",
-                          "%lld frames of %.0f pixels stylised%s = %.0f megapixels of work; the "
-                          "limit is %.0f (--max-job-megapixels; a smaller max_side%s or a "
+                          "%lld frames of %.0f pixels stylised%s%s%s = %.0f megapixels of work; "
+                          "the limit is %.0f (--max-job-megapixels; a smaller max_side%s%s or a "
                           "shorter clip fits)",
-                          (long long)info->frames, c->style_px, upscaled, work_mpx, bound_mpx,
+                          (long long)info->frames, c->style_px, restored, upscaled, work, work_mpx,
+                          bound_mpx, b->restore ? ", no restore" : "",
                           b->upscale > 1 ? ", upscale" : "");
     return -1;
 }

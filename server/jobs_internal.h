@@ -52,6 +52,8 @@ typedef struct job {
     int max_side;
     int side_by_side;
     int upscale;               /* upscale=N: the frames N times larger (2, 4); 1 none */
+    int restore;               /* restore=K: each frame's faces restored first; 0 none */
+    float codeformer_fidelity; /* a CodeFormer restorer's w (restore=K) */
     int out_width, out_height; /* the result's frames (after max_side, side_by_side, upscale) */
     uint64_t seq;              /* FIFO order */
     double created_unix, finished_unix;
@@ -108,7 +110,9 @@ struct ag_frame_task {
     const ag_image *in;
     ag_image *out;
     int side_by_side, model, upscale, rc, done; /* upscale: 1 none, else the worker's N */
-    ag_job_fusion *fusion;                      /* a fusion job's frame: NULL otherwise */
+    int restore;               /* restore=K: the worker's K-th restorer first; 0 none */
+    float codeformer_fidelity; /* its w when it is a CodeFormer */
+    ag_job_fusion *fusion;     /* a fusion job's frame: NULL otherwise */
     ag_error err;
     pthread_mutex_t lock;
     pthread_cond_t cond;

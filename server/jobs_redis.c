@@ -581,6 +581,10 @@ static void parse_field(job *b, const char *k, const char *v) {
         b->side_by_side = field_int(v);
     } else if (!strcmp(k, "upscale")) {
         b->upscale = field_int(v);
+    } else if (!strcmp(k, "restore")) {
+        b->restore = field_int(v);
+    } else if (!strcmp(k, "codeformer_fidelity")) {
+        b->codeformer_fidelity = strtof(v, NULL);
     } else if (!strcmp(k, "width")) {
         b->out_width = field_int(v);
     } else if (!strcmp(k, "height")) {
@@ -613,6 +617,7 @@ static void parse_field(job *b, const char *k, const char *v) {
 void ag_jobs_redis_parse(const redisReply *pairs, size_t from, job *b) {
     memset(b, 0, sizeof *b);
     b->upscale = 1;
+    b->codeformer_fidelity = 0.5f;
     for (size_t i = from; i + 1 < pairs->elements; i += 2) {
         const redisReply *k = pairs->element[i], *v = pairs->element[i + 1];
         if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
@@ -622,6 +627,10 @@ void ag_jobs_redis_parse(const redisReply *pairs, size_t from, job *b) {
         b->upscale = 1;
     if (b->model < 0)
         b->model = 0;
+    if (b->restore < 0 || b->restore > AG_SERVER_MAX_RESTORERS)
+        b->restore = 0; /* a job from another version: not restored */
+    if (!(b->codeformer_fidelity >= 0 && b->codeformer_fidelity <= 1))
+        b->codeformer_fidelity = 0.5f;
     if (b->state == JOB_RUNNING && b->started_unix > 0) { /* the ETA's clock, in ours */
         double ago = ag_jobs_now_unix() - b->started_unix;
         uint64_t now = ag_now_us();
@@ -650,6 +659,8 @@ int ag_jobs_redis_submit(ag_jobs *j, job *b) {
     PAIR("max_side", "%d", b->max_side);
     PAIR("side_by_side", "%d", b->side_by_side);
     PAIR("upscale", "%d", b->upscale > 1 ? b->upscale : 1);
+    PAIR("restore", "%d", b->restore);
+    PAIR("codeformer_fidelity", "%.6g", (double)b->codeformer_fidelity);
     PAIR("width", "%d", b->out_width);
     PAIR("height", "%d", b->out_height);
     PAIR("max_frames", "%lld", (long long)b->max_frames);

@@ -36,6 +36,8 @@ static int stylize_via_workers(void *user, const ag_image *in, int side_by_side,
     pthread_mutex_lock(&j->lock);
     task.model = j->current ? j->current->model : 0;
     task.upscale = j->current ? j->current->upscale : 1;
+    task.restore = j->current ? j->current->restore : 0;
+    task.codeformer_fidelity = j->current ? j->current->codeformer_fidelity : 0.5f;
     task.fusion = j->fusion;
     pthread_mutex_unlock(&j->lock);
     pthread_mutex_init(&task.lock, NULL);
@@ -104,8 +106,52 @@ static int analyse_source(ag_worker *w, ag_job_fusion *fu, ag_error *err) {
     return rc;
 }
 
-/* A fusion job's frame: the pipeline's fuse step (the face followed over the frames), then
- * the style when model= was given. */
+/* restore=K on the frame's pipeline: the worker's K-th restorer over the faces its detector
+ * finds (the job was checked at submission; a --jobs-redis job may run on an instance with
+ * fewer files or no face models: the frame fails, naming why). */
+static int restore_step(ag_worker *w, const ag_frame_task *task, ag_pipeline *p, ag_error *err) {
+    const ag_server *s = w->server;
+    if (!task->restore)
+        return AG_OK;
+    if (task->restore > s->restorer_count || !w->faces)
+        return ag_jobs_set_error(
+            err, AG_E_UNSUPPORTED, "restore=%d: this instance has %d --restore-model file(s)%s",
+            task->restore, s->restorer_count, w->faces ? "" : " and no face models");
+    p->restorer = w->restorers[task->restore - 1], p->detector = w->faces;
+    p->restore.codeformer_fidelity = task->codeformer_fidelity;
+    return AG_OK;
+}
+
+/* The frame's pipeline run; restored faces counted as a photo's (animegan_restorations_total
+ * counts the frames). */
+static int run_pipeline(ag_worker *w, ag_frame_task *task, const ag_pipeline *p) {
+    ag_pipeline_result res;
+    int rc = ag_pipeline_apply(p, task->in, task->out, &res, &task->err);
+    if (p->restorer && res.failed > AG_STEP_RESTORE) {
+        ag_metrics *m = &w->server->metrics;
+        atomic_fetch_add(&m->restorations, 1);
+        atomic_fetch_add(&m->faces_restored, (uint_fast64_t)res.faces.restored);
+        atomic_fetch_add(&m->faces_detected, (uint_fast64_t)res.faces.found);
+    }
+    return rc;
+}
+
+/* A job's frame without fusion: restore=K (when asked), then the style. */
+static int stylize_frame(ag_worker *w, ag_frame_task *task) {
+    if (!task->restore)
+        return ag_stylize(w->engines[task->model], task->in, task->side_by_side, task->out,
+                          &task->err);
+    ag_pipeline p;
+    ag_pipeline_init(&p);
+    int rc = restore_step(w, task, &p, &task->err);
+    if (rc != AG_OK)
+        return rc;
+    p.style = w->engines[task->model], p.side_by_side = task->side_by_side;
+    return run_pipeline(w, task, &p);
+}
+
+/* A fusion job's frame: the pipeline's fuse step (the face followed over the frames),
+ * restore=K when asked, then the style when model= was given. */
 static int fuse_frame(ag_worker *w, ag_frame_task *task) {
     ag_job_fusion *fu = task->fusion;
     if (!fu->analysed && analyse_source(w, fu, &task->err) != AG_OK)
@@ -116,20 +162,21 @@ static int fuse_frame(ag_worker *w, ag_frame_task *task) {
     p.fuse = fu->b->fuse, p.fuse.size = 0, p.detector = w->faces;
     p.style = fu->b->fuse_style ? w->engines[task->model] : NULL;
     p.side_by_side = task->side_by_side;
+    int rc = restore_step(w, task, &p, &task->err);
+    if (rc != AG_OK)
+        return rc;
     fu->embedder = w->embedder;
-    return ag_pipeline_apply(&p, task->in, task->out, NULL, &task->err);
+    return run_pipeline(w, task, &p);
 }
 
-/* The frame's steps on the worker: the style, then upscale=N as convert does it (the
- * worker's upscaler, its window within --upscale-max-mb, animegan_upscaled_total). The
+/* The frame's steps on the worker: restore=K and the style, then upscale=N as convert does
+ * it (the worker's upscaler, its window within --upscale-max-mb, animegan_upscaled_total). The
  * stylised frame is handed over to the upscaled one and freed there: task->out is the one
  * image the runner owns, whatever the outcome (empty on failure). */
 static int frame_steps(ag_worker *w, ag_frame_task *task) {
     frame_hook hook = {.w = w};
     w->between_steps = frame_between_steps, w->between_steps_user = &hook;
-    int rc = task->fusion ? fuse_frame(w, task)
-                          : ag_stylize(w->engines[task->model], task->in, task->side_by_side,
-                                       task->out, &task->err);
+    int rc = task->fusion ? fuse_frame(w, task) : stylize_frame(w, task);
     if (rc != AG_OK || task->upscale <= 1)
         return rc;
     ag_error err = {0};

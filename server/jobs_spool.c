@@ -117,12 +117,12 @@ void ag_jobs_save_state(ag_jobs *j, const job *b) {
     ag_text_init(&t, AG_JOB_STATE_JSON_MAX);
     ag_text_printf(&t,
                    "{\"id\":\"%s\",\"state\":\"%s\",\"ext\":\"%s\",\"model\":%d,\"max_side\":%d,"
-                   "\"side_by_side\":%d,\"upscale\":%d,\"width\":%d,\"height\":%d,"
+                   "\"side_by_side\":%d,\"upscale\":%d,\"restore\":%d,\"width\":%d,\"height\":%d,"
                    "\"created\":%.3f,\"finished\":%.3f,\"frames_done\":%lld,"
                    "\"frames_total\":%lld,\"error_code\":",
                    b->id, ag_job_state_names[b->state], b->ext, b->model, b->max_side,
-                   b->side_by_side, b->upscale > 1 ? b->upscale : 1, b->out_width, b->out_height,
-                   b->created_unix, b->finished_unix, (long long)b->frames_done,
+                   b->side_by_side, b->upscale > 1 ? b->upscale : 1, b->restore, b->out_width,
+                   b->out_height, b->created_unix, b->finished_unix, (long long)b->frames_done,
                    (long long)b->frames_total);
     ag_text_json_string(&t, b->error_code);
     ag_text_append(&t, ",\"error\":", 9);
@@ -190,6 +190,9 @@ static int load_state(const char *path, job *b) {
         if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(root, "upscale")) &&
             ag_server_upscale_slot((int)v->valuedouble) >= 0)
             b->upscale = (int)v->valuedouble;
+        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(root, "restore")) &&
+            v->valuedouble >= 1 && v->valuedouble <= AG_SERVER_MAX_RESTORERS)
+            b->restore = (int)v->valuedouble; /* shown in the job's JSON */
         b->out_width = side_of(root, "width");
         b->out_height = side_of(root, "height");
         if (!b->out_width || !b->out_height)

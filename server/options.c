@@ -114,6 +114,24 @@ static int parse_step_float(const char *key, const char *value, double *out, ag_
     return -1;
 }
 
+/* Query parameter `key`'s value among its row's choices: the index, or -1 with a 400 that
+ * names them (and `extra`, other values the route takes). */
+static int parse_step_choice(const char *key, const char *value, const char *const *extra,
+                             ag_reply_error *err) {
+    const ag_step_option *row = ag_step_option_query(key);
+    int i = row ? ag_step_option_choice(row, value) : -1;
+    if (i >= 0)
+        return i;
+    char vq[48], message[sizeof err->message];
+    if (row)
+        ag_step_option_refusal(row, key, extra, printable(value, vq, sizeof vq), message,
+                               sizeof message);
+    else
+        snprintf(message, sizeof message, "%s: not a choice of the step table", key);
+    ag_reply_error_set(err, 400, "bad_option", "%s", message);
+    return -1;
+}
+
 static const struct {
     const char *key;
     int routes;
@@ -245,14 +263,13 @@ static int convert_value(ag_convert_options *opts, const char *key, const char *
     case OPT_MODEL:
         v = ag_option_model("model", value, names, name_count, err);
         return v < 0 ? -1 : (opts->model = v, 0); /* a bad value keeps the option */
-    case OPT_PORTRAIT:
-        if (ag_option_flag(value, &opts->portrait) == 0 || (value && !strcmp(value, "face")))
-            return opts->portrait = opts->portrait || (value && !strcmp(value, "face")), 0;
-        if (value && (!strcmp(value, "center") || !strcmp(value, "centre")))
-            return opts->portrait = 2, 0;
-        ag_reply_error_set(err, 400, "bad_option",
-                           "portrait must be face (or 1), center or 0, not '%s'", vq);
-        return -1;
+    case OPT_PORTRAIT: {                          /* 1 face, 2 center or centre; also 0 and 1 */
+        static const char *const flags[] = {"0", "1", NULL};
+        if (ag_option_flag(value, &opts->portrait) == 0)
+            return 0;
+        v = parse_step_choice(key, value, flags, err);
+        return v < 0 ? -1 : (opts->portrait = v == 0 ? 1 : 2, 0);
+    }
     case OPT_PASTE_FACES:
         if (ag_option_flag(value, &opts->paste_faces) == 0)
             return 0;
@@ -285,13 +302,17 @@ static int convert_value(ag_convert_options *opts, const char *key, const char *
         opts->codeformer_fidelity_given = 1;
         return 0;
     }
-    case OPT_UPSCALE:
-        if (parse_uint(value, &v) == 0 && (v == 0 || ag_server_upscale_slot(v) >= 0)) {
-            opts->upscale = v;
-            return 0;
-        }
-        ag_reply_error_set(err, 400, "bad_option", "upscale must be 0, 2 or 4, not '%s'", vq);
-        return -1;
+    case OPT_UPSCALE: { /* the row's choices, as numbers ("02" is 2) */
+        char number[16];
+        int parsed = parse_uint(value, &v) == 0;
+        v = parsed ? v : 0;
+        if (parsed)
+            snprintf(number, sizeof number, "%d", v);
+        if (parse_step_choice(key, parsed ? number : value, NULL, err) < 0)
+            return -1;
+        opts->upscale = v;
+        return 0;
+    }
     case OPT_FACE_MODEL:
         v = ag_option_model("face_model", value, names, name_count, err);
         return v < 0 ? -1 : (opts->face_model = v, 0);
@@ -353,12 +374,8 @@ static int fuse_value(ag_convert_options *o, const char *key, const char *value,
         return 0;
     }
     if (!strcmp(key, "mode")) {
-        static const char *const modes[3] = {"normal", "blend", "overlay"};
-        for (int i = 0; i < 3; i++)
-            if (value && !strcmp(value, modes[i]))
-                return f->mode = (ag_fuse_mode)i, 0;
-        ag_reply_error_set(err, 400, "bad_option", "mode must be normal, blend or overlay");
-        return -1;
+        int m = parse_step_choice(key, value, NULL, err);
+        return m < 0 ? -1 : (f->mode = (ag_fuse_mode)m, 0);
     }
     if (!strcmp(key, "style")) { /* the CLI's --style; a loaded model, as convert's model= */
         int v = ag_option_model("style", value, names, name_count, err);
@@ -378,12 +395,8 @@ static int fuse_value(ag_convert_options *o, const char *key, const char *value,
         return -1;
     }
     if (!strcmp(key, "enhance")) { /* the CLI's --enhance */
-        int e = ag_fuse_enhance_parse(value);
-        if (e >= 0)
-            return f->enhance = (ag_fuse_enhance)e, 0;
-        ag_reply_error_set(err, 400, "bad_option",
-                           "enhance must be auto, none, restore or upscale");
-        return -1;
+        int e = parse_step_choice(key, value, NULL, err);
+        return e < 0 ? -1 : (f->enhance = (ag_fuse_enhance)e, 0);
     }
     int *ints[3] = {&f->size, &o->source_face, &o->target_face};
     static const char *const int_keys[3] = {"size", "source_face", "target_face"};

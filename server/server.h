@@ -732,6 +732,11 @@ void ag_worker_use_models(ag_worker *w, int model, int face_model);
  * larger with w's upscaler, tile by tile within --upscale-max-mb, and counted in
  * animegan_upscaled_total. On failure *image is left as it was. Worker thread only. */
 int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err);
+/* restore=K (and codeformer_fidelity=) against what the server has: 0, or -1 with `err`
+ * (400 a K beyond the files, or a fidelity for a GPEN / GFPGAN file; 503 no restorer, or
+ * no face models: have_faces 0). Photos (the worker) and video jobs (at submission). */
+int ag_restore_check(const ag_server *s, const ag_convert_options *o, int have_faces,
+                     ag_reply_error *err);
 /* The arenas of w's upscaler engines (one when both scales share a file). */
 size_t ag_worker_upscaler_arena_bytes(const ag_worker *w);
 /* Between two steps of a video frame's upscaling on w, while every worker is busy: the

@@ -304,6 +304,34 @@ int ag_worker_upscale(ag_worker *w, int scale, ag_image *image, ag_error *err) {
     return AG_OK;
 }
 
+int ag_restore_check(const ag_server *s, const ag_convert_options *o, int have_faces,
+                     ag_reply_error *err) {
+    if (!o->restore)
+        return 0;
+    if (o->restore > s->restorer_count) {
+        ag_reply_error_set(err, s->restorer_count ? 400 : 503,
+                           s->restorer_count ? "bad_option" : "restore_unavailable",
+                           "restore=%d: this server has %d --restore-model file(s)", o->restore,
+                           s->restorer_count);
+        return -1;
+    }
+    const char *arch = ag_model_get_info(s->restorers[o->restore - 1])->architecture;
+    if (o->codeformer_fidelity_given && strcmp(arch, "codeformer")) {
+        ag_reply_error_set(err, 400, "bad_option",
+                           "codeformer_fidelity applies only to a CodeFormer restorer: restore=%d "
+                           "is %s",
+                           o->restore, !strcmp(arch, "gpen") ? "GPEN" : "GFPGAN");
+        return -1;
+    }
+    if (!have_faces) {
+        ag_reply_error_set(err, 503, "faces_unavailable",
+                           "the face models (face-detect, face-mesh) are not installed on this "
+                           "server");
+        return -1;
+    }
+    return 0;
+}
+
 /* Convert r's image; on any failure the job is finished here with an error. Returns 1 when
  * the caller still has to finish the job (success). */
 static int convert(ag_worker *w, ag_request *r) {
@@ -317,28 +345,9 @@ static int convert(ag_worker *w, ag_request *r) {
         return ag_worker_fuse(w, r);
     /* Face results carry X-Faces and upscaled ones are large: neither is cached. */
     int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only || o->restore || o->upscale;
-    if (o->restore && o->restore > s->restorer_count) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "restore=%d: this server has %d --restore-model file(s)",
-                 o->restore, s->restorer_count);
-        ag_job_fail(s, r, s->restorer_count ? 400 : 503,
-                    s->restorer_count ? "bad_option" : "restore_unavailable", msg);
-        return 0;
-    }
-    if (o->restore && o->codeformer_fidelity_given) {
-        const char *arch = ag_model_get_info(s->restorers[o->restore - 1])->architecture;
-        if (strcmp(arch, "codeformer")) {
-            char msg[160];
-            snprintf(msg, sizeof msg,
-                     "codeformer_fidelity applies only to a CodeFormer restorer: restore=%d is %s",
-                     o->restore, !strcmp(arch, "gpen") ? "GPEN" : "GFPGAN");
-            ag_job_fail(s, r, 400, "bad_option", msg);
-            return 0;
-        }
-    }
-    if (o->restore && !w->faces) {
-        ag_job_fail(s, r, 503, "faces_unavailable",
-                    "the face models (face-detect, face-mesh) are not installed on this server");
+    ag_reply_error refused;
+    if (ag_restore_check(s, o, w->faces != NULL, &refused) != 0) {
+        ag_job_fail(s, r, refused.status, refused.code, refused.message);
         return 0;
     }
     if ((o->paste_faces || o->faces_only) && !w->faces) {

@@ -831,20 +831,20 @@ static int test_step_options_everywhere(void) {
 static int help_block(const char *help, const char *name, char *block, size_t cap) {
     size_t n = strlen(name);
     for (const char *line = help; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : "") {
-        const char *end = strchr(line, '\n'), *p = line + strspn(line, " ");
-        const char *hit = *p == '-' && p - line < 10 ? strstr(p, "--") : NULL;
-        for (; hit && (!end || hit < end); hit = strstr(hit + 2, "--"))
-            if (!strncmp(hit + 2, name, n) && strchr(" ,=\n", hit[2 + n]))
-                break;
-        if (!hit || (end && hit > end))
+        const char *p = line + strspn(line, " ");
+        if (p - line >= 10)
+            continue;
+        if (p[0] == '-' && p[1] != '-' && p[2] == ',' && p[3] == ' ') /* "-m, --model" */
+            p += 4;
+        if (strncmp(p, "--", 2) || strncmp(p + 2, name, n) || !strchr(" ,=[\n", p[2 + n]))
             continue;
         size_t len = 0;
-        do { /* the option line, then its continuation lines (deeper, not an option) */
+        do { /* the option line, then its continuation lines (deeper) */
             const char *e = strchr(line, '\n');
             size_t l = e ? (size_t)(e - line) + 1 : strlen(line);
             len += (size_t)snprintf(block + len, cap - len, "%.*s", (int)l, line);
             line += l;
-        } while (*line && strspn(line, " ") >= 10 && line[strspn(line, " ")] != '-' && len < cap);
+        } while (*line && strspn(line, " ") >= 10 && len < cap);
         return 0;
     }
     return -1;
@@ -869,10 +869,51 @@ static int block_states_row(const char *block, const ag_step_option *o) {
     return stated;
 }
 
-/* Issue 29 item 1: each command's --help states every numeric row it takes with the row's
- * range and default (a row's range or default changed and not its help fails here); a
- * line that sends to another command's help ("as for 'animegan upscale --help'") is read
- * there. */
+/* `text` with every run of spaces and newlines as one space, into `out`. */
+static void squeeze(const char *text, char *out, size_t cap) {
+    size_t n = 0;
+    for (; *text && n + 1 < cap; text++)
+        if (!isspace((unsigned char)*text))
+            out[n++] = *text;
+        else if (n && out[n - 1] != ' ')
+            out[n++] = ' ';
+    out[n] = '\0';
+}
+
+static size_t longest_line(const char *text) {
+    size_t longest = 0;
+    for (size_t n; *text; text += n + (text[n] != 0))
+        if ((n = strcspn(text, "\n")) > longest)
+            longest = n;
+    return longest;
+}
+
+/* Whether `block` (the help lines of row `o`) is the row's: its help text (up to its own
+ * "(default: ...)"), for a number its range and default, for a choice the values on the
+ * option line ("--mode normal|blend|overlay") and the default. */
+static int block_is_row(const char *block, const ag_step_option *o) {
+    char flat[1024], help[512], values[128] = "", def[64];
+    squeeze(block, flat, sizeof flat);
+    squeeze(o->help, help, sizeof help);
+    char *own_default = strstr(help, " (default: ");
+    if (own_default)
+        *own_default = '\0';
+    if (!strstr(flat, help))
+        return 0;
+    if (!o->choices)
+        return (o->type != AG_OPTION_INT && o->type != AG_OPTION_FLOAT) ||
+               block_states_row(block, o);
+    for (int i = 0; o->choices[i]; i++)
+        snprintf(values + strlen(values), sizeof values - strlen(values), "%s%s", i ? "|" : "",
+                 o->choices[i]);
+    snprintf(def, sizeof def, "(default: %s)", o->def >= 0 ? o->choices[(int)o->def] : "");
+    return strstr(block, values) && (o->def < 0 || strstr(flat, def));
+}
+
+/* Issue 29 item 1: each command's --help is the step table's for its step options: every
+ * row the command takes is there, under its --name, with the row's help, range, default and
+ * choices (a row changed and not its help fails here: the help is printed from the rows).
+ * help_matches_table holds the rest: every --option line names one of the command's. */
 static int test_help_states_the_rows(void) {
     static const char *const commands[] = {"convert", "restore", "upscale", "fuse"};
     static char help[4][sizeof result.out];
@@ -885,21 +926,49 @@ static int test_help_states_the_rows(void) {
     const ag_step_option *o = ag_step_options(&count);
     for (int i = 0; i < count; i++)
         for (int c = 0; c < 4; c++) {
-            if (!((o[i].commands >> c) & 1) ||
-                (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT))
+            if (!((o[i].commands >> c) & 1))
                 continue;
-            int in = c;
-            if (help_block(help[c], o[i].name, block, sizeof block) == 0 &&
-                strstr(block, "as for 'animegan upscale --help'"))
-                in = 2;
-            if (help_block(help[in], o[i].name, block, sizeof block) ||
-                !block_states_row(block, &o[i]))
-                rc = fprintf(stderr,
-                             "  %s --help: --%s does not state %.10g to %.10g (default: %.10g)\n",
-                             commands[in], o[i].name, o[i].min, o[i].max, o[i].def);
+            if (help_block(help[c], o[i].name, block, sizeof block) ||
+                !block_is_row(block, &o[i]) || longest_line(block) > 80)
+                rc = fprintf(stderr, "  %s --help: --%s is not its row's: \"%s\"\n", commands[c],
+                             o[i].name,
+                             help_block(help[c], o[i].name, block, sizeof block) ? "" : block);
             checked++;
         }
-    CHECK(rc == 0 && checked >= 20);
+    CHECK(rc == 0 && checked >= 40);
+    return 0;
+}
+
+/* Issue 29 item 2: a choice row's values are taken on the CLI and anything else is the row's
+ * one refusal (exit 2, "--mode must be normal, blend or overlay, not 'sharpest'"). */
+static int test_choices_are_the_rows(void) {
+    static const char *const commands[] = {"convert", "restore", "upscale", "fuse"};
+    const char *missing = join(temp_dir(), "missing.png"), *out = join(temp_dir(), "c.png");
+    int count, checked = 0;
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count; i++)
+        for (int c = 0; c < 4; c++) {
+            if (!o[i].choices || !((o[i].commands >> c) & 1))
+                continue;
+            int fuse = c == 3;
+            char option[64], refusal[256], spelled[48];
+            for (int k = 0; o[i].choices[k]; k++) {
+                snprintf(option, sizeof option, "--%s=%s", o[i].name, o[i].choices[k]);
+                CHECK(run(commands[c], fuse ? "-s" : missing, fuse ? missing : "-o",
+                          fuse ? "-T" : out, fuse ? missing : option, fuse ? "-o" : NULL, out,
+                          option, NULL) == 0);
+                CHECK_MSG(!strstr(result.err, " must be "), "%s %s: %s", commands[c], option,
+                          result.err);
+            }
+            snprintf(option, sizeof option, "--%s=sharpest", o[i].name);
+            CHECK(run(commands[c], fuse ? "-s" : missing, fuse ? missing : "-o", fuse ? "-T" : out,
+                      fuse ? missing : option, fuse ? "-o" : NULL, out, option, NULL) == 0);
+            snprintf(spelled, sizeof spelled, "--%s", o[i].name);
+            ag_step_option_refusal(&o[i], spelled, NULL, "sharpest", refusal, sizeof refusal);
+            CHECK(usage_error(refusal));
+            checked++;
+        }
+    CHECK(checked >= 3);
     return 0;
 }
 
@@ -927,15 +996,24 @@ static int doc_states_range(const char *doc, const ag_step_option *o) {
 }
 
 /* Issue 29 item 4: docs/api.md states the range of every numeric API parameter of the step
- * table as the row has it (upscale's are the server's upscalers, 2 and 4: a choice). */
+ * table as the row has it, and every value of a choice (upscale's: 0, 2 and 4, the server's
+ * upscalers). */
 static int test_api_doc_states_ranges(void) {
     char *api = read_text(AG_SOURCE_DIR "/docs/api.md");
     int count, checked = 0, rc = 0;
     CHECK(api != NULL);
     const ag_step_option *o = ag_step_options(&count);
     for (int i = 0; i < count; i++) {
-        if (!o[i].query || (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT) ||
-            !strcmp(o[i].query, "upscale"))
+        if (o[i].query && o[i].choices) { /* each value: "`face`" or "upscale=2" */
+            for (int k = 0; o[i].choices[k]; k++)
+                if (!has_word(api, "`", o[i].choices[k], "`") &&
+                    !has_word(api, o[i].query, "=", o[i].choices[k]))
+                    rc = fprintf(stderr, "  docs/api.md: %s's value %s is not stated\n", o[i].query,
+                                 o[i].choices[k]);
+            checked++;
+        }
+        if (!o[i].query || o[i].choices ||
+            (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT))
             continue;
         if (!doc_states_range(api, &o[i]))
             rc = fprintf(stderr, "  docs/api.md: %s is not followed by (%.10g-%.10g)\n", o[i].query,
@@ -1046,6 +1124,7 @@ int main(int argc, char **argv) {
         TEST(test_help_lists_option_table),
         TEST(test_step_options_everywhere),
         TEST(test_help_states_the_rows),
+        TEST(test_choices_are_the_rows),
         TEST(test_api_doc_states_ranges),
         TEST(test_cli_messages),
         TEST(test_models_lists_hayao),

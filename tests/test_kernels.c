@@ -226,7 +226,7 @@ static int check_dnnl_conv(ag_dnnl *dnnl, int H, int W, int IC, int OC, int K, i
     float *b = random_floats((size_t)OC, 0.0f);
     float *ref = ag_malloc(no * sizeof(float)), *out = ag_malloc(no * sizeof(float));
     ag_ref_conv2d(ref, in, w, bias ? b : NULL, H, W, IC, OC, K, stride, groups);
-    ag_conv_shape shape = {H, W, IC, OC, K, stride, groups, bias, 0, 0, {0, 0, 0, 0}};
+    ag_conv_shape shape = {H, W, IC, OC, K, stride, groups, bias, 0, 0, {0, 0, 0, 0}, 0};
     ag_dnnl_conv *conv = NULL;
     size_t scratch_bytes = 0, weight_bytes = 0;
     int rc = ag_dnnl_conv_create(dnnl, &shape, &conv, &scratch_bytes, &weight_bytes, &err);

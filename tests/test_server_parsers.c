@@ -301,7 +301,7 @@ static int api_verdict(const ag_step_option *row, double value) {
     if (set(&opts, &seen, row->query, text, &e) == 0)
         return 0;
     snprintf(range, sizeof range, "from %g to %g", row->min, row->max);
-    if (e.status == 400 && (!strcmp(row->query, "upscale") || strstr(e.message, range)))
+    if (e.status == 400 && strstr(e.message, range))
         return 400;
     fprintf(stderr, "  %s=%s: %d %s (range %s)\n", row->query, text, e.status, e.message, range);
     return -1;
@@ -309,25 +309,68 @@ static int api_verdict(const ag_step_option *row, double value) {
 
 /* Issue 29: the API's ranges are the step table's: for every numeric row with a query
  * parameter, its min and max are taken and just past them is a 400 that states the range.
- * (upscale's API takes only the server's upscalers, 2 and 4, and 0 = none: its ends are
- * not all taken, values past them are refused.) */
+ * (A row with choices, as upscale's 0, 2 and 4, is step_option_choices_on_the_api's.) */
 static int step_option_ranges_on_the_api(void) {
     int count, checked = 0;
     const ag_step_option *o = ag_step_options(&count);
     for (int i = 0; i < count; i++) {
-        if (!o[i].query || (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT))
+        if (!o[i].query || o[i].choices ||
+            (o[i].type != AG_OPTION_INT && o[i].type != AG_OPTION_FLOAT))
             continue;
         double past = o[i].type == AG_OPTION_INT ? 1 : 0.01;
-        int choice = !strcmp(o[i].query, "upscale");
         CHECK_MSG(api_verdict(&o[i], o[i].max + past) == 400, "%s: max + %g", o[i].query, past);
         if (o[i].min - past != o[i].def)
             CHECK_MSG(api_verdict(&o[i], o[i].min - past) == 400, "%s: min - %g", o[i].query, past);
-        if (!choice)
-            CHECK_MSG(api_verdict(&o[i], o[i].min) == 0 && api_verdict(&o[i], o[i].max) == 0,
-                      "%s: the range's ends", o[i].query);
+        CHECK_MSG(api_verdict(&o[i], o[i].min) == 0 && api_verdict(&o[i], o[i].max) == 0,
+                  "%s: the range's ends", o[i].query);
         checked++;
     }
     CHECK(checked >= 10);
+    return 0;
+}
+
+/* Issue 29 item 2: for every row with a query parameter and a fixed set of values, each
+ * value is taken on the row's route and any other is a 400 bad_option that names them all
+ * ("mode must be normal, blend or overlay, not 'sharpest'"); upscale's values are the
+ * server's upscalers (server.h's slots) and 0. */
+static int step_option_choices_on_the_api(void) {
+    int count, checked = 0;
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count; i++) {
+        if (!o[i].query || !o[i].choices)
+            continue;
+        ag_convert_options opts;
+        ag_reply_error e;
+        unsigned seen;
+        for (int k = 0; o[i].choices[k]; k++) {
+            ag_convert_options_init(&opts, 1024);
+            opts.fuse = (o[i].commands & AG_CMD_FUSE) != 0, seen = 0;
+            CHECK_MSG(set(&opts, &seen, o[i].query, o[i].choices[k], &e) == 0, "%s=%s: %s",
+                      o[i].query, o[i].choices[k], e.message);
+        }
+        ag_convert_options_init(&opts, 1024);
+        opts.fuse = (o[i].commands & AG_CMD_FUSE) != 0, seen = 0;
+        char start[64];
+        snprintf(start, sizeof start, "%s must be ", o[i].query);
+        CHECK(set(&opts, &seen, o[i].query, "sharpest", &e) == -1);
+        CHECK_MSG(e.status == 400 && !strcmp(e.code, "bad_option") &&
+                      !strncmp(e.message, start, strlen(start)) &&
+                      strstr(e.message, ", not 'sharpest'"),
+                  "%s: %d %s", o[i].query, e.status, e.message);
+        for (int k = 0; o[i].choices[k]; k++)
+            CHECK_MSG(strstr(e.message, o[i].choices[k]), "%s: %s", o[i].query, e.message);
+        checked++;
+    }
+    CHECK(checked >= 4);
+    const ag_step_option *up = ag_step_option_query("upscale");
+    CHECK(up && up->choices && !strcmp(up->choices[0], "0"));
+    for (int k = 1; up->choices[k]; k++)
+        CHECK(ag_server_upscale_slot(atoi(up->choices[k])) >= 0);
+    for (int slot = 0; slot < AG_SERVER_UPSCALES; slot++) {
+        char factor[8];
+        snprintf(factor, sizeof factor, "%d", ag_server_upscale_factor(slot));
+        CHECK_MSG(ag_step_option_choice(up, factor) > 0, "upscale=%s: not in the row", factor);
+    }
     return 0;
 }
 
@@ -672,6 +715,6 @@ static int forwarded_clients(void) {
 TEST_MAIN(TEST(multipart_basic), TEST(multipart_preamble_and_case), TEST(multipart_malformed),
           TEST(multipart_header_bounds), TEST(multipart_mutations), TEST(content_types),
           TEST(signatures), TEST(upload_image), TEST(query_options), TEST(step_options_on_the_api),
-          TEST(step_option_ranges_on_the_api), TEST(fuse_options), TEST(command_line),
-          TEST(request_heads), TEST(head_body_framing), TEST(forwarded_clients), TEST(client_keys),
-          TEST(memory_defaults))
+          TEST(step_option_choices_on_the_api), TEST(step_option_ranges_on_the_api),
+          TEST(fuse_options), TEST(command_line), TEST(request_heads), TEST(head_body_framing),
+          TEST(forwarded_clients), TEST(client_keys), TEST(memory_defaults))

@@ -660,7 +660,7 @@ static int int8_psnr(void) {
 }
 
 /* The float output of `file` on a w x h photo crop (pixel units), fp32 on `backend`; *wino:
- * how many of its steps ran as the Winograd kind. */
+ * how many of its convs ran on oneDNN's Winograd kernel. */
 static float *float_upscale(const char *file, ag_backend backend, int w, int h, int *wino,
                             size_t *count) {
     ag_model *model = NULL;
@@ -683,8 +683,13 @@ static float *float_upscale(const char *file, ag_backend backend, int w, int h, 
     if (rc != AG_OK)
         fprintf(stderr, "  %s: %s\n", file, err.message);
     *wino = 0;
-    for (int gi = 0; rc == AG_OK && backend == AG_BACKEND_ONEDNN && gi < engine->group_count; gi++)
-        *wino += engine->exec[gi].kind && !strcmp(engine->exec[gi].kind->name, "conv_wino");
+    for (int gi = 0; rc == AG_OK && backend == AG_BACKEND_ONEDNN && gi < engine->group_count;
+         gi++) {
+        const ag_group_exec *x = &engine->exec[gi];
+        size_t bytes;
+        *wino += x->kind && x->kernel && !strcmp(x->kind->name, "conv") &&
+                 ag_dnnl_conv_wino_layout(x->kernel, &bytes) != NULL;
+    }
     for (size_t i = 0; i < *count; i++)
         out[i] /= info->pixel_max;
     ag_engine_destroy(engine);
@@ -704,11 +709,11 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
 }
 
 /*
- * An upscaler's fp32 3x3 convs on oneDNN's Winograd (kind_conv.c's conv_wino: maps from 32
- * px, channels in sixteens, AVX-512): esrgan-medium x2 (64 features: banded convs reading
- * gathered concats and residual chains, direct ones) on a 40x32 crop against the reference
- * backend and against the direct conv (AG_WINOGRAD=0), within FP32_TOLERANCE of the [0, 1]
- * range; where the CPU has AVX-512 the kind must have run.
+ * An upscaler's fp32 3x3 convs on oneDNN's Winograd (kind_conv.c, onednn.c: output from 32 px
+ * wide, channels in sixteens, AVX-512): esrgan-medium x2 (64 features: banded convs reading
+ * gathered concats and residual chains) on a 40x32 crop against the reference backend and
+ * against the direct conv (AG_WINOGRAD=0), within FP32_TOLERANCE of the [0, 1] range; where
+ * the CPU has AVX-512 some convs must have run on it.
  */
 static int winograd_convs(void) {
     const char *file = "models/esrgan-medium-x2.safetensors";

@@ -6,8 +6,8 @@ cancel, --max-jobs, the quota, the TTL, a photo request while a job runs (it wai
 one frame), kill -9 during a job and restart, metrics and the memory bound; and issue 17's
 findings (bombs from tools/make_video_bombs.py, the work bound, clients in turn, watched
 uploads, SIGTERM during a job, two instances behind nginx); and upscale=N (issue 20: sizes,
-frames, refusals at submission, recovery). Reuses the
-helpers of tests/server/driver.py. Prints "N passed, N failed".
+frames, refusals at submission, recovery); restore=K (issue 30: faces restored in every frame,
+refusals, the price of a face). Reuses the helpers of tests/server/driver.py. Prints "N passed, N failed".
 """
 
 import json
@@ -983,6 +983,117 @@ def fusion_job_refusals():
           str(done))
     s.request("DELETE", "/api/v1/jobs/" + doc["id"])
     check(not [n for n in spool_files() if n.endswith(".source")], str(spool_files()))
+
+
+# ---- restore=K (issue 30): each frame's faces restored through the pipeline ----------------
+
+RESTORE_FIX = os.path.join(driver.ROOT, "tests", "fixtures", "restore")
+
+
+def restore_server(spool_name, *files):
+    models = [a for f in files for a in ("--restore-model", os.path.join(RESTORE_FIX, f))]
+    return new_server(*models, spool=os.path.join(TMP, spool_name))
+
+
+def run_to_file(s, query, name):
+    status, _, doc = submit(s, clip("fuse_face.mp4"), query)
+    check(status == 202, "%s: status %d: %s" % (query, status, doc))
+    status, done = wait_state(s, doc["id"], ("done", "failed"))
+    check(done["state"] == "done", "%s: %s" % (query, done))
+    status, _, payload = s.request("GET", done["result_url"])
+    path = os.path.join(TMP, name)
+    with open(path, "wb") as f:
+        f.write(payload)
+    s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+    return path, doc
+
+
+@test
+def restore_job_restores_the_faces():
+    """restore=1 (the reduced GPEN) on the clip of 4 faceless frames then 16 of a face: every
+    frame and the sound kept; against the same job without restore=1, the faceless frames
+    are the same (the encoder's round trip), the face frames differ (the GPEN fixture's face
+    is pasted back before the style); the faces counted in /metrics."""
+    s = restore_server("spool_restore", "gpen64_zip.pt")  # 64 px: a face in milliseconds
+    try:
+        before = s.metrics().get("animegan_faces_restored_total", 0)
+        t0 = time.time()
+        plain, _ = run_to_file(s, "?model=cute-v3&max_side=160", "plain.mp4")
+        t1 = time.time()
+        restored, doc = run_to_file(s, "?model=cute-v3&max_side=160&restore=1", "restored.mp4")
+        print("  %.1f s unrestored, %.1f s restored" % (t1 - t0, time.time() - t1))
+        check(doc.get("restore") == 1, "job JSON %s" % doc)
+        check(frame_count(restored) == "20", "frames %s" % frame_count(restored))
+        check(audio_hashes(restored) == audio_hashes(plain) != "", "audio packets differ")
+        mse = frame_mse(restored, plain)
+        faceless, face = max(mse[:4]), min(mse[4:])
+        check(faceless < 10 and face > 4 * max(faceless, 1),
+              "mse against the unrestored job: faceless frames up to %.1f, face frames from %.1f"
+              % (faceless, face))
+        faces = s.metrics().get("animegan_faces_restored_total", 0) - before
+        check(faces == 16, "faces restored %s, wanted 16" % faces)
+        print("  against the unrestored job: faceless frames' mse at most %.2f, face frames' at "
+              "least %.2f; %d faces restored" % (faceless, face, faces))
+    finally:
+        s.stop()
+
+
+@test
+def restore_job_refusals():
+    """restore=K beyond the files: 400 (503 on a server without one); codeformer_fidelity=
+    with a GPEN file: 400 as for photos, with a CodeFormer one taken; out of range: 400.
+    Nothing left in the spool."""
+    s = restore_server("spool_restore_bad", "up_codeformer.pt", "gpen64_zip.pt")
+    try:
+        status, _, doc = submit(s, clip("fuse_face.mp4"), "?restore=3")
+        error_of(status, doc, 400, "bad_option")
+        check("restore=3: this server has 2 --restore-model file(s)" in doc["error"]["message"],
+              str(doc))
+        status, _, doc = submit(s, clip("fuse_face.mp4"), "?restore=2&codeformer_fidelity=0.5")
+        error_of(status, doc, 400, "bad_option")
+        check(doc["error"]["message"] == "codeformer_fidelity applies only to a CodeFormer "
+              "restorer: restore=2 is GPEN", str(doc))
+        status, _, doc = submit(s, clip("fuse_face.mp4"), "?restore=1&codeformer_fidelity=1.5")
+        error_of(status, doc, 400, "bad_option")
+        status, _, doc = submit(s, clip("fuse_face.mp4"), "?restore=x")
+        error_of(status, doc, 400, "bad_option")
+        check(not os.listdir(os.path.join(TMP, "spool_restore_bad")), "spool not empty")
+    finally:
+        s.stop()
+    status, _, doc = submit(server(), clip("fuse_face.mp4"), "?restore=1")
+    error_of(status, doc, 503, "restore_unavailable")
+
+
+@test
+def restore_job_priced_per_face():
+    """The work bound counts the restorer: 8 faces a frame (the pipeline's most) at its
+    FLOPs per face over the style's per pixel, from /api/v1/models' figures; a clip that
+    fits without restore=1 is refused with it (413 naming the price), and fits again at a
+    bound above the price."""
+    s = new_server("--max-job-megapixels", "1", "--restore-model",
+                   os.path.join(RESTORE_FIX, "up_codeformer.pt"),
+                   spool=os.path.join(TMP, "spool_restore_price"))
+    try:
+        _, models = s.get_json("/api/v1/models")
+        style = [m for m in models["models"] if m["name"] == "hayao"][0]
+        face_px = models["restorers"][0]["gflop_per_face"] / (style["gflop_512"] / 512 ** 2)
+        frame_px = 64 * 64 + 8 * face_px
+        check(20 * frame_px > 1e6, "the fixture's price %.0f px a frame is under the bound"
+              % frame_px)
+        status, _, doc = submit(s, clip("fuse_face.mp4"), "?model=hayao&max_side=64")
+        check(status == 202, "without restore: %d %s" % (status, doc))
+        s.request("DELETE", "/api/v1/jobs/" + doc["id"])
+        status, _, doc = submit(s, clip("fuse_face.mp4"),
+                                "?model=hayao&max_side=64&restore=1&codeformer_fidelity=0.7")
+        error_of(status, doc, 413, "too_large")
+        msg = doc["error"]["message"]
+        got = re.search(r"each: ([0-9]+) pixels' work a frame", msg)
+        check("restore=1 by up_codeformer.pt priced at 8 faces a frame" in msg and got, msg)
+        check(abs(float(got.group(1)) - frame_px) < 0.01 * frame_px,
+              "priced %s px a frame, wanted %.0f" % (got.group(1), frame_px))
+        print("  %.0f px of hayao a CodeFormer fixture's face; %s" % (face_px, msg))
+    finally:
+        s.stop()
 
 
 def main():

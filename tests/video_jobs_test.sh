@@ -1,7 +1,8 @@
 #!/bin/sh
 # The video jobs API of `animegan serve` end to end (tests/video_jobs.py): submit, poll,
 # download, bad inputs, cancel, --max-jobs, quota, TTL, photo fairness, kill -9 and restart,
-# upscale=N (sizes, refusals at submission, recovery).
+# upscale=N (sizes, refusals at submission, recovery), restore=K (faces restored, refusals,
+# the price).
 # Prints "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."

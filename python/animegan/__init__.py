@@ -42,7 +42,6 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_PORTRAITS = (None, "face", "center", "centre", "paste")
 
 # ---- weights, shared per file ------------------------------------------------------------------
 
@@ -182,8 +181,8 @@ def _check_portrait(portrait):
         return "face"
     if portrait is False:
         return None
-    if portrait not in _PORTRAITS:
-        raise InputError("portrait: expected None, 'face', 'center' or 'paste'")
+    if portrait is not None and portrait != "paste":  # the step table's choices, and these
+        _core.choice("portrait", portrait, ("paste", "None"))
     return portrait
 
 
@@ -382,8 +381,7 @@ def fuse(source, target, source_face=1, target_face=1, shape_ratio=0.7, texture_
     (numpy or PIL) of a person: the face of `target` (`source`) most like its largest face
     (dlib's face descriptor, the bundled face-recognition), instead of target_face
     (source_face); `animegan fuse --target-like`."""
-    if enhance not in ("auto", "none", "restore", "upscale"):
-        raise InputError("enhance: expected 'auto', 'none', 'restore' or 'upscale'")
+    _core.choice("enhance", enhance)  # the step table's choices (InputError before any work)
     if enhance == "restore" and restore_model is None:
         raise InputError("enhance='restore' needs restore_model (a restorer's Model)")
     for name, m, want in (("restore_model", restore_model, "restorer"),

@@ -79,6 +79,32 @@ static int outside_row(int command, const char *name, double value) {
     return -1;
 }
 
+/* The row of Python keyword `keyword` (NULL: none). */
+static const ag_step_option *keyword_row(const char *keyword) {
+    int count;
+    const ag_step_option *o = ag_step_options(&count);
+    for (int i = 0; i < count; i++)
+        if (o[i].keyword && !strcmp(o[i].keyword, keyword))
+            return &o[i];
+    return NULL;
+}
+
+/* `value`'s index among keyword's row's choices; -1 with the row's InputError ("mode must be
+ * normal, blend or overlay, not 'x'", `extra`: what else this call takes) otherwise. */
+static int row_choice(const char *keyword, const char *value, const char *shown,
+                      const char *const *extra) {
+    const ag_step_option *o = keyword_row(keyword);
+    int i = o ? ag_step_option_choice(o, value) : -1;
+    if (i >= 0)
+        return i;
+    if (!o || !o->choices)
+        return PyErr_Format(PyExc_SystemError, "%s: no choice row in the step table", keyword), -1;
+    char message[256], quoted[40];
+    snprintf(quoted, sizeof quoted, "%.32s", shown ? shown : "");
+    input_error(ag_step_option_refusal(o, keyword, extra, quoted, message, sizeof message));
+    return -1;
+}
+
 /* One caller at a time on an engine or detector: a second one is a bug in the caller's
  * pooling, refused rather than allowed to corrupt the arena. */
 static int claim(atomic_int *busy, const char *what) {
@@ -512,13 +538,6 @@ static int fuse(DetectorObject *d, const fuse_args *a, ag_image *out, ag_error *
     return rc;
 }
 
-static int parse_fuse_mode(const char *text) {
-    return !strcmp(text, "normal")    ? AG_FUSE_NORMAL
-           : !strcmp(text, "blend")   ? AG_FUSE_BLEND
-           : !strcmp(text, "overlay") ? AG_FUSE_OVERLAY
-                                      : -1;
-}
-
 /* An Engine argument's engine (None: NULL); -1 with a TypeError for anything else. */
 static int engine_arg(PyObject *obj, const char *which, ag_engine **out);
 
@@ -545,12 +564,11 @@ static PyObject *detector_fuse(PyObject *obj, PyObject *args, PyObject *kwargs) 
     if ((likes[0] != Py_None && a.source_face != 1) || (likes[1] != Py_None && a.target_face != 1))
         return input_error("source_like / target_like and source_face / target_face both choose "
                            "the face");
-    int m = parse_choice(mode, parse_fuse_mode, "mode", "normal, blend or overlay");
+    int m = row_choice("mode", mode, mode, NULL);
     if (m < 0)
         return NULL;
     o->mode = (ag_fuse_mode)m;
-    int e =
-        parse_choice(enhance, ag_fuse_enhance_parse, "enhance", "auto, none, restore or upscale");
+    int e = row_choice("enhance", enhance, enhance, NULL);
     if (e < 0 || engine_arg(restorer, "restorer", &o->restorer) ||
         engine_arg(upscaler, "upscaler", &o->upscaler))
         return NULL;
@@ -848,16 +866,16 @@ static PyObject *engine_stylize(PyObject *obj, PyObject *args, PyObject *kwargs)
         return input_error("max_side and max_pixels must be 0 or more");
     a.shape.max_pixels = (size_t)max_pixels;
     a.face_size = a.shape.portrait_size;
-    if (!portrait)
-        a.faces = 0;
-    else if (!strcmp(portrait, "center") || !strcmp(portrait, "centre"))
-        a.shape.portrait = 1;
-    else if (!strcmp(portrait, "face"))
-        a.faces = 1;
-    else if (!strcmp(portrait, "paste"))
+    static const char *const also[] = {"paste", "None", NULL}; /* paste: the pasted faces */
+    if (portrait && !strcmp(portrait, "paste")) {
         a.faces = 2;
-    else
-        return input_error("portrait: expected None, 'face', 'center' or 'paste'");
+    } else if (portrait) {
+        int choice = row_choice("portrait", portrait, portrait, also);
+        if (choice < 0)
+            return NULL;
+        a.faces = choice == 0;          /* face */
+        a.shape.portrait = choice != 0; /* center, centre */
+    }
     if (a.faces) {
         if (!PyObject_TypeCheck(detector, DetectorType))
             return PyErr_SetString(PyExc_TypeError, "the face modes need a Detector"), NULL;
@@ -1128,6 +1146,33 @@ static PyObject *core_bundled(PyObject *module, PyObject *unused) {
     return list;
 }
 
+/* choice(keyword, value, extra=()) -> index of value among the keyword row's choices, or the
+ * row's InputError naming them (and `extra`, the strings the caller also takes). */
+static PyObject *core_choice(PyObject *module, PyObject *args) {
+    (void)module;
+    const char *keyword;
+    PyObject *value, *extra_seq = NULL;
+    if (!PyArg_ParseTuple(args, "sO|O", &keyword, &value, &extra_seq))
+        return NULL;
+    const char *extra[8] = {NULL};
+    PyObject *text = PyObject_Str(value);
+    if (!text)
+        return NULL;
+    Py_ssize_t n = extra_seq ? PySequence_Size(extra_seq) : 0;
+    for (Py_ssize_t i = 0; i < n && i < 7; i++) {
+        PyObject *item = PySequence_GetItem(extra_seq, i);
+        extra[i] = item ? PyUnicode_AsUTF8AndSize(item, NULL) : NULL;
+        Py_XDECREF(item); /* the tuple keeps the string alive */
+        if (!extra[i])
+            return Py_DECREF(text), NULL;
+    }
+    /* a non-string never matches ("3" is not 3), and is shown as str() shows it */
+    const char *v = PyUnicode_Check(value) ? PyUnicode_AsUTF8AndSize(value, NULL) : NULL;
+    int i = row_choice(keyword, v, PyUnicode_AsUTF8AndSize(text, NULL), extra);
+    Py_DECREF(text);
+    return i < 0 ? NULL : PyLong_FromLong(i);
+}
+
 /* The step table's rows that have a keyword: (keyword, type, min, max, default, commands). */
 static PyObject *core_step_options(PyObject *module, PyObject *unused) {
     (void)module, (void)unused;
@@ -1140,6 +1185,36 @@ static PyObject *core_step_options(PyObject *module, PyObject *unused) {
             continue;
         PyObject *row = Py_BuildValue("(ssdddi)", o[i].keyword, types[o[i].type], o[i].min,
                                       o[i].max, o[i].def, o[i].commands);
+        if (!row || PyList_Append(list, row) != 0)
+            Py_CLEAR(list);
+        Py_XDECREF(row);
+    }
+    return list;
+}
+
+/* The step table's keyword rows with a fixed set of values: (keyword, choices, commands). */
+static PyObject *core_choice_rows(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    int count;
+    const ag_step_option *o = ag_step_options(&count);
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < count; i++) {
+        if (!o[i].keyword || !o[i].choices)
+            continue;
+        int n = 0;
+        while (o[i].choices[n])
+            n++;
+        PyObject *choices = PyTuple_New(n);
+        for (int c = 0; choices && c < n; c++) {
+            PyObject *word = PyUnicode_FromString(o[i].choices[c]);
+            if (!word)
+                Py_CLEAR(choices);
+            else
+                PyTuple_SetItem(choices, c, word);
+        }
+        PyObject *row =
+            choices ? Py_BuildValue("(sOi)", o[i].keyword, choices, o[i].commands) : NULL;
+        Py_XDECREF(choices);
         if (!row || PyList_Append(list, row) != 0)
             Py_CLEAR(list);
         Py_XDECREF(row);
@@ -1162,6 +1237,10 @@ static PyMethodDef core_methods[] = {
      "(live, peak) bytes the library allocated through ag_malloc"},
     {"rss_bytes", core_rss_bytes, METH_NOARGS, "(now, peak) resident set size of the process"},
     {"bundled_models", core_bundled, METH_NOARGS, "names of the bundled models found"},
+    {"choice_rows", core_choice_rows, METH_NOARGS,
+     "[(keyword, choices, commands)]: the step table's keyword rows with a fixed set of values"},
+    {"choice", core_choice, METH_VARARGS,
+     "choice(keyword, value, extra=()) -> index among the row's choices, else InputError"},
     {"step_options", core_step_options, METH_NOARGS,
      "[(keyword, type, min, max, default, commands)]: the step table's keyword rows"},
     {NULL, NULL, 0, NULL},

@@ -8,8 +8,6 @@
 #include "../util/util_internal.h"
 
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 static int is_conv(const ag_engine *e, int gi) {
     return ag_engine_head(e, gi)->op == AG_OP_CONV;
@@ -45,7 +43,8 @@ static ag_conv_shape conv_shape(ag_engine *e, int gi) {
                        head->bias != NULL,
                        ag_mode_bf16_maps(e) || gr->bf16_band,
                        ag_engine_elem_bytes(e, gi) == 2,
-                       {0, 0, 0, 0}};
+                       {0, 0, 0, 0},
+                       ag_mode_conv_winograd(e, head) && !gr->bf16_band && !gr->direct};
     if (gr->direct) { /* the source map unpadded, oneDNN's zeros round it */
         s.HP = x->in.h, s.WP = x->in.w;
         for (int i = 0; i < 4; i++)
@@ -58,13 +57,42 @@ static size_t band_bytes(const ag_engine *e, int gi) {
     return e->groups[gi].banded ? ag_engine_band_input_bytes(e, gi, e->exec[gi].band_rows) : 0;
 }
 
+typedef struct conv_fill {
+    ag_dnnl_conv *conv;
+    const float *weight;
+} conv_fill;
+
+static int fill_conv(void *ctx, void *dst, ag_error *err) {
+    conv_fill *f = ctx;
+    return ag_dnnl_conv_prepare_weights(f->conv, f->weight, dst, err);
+}
+
+/* A Winograd conv's weights are the model's, shared by its engines (as kind_wino.c's),
+ * unless another engine of the model holds them in another layout. */
+static int share_wino_weights(ag_engine *e, int gi, ag_dnnl_conv *conv, ag_kind_sizes *sizes,
+                              ag_error *err) {
+    ag_layout_request r = {NULL, 0, ag_wino_layout_same, sizes->weights, fill_conv, NULL};
+    conv_fill fill = {conv, ag_engine_head(e, gi)->weight};
+    r.layout = ag_dnnl_conv_wino_layout(conv, &r.layout_bytes);
+    r.ctx = &fill;
+    int rc = AG_OK;
+    if (!r.layout)
+        return AG_OK;
+    if (!e->measure_only)
+        rc = ag_model_shared_weights(e->model, e->groups[gi].head, &r, &e->exec[gi].shared_weights,
+                                     err);
+    if (rc == AG_OK && (e->exec[gi].shared_weights || e->measure_only))
+        sizes->weights = 0;
+    return rc;
+}
+
 static int conv_create(ag_engine *e, int gi, void **kernel, ag_kind_sizes *sizes, ag_error *err) {
     ag_conv_shape s = conv_shape(e, gi);
     ag_dnnl_conv *conv = NULL;
     int rc = ag_dnnl_conv_create(e->dnnl, &s, &conv, &sizes->scratch, &sizes->weights, err);
     *kernel = conv;
     sizes->band = rc == AG_OK ? band_bytes(e, gi) : 0;
-    return rc;
+    return rc == AG_OK ? share_wino_weights(e, gi, conv, sizes, err) : rc;
 }
 
 static int conv_int8_create(ag_engine *e, int gi, void **kernel, ag_kind_sizes *sizes,
@@ -277,175 +305,6 @@ static int run_conv(ag_engine *e, int gi, const ag_io *io, ag_error *err) {
         step_end(e, gi, &s);
     return rc;
 }
-
-/* ---- fp32 Winograd ------------------------------------------------------------------- */
-
-/*
- * An upscaler's fp32 3x3 conv (stride 1, a zero border of 1, channels in sixteens, maps and
- * bands from AG_WINO_MIN_SIDE, AVX-512) on oneDNN's Winograd F(4x4, 3x3): at one thread on
- * the Zen 5 VM 2-4x its direct conv (128 px: 48 -> 48 7.3 -> 1.6 ms, 64 -> 128 20 -> 10 ms).
- * A banded conv's band is built as the direct conv's (chain, residual and gates on the fly)
- * without its border columns (oneDNN adds those zeros) and reblocked to nChw16c part by
- * part; a direct conv's materialised source is read the same way, its border rows zeros.
- * AG_WINOGRAD=0 keeps the direct conv (A/B runs).
- */
-typedef struct wino_kernel {
-    ag_wino_conv *conv;
-    float *ones; /* (IC) 1.0f: the reblocking's "style" */
-} wino_kernel;
-
-static int wino_fits(const ag_engine *e, int gi) {
-    const ag_node *h = ag_engine_head(e, gi);
-    const ag_group *gr = &e->groups[gi];
-    const ag_group_exec *x = &e->exec[gi];
-    const ag_cpu_info *cpu = ag_cpu_get_info();
-    unsigned core = AG_CPU_AVX512F | AG_CPU_AVX512BW | AG_CPU_AVX512VL | AG_CPU_AVX512DQ;
-    const char *off = getenv("AG_WINOGRAD");
-    int rows = gr->banded ? ag_engine_band_rows_for(e, gi) : x->out.h;
-    return h->k == 3 && h->stride == 1 && h->groups == 1 && h->pad_mode == AG_PAD_ZERO &&
-           h->pad[0] == 1 && h->pad[1] == 1 && h->pad[2] == 1 && h->pad[3] == 1 &&
-           x->in.c % 16 == 0 && x->out.c % 16 == 0 && x->in.h == x->out.h && x->in.w == x->out.w &&
-           rows >= AG_WINO_MIN_SIDE && x->out.w >= AG_WINO_MIN_SIDE && (gr->banded || gr->direct) &&
-           !gr->q8 && ag_engine_elem_bytes(e, gi) == 4 &&
-           (cpu->flags & cpu->onednn_flags & core) == core && !(off && strcmp(off, "0") == 0);
-}
-
-static int conv_wino_applies(const ag_engine *e, int gi) {
-    return conv_applies(e, gi) && ag_mode_conv_winograd(e) && !e->groups[gi].bf16_band &&
-           wino_fits(e, gi);
-}
-
-static void wino_kernel_destroy(wino_kernel *k) {
-    if (k)
-        ag_wino_conv_destroy(k->conv), ag_free(k->ones);
-    ag_free(k);
-}
-
-static int wino_kernel_same_weights(const wino_kernel *k, const wino_kernel *old) {
-    return old && ag_wino_conv_same_weights(k->conv, old->conv);
-}
-
-/* The unpadded band (rows + 2, W, IC) before the Winograd kernel's own band buffers. */
-static size_t wino_band_floats(const ag_engine *e, int gi) {
-    const ag_group_exec *x = &e->exec[gi];
-    size_t floats = (size_t)(x->band_rows + 2) * x->in.w * x->in.c;
-    return e->groups[gi].banded ? (floats + 15) & ~(size_t)15 : 0;
-}
-
-/* The conv's OIHW weights as the Winograd kernel's packed (IC, 9, OC), into its layout. */
-typedef struct wino_weights {
-    ag_wino_conv *conv;
-    const ag_node *head;
-} wino_weights;
-
-static int fill_wino_weights(void *ctx, void *dst, ag_error *err) {
-    const wino_weights *w = ctx;
-    int IC = w->head->in_c, OC = w->head->out_c;
-    float *packed = ag_malloc(sizeof(float) * (size_t)IC * 9 * OC);
-    if (!packed)
-        return ag_error_set(err, AG_E_NOMEM, "out of memory for a weight reorder");
-    for (int oc = 0; oc < OC; oc++)
-        for (int ic = 0; ic < IC; ic++)
-            for (int t = 0; t < 9; t++)
-                packed[((size_t)ic * 9 + t) * OC + oc] =
-                    w->head->weight[((size_t)oc * IC + ic) * 9 + t];
-    int rc = ag_wino_conv_prepare_weights(w->conv, packed, dst, err);
-    ag_free(packed);
-    return rc;
-}
-
-/* The Winograd weights (4x the conv's) are the model's, shared by its engines (a service's
- * workers), unless another engine holds them in another layout: then its own. */
-static int share_wino_weights(ag_engine *e, int gi, const wino_kernel *k, size_t bytes,
-                              ag_error *err) {
-    wino_weights w = {k->conv, ag_engine_head(e, gi)};
-    ag_layout_request r = {NULL, 0, ag_wino_layout_same, bytes, fill_wino_weights, &w};
-    r.layout = ag_wino_conv_layout(k->conv, &r.layout_bytes);
-    return ag_model_shared_weights(e->model, e->groups[gi].head, &r, &e->exec[gi].shared_weights,
-                                   err);
-}
-
-static int conv_wino_create(ag_engine *e, int gi, void **kernel, ag_kind_sizes *sizes,
-                            ag_error *err) {
-    ag_group_exec *x = &e->exec[gi];
-    x->band_rows = e->groups[gi].banded ? ag_engine_band_rows_for(e, gi) : x->out.h;
-    x->bands = (x->out.h + x->band_rows - 1) / x->band_rows;
-    wino_kernel *k = ag_calloc(1, sizeof *k);
-    float *ones = ag_malloc(sizeof(float) * (size_t)x->in.c);
-    if (!k || !ones) {
-        ag_free(k), ag_free(ones);
-        return ag_error_set(err, AG_E_NOMEM, "out of memory");
-    }
-    for (int c = 0; c < x->in.c; c++)
-        ones[c] = 1.0f;
-    k->ones = ones;
-    int rc = ag_wino_conv_create(e->dnnl, x->band_rows, x->in.w, x->in.c, x->out.c, &k->conv,
-                                 &sizes->scratch, &sizes->band, &sizes->weights, err);
-    if (rc || !k->conv) {
-        wino_kernel_destroy(k);
-        return rc;
-    }
-    sizes->band += sizeof(float) * wino_band_floats(e, gi);
-    *kernel = k;
-    rc = e->measure_only ? AG_OK : share_wino_weights(e, gi, k, sizes->weights, err);
-    if (rc == AG_OK && (e->exec[gi].shared_weights || e->measure_only))
-        sizes->weights = 0;
-    return rc;
-}
-
-static int conv_wino_prepare(ag_engine *e, int gi, void *prepared, ag_error *err) {
-    wino_weights w = {((wino_kernel *)e->exec[gi].kernel)->conv, ag_engine_head(e, gi)};
-    return fill_wino_weights(&w, prepared, err);
-}
-
-static void conv_wino_bind(ag_engine *e, int gi) {
-    const wino_kernel *k = e->exec[gi].kernel;
-    float *band = ag_engine_buffer(e, e->band_id);
-    ag_wino_conv_bind(k->conv, ag_kind_weights(e, gi), band + wino_band_floats(e, gi),
-                      ag_engine_buffer(e, e->scratch_id));
-}
-
-/* The band without its border columns, then the Winograd parts; a direct conv reads its
- * source map whole. */
-static int conv_wino_band(ag_engine *e, int gi, conv_step *s, int first, void *dst, ag_error *err) {
-    (void)err;
-    const ag_group *gr = &e->groups[gi];
-    const wino_kernel *k = e->exec[gi].kernel;
-    if (!gr->banded) {
-        ag_wino_conv_run(k->conv, dst, ag_engine_y_map(e, gr->src), k->ones, NULL, s->head->bias,
-                         e->threads);
-        return AG_OK;
-    }
-    float *band = ag_engine_buffer(e, e->band_id);
-    ag_band_source src = s->src;
-    src.pad.left = src.pad.right = 0;
-    ag_fused_band_stats(band, &src, first, s->in_rows, &s->pending, e->threads);
-    s->pending.rows = 0;
-    ag_wino_conv_run_band(k->conv, dst, band, k->ones, s->head->bias, e->threads);
-    return AG_OK;
-}
-
-static int run_conv_wino(ag_engine *e, int gi, const ag_io *io, ag_error *err) {
-    conv_step s = step_begin(e, gi, io);
-    int rc = run_bands(e, gi, &s, conv_wino_band, err);
-    if (rc == AG_OK)
-        step_end(e, gi, &s);
-    return rc;
-}
-
-AG_KIND_SAME_WEIGHTS(wino_kernel)
-AG_KIND_DESTROY(wino_kernel)
-
-const ag_kind ag_kind_conv_wino = {
-    .name = "conv_wino",
-    .applies = conv_wino_applies,
-    .create = conv_wino_create,
-    .same_weights = kind_same_wino_kernel,
-    .prepare = conv_wino_prepare,
-    .bind = conv_wino_bind,
-    .run = run_conv_wino,
-    .destroy = kind_destroy_wino_kernel,
-};
 
 /* Quantise every int8 group's weights once, per output channel, into one allocation. */
 int ag_engine_quantize_weights(ag_engine *e, ag_error *err) {

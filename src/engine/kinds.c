@@ -8,17 +8,18 @@
 #include "../util/util_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
-extern const ag_kind ag_kind_conv, ag_kind_conv_int8, ag_kind_conv_wino; /* kind_conv.c */
-extern const ag_kind ag_kind_modconv_bf16, ag_kind_modconv_int8;         /* kind_modconv.c */
-extern const ag_kind ag_kind_modconv_wino;                               /* kind_wino.c */
-extern const ag_kind ag_kind_gate;                                       /* kind_gate.c */
-extern const ag_kind ag_kind_generic;                                    /* kind_generic.c */
+extern const ag_kind ag_kind_conv, ag_kind_conv_int8;            /* kind_conv.c */
+extern const ag_kind ag_kind_modconv_bf16, ag_kind_modconv_int8; /* kind_modconv.c */
+extern const ag_kind ag_kind_modconv_wino;                       /* kind_wino.c */
+extern const ag_kind ag_kind_gate;                               /* kind_gate.c */
+extern const ag_kind ag_kind_generic;                            /* kind_generic.c */
 
 /* First match wins: the specific kinds of a mode before the general ones. */
 static const ag_kind *const ag_kinds[] = {
     &ag_kind_conv_int8,    /* u8 x s8 conv (int8 groups) */
-    &ag_kind_conv_wino,    /* an upscaler's fp32 3x3 conv, Winograd */
     &ag_kind_conv,         /* fp32 / bf16 conv on oneDNN */
     &ag_kind_modconv_bf16, /* modulated conv, bf16 products */
     &ag_kind_modconv_int8, /* 3x3 modulated conv, u8 x s8 */
@@ -139,6 +140,8 @@ int ag_engine_create_kernels(ag_engine *e, size_t *scratch_max, size_t *band_max
     e->prepared_bytes = 0;
     for (int gi = 0; rc == AG_OK && gi < n; gi++)
         e->prepared_bytes += prepared_size(weight_bytes[gi]);
+    if (getenv("AG_PLAN_DEBUG"))
+        fprintf(stderr, "plan: prepared weights %zu MB\n", e->prepared_bytes >> 20);
     if (rc == AG_OK && !e->measure_only)
         rc = prepare_weights(e, old, weight_bytes, err);
     /* Whatever happened, exactly one set of kernels survives. */

@@ -202,7 +202,7 @@ int ag_mode_modconv_bf16(const ag_engine *e); /* modulated convs' products bf16 
 int ag_mode_modconv_int8(const ag_engine *e); /* 3x3 modulated convs u8 x s8 */
 int ag_mode_conv_int8(const ag_engine *e, const ag_node *head);      /* this conv runs u8 x s8 */
 int ag_mode_conv_bf16_band(const ag_engine *e, const ag_node *head); /* its band bf16 */
-int ag_mode_conv_winograd(const ag_engine *e); /* fp32 3x3 convs may run Winograd */
+int ag_mode_conv_winograd(const ag_engine *e, const ag_node *head);  /* fp32 Winograd */
 
 /* lower.c: the groups, once per model. */
 int ag_engine_lower(ag_engine *e, ag_error *err);

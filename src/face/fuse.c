@@ -637,14 +637,6 @@ int ag_face_fuse_wants_enhance(const ag_face *source_face, const ag_face *target
     return (!o || o->enhance != AG_FUSE_ENHANCE_NONE) && ratio < ENHANCE_BELOW;
 }
 
-int ag_fuse_enhance_parse(const char *name) {
-    static const char *names[] = {"auto", "none", "restore", "upscale"};
-    for (int i = 0; name && i < 4; i++)
-        if (strcmp(name, names[i]) == 0)
-            return i;
-    return -1;
-}
-
 static int fuse_filtered(const ag_image *source, const ag_face *source_face, const ag_image *target,
                          const ag_face *target_face, const ag_fuse_options *o, ag_image *out,
                          ag_fuse_timing *timing, ag_error *err);

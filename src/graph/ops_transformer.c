@@ -1,10 +1,12 @@
 /*
  * ops_transformer.c - the ops CodeFormer adds to the table (ops.h): group_norm, token_norm,
  * gelu (an activation, ops_basic.c), attention, codebook, adain. No fused lowering: both
- * backends run the reference kernels of src/kernels/transformer.c on whole maps.
+ * backends run the reference kernels of src/kernels/transformer.c on whole maps, except the
+ * attention's products, on sgemm in the fast path (ops.c).
  */
 #include "ops.h"
 
+#include "../kernels/kernels.h"
 #include "../kernels/transformer.h"
 
 void ag_run_token_norm(const ag_node *n, const ag_op_io *io) {
@@ -36,16 +38,22 @@ double ag_flops_attention(const ag_node *n, const ag_shape *in, ag_shape out) {
     return 4.0 * t * t * in[0].c;
 }
 
-/* One row of scores. */
+/* The scores: a T x T matrix (the fast path's; the reference uses a row). CodeFormer's
+ * 16 x 16 latent: 256 KB. */
 size_t ag_scratch_attention(const ag_node *n, const ag_shape *in, ag_shape out) {
     (void)n, (void)out;
-    return (size_t)in[0].h * in[0].w;
+    size_t t = (size_t)in[0].h * in[0].w;
+    return t * t;
 }
 
 void ag_run_attention(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0];
-    ag_ref_attention(io->out, io->src[0], io->src[1], io->src[2], (size_t)in.h * in.w, in.c,
-                     n->groups, io->scratch);
+    if (io->fast)
+        ag_attention_fast(io->out, io->src[0], io->src[1], io->src[2], (size_t)in.h * in.w, in.c,
+                          n->groups, io->scratch, io->threads);
+    else
+        ag_ref_attention(io->out, io->src[0], io->src[1], io->src[2], (size_t)in.h * in.w, in.c,
+                         n->groups, io->scratch);
 }
 
 /* weight (N, D): N logits in, D channels out. */

@@ -166,6 +166,10 @@ void ag_fused_unblock_scale_shift(float *out, const float *band, int rows, int W
 
 /* In place over x (N, C): softmax per channel over the N positions, or per position over C. */
 void ag_softmax(float *x, size_t N, int C, int spatial, int threads);
+/* ag_ref_attention (transformer.h) on oneDNN's sgemm: per head, the T x T scores of q kᵀ in
+ * `scores` (T * T floats), their rows' softmax, then their product with v. */
+void ag_attention_fast(float *out, const float *q, const float *k, const float *v, size_t T, int C,
+                       int heads, float *scores, int threads);
 
 /* In place: x / (eps + sum over channels) per position. */
 void ag_sum_normalize(float *x, size_t N, int C, float eps, int threads);

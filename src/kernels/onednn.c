@@ -42,8 +42,15 @@ struct ag_dnnl_conv {
     ag_dnnl *dnnl;
     ag_conv_shape shape;
     dnnl_primitive_t primitive;
-    dnnl_memory_desc_t weight_md; /* the layout the primitive chose */
+    dnnl_memory_desc_t weight_md;                      /* the layout the primitive chose */
+    dnnl_memory_desc_t src_md_blocked, dst_md_blocked; /* Winograd's (below) */
     dnnl_memory_t src, dst, weight, bias, scratch;
+    /* Winograd: src, dst are the blocked copies in the scratchpad (after its own
+     * scratchpad), user_src, user_dst the caller's NHWC buffers, reordered in and out */
+    int wino;
+    dnnl_primitive_t to_blocked, from_blocked;
+    dnnl_memory_t user_src, user_dst;
+    size_t wino_scratch, src_blocked_bytes;
     int narrow; /* runs on ag_fused_conv_narrow with the buffers below, no primitive */
     const float *narrow_src, *narrow_weight, *narrow_bias;
     float *narrow_dst;
@@ -136,8 +143,47 @@ dnnl_status_t ag_dnnl_primitive_create(const void *desc, dnnl_engine_t engine, a
     return st;
 }
 
-/* The conv's primitive and its memories (the bias's only when it has one). */
-static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd,
+static void release(ag_dnnl_conv *c);
+
+static size_t align64(size_t bytes) {
+    return (bytes + 63) & ~(size_t)63;
+}
+
+static int wino_fits(const ag_conv_shape *s) {
+    int WO = s->WP + s->zero_pad[2] + s->zero_pad[3] - 2;
+    return s->winograd && !s->bf16_src && !s->bf16_dst && s->groups == 1 && s->K == 3 &&
+           s->stride == 1 && s->IC % 16 == 0 && s->OC % 16 == 0 && WO >= AG_WINO_MIN_SIDE;
+}
+
+/* Winograd: the channel-blocked copies of src and dst, the NHWC memories of the caller's
+ * buffers and the reorders between them. */
+static dnnl_status_t create_wino_reorders(ag_dnnl_conv *c, const dnnl_memory_desc_t *src,
+                                          const dnnl_memory_desc_t *dst) {
+    dnnl_engine_t e = c->dnnl->engine;
+    const dnnl_memory_desc_t *bsrc = &c->src_md_blocked, *bdst = &c->dst_md_blocked;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = dnnl_memory_create(&c->user_src, src, e, DNNL_MEMORY_NONE);
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&c->user_dst, dst, e, DNNL_MEMORY_NONE);
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(&pd, src, e, bsrc, e, NULL);
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(&c->to_blocked, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd), pd = NULL;
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(&pd, bdst, e, dst, e, NULL);
+    if (st == dnnl_success)
+        st = dnnl_primitive_create(&c->from_blocked, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    c->src_blocked_bytes = align64(dnnl_memory_desc_get_size(bsrc));
+    return st;
+}
+
+/* The conv's primitive and its memories (the bias's only when it has one); `wino`: on the
+ * Winograd kernel, between channel-blocked copies of src and dst. */
+static dnnl_status_t create_primitive(ag_dnnl_conv *c, int wino, dnnl_primitive_desc_t *pd,
                                       size_t *scratch_bytes) {
     const ag_conv_shape *s = &c->shape;
     dnnl_memory_desc_t src, weight, bias, dst;
@@ -145,10 +191,16 @@ static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd
     dnnl_convolution_desc_t desc;
     dnnl_dims_t strides = {s->stride, s->stride};
     dnnl_dims_t pad_l = {s->zero_pad[0], s->zero_pad[2]}, pad_r = {s->zero_pad[1], s->zero_pad[3]};
+    if (st == dnnl_success && wino)
+        st = dnnl_memory_desc_init_by_tag(&c->src_md_blocked, 4, src.dims, dnnl_f32, dnnl_nChw16c);
+    if (st == dnnl_success && wino)
+        st = dnnl_memory_desc_init_by_tag(&c->dst_md_blocked, 4, dst.dims, dnnl_f32, dnnl_nChw16c);
     if (st == dnnl_success)
         st = dnnl_convolution_forward_desc_init(
-            &desc, dnnl_forward_inference, dnnl_convolution_direct, &src, &weight,
-            s->has_bias ? &bias : NULL, &dst, strides, pad_l, pad_r);
+            &desc, dnnl_forward_inference,
+            wino ? dnnl_convolution_winograd : dnnl_convolution_direct,
+            wino ? &c->src_md_blocked : &src, &weight, s->has_bias ? &bias : NULL,
+            wino ? &c->dst_md_blocked : &dst, strides, pad_l, pad_r);
     const ag_dnnl_arg_memory args[] = {{dnnl_query_src_md, 0, &c->src},
                                        {dnnl_query_dst_md, 0, &c->dst},
                                        {dnnl_query_weights_md, 0, &c->weight},
@@ -159,6 +211,13 @@ static dnnl_status_t create_primitive(ag_dnnl_conv *c, dnnl_primitive_desc_t *pd
                                       &c->primitive, pd, scratch_bytes);
     if (st == dnnl_success)
         c->weight_md = *dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0);
+    if (st == dnnl_success && wino) {
+        st = create_wino_reorders(c, &src, &dst);
+        c->wino = 1;
+        c->wino_scratch = align64(*scratch_bytes);
+        *scratch_bytes = c->wino_scratch + c->src_blocked_bytes +
+                         align64(dnnl_memory_desc_get_size(&c->dst_md_blocked));
+    }
     return st;
 }
 
@@ -179,7 +238,14 @@ int ag_dnnl_conv_create(ag_dnnl *dnnl, const ag_conv_shape *shape, ag_dnnl_conv 
         return AG_OK;
     }
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t st = create_primitive(c, &pd, scratch_bytes);
+    dnnl_status_t st =
+        wino_fits(shape) ? create_primitive(c, 1, &pd, scratch_bytes) : dnnl_unimplemented;
+    if (st == dnnl_unimplemented) { /* no Winograd kernel here, or not asked: direct */
+        if (pd)
+            dnnl_primitive_desc_destroy(pd), pd = NULL;
+        release(c);
+        st = create_primitive(c, 0, &pd, scratch_bytes);
+    }
     if (st == dnnl_success)
         *weight_bytes = dnnl_memory_desc_get_size(&c->weight_md);
     if (pd)
@@ -192,15 +258,26 @@ int ag_dnnl_conv_create(ag_dnnl *dnnl, const ag_conv_shape *shape, ag_dnnl_conv 
     return AG_OK;
 }
 
+/* Its primitives and memories destroyed, the shape kept. */
+static void release(ag_dnnl_conv *c) {
+    dnnl_memory_t mems[7] = {c->src,     c->dst,      c->weight,  c->bias,
+                             c->scratch, c->user_src, c->user_dst};
+    for (int i = 0; i < 7; i++)
+        if (mems[i])
+            dnnl_memory_destroy(mems[i]);
+    dnnl_primitive_t prims[3] = {c->primitive, c->to_blocked, c->from_blocked};
+    for (int i = 0; i < 3; i++)
+        if (prims[i])
+            dnnl_primitive_destroy(prims[i]);
+    c->src = c->dst = c->weight = c->bias = c->scratch = c->user_src = c->user_dst = NULL;
+    c->primitive = c->to_blocked = c->from_blocked = NULL;
+    c->wino = 0;
+}
+
 void ag_dnnl_conv_destroy(ag_dnnl_conv *c) {
     if (!c)
         return;
-    dnnl_memory_t mems[5] = {c->src, c->dst, c->weight, c->bias, c->scratch};
-    for (int i = 0; i < 5; i++)
-        if (mems[i])
-            dnnl_memory_destroy(mems[i]);
-    if (c->primitive)
-        dnnl_primitive_destroy(c->primitive);
+    release(c);
     ag_free(c);
 }
 
@@ -211,6 +288,11 @@ int ag_dnnl_conv_same_weights(const ag_dnnl_conv *conv, const ag_dnnl_conv *othe
         return conv->shape.OC == other->shape.OC && conv->shape.IC == other->shape.IC &&
                conv->shape.K == other->shape.K;
     return dnnl_memory_desc_equal(&conv->weight_md, &other->weight_md);
+}
+
+const void *ag_dnnl_conv_wino_layout(const ag_dnnl_conv *conv, size_t *bytes) {
+    *bytes = sizeof conv->weight_md;
+    return conv->wino ? &conv->weight_md : NULL;
 }
 
 /* Reorder `from` (user_md) into `to` (to_md) on d's stream, waiting for it. */
@@ -271,6 +353,12 @@ void ag_dnnl_conv_bind(ag_dnnl_conv *c, const void *src, void *dst, const float 
         c->narrow_weight = prepared_weights, c->narrow_bias = bias;
         return;
     }
+    if (c->wino) { /* the scratchpad: oneDNN's, then the blocked src, then the blocked dst */
+        uint8_t *blocked = (uint8_t *)scratch + c->wino_scratch;
+        dnnl_memory_set_data_handle(c->user_src, (void *)src);
+        dnnl_memory_set_data_handle(c->user_dst, dst);
+        src = blocked, dst = blocked + c->src_blocked_bytes;
+    }
     dnnl_memory_set_data_handle(c->src, (void *)src);
     dnnl_memory_set_data_handle(c->dst, dst);
     dnnl_memory_set_data_handle(c->weight, prepared_weights);
@@ -292,7 +380,17 @@ int ag_dnnl_conv_run(ag_dnnl_conv *c, ag_error *err) {
         {DNNL_ARG_DST, c->dst},   {DNNL_ARG_SCRATCHPAD, c->scratch},
         {DNNL_ARG_BIAS, c->bias},
     };
-    dnnl_status_t st = dnnl_primitive_execute(c->primitive, c->dnnl->stream, c->bias ? 5 : 4, args);
+    dnnl_status_t st = dnnl_success;
+    if (c->wino) {
+        dnnl_exec_arg_t in[2] = {{DNNL_ARG_FROM, c->user_src}, {DNNL_ARG_TO, c->src}};
+        st = dnnl_primitive_execute(c->to_blocked, c->dnnl->stream, 2, in);
+    }
+    if (st == dnnl_success)
+        st = dnnl_primitive_execute(c->primitive, c->dnnl->stream, c->bias ? 5 : 4, args);
+    if (st == dnnl_success && c->wino) {
+        dnnl_exec_arg_t out[2] = {{DNNL_ARG_FROM, c->dst}, {DNNL_ARG_TO, c->user_dst}};
+        st = dnnl_primitive_execute(c->from_blocked, c->dnnl->stream, 2, out);
+    }
     if (st == dnnl_success)
         st = dnnl_stream_wait(c->dnnl->stream);
     return st == dnnl_success ? AG_OK : dnnl_fail(err, "convolution", st);
@@ -446,25 +544,6 @@ void ag_wino_conv_run(const ag_wino_conv *c, float *out, const float *src, const
         AG_ASSERT(st == dnnl_success); /* shapes fixed at create: nothing left to fail */
         ag_fused_unblock_scale_shift(out + (size_t)first * c->W * c->OC, c->out_band, c->rows, c->W,
                                      c->OC, scale, shift, threads);
-    }
-}
-
-void ag_wino_conv_run_band(const ag_wino_conv *c, float *out, const float *band, const float *ones,
-                           const float *bias, int threads) {
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, c->src},
-                               {DNNL_ARG_WEIGHTS, c->weight},
-                               {DNNL_ARG_DST, c->dst},
-                               {DNNL_ARG_SCRATCHPAD, c->scratch}};
-    for (int y0 = 0; y0 < c->H; y0 += c->rows) {
-        int first = y0 + c->rows <= c->H ? y0 : c->H - c->rows; /* the last part moved up */
-        ag_fused_modulate_blocked(c->in_band, band, c->H + 2, c->W, c->IC, ones, first, c->rows + 2,
-                                  threads);
-        dnnl_status_t st = dnnl_primitive_execute(c->primitive, c->dnnl->stream, 4, args);
-        if (st == dnnl_success)
-            st = dnnl_stream_wait(c->dnnl->stream);
-        AG_ASSERT(st == dnnl_success); /* shapes fixed at create: nothing left to fail */
-        ag_fused_unblock_scale_shift(out + (size_t)first * c->W * c->OC, c->out_band, c->rows, c->W,
-                                     c->OC, NULL, bias, threads);
     }
 }
 

@@ -22,6 +22,10 @@ typedef struct ag_conv_shape {
     int bf16_src;    /* source and weights bf16 (fp32 accumulation); else fp32 */
     int bf16_dst;    /* destination bf16; else fp32 */
     int zero_pad[4]; /* top, bottom, left, right: zeros oneDNN adds round (HP, WP); else 0 */
+    /* fp32 3x3 stride 1, channels multiples of 16, output AG_WINO_MIN_SIDE wide and up: on
+     * oneDNN's Winograd F(4x4, 3x3) kernel where it has one, the band reordered into its
+     * channel-blocked layout and back around it (both in the scratchpad); else direct */
+    int winograd;
 } ag_conv_shape;
 
 int ag_dnnl_create(ag_dnnl **out, ag_error *err);
@@ -34,6 +38,9 @@ void ag_dnnl_conv_destroy(ag_dnnl_conv *conv);
 
 /* Whether `conv` wants its weights in the same layout as `other` (so they can be kept). */
 int ag_dnnl_conv_same_weights(const ag_dnnl_conv *conv, const ag_dnnl_conv *other);
+/* Its weights' layout (a oneDNN memory descriptor, *bytes long) when it runs on Winograd
+ * (weights 4x the direct conv's, worth sharing between a model's engines), else NULL. */
+const void *ag_dnnl_conv_wino_layout(const ag_dnnl_conv *conv, size_t *bytes);
 
 /* Reorder weight (OC, IC/groups, K, K) into `prepared` (weight_bytes, 64-byte aligned). */
 int ag_dnnl_conv_prepare_weights(ag_dnnl_conv *conv, const float *weight, void *prepared,
@@ -84,11 +91,6 @@ int ag_wino_conv_prepare_weights(ag_wino_conv *c, const float *packed, void *pre
 void ag_wino_conv_bind(ag_wino_conv *c, void *prepared_weights, void *band, void *scratch);
 void ag_wino_conv_run(const ag_wino_conv *c, float *out, const float *src, const float *style,
                       const float *scale, const float *shift, int threads);
-/* A plain conv's band: band (H + 2, W, IC), its border rows included (zeros or the rows
- * beyond the band), times `ones` (IC of 1.0f: the reblocking copies exactly); out (H, W, OC)
- * = its conv + bias (NULL: none). */
-void ag_wino_conv_run_band(const ag_wino_conv *c, float *out, const float *band, const float *ones,
-                           const float *bias, int threads);
 
 /* The engine and stream (dnnl_engine_t, dnnl_stream_t) for the other oneDNN file,
  * onednn_int8.c, so its primitives run on the same ones. */

@@ -107,6 +107,18 @@ void ag_matmul(float *out, const float *x, const float *w, int transpose, size_t
         }
 }
 
+void ag_attention_fast(float *out, const float *q, const float *k, const float *v, size_t T, int C,
+                       int heads, float *scores, int threads) {
+    int d = C / heads;
+    float scale = 1.0f / sqrtf((float)d);
+    dnnl_dim_t t = (dnnl_dim_t)T;
+    for (int h = 0; h < heads; h++) { /* row-major; each head's columns strided by C */
+        dnnl_sgemm('N', 'T', t, t, d, scale, q + h * d, C, k + h * d, C, 0.0f, scores, t);
+        ag_softmax(scores, T, (int)T, 0, threads);
+        dnnl_sgemm('N', 'N', t, d, t, 1.0f, scores, t, v + h * d, C, 0.0f, out + h * d, C);
+    }
+}
+
 void ag_softmax(float *x, size_t N, int C, int spatial, int threads) {
     if (!spatial) {
 #pragma omp parallel for num_threads(threads) schedule(static)

@@ -30,6 +30,7 @@ def calls():
         RESTORE: lambda k, v: restorer.restore(crop, aligned=True, **{k: v}),
         UPSCALE: lambda k, v: upscaler.upscale(blank, **{k: v}),
         FUSE: lambda k, v: animegan.fuse(blank, blank, **{k: v}),
+        "stylize": lambda k, v: stylizer(blank, **{k: v}),  # convert's own portrait=
     }
 
 
@@ -73,3 +74,37 @@ def test_model_scale_is_the_rows():
     for past in (int(hi) + 1, int(lo) - 2):
         with pytest.raises(animegan.InputError, match=f"scale: must be {lo:g} to {hi:g}"):
             animegan.Model("esrgan-slim", scale=past)
+
+
+CHOICE_ROWS = _core.choice_rows()
+
+
+def test_choice_rows_exist():
+    assert {r[0] for r in CHOICE_ROWS} >= {"mode", "enhance", "portrait"}
+
+
+def choice_verdict(call, keyword, value, choices):
+    """'refused' (the row's one refusal, naming every choice), else 'taken'."""
+    try:
+        call(keyword, value)
+    except animegan.InputError as e:
+        listed = all(c in str(e) for c in choices)
+        if str(e).startswith(f"{keyword} must be ") and listed and f"not '{value}'" in str(e):
+            return "refused"
+    except animegan.Error:
+        pass
+    return "taken"
+
+
+@pytest.mark.parametrize("row", CHOICE_ROWS, ids=[r[0] for r in CHOICE_ROWS])
+def test_choices_are_the_rows(calls, row):
+    """Issue 29: each choice of the row is taken, a value outside them is refused with the
+    message that names them, before any work."""
+    keyword, choices, commands = row
+    call = calls[FUSE] if commands & FUSE else calls["stylize"]
+    for value in choices:
+        assert choice_verdict(call, keyword, value, choices) == "taken", value
+    assert choice_verdict(call, keyword, "sharpest", choices) == "refused"
+    with pytest.raises(animegan.InputError, match=f"^{keyword} must be .*, not 'x'$"):
+        _core.choice(keyword, "x")
+    assert [_core.choice(keyword, c) for c in choices] == list(range(len(choices)))
