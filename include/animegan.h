@@ -843,9 +843,11 @@ int ag_pipeline_apply(const ag_pipeline *p, const ag_image *in, ag_image *out,
 
 /*
  * The options of the steps, declared once (src/pipeline/options.c): each row names the
- * option as every front end spells it, with its type, range and default. The CLI's parsers
- * take their ranges from here; test_cli checks the CLI's option tables and --help, the API's
- * query parser, Python's keyword arguments and docs/api.md against it.
+ * option as every front end spells it, with its type, range or choices, default and help.
+ * The CLI's parsers, the API's query/form parser and Python's keywords take their ranges and
+ * choices from here, and the CLI's --help prints its step options from the rows; test_cli,
+ * test_server_parsers and tests/python/test_options.py check the front ends and docs/api.md
+ * against it.
  */
 typedef enum ag_option_type {
     AG_OPTION_FLAG,  /* no value (CLI), 0/1 (API), bool (Python) */

@@ -162,6 +162,7 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     r->faces = -1;
     const route_row *row = route_row_of(url);
     convert_step step = row ? row->step : STEP_NONE;
+    ag_convert_options_init(&r->options, s->config.max_side); /* then the route's step */
     r->options.faces_only = step == STEP_FACES;
     r->options.fuse = step == STEP_FUSE;
     r->options.restore_only = step == STEP_RESTORE;
@@ -880,14 +881,8 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
         return;
     }
     option_walk w = {.s = s, .opts = &r->options};
-    int faces_only = r->options.faces_only, fuse = r->options.fuse;
-    int restore_only = r->options.restore_only, upscale_only = r->options.upscale_only;
-    ag_convert_options_init(&r->options, c->max_side);
-    r->options.faces_only = faces_only, r->options.fuse = fuse;
-    r->options.restore_only = restore_only;
-    r->options.restore = restore_only; /* the first --restore-model unless restore=K */
-    r->options.upscale_only = upscale_only;
-    r->options.upscale = upscale_only ? 2 : 0; /* 2x unless upscale=N */
+    r->options.restore = r->options.restore_only; /* the first --restore-model unless restore=K */
+    r->options.upscale = r->options.upscale_only ? 2 : 0; /* 2x unless upscale=N */
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &w);
     if (!w.failed && ag_convert_options_check(&r->options, &w.err) != 0)
         w.failed = 1;

@@ -138,7 +138,7 @@ fails huge_image "huge_header.png" 1 -s $GEN/huge_header.png -T "$TGT"
 fails truncated "truncated.jpg" 1 -s tests/data/truncated.jpg -T "$TGT"
 fails face_index "the target has 1 face" 1 -s "$SRC" -T "$TGT" --target-face 2
 fails bad_ratio "ratio: '1.5' is not a number from 0 to 1" 2 -s "$SRC" -T "$TGT" --ratio 1.5
-fails bad_mode "mode: 'soft'" 2 -s "$SRC" -T "$TGT" --mode soft
+fails bad_mode "mode must be normal, blend or overlay, not 'soft'" 2 -s "$SRC" -T "$TGT" --mode soft
 fails bad_size "size" 2 -s "$SRC" -T "$TGT" --size 32
 fails no_target "are all needed" 2 -s "$SRC"
 fails anime_template_alone "only with --style" 2 -s "$SRC" -T "$TGT" --anime-template

@@ -1,11 +1,12 @@
 /*
  * options.c - the options of the pipeline's steps, one row each, as every front end spells
- * them (the CLI's long option, the API's query parameter, Python's keyword), with the
- * range every front end parses against (cli/options.c, server/options.c, Python's
- * outside_row). A new option of a step is a row here; the tests fail until the front ends
- * that the row names take it: test_cli (option tables, --help's ranges and defaults,
- * docs/api.md's ranges), test_server_parsers (the API's ends and just past them) and
- * tests/python/test_options.py (the keywords').
+ * them (the CLI's long option, the API's query parameter, Python's keyword), with the range
+ * or the fixed set of values every front end parses against (cli/options.c, server/options.c,
+ * Python's outside_row and row_choice) and the help text the CLI's --help prints
+ * (cli/help.c). A new option of a step is a row here; --help shows it at once, and the tests
+ * fail until the front ends that the row names take it: test_cli (option tables, --help,
+ * choices, docs/api.md's ranges and values), test_server_parsers (the API's ends, just past
+ * them, and its choices) and tests/python/test_options.py (the keywords').
  */
 #include "animegan.h"
 
