@@ -334,7 +334,9 @@ static int memory_bound_check(const ag_server *s, const char *formula) {
 /* ---- load, start, run, teardown --------------------------------------------------------- */
 
 /* An upscaler's window must fit --upscale-max-mb: checked on a small image at start-up so a
- * request never finds out. */
+ * request never finds out. The engine is also prepared there: an fp32 upscaler's Winograd
+ * weights are the model's, shared by the workers' engines, and made now they are in the
+ * measured base (as make_shared_weights does for the restorers). */
 static int check_upscale_window(ag_server *s, ag_error *err) {
     for (int i = 0; i < AG_SERVER_UPSCALES; i++) {
         ag_engine *e = NULL;
@@ -346,6 +348,8 @@ static int check_upscale_window(ag_server *s, ag_error *err) {
         int rc = ag_engine_create(s->upscalers[i], &eo, &e, err);
         if (rc == AG_OK)
             rc = ag_upscale_plan_for(e, 64, 64, &uo, &plan, err);
+        if (rc == AG_OK)
+            rc = ag_engine_prepare(e, 64, 64, err);
         ag_engine_destroy(e);
         if (rc != AG_OK)
             return rc;
