@@ -34,14 +34,8 @@ static void print_help(void) {
           "      --input FILE       time on this photo instead of the synthetic image\n"
           "      --runs N           timed runs, 1-100000 (default: 5)\n"
           "      --warmup N         untimed runs first, 0-1000 (default: 1)\n"
-          "  -m, --model NAME|PATH  bundled model name or model file (default: hayao)\n"
-          "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"
-          "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"
-          "                         that meets its quality bar (default: auto)\n"
-          "      --backend B        onednn or reference (default: onednn)\n"
-          "      --upsample MODE    asymmetric, align-corners or half-pixel\n"
-          "                         (default: the model's own mode)\n"
-          "  -h, --help             show this help\n",
+          "  -m, --model NAME|PATH  bundled model name or model file (default: "
+          "hayao)\n" AG_CLI_ENGINE_HELP "  -h, --help             show this help\n",
           stdout);
 }
 

@@ -18,6 +18,15 @@
 
 enum { AG_EXIT_OK = 0, AG_EXIT_FAILED = 1, AG_EXIT_USAGE = 2, AG_EXIT_INTERRUPTED = 130 };
 
+/* The engine's options in the --help of the commands that run a generator (convert, bench). */
+#define AG_CLI_ENGINE_HELP                                                                         \
+    "  -t, --threads N        worker threads, 0 = every core (default: 0)\n"                       \
+    "      --precision P      fp32, bf16, int8 or auto: the fastest native on this CPU\n"          \
+    "                         that meets its quality bar (default: auto)\n"                        \
+    "      --backend B        onednn or reference (default: onednn)\n"                             \
+    "      --upsample MODE    asymmetric, align-corners or half-pixel\n"                           \
+    "                         (default: the model's own mode)\n"
+
 /* ---- commands (argv[0] is the command name) ---------------------------------------------- */
 
 int ag_cli_convert(int argc, char **argv);
