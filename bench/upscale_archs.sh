@@ -5,6 +5,7 @@
 #   bench/upscale_archs.sh --spandrel DIR [--archs "esrgan esrgan_new compact span realplksr"]
 #                          [--rounds N] [--runs R] [--size S] [--threads T]
 #                          [--megapixel "ARCHS"] [--megapixel-only] [--models OUTDIR]
+#                          [--omp-wait active|passive]
 #
 # DIR is a checkout of github.com/chaiNNer-org/spandrel (fetched outside the repository).
 # Networks at their released sizes, x4, seeded weights (bench/peers/upscale_arch_peer.py):
@@ -24,6 +25,8 @@
 # shared machine the CPU seconds / 2 approximate the wall time of two free cores) and peak
 # RSS; --megapixel-only skips the rounds. --models takes the networks (and their ONNX exports,
 # made at the same --size) from an earlier run's directory instead of making them again.
+# --omp-wait exports OMP_WAIT_POLICY for every runtime (ours, PyTorch; ONNX Runtime has its own
+# pool): passive lets a waiting thread sleep, which a loaded machine needs (docs/upscale.md).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,7 +34,7 @@ cd "$ROOT"
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
 ARCHS="esrgan esrgan_new compact span realplksr" ROUNDS=2 RUNS=2 SIZE=256 THREADS=2 SPANDREL=
-MP_ARCHS=default MP_ONLY=0 MODELS=
+MP_ARCHS=default MP_ONLY=0 MODELS= OMP_WAIT=
 
 die() { echo "upscale_archs.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -45,12 +48,18 @@ while [ $# -gt 0 ]; do
     --megapixel) MP_ARCHS=$2; shift ;;
     --megapixel-only) MP_ONLY=1 ;;
     --models) MODELS=$2; shift ;;
-    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --omp-wait) OMP_WAIT=$2; shift ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1'" ;;
     esac
     shift
 done
 [ "$MP_ARCHS" != default ] || MP_ARCHS=$ARCHS
+case $OMP_WAIT in
+'') ;;
+active | passive) export OMP_WAIT_POLICY=$OMP_WAIT ;;
+*) die "--omp-wait takes active or passive" ;;
+esac
 [ -n "$SPANDREL" ] || die "--spandrel DIR (a chaiNNer-org/spandrel checkout) is required"
 [ -x "$BUILD/animegan" ] || die "build first: make -j2"
 [ "$MP_ONLY" = 1 ] || [ -f bench/node_modules/onnxruntime-node/package.json ] ||

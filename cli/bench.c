@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct bench_args {
     ag_cli_engine_args e;
@@ -23,7 +24,8 @@ static void print_help(void) {
           "Time the generator (ag_engine_run_f32: no decoding or encoding) and print one JSON\n"
           "object on stdout: size, width, height, precision, requested, emulated, backend,\n"
           "upsample, threads, runs, warmup, ms_median, ms_min, ms_max, ms_mean, prepare_ms,\n"
-          "gflop, gflops, peak_rss_mb, arena_mb, model, version, cpu, cpu_flags, isa,\n"
+          "gflop, gflops, cpu_ms_median (a run's process CPU time: on one thread, its time\n"
+          "on a shared machine), peak_rss_mb, arena_mb, model, version, cpu, cpu_flags, isa,\n"
           "onednn_isa.\n"
           "\n"
           "Options:\n"
@@ -156,6 +158,14 @@ static double now_ms(void) {
     return (double)ag_now_us() * 1e-3;
 }
 
+/* The process's CPU time: on one thread, a run's time without what the scheduler gave to
+ * other processes (a shared machine's load); on more, it adds their spin-waits. */
+static double cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -163,17 +173,20 @@ static int compare_doubles(const void *a, const void *b) {
 
 typedef struct timings {
     double prepare_ms, median_ms, min_ms, max_ms, mean_ms;
+    double cpu_median_ms; /* of the runs' process CPU times */
 } timings;
 
-/* Sort `ms` in place and summarise it. */
-static timings summarise(double *ms, int runs, double prepare_ms) {
-    qsort(ms, (size_t)runs, sizeof *ms, compare_doubles);
-    double sum = 0;
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Sort `ms` and `cpu` in place and summarise them. */
+static timings summarise(double *ms, double *cpu, int runs, double prepare_ms) {
+    double sum = 0, median = median_of(ms, runs);
     for (int i = 0; i < runs; i++)
         sum += ms[i];
-    timings t = {prepare_ms, ms[runs / 2], ms[0], ms[runs - 1], sum / runs};
-    if (runs % 2 == 0)
-        t.median_ms = 0.5 * (ms[runs / 2 - 1] + ms[runs / 2]);
+    timings t = {prepare_ms, median, ms[0], ms[runs - 1], sum / runs, median_of(cpu, runs)};
     return t;
 }
 
@@ -227,6 +240,7 @@ static void print_report(const bench_args *a, const ag_model *model, const ag_en
            t.prepare_ms, t.median_ms, t.min_ms, t.max_ms, t.mean_ms);
     printf(", \"gflop\": %.4f, \"gflops\": %.3f", gflop,
            t.median_ms > 0 ? gflop / (t.median_ms / 1e3) : 0.0);
+    printf(", \"cpu_ms_median\": %.3f", t.cpu_median_ms);
     printf(", \"peak_rss_mb\": %.1f, \"arena_mb\": %.1f, \"version\": \"%s\"",
            (double)ag_process_peak_rss_bytes() / 1048576.0,
            (double)ag_engine_arena_bytes(engine) / 1048576.0, AG_VERSION);
@@ -249,17 +263,18 @@ static int run_once(ag_engine *engine, const ag_image *image, const float *in, f
     return rc;
 }
 
-/* Warm up, then time each run separately; ms has a->runs slots. */
+/* Warm up, then time each run separately (wall and CPU); ms has 2 * a->runs slots. */
 static int time_runs(ag_engine *engine, const bench_args *a, const ag_image *image, const float *in,
                      float *out, int width, int height, double *ms, ag_error *err) {
     for (int i = 0; i < a->warmup; i++)
         if (run_once(engine, image, in, out, width, height, err))
             return -1;
     for (int i = 0; i < a->runs; i++) {
-        double start = now_ms();
+        double start = now_ms(), cpu = cpu_ms();
         if (run_once(engine, image, in, out, width, height, err))
             return -1;
         ms[i] = now_ms() - start;
+        ms[a->runs + i] = cpu_ms() - cpu;
     }
     return 0;
 }
@@ -268,7 +283,7 @@ static int run_bench(const bench_args *a, ag_model *model, ag_engine_options *op
                      const ag_precision_choice *precision, ag_error *err) {
     ag_engine *engine = NULL;
     float *in = NULL, *out = NULL;
-    double *ms = ag_malloc((size_t)a->runs * sizeof *ms);
+    double *ms = ag_malloc(2 * (size_t)a->runs * sizeof *ms);
     int width = 0, height = 0, rc = AG_E_NOMEM;
     if (!ms) {
         snprintf(err->message, sizeof err->message, "out of memory");
@@ -302,7 +317,7 @@ static int run_bench(const bench_args *a, ag_model *model, ag_engine_options *op
     if (rc)
         goto done;
     print_report(a, model, engine, options, precision, width, height,
-                 summarise(ms, a->runs, prepare_ms));
+                 summarise(ms, ms + a->runs, a->runs, prepare_ms));
 done:
     ag_free(out);
     ag_engine_destroy(engine);

@@ -71,9 +71,8 @@ static size_t window_bytes(const ag_engine *e, int w, int h) {
            px * sizeof(float) * 3 * (1 + (size_t)s * s);
 }
 
-/* The largest square window side within `budget`: the arena grows with the pixels, so two
- * measured sizes give its fixed part and its bytes per pixel. */
-static int window_for_budget(const ag_engine *e, size_t budget, int multiple) {
+/* window_for_budget's linear estimate. */
+static int window_estimate(const ag_engine *e, size_t budget, int multiple) {
     const int a = 64, b = 128;
     double fa = (double)window_bytes(e, a, a), fb = (double)window_bytes(e, b, b);
     double per_px = (fb - fa) / (b * b - a * a), fixed = fa - per_px * a * a;
@@ -84,6 +83,17 @@ static int window_for_budget(const ag_engine *e, size_t budget, int multiple) {
     double side = sqrt(((double)budget - fixed) / per_px);
     int w = side > 4096 ? 4096 : side < 0 ? 0 : (int)side;
     return w / multiple * multiple;
+}
+
+/* The largest square window side within `budget`: the arena grows with the pixels, so two
+ * measured sizes give its fixed part and its bytes per pixel; the side found is then
+ * measured and shrunk while it is over (the arena is not exactly linear in the pixels: bands
+ * stop growing with the rows, a Winograd conv's blocked copies start at 32 px). */
+static int window_for_budget(const ag_engine *e, size_t budget, int multiple) {
+    int w = window_estimate(e, budget, multiple);
+    for (int step; w > 0 && w < 4096 && window_bytes(e, w, w) > budget; w -= step)
+        step = (w / 32 > multiple ? w / 32 : multiple) / multiple * multiple;
+    return w > 0 ? w : 0;
 }
 
 int ag_upscale_plan_for(const ag_engine *e, int width, int height, const ag_upscale_options *o,

@@ -4,7 +4,9 @@
  * random-weight checkpoints and the full-size key layouts of the released files that
  * tools/make_restore_fixtures.py writes, and the refusals of files that fit neither.
  */
+#include "../src/engine/kind.h"
 #include "../src/engine_internal.h"
+#include "../src/kernels/onednn.h"
 #include "../src/model/restore_internal.h"
 #include "test.h"
 
@@ -674,6 +676,46 @@ LEAK_CHECKED(test_upstream_codeformer_w0_w1) {
     return 0;
 }
 
+/* The Winograd plain convs of group gi's engine: 1 when its kernel is a oneDNN conv on
+ * Winograd. */
+static int wino_conv(const ag_engine *e, int gi) {
+    size_t bytes;
+    return e->exec[gi].kind && strcmp(e->exec[gi].kind->name, "conv") == 0 && e->exec[gi].kernel &&
+           ag_dnnl_conv_wino_layout(e->exec[gi].kernel, &bytes);
+}
+
+/* A restorer's fp32 plain 3x3 convs run on Winograd where oneDNN has it (CodeFormer's VQGAN:
+ * ResBlocks at 32 px and up); their weights are the model's, shared: a second engine uses
+ * the same ones. Planned only (a 512 px run takes minutes under the sanitizers); the
+ * Winograd convs' output is test_upstream_codeformer's. */
+LEAK_CHECKED(test_restore_plain_convs_winograd_shared) {
+    ag_model *model = NULL;
+    ag_engine *e[2] = {NULL, NULL};
+    ag_error err = {0};
+    ag_engine_options opt = {.backend = AG_BACKEND_ONEDNN, .precision = AG_PRECISION_FP32};
+    int rc = ag_restore_model_load(RESTORE "up_codeformer.pt", &model, &err);
+    for (int k = 0; k < 2 && rc == AG_OK; k++) {
+        rc = ag_engine_create(model, &opt, &e[k], &err);
+        if (rc == AG_OK)
+            rc = ag_engine_prepare(e[k], 512, 512, &err);
+    }
+    int wino = 0, shared = 0, expected = (ag_cpu_get_info()->onednn_flags & AG_CPU_AVX512F) != 0;
+    for (int gi = 0; rc == AG_OK && gi < e[0]->group_count; gi++) {
+        wino += wino_conv(e[0], gi);
+        shared += wino_conv(e[0], gi) && e[0]->exec[gi].shared_weights &&
+                  e[1]->exec[gi].shared_weights == e[0]->exec[gi].shared_weights;
+    }
+    printf("  %d plain convs on Winograd (oneDNN ISA %s), %d sharing their weights\n", wino,
+           ag_cpu_get_info()->onednn_isa, shared);
+    for (int k = 0; k < 2; k++)
+        ag_engine_destroy(e[k]);
+    ag_model_destroy(model);
+    CHECK_OK(rc, &err);
+    CHECK_MSG(expected ? wino >= 10 && shared == wino : wino == 0, "%d Winograd convs, %d shared",
+              wino, shared);
+    return 0;
+}
+
 /* Asks to stop from its `at`-th question on (never for at = 0). */
 typedef struct stop_after {
     int calls, at;
@@ -852,4 +894,5 @@ TEST_MAIN(TEST(test_gpen_zip_arch), TEST(test_gpen_g_ema_legacy_arch),
           TEST(test_upstream_codeformer), TEST(test_upstream_codeformer_w0_w1),
           TEST(test_restore_bf16_golden), TEST(test_restore_int8_golden),
           TEST(test_restore_bf16_only), TEST(test_restore_model_load_refusals),
-          TEST(test_restore_cancelled_between_bands))
+          TEST(test_restore_cancelled_between_bands),
+          TEST(test_restore_plain_convs_winograd_shared))

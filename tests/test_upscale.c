@@ -10,6 +10,7 @@
  */
 #include "test.h"
 
+#include "../src/engine/kind.h"
 #include "../src/engine_internal.h"
 #include "../src/kernels/fused_isa.h"
 #include "../src/model/model_internal.h"
@@ -658,6 +659,83 @@ static int int8_psnr(void) {
     return 0;
 }
 
+/* The float output of `file` on a w x h photo crop (pixel units), fp32 on `backend`; *wino:
+ * how many of its convs ran on oneDNN's Winograd kernel. */
+static float *float_upscale(const char *file, ag_backend backend, int w, int h, int *wino,
+                            size_t *count) {
+    ag_model *model = NULL;
+    ag_engine *engine = NULL;
+    ag_error err = {0};
+    ag_image img = {0};
+    if (open_model(file, &model) || photo(w, h, 3, &img))
+        return NULL;
+    const ag_model_info *info = ag_model_get_info(model);
+    ag_engine_options o = {.backend = backend, .precision = AG_PRECISION_FP32, .threads = 2};
+    *count = (size_t)w * h * 3 * info->scale * info->scale;
+    float *in = ag_malloc(sizeof(float) * (size_t)w * h * 3),
+          *out = ag_malloc(sizeof(float) * *count);
+    for (size_t i = 0; i < (size_t)w * h * 3; i++)
+        in[i] = img.pixels[i] * info->pixel_max / 255.0f;
+    float *outs[1] = {out};
+    int rc = ag_engine_create(model, &o, &engine, &err);
+    if (rc == AG_OK)
+        rc = ag_engine_run_raw(engine, in, w, h, outs, &err);
+    if (rc != AG_OK)
+        fprintf(stderr, "  %s: %s\n", file, err.message);
+    *wino = 0;
+    for (int gi = 0; rc == AG_OK && backend == AG_BACKEND_ONEDNN && gi < engine->group_count;
+         gi++) {
+        const ag_group_exec *x = &engine->exec[gi];
+        size_t bytes;
+        *wino += x->kind && x->kernel && !strcmp(x->kind->name, "conv") &&
+                 ag_dnnl_conv_wino_layout(x->kernel, &bytes) != NULL;
+    }
+    for (size_t i = 0; i < *count; i++)
+        out[i] /= info->pixel_max;
+    ag_engine_destroy(engine);
+    ag_model_destroy(model);
+    ag_image_fini(&img);
+    ag_free(in);
+    if (rc != AG_OK)
+        ag_free(out);
+    return rc == AG_OK ? out : NULL;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+/*
+ * An upscaler's fp32 3x3 convs on oneDNN's Winograd (kind_conv.c, onednn.c: output from 32 px
+ * wide, channels in sixteens, AVX-512): esrgan-medium x2 (64 features: banded convs reading
+ * gathered concats and residual chains) on a 40x32 crop against the reference backend and
+ * against the direct conv (AG_WINOGRAD=0), within FP32_TOLERANCE of the [0, 1] range; where
+ * the CPU has AVX-512 some convs must have run on it.
+ */
+static int winograd_convs(void) {
+    const char *file = "models/esrgan-medium-x2.safetensors";
+    const ag_cpu_info *cpu = ag_cpu_get_info();
+    int avx512 = (cpu->flags & cpu->onednn_flags & AG_CPU_AVX512F) != 0, wino, direct_wino, none;
+    size_t n;
+    float *ref = float_upscale(file, AG_BACKEND_REFERENCE, 40, 32, &none, &n);
+    float *fast = float_upscale(file, AG_BACKEND_ONEDNN, 40, 32, &wino, &n);
+    setenv("AG_WINOGRAD", "0", 1);
+    float *direct = float_upscale(file, AG_BACKEND_ONEDNN, 40, 32, &direct_wino, &n);
+    unsetenv("AG_WINOGRAD");
+    CHECK(ref && fast && direct);
+    double vs_ref = max_abs_diff(fast, ref, n), vs_direct = max_abs_diff(fast, direct, n);
+    printf("  %s 40x32: %d Winograd steps (%d with AG_WINOGRAD=0); max float error %.2e against "
+           "the reference, %.2e against the direct convs (of 1)\n",
+           file, wino, direct_wino, vs_ref, vs_direct);
+    ag_free(ref), ag_free(fast), ag_free(direct);
+    CHECK(direct_wino == 0 && (wino > 0 || !avx512));
+    CHECK(vs_ref <= FP32_TOLERANCE && vs_direct <= FP32_TOLERANCE);
+    return 0;
+}
+
 /*
  * The attention gates a conv chain applies in its residual add's place (SPAN's (z + r)
  * (sigmoid(z) - 1/2), RealPLKSR's r sigmoid(z)), through norm_act_pad with 35 channels (two
@@ -702,6 +780,60 @@ static int attention_gates_across_isas(void) {
         failed |= worst > 1.0;
     }
     ag_free(x), ag_free(r), ag_free(base), ag_free(out);
+    return failed;
+}
+
+/*
+ * The int8 engines' whole-map gates (ag_fused_gate_map, kind_gate.c) over 4103 values (two
+ * blocks of vectors and a scalar tail): Mish of x, SiLU (g = x), SPAN's attention (shift 1/2)
+ * and RealPLKSR's (shift 0): every ISA variant the same bits, within 1e-6 relative + 1e-7
+ * (|x| + 1) of the double formula over x in [-100, 100] (sigmoid(g) - 1/2 cancels in float
+ * near g = 0, as it does in PyTorch's fp32).
+ */
+static int gate_map_across_isas(void) {
+    enum { N = 4096 + 7 };
+    float *x = ag_malloc(N * 4), *g = ag_malloc(N * 4), *base = ag_malloc(N * 4),
+          *out = ag_malloc(N * 4);
+    for (int i = 0; i < N; i++)
+        x[i] = -100.0f + 200.0f * (float)i / (float)(N - 1), g[i] = (float)(i % 97) / 8 - 6;
+    static const struct {
+        const char *name;
+        int mish, silu;
+        float shift;
+    } cases[] = {{"mish", 1, 0, 0.0f},
+                 {"silu", 0, 1, 0.0f},
+                 {"attention 1/2", 0, 0, 0.5f},
+                 {"attention 0", 0, 0, 0.0f}};
+    int failed = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const float *gk = cases[k].mish ? NULL : cases[k].silu ? x : g;
+        int variants = 0;
+        for (int isa = AG_ISA_GENERIC; isa <= AG_ISA_AVX512; isa++) {
+            const ag_fused_ops *ops = ag_fused_ops_for((ag_isa)isa);
+            if (!ops)
+                continue;
+            ops->gate_map(variants ? out : base, x, gk, cases[k].shift, N, 2);
+            if (variants++ && memcmp(out, base, N * 4)) {
+                printf("  %s: %s differs from generic\n", cases[k].name, ops->isa);
+                failed = 1;
+            }
+        }
+        double worst = 0.0;
+        for (int i = 0; i < N; i++) {
+            double v = (double)x[i], want;
+            if (cases[k].mish)
+                want = v * tanh(log1p(exp(v < 20 ? v : 20)));
+            else
+                want = v * (1 / (1 + exp(-(double)gk[i])) - (double)cases[k].shift);
+            double got = (double)base[i], bound = 1e-6 * fabs(want) + 1e-7 * (fabs(v) + 1);
+            double e = isnan(got) ? 1e30 : fabs(got - want) / bound;
+            worst = e > worst ? e : worst;
+        }
+        printf("  %s: %d variants, worst error %.2f of the bound\n", cases[k].name, variants,
+               worst);
+        failed |= worst > 1.0;
+    }
+    ag_free(x), ag_free(g), ag_free(base), ag_free(out);
     return failed;
 }
 
@@ -752,6 +884,8 @@ int main(int argc, char **argv) {
         TEST(budget_bounds_the_tile),
         TEST(int8_psnr),
         TEST(attention_gates_across_isas),
+        TEST(gate_map_across_isas),
+        TEST(winograd_convs),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     ag_image_shutdown();

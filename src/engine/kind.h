@@ -2,8 +2,8 @@
  * kind.h - the table of kernel kinds: how a group's step runs. One row per kind (kinds.c's
  * ag_kinds, first match wins), each kind in its own file: kind_conv.c (a conv on oneDNN, fp32
  * or bf16, and u8 x s8), kind_modconv.c (a modulated conv's bf16 products, u8 x s8),
- * kind_wino.c (its fp32 Winograd) and kind_generic.c (any op on whole fp32 maps through the
- * op table).
+ * kind_wino.c (its fp32 Winograd), kind_gate.c (int8 engines' upscaler gates, 16 lanes) and
+ * kind_generic.c (any op on whole fp32 maps through the op table).
  *
  * A group holds its kind and one opaque kernel pointer (state.h). Adding a kind is its file
  * (kind_X.c: its functions and its row, over its kernel in src/kernels/) and its line in

@@ -14,6 +14,7 @@
 extern const ag_kind ag_kind_conv, ag_kind_conv_int8;            /* kind_conv.c */
 extern const ag_kind ag_kind_modconv_bf16, ag_kind_modconv_int8; /* kind_modconv.c */
 extern const ag_kind ag_kind_modconv_wino;                       /* kind_wino.c */
+extern const ag_kind ag_kind_gate;                               /* kind_gate.c */
 extern const ag_kind ag_kind_generic;                            /* kind_generic.c */
 
 /* First match wins: the specific kinds of a mode before the general ones. */
@@ -23,6 +24,7 @@ static const ag_kind *const ag_kinds[] = {
     &ag_kind_modconv_bf16, /* modulated conv, bf16 products */
     &ag_kind_modconv_int8, /* 3x3 modulated conv, u8 x s8 */
     &ag_kind_modconv_wino, /* 3x3 modulated conv, fp32 Winograd */
+    &ag_kind_gate,         /* int8 engines' Mish and sigmoid gates, 16 lanes */
     &ag_kind_generic,      /* any op, its kernel in the op table */
 };
 

@@ -132,9 +132,13 @@ int ag_mode_conv_bf16_band(const ag_engine *e, const ag_node *head) {
 }
 
 /* A face restorer's fp32 3x3 convs on Winograd where oneDNN has it (kind_conv.c; onednn.h
- * says which shapes): not the bf16 ones. AG_WINOGRAD=0 keeps them direct (A/B). */
+ * says which shapes): not the bf16 ones; and an upscaler's in fp32 engines (SPAN, RealPLKSR,
+ * Compact, RRDBNet: 1.3-3x the direct conv at one thread, docs/upscale.md). Their rounding
+ * differs from the direct conv's, so the styles and detectors keep their outputs bit for
+ * bit. AG_WINOGRAD=0 keeps them direct (A/B). */
 int ag_mode_conv_winograd(const ag_engine *e, const ag_node *head) {
     const char *off = getenv("AG_WINOGRAD");
-    return has_modconv(&e->model->graph) && !ag_mode_conv_bf16_band(e, head) &&
+    int upscaler = e->mode == AG_MODE_FP32 && e->model->info.role == AG_MODEL_UPSCALER;
+    return (has_modconv(&e->model->graph) || upscaler) && !ag_mode_conv_bf16_band(e, head) &&
            e->mode != AG_MODE_BF16 && !(off && strcmp(off, "0") == 0);
 }

@@ -314,10 +314,11 @@ static void print_group_profile(const ag_engine *e) {
             in[j] = e->shapes[n->src[j]];
         double flop = d->flops ? d->flops(n, in, out) : 0.0;
         double ms = e->profile_group_ms[gi] / runs;
+        const ag_kind *kind = e->exec[gi].kind;
         fprintf(stderr,
-                "step %4d %-10s k%d s%d %4dx%-4d %4d -> %4dx%-4d %4d %8.2f ms %6.1f GFLOP/s\n", gi,
-                d->name, n->k, n->stride, in[0].w, in[0].h, in[0].c, out.w, out.h, out.c, ms,
-                ms > 0 ? flop / ms / 1e6 : 0.0);
+                "step %4d %-10s k%d s%d %4dx%-4d %4d -> %4dx%-4d %4d %8.2f ms %6.1f GFLOP/s %s\n",
+                gi, d->name, n->k, n->stride, in[0].w, in[0].h, in[0].c, out.w, out.h, out.c, ms,
+                ms > 0 ? flop / ms / 1e6 : 0.0, kind ? kind->name : "");
     }
 }
 

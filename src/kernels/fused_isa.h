@@ -40,6 +40,7 @@
 #define ag_fused_modulate_range AG_FUSED_NAME(ag_fused_modulate_range)
 #define ag_fused_modulate_u8 AG_FUSED_NAME(ag_fused_modulate_u8)
 #define ag_fused_upfirdn AG_FUSED_NAME(ag_fused_upfirdn)
+#define ag_fused_gate_map AG_FUSED_NAME(ag_fused_gate_map)
 #endif
 
 #include "kernels.h"
@@ -72,6 +73,7 @@ typedef struct ag_fused_ops {
     __typeof__(ag_fused_modulate_range) *modulate_range;
     __typeof__(ag_fused_modulate_u8) *modulate_u8;
     __typeof__(ag_fused_upfirdn) *upfirdn;
+    __typeof__(ag_fused_gate_map) *gate_map;
 } ag_fused_ops;
 
 /* The variants built (x86-64: all three; elsewhere generic only). */
