@@ -72,35 +72,25 @@ static int valid_request_id(const char *s) {
     return n > 0;
 }
 
-/* A POST of the convert family: which step the request runs in place of a style. */
-typedef enum convert_step {
-    STEP_NONE, /* not a convert route */
-    STEP_STYLE,
-    STEP_FACES,   /* the same admission and queue, a JSON answer */
-    STEP_FUSE,    /* one queue slot per fusion (server/fuse.c) */
-    STEP_RESTORE, /* in place of a style */
-    STEP_UPSCALE,
-} convert_step;
-
 typedef struct route_row {
     const char *path;
     int prefix; /* also the paths under path/ */
     ag_route route;
-    convert_step step;
+    ag_convert_step step; /* a convert route's (the others': AG_CONVERT_STYLE, unused) */
 } route_row;
 
 static const route_row routes[] = {
-    {"/api/v1/convert", 0, AG_ROUTE_CONVERT, STEP_STYLE},
-    {"/api/v1/faces", 0, AG_ROUTE_CONVERT, STEP_FACES},
-    {"/api/v1/fuse", 0, AG_ROUTE_CONVERT, STEP_FUSE},
-    {"/api/v1/restore", 0, AG_ROUTE_CONVERT, STEP_RESTORE},
-    {"/api/v1/upscale", 0, AG_ROUTE_CONVERT, STEP_UPSCALE},
-    {"/api/v1/models", 0, AG_ROUTE_MODELS, STEP_NONE},
-    {"/api/v1/status", 0, AG_ROUTE_STATUS, STEP_NONE},
-    {"/healthz", 0, AG_ROUTE_HEALTHZ, STEP_NONE},
-    {"/readyz", 0, AG_ROUTE_READYZ, STEP_NONE},
-    {"/metrics", 0, AG_ROUTE_METRICS, STEP_NONE},
-    {"/api/v1/jobs", 1, AG_ROUTE_JOBS, STEP_NONE}, /* video jobs: jobs_http.c */
+    {"/api/v1/convert", 0, AG_ROUTE_CONVERT, AG_CONVERT_STYLE},
+    {"/api/v1/faces", 0, AG_ROUTE_CONVERT, AG_CONVERT_FACES},
+    {"/api/v1/fuse", 0, AG_ROUTE_CONVERT, AG_CONVERT_FUSE},
+    {"/api/v1/restore", 0, AG_ROUTE_CONVERT, AG_CONVERT_RESTORE},
+    {"/api/v1/upscale", 0, AG_ROUTE_CONVERT, AG_CONVERT_UPSCALE},
+    {"/api/v1/models", 0, AG_ROUTE_MODELS, AG_CONVERT_STYLE},
+    {"/api/v1/status", 0, AG_ROUTE_STATUS, AG_CONVERT_STYLE},
+    {"/healthz", 0, AG_ROUTE_HEALTHZ, AG_CONVERT_STYLE},
+    {"/readyz", 0, AG_ROUTE_READYZ, AG_CONVERT_STYLE},
+    {"/metrics", 0, AG_ROUTE_METRICS, AG_CONVERT_STYLE},
+    {"/api/v1/jobs", 1, AG_ROUTE_JOBS, AG_CONVERT_STYLE}, /* video jobs: jobs_http.c */
 };
 
 /* The row of path url, NULL for none. */
@@ -161,12 +151,8 @@ static ag_request *request_new(ag_server *s, struct MHD_Connection *conn, const 
     r->cache_hit = -1;
     r->faces = -1;
     const route_row *row = route_row_of(url);
-    convert_step step = row ? row->step : STEP_NONE;
-    ag_convert_options_init(&r->options, s->config.max_side); /* then the route's step */
-    r->options.faces_only = step == STEP_FACES;
-    r->options.fuse = step == STEP_FUSE;
-    r->options.restore_only = step == STEP_RESTORE;
-    r->options.upscale_only = step == STEP_UPSCALE;
+    ag_convert_options_init(&r->options, s->config.max_side);
+    r->options.step = row ? row->step : AG_CONVERT_STYLE;
     snprintf(r->method, sizeof r->method, "%s", method);
     /* Our ids are 128 random bits, so /api/v1/status?request_id= cannot be walked to read
      * other clients' queue state (they were a counter). A client's own id is kept for the
@@ -308,7 +294,7 @@ static enum MHD_Result send_reply(ag_server *s, struct MHD_Connection *conn, ag_
             snprintf(num, sizeof num, "%.3f", (double)r->chosen_distance);
             add_header(resp, "X-Target-Distance", num);
         }
-        if (r->status == 200 && !r->options.faces_only) {
+        if (r->status == 200 && r->options.step != AG_CONVERT_FACES) {
             char disp[64];
             snprintf(disp, sizeof disp, "inline; filename=\"anime.%s\"",
                      ag_format_extension(r->options.format));
@@ -881,8 +867,9 @@ static void convert_headers(ag_server *s, struct MHD_Connection *conn, ag_reques
         return;
     }
     option_walk w = {.s = s, .opts = &r->options};
-    r->options.restore = r->options.restore_only; /* the first --restore-model unless restore=K */
-    r->options.upscale = r->options.upscale_only ? 2 : 0; /* 2x unless upscale=N */
+    /* The first --restore-model unless restore=K; 2x unless upscale=N. */
+    r->options.restore = r->options.step == AG_CONVERT_RESTORE;
+    r->options.upscale = r->options.step == AG_CONVERT_UPSCALE ? 2 : 0;
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &w);
     if (!w.failed && ag_convert_options_check(&r->options, &w.err) != 0)
         w.failed = 1;
@@ -979,9 +966,10 @@ static int convert_chunk(ag_server *s, ag_request *r, const char *data, size_t n
 
 static void convert_complete(ag_server *s, struct MHD_Connection *conn, ag_request *r) {
     ag_reply_error e;
-    if (r->options.fuse ? ag_fuse_uploads(s, r, &e) != 0
-                        : ag_upload_image(r->body, r->body_size, r->body_kind, r->boundary,
-                                          &r->image, &r->image_size, &e) != 0) {
+    if (r->options.step == AG_CONVERT_FUSE
+            ? ag_fuse_uploads(s, r, &e) != 0
+            : ag_upload_image(r->body, r->body_size, r->body_kind, r->boundary, &r->image,
+                              &r->image_size, &e) != 0) {
         reply_reply_error(r, &e);
         atomic_store(&r->state, AG_REQ_DONE);
         return;
@@ -1167,7 +1155,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     /* /api/v1/faces, /fuse, /restore and /upscale share the convert route's handling, not
      * its series; every image they answer is one converted. */
     ag_route counted = ag_route_counted(r);
-    if (r->route == AG_ROUTE_CONVERT && !r->options.faces_only && r->status == 200 && ok)
+    if (r->route == AG_ROUTE_CONVERT && r->options.step != AG_CONVERT_FACES && r->status == 200 &&
+        ok)
         atomic_fetch_add(&s->metrics.converted, 1);
     ag_metrics_count_request(&s->metrics, counted, r->status, end - r->start_us, r->body_size, out);
     if (!s->config.quiet)

@@ -403,7 +403,7 @@ static int create_headers(ag_jobs *j, struct MHD_Connection *conn, ag_request *r
     snprintf(o.ext, sizeof o.ext, "mp4");
     ag_convert_options_init(&o.convert, s->config.max_side);
     ag_convert_options_init(&o.fusion, s->config.max_side);
-    o.fusion.fuse = 1;
+    o.fusion.step = AG_CONVERT_FUSE;
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, option_iter, &o);
     if (o.failed)
         return reply_error(conn, r, o.err.status, o.err.code, "%s", o.err.message);

@@ -30,12 +30,12 @@ const char *ag_route_name(ag_route route) {
 ag_route ag_route_counted(const ag_request *r) {
     if (r->route != AG_ROUTE_CONVERT)
         return r->route;
-    const ag_convert_options *o = &r->options;
-    return o->faces_only     ? AG_ROUTE_FACES
-           : o->fuse         ? AG_ROUTE_FUSE
-           : o->restore_only ? AG_ROUTE_RESTORE
-           : o->upscale_only ? AG_ROUTE_UPSCALE
-                             : AG_ROUTE_CONVERT;
+    static const ag_route by_step[] = {
+        [AG_CONVERT_STYLE] = AG_ROUTE_CONVERT,   [AG_CONVERT_FACES] = AG_ROUTE_FACES,
+        [AG_CONVERT_FUSE] = AG_ROUTE_FUSE,       [AG_CONVERT_RESTORE] = AG_ROUTE_RESTORE,
+        [AG_CONVERT_UPSCALE] = AG_ROUTE_UPSCALE,
+    };
+    return by_step[r->options.step];
 }
 
 int ag_metrics_status_slot(int status) {

@@ -213,24 +213,24 @@ int ag_option_model(const char *key, const char *value, const char *const *names
 }
 
 int ag_convert_options_check(const ag_convert_options *o, ag_reply_error *err) {
-    if (o->restore && (o->portrait || o->paste_faces || o->faces_only)) {
+    if (o->restore && (o->portrait || o->paste_faces || o->step == AG_CONVERT_FACES)) {
         ag_reply_error_set(err, 400, "bad_option",
                            "restore works on the whole photo: not with portrait or paste_faces");
         return -1;
     }
-    if (o->restore_only && !o->restore) {
+    if (o->step == AG_CONVERT_RESTORE && !o->restore) {
         ag_reply_error_set(err, 400, "bad_option", "/api/v1/restore needs restore=1 or more");
         return -1;
     }
-    if (o->upscale && o->faces_only) {
+    if (o->upscale && o->step == AG_CONVERT_FACES) {
         ag_reply_error_set(err, 400, "bad_option", "upscale applies to images, not to /faces");
         return -1;
     }
-    if (o->upscale_only && !o->upscale) {
+    if (o->step == AG_CONVERT_UPSCALE && !o->upscale) {
         ag_reply_error_set(err, 400, "bad_option", "/api/v1/upscale needs upscale=2 or 4");
         return -1;
     }
-    if (o->upscale_only && (o->portrait || o->paste_faces)) {
+    if (o->step == AG_CONVERT_UPSCALE && (o->portrait || o->paste_faces)) {
         ag_reply_error_set(err, 400, "bad_option",
                            "/api/v1/upscale keeps the photo as it is: not with portrait or "
                            "paste_faces");
@@ -422,7 +422,7 @@ int ag_option_set(ag_convert_options *opts, unsigned *seen, int form_field, cons
                   const char *value, const char *const *names, int name_count, int server_max_side,
                   ag_reply_error *err) {
     const char *source = form_field ? "form field" : "query parameter";
-    int route = opts->fuse ? ROUTE_FUSE : ROUTE_CONVERT, i = option_index(key);
+    int route = opts->step == AG_CONVERT_FUSE ? ROUTE_FUSE : ROUTE_CONVERT, i = option_index(key);
     if (i < 0) {
         refuse_unknown(key, source, route, err);
         return -1;

@@ -176,26 +176,33 @@ size_t ag_cgroup_memory_limit(const char *root, char *where, size_t where_cap);
 
 /* ---- per-request options (options.c) --------------------------------------------------- */
 
+/* What a POST of the convert family runs in place of a style: its route's, from the route table
+ * (http.c). A new route is one row there and its step's handler. */
+typedef enum ag_convert_step {
+    AG_CONVERT_STYLE,   /* POST /api/v1/convert (and every route outside the family) */
+    AG_CONVERT_FACES,   /* POST /api/v1/faces: the detections as JSON, no conversion */
+    AG_CONVERT_FUSE,    /* POST /api/v1/fuse (fuse.c): one queue slot per fusion */
+    AG_CONVERT_RESTORE, /* POST /api/v1/restore: restoration only, no stylisation */
+    AG_CONVERT_UPSCALE, /* POST /api/v1/upscale: upscaling only, no stylisation */
+} ag_convert_step;
+
 typedef struct ag_convert_options {
-    int model;        /* index into the loaded models */
-    int portrait;     /* 0 none, 1 the face's aligned crop (centre when none), 2 centre */
-    int paste_faces;  /* 0/1: the whole photo with the faces stylised as crops, pasted back */
-    int face_model;   /* paste_faces: index of the faces' model; -1: `model` */
-    int faces_only;   /* POST /api/v1/faces: the detections as JSON, no conversion */
-    int face;         /* portrait=face: which face, 1 = the largest (0: the largest) */
-    int restore;      /* restore=K: restore faces first with --restore-model K (1 = the first);
-                         0 none */
-    int restore_only; /* POST /api/v1/restore: restoration only, no stylisation */
+    ag_convert_step step; /* the route's */
+    int model;            /* index into the loaded models */
+    int portrait;         /* 0 none, 1 the face's aligned crop (centre when none), 2 centre */
+    int paste_faces;      /* 0/1: the whole photo with the faces stylised as crops, pasted back */
+    int face_model;       /* paste_faces: index of the faces' model; -1: `model` */
+    int face;             /* portrait=face: which face, 1 = the largest (0: the largest) */
+    int restore;          /* restore=K: restore faces first with --restore-model K (1 = the first);
+                             0 none */
     float codeformer_fidelity;     /* a CodeFormer restorer's w, 0-1 (default 0.5) */
     int codeformer_fidelity_given; /* asked for: refused (400) with GPEN or GFPGAN */
     int upscale;                   /* upscale=N: the result N times larger (2 or 4); 0 none */
-    int upscale_only;              /* POST /api/v1/upscale: upscaling only, no stylisation */
     int side_by_side;              /* 0/1 */
     int max_side;                  /* <= the server's --max-side */
     ag_format format;
     int quality; /* 1..100 */
     /* POST /api/v1/fuse (fuse.c): the fusion's options and which face of each image */
-    int fuse;
     ag_fuse_options fusion;
     int source_face, target_face; /* 1 = the largest */
     int style;          /* style=NAME: index of the model that stylises the fusion; -1 none */
@@ -215,10 +222,10 @@ typedef struct ag_reply_error {
 void ag_convert_options_init(ag_convert_options *opts, int server_max_side);
 /*
  * Apply one option of a request (options.c, the one parser of every route): convert's keys,
- * or fuse's when opts->fuse. `form_field` says whether it came from the query (0) or a form
- * field (1), for the messages. `names` are the loaded model names. Returns 0, or fills `err`
- * (400 bad option, unknown query parameter or form field, given twice, convert's option on
- * fuse; 404 unknown model) and returns -1. `seen` is a bit set the caller zeroes per request
+ * or fuse's when opts->step is AG_CONVERT_FUSE. `form_field` says whether it came from the query
+ * (0) or a form field (1), for the messages. `names` are the loaded model names. Returns 0, or
+ * fills `err` (400 bad option, unknown query parameter or form field, given twice, convert's option
+ * on fuse; 404 unknown model) and returns -1. `seen` is a bit set the caller zeroes per request
  * (duplicates are refused). ag_convert_option_set is ag_option_set from the query.
  */
 int ag_option_set(ag_convert_options *opts, unsigned *seen, int form_field, const char *key,

@@ -231,7 +231,7 @@ static ag_pipeline request_pipeline(ag_worker *w, ag_request *r, face_step *face
         p.restorer = w->restorers[o->restore - 1], p.detector = w->faces;
         p.restore.codeformer_fidelity = o->codeformer_fidelity;
     }
-    if (!o->restore_only && !o->upscale_only) {
+    if (o->step != AG_CONVERT_RESTORE && o->step != AG_CONVERT_UPSCALE) {
         p.style = w->engines[o->model];
         p.side_by_side = o->side_by_side;
     }
@@ -341,16 +341,17 @@ static int convert(ag_worker *w, ag_request *r) {
     ag_error err = {0};
     ag_cache_key key;
 
-    if (o->fuse)
+    if (o->step == AG_CONVERT_FUSE)
         return ag_worker_fuse(w, r);
     /* Face results carry X-Faces and upscaled ones are large: neither is cached. */
-    int face_mode = o->portrait == 1 || o->paste_faces || o->faces_only || o->restore || o->upscale;
+    int face_mode = o->portrait == 1 || o->paste_faces || o->step == AG_CONVERT_FACES ||
+                    o->restore || o->upscale;
     ag_reply_error refused;
     if (ag_restore_check(s, o, w->faces != NULL, &refused) != 0) {
         ag_job_fail(s, r, refused.status, refused.code, refused.message);
         return 0;
     }
-    if ((o->paste_faces || o->faces_only) && !w->faces) {
+    if ((o->paste_faces || o->step == AG_CONVERT_FACES) && !w->faces) {
         ag_job_fail(s, r, 503, "faces_unavailable",
                     "the face models (face-detect, face-mesh) are not installed on this server");
         return 0;
@@ -411,7 +412,7 @@ static int convert(ag_worker *w, ag_request *r) {
     }
     int rc = AG_OK;
     ag_worker_use_models(w, o->model, o->paste_faces ? o->face_model : -1);
-    if (w->faces && o->faces_only) {
+    if (w->faces && o->step == AG_CONVERT_FACES) {
         ag_face *faces = ag_malloc(sizeof *faces * AG_FACE_MAX);
         int n = 0;
         if (faces) {

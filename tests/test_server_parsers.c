@@ -275,7 +275,7 @@ static int step_options_on_the_api(void) {
         ag_reply_error e = {0};
         unsigned seen = 0;
         ag_convert_options_init(&opts, 1024);
-        opts.fuse = (o[i].commands & AG_CMD_FUSE) != 0;
+        opts.step = o[i].commands & AG_CMD_FUSE ? AG_CONVERT_FUSE : AG_CONVERT_STYLE;
         const char *value = !strcmp(o[i].query, "model") || !strcmp(o[i].query, "face_model") ||
                                     !strcmp(o[i].query, "style")
                                 ? "hayao"
@@ -296,7 +296,7 @@ static int api_verdict(const ag_step_option *row, double value) {
     unsigned seen = 0;
     char text[32], range[64];
     ag_convert_options_init(&opts, 1024);
-    opts.fuse = (row->commands & AG_CMD_FUSE) != 0;
+    opts.step = row->commands & AG_CMD_FUSE ? AG_CONVERT_FUSE : AG_CONVERT_STYLE;
     snprintf(text, sizeof text, row->type == AG_OPTION_INT ? "%.0f" : "%g", value);
     if (set(&opts, &seen, row->query, text, &e) == 0)
         return 0;
@@ -344,12 +344,12 @@ static int step_option_choices_on_the_api(void) {
         unsigned seen;
         for (int k = 0; o[i].choices[k]; k++) {
             ag_convert_options_init(&opts, 1024);
-            opts.fuse = (o[i].commands & AG_CMD_FUSE) != 0, seen = 0;
+            opts.step = o[i].commands & AG_CMD_FUSE ? AG_CONVERT_FUSE : AG_CONVERT_STYLE, seen = 0;
             CHECK_MSG(set(&opts, &seen, o[i].query, o[i].choices[k], &e) == 0, "%s=%s: %s",
                       o[i].query, o[i].choices[k], e.message);
         }
         ag_convert_options_init(&opts, 1024);
-        opts.fuse = (o[i].commands & AG_CMD_FUSE) != 0, seen = 0;
+        opts.step = o[i].commands & AG_CMD_FUSE ? AG_CONVERT_FUSE : AG_CONVERT_STYLE, seen = 0;
         char start[64];
         snprintf(start, sizeof start, "%s must be ", o[i].query);
         CHECK(set(&opts, &seen, o[i].query, "sharpest", &e) == -1);
@@ -436,7 +436,7 @@ static int fuse_options(void) {
     ag_reply_error e;
     unsigned seen = 0;
     ag_convert_options_init(&o, 1024);
-    o.fuse = 1;
+    o.step = AG_CONVERT_FUSE;
     CHECK(ag_option_set(&o, &seen, 0, "ratio", "0.1", names, 2, 1024, &e) == 0);
     CHECK(o.fusion.shape_ratio == 0.1f && o.fusion.texture_ratio == 0.1f);
     CHECK(ag_option_set(&o, &seen, 0, "ratio", "0.9", names, 2, 1024, &e) == -1);

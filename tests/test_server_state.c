@@ -345,19 +345,20 @@ static int metrics_render(void) {
 static int routes_counted_apart(void) {
     static const struct {
         const char *url, *label;
-    } cases[] = {{"/api/v1/convert", "convert"}, {"/api/v1/faces", "faces"},
-                 {"/api/v1/fuse", "fuse"},       {"/api/v1/restore", "restore"},
-                 {"/api/v1/upscale", "upscale"}, {"/api/v1/models", "models"}};
+        ag_convert_step step;
+    } cases[] = {{"/api/v1/convert", "convert", AG_CONVERT_STYLE},
+                 {"/api/v1/faces", "faces", AG_CONVERT_FACES},
+                 {"/api/v1/fuse", "fuse", AG_CONVERT_FUSE},
+                 {"/api/v1/restore", "restore", AG_CONVERT_RESTORE},
+                 {"/api/v1/upscale", "upscale", AG_CONVERT_UPSCALE},
+                 {"/api/v1/models", "models", AG_CONVERT_STYLE}};
     static ag_metrics m;
     memset(&m, 0, sizeof m);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ag_request r;
         memset(&r, 0, sizeof r);
         r.route = strcmp(cases[i].url, "/api/v1/models") ? AG_ROUTE_CONVERT : AG_ROUTE_MODELS;
-        r.options.faces_only = !strcmp(cases[i].url, "/api/v1/faces");
-        r.options.fuse = !strcmp(cases[i].url, "/api/v1/fuse");
-        r.options.restore_only = !strcmp(cases[i].url, "/api/v1/restore");
-        r.options.upscale_only = !strcmp(cases[i].url, "/api/v1/upscale");
+        r.options.step = cases[i].step;
         CHECK_MSG(!strcmp(ag_route_name(ag_route_counted(&r)), cases[i].label), "%s counted as %s",
                   cases[i].url, ag_route_name(ag_route_counted(&r)));
         ag_metrics_count_request(&m, ag_route_counted(&r), 200, 1000, 10, 10);
