@@ -105,16 +105,21 @@ void ag_run_nearest(const ag_node *n, const ag_op_io *io) {
 }
 
 /* out (H r, W r, C) from in (H, W, C r²): PyTorch's channel c r² + i r + j is the pixel
- * (i, j) of channel c's r x r block. */
+ * (i, j) of channel c's r x r block. A copy, row by row: the same bytes on any number of
+ * threads (a 1024 px x4 output was 3% of SPAN's fp32 run on one thread). */
 void ag_run_pixel_shuffle(const ag_node *n, const ag_op_io *io) {
     ag_shape in = io->in[0], o = io->o;
     int r = n->up;
-    for (int y = 0; y < o.h; y++)
-        for (int x = 0; x < o.w; x++)
+#pragma omp parallel for num_threads(io->threads) schedule(static)
+    for (int y = 0; y < o.h; y++) {
+        const float *row = io->src[0] + (size_t)(y / r) * in.w * in.c + (size_t)(y % r) * r;
+        float *dst = io->out + (size_t)y * o.w * o.c;
+        for (int x = 0; x < o.w; x++, dst += o.c) {
+            const float *px = row + (size_t)(x / r) * in.c + x % r;
             for (int c = 0; c < o.c; c++)
-                io->out[((size_t)y * o.w + x) * o.c + c] =
-                    io->src[0][((size_t)(y / r) * in.w + x / r) * in.c + c * r * r + (y % r) * r +
-                               x % r];
+                dst[c] = px[(size_t)c * r * r];
+        }
+    }
 }
 
 void ag_run_pixel_unshuffle(const ag_node *n, const ag_op_io *io) {
