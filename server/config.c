@@ -121,7 +121,8 @@ static const opt_def options[] = {
      "turns), since one host is given a whole /64; 128 = each address"},
     {"restore-model", "FILE", K_RESTORE, 0, 0, 0, 0, NULL, NULL, "none",
      "a GPEN, GFPGAN or CodeFormer checkpoint for face restoration (POST /api/v1/restore, "
-     "restore=K on convert: K counts these from 1), repeatable; loaded once, shared by the "
+     "restore=K on convert and video jobs: K counts these from 1), repeatable; loaded once, shared "
+     "by the "
      "workers"},
     {"upscale-model", "NAME|FILE", K_UPSCALE, 0, 0, 0, 0, NULL, NULL, AG_SERVER_DEFAULT_UPSCALER,
      "upscaler for upscale=2 and upscale=4 (convert, restore, POST /api/v1/upscale, video jobs): "
