@@ -360,23 +360,7 @@ static int test_synthetic(void) {
 
 /* ---- the whole, on photos, with the detector ---------------------------------------------- */
 
-static ag_model *det_model, *mesh_model;
-static ag_face_detector *detector;
-
-static int detect(const ag_image *im, ag_face *face) {
-    ag_error err;
-    if (!detector) {
-        CHECK_OK(ag_model_load(MODELS "face-detect.safetensors", &det_model, &err), &err);
-        CHECK_OK(ag_model_load(MODELS "face-mesh.safetensors", &mesh_model, &err), &err);
-        ag_engine_options eo = {.threads = 1};
-        CHECK_OK(ag_face_detector_create(det_model, mesh_model, &eo, &detector, &err), &err);
-    }
-    ag_face_options fo = {.max_faces = 1};
-    int n = 0;
-    CHECK_OK(ag_faces_detect(detector, im, &fo, face, 1, &n, NULL, &err), &err);
-    CHECK_MSG(n == 1 && face->has_landmarks, "no face with landmarks");
-    return 0;
-}
+#include "one_face.h"
 
 /* The inner face: eyes, brows, nose, lips (FaceMesh indices of those contours). */
 static const int inner[] = {33, 133, 160, 158, 144, 153, 362, 263, 385, 387, 373, 380,
@@ -835,9 +819,7 @@ int main(int argc, char **argv) {
         TEST(test_source_prefilter),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
-    ag_face_detector_destroy(detector);
-    ag_model_destroy(mesh_model);
-    ag_model_destroy(det_model);
+    one_face_close();
     ag_image_shutdown();
     return rc;
 }
