@@ -326,6 +326,18 @@ static int concat_parts(const ag_engine *e, const lowering *lw, int i, int *part
     return count;
 }
 
+/* A small 3x3 conv Winograd will run, not narrowing: it reads a band even where its source
+ * is materialised, as Winograd's blocked copies of an in-cache band beat oneDNN's direct
+ * conv on the whole map (at two threads: SPAN's 48 -> 48 1.2x, RealPLKSR's attention 64 ->
+ * 64 1.3x). Narrowing ones (RRDBNet's 64 -> 32) were 10% slower so; wider ones 1.06-1.1x
+ * faster (GFPGAN's, RealPLKSR's 64 -> 128) for Winograd's weights, 4x the direct ones (+59
+ * MB GFPGAN, +44 MB RealPLKSR), so they stay direct, for the small hosts. */
+static int winograd_on_band(const ag_engine *e, const ag_node *head) {
+    return ag_mode_conv_winograd(e, head) && head->k == 3 && head->stride == 1 &&
+           head->groups == 1 && head->in_c % 16 == 0 && head->out_c >= head->in_c &&
+           head->in_c * head->out_c <= 64 * 64;
+}
+
 /* The source of each conv group, and which values must be materialised. */
 static void resolve_sources(ag_engine *e, lowering *lw) {
     const ag_graph *g = lw->g;
@@ -380,7 +392,7 @@ static void resolve_sources(ag_engine *e, lowering *lw) {
         const ag_node *head = &g->nodes[gr->head];
         if (fusion_of(head) == AG_FUSE_CONV && gr->kind == AG_BAND_RAW && gr->banded &&
             head->pad_mode == AG_PAD_ZERO && head->out_c > AG_NARROW_OC && gr->src >= 0 &&
-            e->groups[gr->src].materialize)
+            e->groups[gr->src].materialize && !winograd_on_band(e, head))
             gr->direct = 1, gr->banded = 0;
     }
 }
