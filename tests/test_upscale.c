@@ -785,34 +785,39 @@ static int attention_gates_across_isas(void) {
 
 /*
  * The int8 engines' whole-map gates (ag_fused_gate_map, kind_gate.c) over 4103 values (two
- * blocks of vectors and a scalar tail): Mish of x, SiLU (g = x), SPAN's attention (shift 1/2)
- * and RealPLKSR's (shift 0): every ISA variant the same bits, within 1e-6 relative + 1e-7
- * (|x| + 1) of the double formula over x in [-100, 100] (sigmoid(g) - 1/2 cancels in float
- * near g = 0, as it does in PyTorch's fp32).
+ * blocks of vectors and a scalar tail): Mish of x, SiLU (g = x), SPAN's attention (shift 1/2,
+ * with its residual added first as int8 engines run it, and without) and RealPLKSR's (shift
+ * 0): every ISA variant the same bits, within 1e-6 relative + 1e-7 (|x + r| + 1) of the
+ * double formula over x in [-100, 100] (sigmoid(g) - 1/2 cancels in float near g = 0, as it
+ * does in PyTorch's fp32).
  */
 static int gate_map_across_isas(void) {
     enum { N = 4096 + 7 };
-    float *x = ag_malloc(N * 4), *g = ag_malloc(N * 4), *base = ag_malloc(N * 4),
-          *out = ag_malloc(N * 4);
-    for (int i = 0; i < N; i++)
+    float *x = ag_malloc(N * 4), *g = ag_malloc(N * 4), *r = ag_malloc(N * 4),
+          *base = ag_malloc(N * 4), *out = ag_malloc(N * 4);
+    for (int i = 0; i < N; i++) {
         x[i] = -100.0f + 200.0f * (float)i / (float)(N - 1), g[i] = (float)(i % 97) / 8 - 6;
+        r[i] = (float)(i % 89) / 4 - 11;
+    }
     static const struct {
         const char *name;
-        int mish, silu;
+        int mish, silu, residual;
         float shift;
-    } cases[] = {{"mish", 1, 0, 0.0f},
-                 {"silu", 0, 1, 0.0f},
-                 {"attention 1/2", 0, 0, 0.5f},
-                 {"attention 0", 0, 0, 0.0f}};
+    } cases[] = {{"mish", 1, 0, 0, 0.0f},
+                 {"silu", 0, 1, 0, 0.0f},
+                 {"attention 1/2", 0, 0, 0, 0.5f},
+                 {"SPAN's attention (x + r) (sigmoid(x) - 1/2)", 0, 1, 1, 0.5f},
+                 {"attention 0", 0, 0, 0, 0.0f}};
     int failed = 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const float *gk = cases[k].mish ? NULL : cases[k].silu ? x : g;
+        const float *rk = cases[k].residual ? r : NULL;
         int variants = 0;
         for (int isa = AG_ISA_GENERIC; isa <= AG_ISA_AVX512; isa++) {
             const ag_fused_ops *ops = ag_fused_ops_for((ag_isa)isa);
             if (!ops)
                 continue;
-            ops->gate_map(variants ? out : base, x, gk, cases[k].shift, N, 2);
+            ops->gate_map(variants ? out : base, x, rk, gk, cases[k].shift, N, 2);
             if (variants++ && memcmp(out, base, N * 4)) {
                 printf("  %s: %s differs from generic\n", cases[k].name, ops->isa);
                 failed = 1;
@@ -820,7 +825,7 @@ static int gate_map_across_isas(void) {
         }
         double worst = 0.0;
         for (int i = 0; i < N; i++) {
-            double v = (double)x[i], want;
+            double v = (double)x[i] + (rk ? (double)rk[i] : 0.0), want;
             if (cases[k].mish)
                 want = v * tanh(log1p(exp(v < 20 ? v : 20)));
             else
@@ -833,7 +838,7 @@ static int gate_map_across_isas(void) {
                worst);
         failed |= worst > 1.0;
     }
-    ag_free(x), ag_free(g), ag_free(base), ag_free(out);
+    ag_free(x), ag_free(g), ag_free(r), ag_free(base), ag_free(out);
     return failed;
 }
 

@@ -247,7 +247,14 @@ static int absorbable_act(const ag_engine *e, const lowering *lw, int gi, const 
     if (n->op == AG_OP_BIAS_LRELU)
         return head == AG_OP_NOISE && lw->consumers[gr->tail] == 1;
     /* a GroupNorm's only reader its SiLU (CodeFormer's ResBlocks): applied as it writes */
-    return head == AG_OP_GROUP_NORM && gate_of(n) == AG_GATE_SILU && lw->consumers[gr->tail] == 2;
+    if (head == AG_OP_GROUP_NORM)
+        return gate_of(n) == AG_GATE_SILU && lw->consumers[gr->tail] == 2;
+    /* int8 engines: an add's only reader SPAN's attention on it, (z + r)(sigmoid(z) - 1/2),
+     * z one of its terms: one pass (kind_gate.c; fp32 chains apply it, attention_at) */
+    const ag_node *add = &lw->g->nodes[gr->head];
+    return head == AG_OP_ADD && ag_mode_int8_maps(e) && lw->consumers[gr->tail] == 1 &&
+           n->op == AG_OP_SIGMOID_GATE && n->alpha == 0.5f && n->src[0] == gr->head &&
+           (n->src[1] == add->src[0] || n->src[1] == add->src[1]);
 }
 
 /* Whether node i (a resize read by exactly one conv, as that conv's input) is absorbed

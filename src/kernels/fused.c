@@ -873,26 +873,29 @@ void ag_fused_channel_sums(double *t1, double *t2, const float *x, size_t n, int
 }
 
 /* Whole-map gates (int8 engines, whose chains know only LeakyReLUs), 16 lanes a vector with
- * the chains' formulas (vgate, vjoin): out = Mish(x) when g is NULL, else x (sigmoid(g) -
- * shift); a scalar tail with expf. Blocks of vectors split over the threads. */
+ * the chains' formulas (vgate, vjoin): out = Mish(x) when g is NULL, else (x [+ r]) (sigmoid(g)
+ * - shift); a scalar tail with expf. Blocks of vectors split over the threads. */
 #define GATE_BLOCK 4096
-void ag_fused_gate_map(float *out, const float *x, const float *g, float shift, size_t count,
-                       int threads) {
+void ag_fused_gate_map(float *out, const float *x, const float *r, const float *g, float shift,
+                       size_t count, int threads) {
     long blocks = (long)((count + GATE_BLOCK - 1) / GATE_BLOCK);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long b = 0; b < blocks; b++) {
         size_t i = (size_t)b * GATE_BLOCK, end = i + GATE_BLOCK < count ? i + GATE_BLOCK : count;
         for (; i + 16 <= end; i += 16) {
             v16f v = vload_f32(x + i);
+            if (r)
+                v += vload_f32(r + i);
             if (g)
                 v = v * (1.0f / (1.0f + vexp(-vload_f32(g + i))) - shift);
             else
                 v = vgate(v, AG_GATE_MISH);
             vstore_f32(out + i, v);
         }
-        for (; i < end; i++)
-            out[i] =
-                g ? x[i] * (1.0f / (1.0f + expf(-g[i])) - shift) : gate_scalar(x[i], AG_GATE_MISH);
+        for (; i < end; i++) {
+            float v = r ? x[i] + r[i] : x[i];
+            out[i] = g ? v * (1.0f / (1.0f + expf(-g[i])) - shift) : gate_scalar(v, AG_GATE_MISH);
+        }
     }
 }
 

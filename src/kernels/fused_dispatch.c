@@ -167,9 +167,9 @@ void ag_fused_upfirdn(float *out, const float *in, int H, int W, int C, int HO, 
     ag_fused_ops_active()->upfirdn(out, in, H, W, C, HO, WO, k2, K, up, down, pad, threads);
 }
 
-void ag_fused_gate_map(float *out, const float *x, const float *g, float shift, size_t count,
-                       int threads) {
-    ag_fused_ops_active()->gate_map(out, x, g, shift, count, threads);
+void ag_fused_gate_map(float *out, const float *x, const float *r, const float *g, float shift,
+                       size_t count, int threads) {
+    ag_fused_ops_active()->gate_map(out, x, r, g, shift, count, threads);
 }
 
 void ag_narrow_pack(float *packed, const float *weight, int OC, int IC, int K) {

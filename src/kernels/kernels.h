@@ -200,11 +200,12 @@ typedef struct ag_norm_affine {
 } ag_norm_affine;
 
 /* The upscalers' gates as whole-map passes (int8 engines: their chains know only
- * LeakyReLUs), (count) values each: out = Mish(x) when g is NULL, else x (sigmoid(g) -
- * shift) (SiLU: g = x, shift 0; SPAN's attention: shift 1/2); the chain gates' 16-lane
- * formulas, within 1e-6 relative of the double ones. out may be x. */
-void ag_fused_gate_map(float *out, const float *x, const float *g, float shift, size_t count,
-                       int threads);
+ * LeakyReLUs), (count) values each: out = Mish(x) when g is NULL, else (x + r) (sigmoid(g) -
+ * shift), r NULL for none (SiLU: g = x, shift 0; SPAN's attention: r its residual, g = x,
+ * shift 1/2); the chain gates' 16-lane formulas, within 1e-6 relative of the double ones.
+ * out may be x or r. */
+void ag_fused_gate_map(float *out, const float *x, const float *r, const float *g, float shift,
+                       size_t count, int threads);
 
 /*
  * Statistics of rows [first, first + rows) of y (H, W, C) (fp32, or bf16 when `bf16`), one
