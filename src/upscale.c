@@ -96,6 +96,15 @@ static int window_for_budget(const ag_engine *e, size_t budget, int multiple) {
     return w > 0 ? w : 0;
 }
 
+/* The budget's largest tile evened out over the tiles it needs: the same count of tiles, each
+ * as small as covers the image, so the windows' overlap is computed no more than needed (a
+ * 1024 px photo in four 760 px windows ran 2.2 times its pixels; in four 576 px ones 1.3). */
+static int balanced_tile(int padded_w, int padded_h, int tile, int multiple) {
+    int nx = (padded_w + tile - 1) / tile, ny = (padded_h + tile - 1) / tile;
+    int tx = (padded_w + nx - 1) / nx, ty = (padded_h + ny - 1) / ny;
+    return round_up(tx > ty ? tx : ty, multiple);
+}
+
 int ag_upscale_plan_for(const ag_engine *e, int width, int height, const ag_upscale_options *o,
                         ag_upscale_plan *p, ag_error *err) {
     const ag_model_info *info = &e->model->info;
@@ -123,6 +132,7 @@ int ag_upscale_plan_for(const ag_engine *e, int width, int height, const ag_upsc
                                 "a memory budget of %zu MB leaves no room for a %d-pixel tile "
                                 "with %d pixels of context",
                                 o->max_bytes >> 20, 16, p->pad_px);
+        tile = balanced_tile(p->padded_w, p->padded_h, tile, m);
     }
     p->tile_px = round_up(tile < min_side ? min_side : tile, m);
     p->window_w = p->tile_px + 2 * p->pad_px, p->window_h = p->window_w;

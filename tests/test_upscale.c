@@ -607,6 +607,22 @@ static int budget_bounds_the_tile(void) {
                budgets[i] >> 20, p.tile_px, p.pad_px, (int)(p.bytes >> 20));
         CHECK(p.bytes <= budgets[i] && p.bytes > budgets[i] / 2);
     }
+    /* the budget's tiles evened out: no tile runs mostly over the margin beyond the image
+     * (a 1024 px side in two 760 px tiles computed 496 px of nothing on each axis) */
+    int sizes[][2] = {{1000, 700}, {1024, 1024}, {333, 901}, {4000, 3000}, {150, 90}};
+    for (int i = 0; i < 10; i++) {
+        u.max_bytes = budgets[i / 5];
+        CHECK_OK(ag_upscale_plan_for(engine, sizes[i % 5][0], sizes[i % 5][1], &u, &p, &err), &err);
+        int slack_x = p.tiles_x * p.tile_px - p.padded_w,
+            slack_y = p.tiles_y * p.tile_px - p.padded_h;
+        slack_x = slack_x < 0 || p.tiles_x == 1 ? 0 : slack_x / p.tiles_x;
+        slack_y = slack_y < 0 || p.tiles_y == 1 ? 0 : slack_y / p.tiles_y;
+        printf("  %dx%d, %zu MB: %d x %d tiles of %d, %d and %d px per tile beyond the image\n",
+               sizes[i % 5][0], sizes[i % 5][1], u.max_bytes >> 20, p.tiles_x, p.tiles_y, p.tile_px,
+               slack_x, slack_y);
+        CHECK(p.bytes <= u.max_bytes);
+        CHECK((slack_x < slack_y ? slack_x : slack_y) <= 1);
+    }
     u.max_bytes = (size_t)256 << 10; /* under the smallest tile's window */
     CHECK(ag_upscale_plan_for(engine, 4000, 3000, &u, &p, &err) == AG_E_LIMIT);
     u.max_bytes = 1; /* under the arena's fixed part: refused too, not a wrapped-around side */
