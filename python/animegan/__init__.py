@@ -197,9 +197,10 @@ class Model:
 
     name_or_path: a bundled name ('hayao', 'hayao-v3', 'shinkai-v3', 'cute-v3', ...: see
         bundled_models()) or a .safetensors, PyTorch .pt or .onnx file (a style, as
-        `animegan convert -m`); a GPEN or GFPGAN checkpoint (a restorer, as `animegan
-        restore --model`); a bundled upscaler family ('esrgan-slim', 'esrgan-medium': its file
-        of `scale`) or a Real-ESRGAN .pth (an upscaler, as `animegan upscale --model`).
+        `animegan convert -m`); a GPEN, GFPGAN or CodeFormer checkpoint (a restorer, as
+        `animegan restore --model`); a bundled upscaler family ('esrgan-slim', 'esrgan-medium': its file
+        of `scale`) or an upscaler's .pth or .safetensors (ESRGAN/RRDBNet in any key layout,
+        Compact, SPAN, RealPLKSR: as `animegan upscale --model`).
         `info['kind']` says which: 'generator', 'restorer' or 'upscaler'; calling the Model
         stylises, restores (Model.restore) or upscales (Model.upscale).
     precision: 'fp32', 'bf16', 'int8' or 'auto' (the fastest native on this CPU that meets

@@ -259,7 +259,7 @@ typedef struct {
 static PyTypeObject *WeightsType;
 
 /* Every kind the CLI loads, as its commands do: a style or any model file (ag_model_load;
- * Real-ESRGAN .pth files among them), else a GPEN / GFPGAN checkpoint, else a bundled
+ * upscalers' .pth files among them), else a GPEN / GFPGAN / CodeFormer checkpoint, else a bundled
  * upscaler family at `scale`. A file none of them takes gets the first loader's message. */
 static int load_any(const char *name, int scale, ag_model **out, ag_error *err) {
     int rc = scale ? AG_E_NOTFOUND : ag_model_load(name, out, err);

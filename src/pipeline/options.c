@@ -119,8 +119,9 @@ static const ag_step_option options[] = {
     ROW(STYLIZE, "size", C, NULL, "size", INT, AG_MIN_SIDE, 8192, 512, "N",
         "portrait / face crop size in pixels"),
     ROW(UPSCALE, "model", U, NULL, NULL, TEXT, 0, 0, 0, "NAME|PATH",
-        "esrgan-slim or esrgan-medium (bundled, x2 x3 x4 x8), or a Real-ESRGAN .pth "
-        "(SRVGGNetCompact or RRDBNet) (default: esrgan-medium)"),
+        "esrgan-slim or esrgan-medium (bundled, x2 x3 x4 x8), or an upscaler's .pth or "
+        ".safetensors (ESRGAN/RRDBNet, Compact, SPAN, RealPLKSR; 'animegan models --inspect "
+        "FILE') (default: esrgan-medium)"),
     ROW(UPSCALE, "upscale", C | R, NULL, NULL, INT, 1, AG_UPSCALE_MAX_SCALE, 0, "N",
         "upscale the result N times, tiled; photos, video and animations"),
     /* The API's upscale=N is one of the server's upscalers (server.h: a slot each for 2 and
