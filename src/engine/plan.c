@@ -306,11 +306,15 @@ static void bind_onednn(ag_engine *e) {
         ag_resize_mode mode = e->resize != AG_RESIZE_DEFAULT ? e->resize : r->mode;
         ag_shape src = e->exec[gr->src].out;
         x->row_taps = taps;
-        ag_resize_taps(taps, src.h, x->in.h, mode);
-        taps += x->in.h;
-        x->col_taps = taps;
-        ag_resize_taps(taps, src.w, x->in.w, mode);
-        taps += x->in.w;
+        x->col_taps = taps + x->in.h;
+        if (r->op == AG_OP_NEAREST) {
+            ag_nearest_taps(x->row_taps, src.h, x->in.h);
+            ag_nearest_taps(x->col_taps, src.w, x->in.w);
+        } else {
+            ag_resize_taps(x->row_taps, src.h, x->in.h, mode);
+            ag_resize_taps(x->col_taps, src.w, x->in.w, mode);
+        }
+        taps += x->in.h + x->in.w;
     }
     e->partials = ag_engine_buffer(e, e->partials_id);
     for (int gi = 0; gi < e->group_count; gi++)

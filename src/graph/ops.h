@@ -71,7 +71,7 @@ typedef enum ag_fusion {
     AG_FUSE_ACT,      /* (leaky) ReLU in the group's chain */
     AG_FUSE_PRELU,    /* PReLU: per-channel slopes in the chain, before a residual add */
     AG_FUSE_ADD,      /* residual add in the group's chain */
-    AG_FUSE_RESIZE,   /* bilinear resize absorbed into the next conv's band */
+    AG_FUSE_RESIZE,   /* bilinear or nearest resize absorbed into the next conv's band */
     AG_FUSE_TANH,     /* the graph output's tanh, applied by the output pass */
     AG_FUSE_GATE, /* SiLU (a sigmoid_gate of x by x) or Mish in an fp32 chain's LeakyReLU place */
 } ag_fusion;

@@ -56,6 +56,9 @@ void ag_ref_resize_bilinear(float *out, const float *in, int HI, int WI, int HO,
 /* The taps of one axis: `taps` has `out_size` entries. */
 void ag_resize_taps(ag_resize_tap *taps, int in_size, int out_size, ag_resize_mode mode);
 
+/* A nearest upsample's taps as bilinear ones: source o * in / out, twice, weight 0. */
+void ag_nearest_taps(ag_resize_tap *taps, int in_size, int out_size);
+
 /* ---- graph ops outside the convolutions (kernels/ops.c) --------------------------------- */
 
 /* Channels of any feature map: the kernels keep per-channel values (ranges, sums, a row's

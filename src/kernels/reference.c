@@ -95,6 +95,13 @@ void ag_resize_taps(ag_resize_tap *taps, int in_size, int out_size, ag_resize_mo
         taps[o] = resize_tap(o, in_size, out_size, mode);
 }
 
+void ag_nearest_taps(ag_resize_tap *taps, int in_size, int out_size) {
+    for (int o = 0; o < out_size; o++) {
+        int i = (int)((long long)o * in_size / out_size);
+        taps[o] = (ag_resize_tap){i, i, 0.0f};
+    }
+}
+
 void ag_ref_resize_bilinear(float *out, const float *in, int HI, int WI, int HO, int WO, int C,
                             ag_resize_mode mode) {
     for (int oy = 0; oy < HO; oy++)
