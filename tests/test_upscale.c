@@ -753,6 +753,45 @@ static int winograd_convs(void) {
 }
 
 /*
+ * An upsampler's nearest 2x read by one conv (RRDBNet's conv_up1/2, the bundled RDNs') is
+ * absorbed into that conv's band, fp32 and int8: no group runs it, so no map of the
+ * upsampled size is planned (RRDBNet x4 int8 at 256 px: arena 326 -> 102 MB). The fixtures
+ * check the output.
+ */
+static int nearest_upsamples_absorbed(void) {
+    const struct {
+        const char *file;
+        int nearest; /* upsamplers in the network */
+    } cases[] = {{"tests/fixtures/upscale/arch/rrdb-old-x4.pth", 2},
+                 {"models/esrgan-medium-x4.safetensors", 1}};
+    ag_precision precisions[] = {AG_PRECISION_FP32, AG_PRECISION_INT8};
+    for (int f = 0; f < 2; f++)
+        for (int p = 0; p < 2; p++) {
+            ag_model *model = NULL;
+            ag_engine *e = NULL;
+            ag_error err = {0};
+            if (open_model(cases[f].file, &model))
+                return 1;
+            ag_engine_options o = {.precision = precisions[p], .threads = 2};
+            CHECK_OK(ag_engine_create(model, &o, &e, &err), &err);
+            CHECK_OK(ag_engine_prepare(e, 64, 64, &err), &err);
+            const ag_graph *g = &model->graph;
+            int run = 0, absorbed = 0;
+            for (int gi = 0; gi < e->group_count; gi++) {
+                const ag_group *gr = &e->groups[gi];
+                run += g->nodes[gr->head].op == AG_OP_NEAREST;
+                absorbed += gr->resize >= 0 && g->nodes[gr->resize].op == AG_OP_NEAREST;
+            }
+            printf("  %s %s: %d nearest steps run, %d absorbed into a conv's band\n", cases[f].file,
+                   p ? "int8" : "fp32", run, absorbed);
+            ag_engine_destroy(e);
+            ag_model_destroy(model);
+            CHECK(run == 0 && absorbed == cases[f].nearest);
+        }
+    return 0;
+}
+
+/*
  * The attention gates a conv chain applies in its residual add's place (SPAN's (z + r)
  * (sigmoid(z) - 1/2), RealPLKSR's r sigmoid(z)), through norm_act_pad with 35 channels (two
  * vectors and a scalar tail): every ISA variant the same bits, within 1e-6 relative (+ 1e-7)
@@ -907,6 +946,7 @@ int main(int argc, char **argv) {
         TEST(attention_gates_across_isas),
         TEST(gate_map_across_isas),
         TEST(winograd_convs),
+        TEST(nearest_upsamples_absorbed),
     };
     int rc = test_run_all(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
     ag_image_shutdown();
