@@ -202,7 +202,11 @@ async function main() {
                                     "--restore-model", path.join(ROOT, "tests", "fixtures", "restore", "gfpgan64_zip.pt"),
                                     ...(HAS_CODEFORMER ? ["--restore-model", CODEFORMER] : []),
                                     "--jobs-dir", path.join(clips, "spool"), "--max-side", "1024",
-                                    "--max-job-result-mb", "2"]);
+                                    "--max-job-result-mb", "2",
+                                    // x4 on esrgan-medium in 16 MB windows: chelsea's x4 takes ~2 s,
+                                    // several of the page's polls (progress_figure_within_one_tile)
+                                    "--upscale-model", "esrgan-slim-x2", "--upscale-model", "esrgan-medium-x4",
+                                    "--upscale-max-mb", "16"]);
   const base = `http://127.0.0.1:${server.port}`;
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "animegan-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
@@ -418,6 +422,9 @@ async function main() {
     ["progress_figure_within_one_tile", async () => {
       // An upscale 4x: the server's figure counts the upscaler's network steps within the
       // tile under way, so the bar moves between "k of N parts" (one tile can take minutes).
+      // The page polls every 600 ms: the x4 upscaler is the slower bundled one, in small
+      // windows, so that the run outlasts several polls (esrgan-slim's took ~0.4 s: a poll
+      // inside a tile was luck).
       await page.goto(base + "/");
       await pageWait(page, () => !document.getElementById("tab-upscale").hidden, 10000, "upscale tab");
       await page.click("#tab-upscale");
@@ -436,6 +443,8 @@ async function main() {
         const m = /(\d+) of (\d+) parts done · \d+%/.exec(text);
         return m && v > Number(m[1]) / Number(m[2]) + 1e-6 && v < (Number(m[1]) + 1) / Number(m[2]);
       });
+      const distinct = new Set(within.map(([v]) => v)).size;
+      console.log(`  ${distinct} distinct figures within a tile, of ${new Set(figures.map(([v]) => v)).size}`);
       check(within.length > 0, "no figure within a tile: " + JSON.stringify(figures.slice(0, 10)));
       const values = figures.map(([v]) => v);
       check(values.every((v, i) => i === 0 || v >= values[i - 1]), "the figure went back: " + values.join(","));
