@@ -237,8 +237,9 @@ static int new_group(ag_engine *e, lowering *lw, int node) {
     return e->group_count++;
 }
 
-/* Whether node n (a bias_lrelu) is applied by group gi's noise injection as it writes: the
- * injection's only reader (GPEN's and GFPGAN's StyledConvs), so its map is never read raw. */
+/* Whether node n (an activation) is applied by group gi's head as it writes, its map never
+ * read raw: a bias_lrelu by the noise injection it alone reads (GPEN's and GFPGAN's
+ * StyledConvs), a SiLU by its GroupNorm, SPAN's attention by its add (int8 engines). */
 static int absorbable_act(const ag_engine *e, const lowering *lw, int gi, const ag_node *n) {
     const ag_group *gr = &e->groups[gi];
     ag_op head = lw->g->nodes[gr->head].op;
